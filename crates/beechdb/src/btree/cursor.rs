@@ -1,0 +1,243 @@
+//! Cursors and range iterators.
+//!
+//! A cursor copies a run of consecutive entries from one leaf while holding the shared lock
+//! briefly, then steps through the copy without locking. The copy stays valid while the
+//! environment's data version is unchanged; after any write the cursor re-seeks from its
+//! current key, so it always sees the database as it is now (as Berkeley DB cursors do).
+
+use super::node::{self, LeafValue};
+use super::tree::{Position, Seek};
+use crate::engine::{Engine, NeedResult};
+use crate::env::Db;
+use crate::error::Result;
+use std::ops::{Bound, RangeBounds};
+
+/// Bytes copied per refill, at least one entry.
+const RUN_BYTES: usize = 64 * 1024;
+
+/// A position in one database. Created by [`Db::cursor`].
+pub struct Cursor {
+    db: Db,
+    data: Vec<u8>,
+    /// (key start, key len, value start, value len) into `data`, in key order.
+    spans: Vec<(usize, usize, usize, usize)>,
+    pos: usize,
+    version: u64,
+    valid: bool,
+}
+
+impl Cursor {
+    pub(crate) fn new(db: Db) -> Cursor {
+        Cursor { db, data: Vec::new(), spans: Vec::new(), pos: 0, version: 0, valid: false }
+    }
+
+    /// Moves to the first entry; false if the database is empty.
+    pub fn first(&mut self) -> Result<bool> {
+        self.fill(Seek::First)
+    }
+    /// Moves to the last entry; false if the database is empty.
+    pub fn last(&mut self) -> Result<bool> {
+        self.fill(Seek::Last)
+    }
+    /// Moves to the first entry whose key is `>= key`; false if there is none.
+    pub fn seek(&mut self, key: &[u8]) -> Result<bool> {
+        self.fill(Seek::Ge(key))
+    }
+
+    /// Moves to the next entry; false (and unpositioned) at the end. An unpositioned
+    /// cursor moves to the first entry.
+    pub fn next(&mut self) -> Result<bool> {
+        if !self.valid {
+            return self.first();
+        }
+        if self.fresh() && self.pos + 1 < self.spans.len() {
+            self.pos += 1;
+            return Ok(true);
+        }
+        let key = self.key().unwrap().to_vec();
+        self.fill(Seek::Gt(&key))
+    }
+
+    /// Moves to the previous entry; false (and unpositioned) at the start. An unpositioned
+    /// cursor moves to the last entry.
+    pub fn prev(&mut self) -> Result<bool> {
+        if !self.valid {
+            return self.last();
+        }
+        if self.fresh() && self.pos > 0 {
+            self.pos -= 1;
+            return Ok(true);
+        }
+        let key = self.key().unwrap().to_vec();
+        self.fill(Seek::Lt(&key))
+    }
+
+    /// The current key, if positioned.
+    pub fn key(&self) -> Option<&[u8]> {
+        let &(k, kl, _, _) = self.spans.get(self.pos).filter(|_| self.valid)?;
+        Some(&self.data[k..k + kl])
+    }
+
+    /// The current value, if positioned.
+    pub fn value(&self) -> Option<&[u8]> {
+        let &(_, _, v, vl) = self.spans.get(self.pos).filter(|_| self.valid)?;
+        Some(&self.data[v..v + vl])
+    }
+
+    fn fresh(&self) -> bool {
+        self.version == self.db.data_version()
+    }
+
+    fn fill(&mut self, to: Seek) -> Result<bool> {
+        let forward = matches!(to, Seek::First | Seek::Ge(_) | Seek::Gt(_));
+        let (data, spans) = (&mut self.data, &mut self.spans);
+        let (found, version) = self.db.read(|e| {
+            data.clear();
+            spans.clear();
+            match e.seek(self.db.id(), to)? {
+                None => Ok(None),
+                Some(pos) => copy_run(e, &pos, forward, data, spans).map(Some),
+            }
+        })?;
+        self.version = version;
+        self.valid = found.is_some();
+        self.pos = found.unwrap_or(0);
+        Ok(self.valid)
+    }
+}
+
+/// Copies entries of `pos.leaf` into `data`/`spans`: from `pos.idx` on when moving forward,
+/// up to `pos.idx` when moving back. Returns the index of `pos.idx`'s entry in `spans`.
+fn copy_run(
+    e: &Engine,
+    pos: &Position,
+    forward: bool,
+    data: &mut Vec<u8>,
+    spans: &mut Vec<(usize, usize, usize, usize)>,
+) -> NeedResult<usize> {
+    let p = e.page(pos.leaf)?;
+    let n = node::nslots(p);
+    // Pick the slot range first so that a huge run is never copied.
+    let (mut lo, mut hi) = (pos.idx, pos.idx + 1);
+    let mut bytes = node::cell(p, pos.idx).len();
+    loop {
+        let grow = if forward { (hi < n).then_some(hi) } else { lo.checked_sub(1) };
+        let Some(i) = grow.filter(|_| bytes < RUN_BYTES) else { break };
+        if matches!(node::leaf_value(p, i), LeafValue::Overflow { .. }) {
+            break;
+        }
+        bytes += node::cell(p, i).len();
+        if forward {
+            hi += 1;
+        } else {
+            lo -= 1;
+        }
+    }
+    for i in lo..hi {
+        let k = node::key(p, i);
+        let ks = data.len();
+        data.extend_from_slice(k);
+        let vs = data.len();
+        match node::leaf_value(p, i) {
+            LeafValue::Inline(v) => data.extend_from_slice(v),
+            LeafValue::Overflow { first, len } => e.read_overflow(first, len, data)?,
+        }
+        spans.push((ks, k.len(), vs, data.len() - vs));
+    }
+    Ok(pos.idx - lo)
+}
+
+/// An iterator over a key range, forward or backward. Created by [`Db::range`],
+/// [`Db::range_rev`] and [`Db::iter`].
+pub struct Iter {
+    cursor: Cursor,
+    start: Bound<Vec<u8>>,
+    end: Bound<Vec<u8>>,
+    reverse: bool,
+    started: bool,
+    done: bool,
+}
+
+impl Iter {
+    pub(crate) fn new<R: RangeBounds<[u8]>>(db: Db, range: R, reverse: bool) -> Iter {
+        Iter {
+            cursor: Cursor::new(db),
+            start: range.start_bound().map(|b| b.to_vec()),
+            end: range.end_bound().map(|b| b.to_vec()),
+            reverse,
+            started: false,
+            done: false,
+        }
+    }
+
+    fn position(&mut self) -> Result<bool> {
+        if self.started {
+            return if self.reverse { self.cursor.prev() } else { self.cursor.next() };
+        }
+        self.started = true;
+        if self.reverse {
+            match &self.end {
+                Bound::Unbounded => self.cursor.last(),
+                Bound::Included(k) => {
+                    let mut succ = k.clone();
+                    succ.push(0);
+                    let k = succ;
+                    self.cursor.fill(Seek::Lt(&k))
+                }
+                Bound::Excluded(k) => {
+                    let k = k.clone();
+                    self.cursor.fill(Seek::Lt(&k))
+                }
+            }
+        } else {
+            match &self.start {
+                Bound::Unbounded => self.cursor.first(),
+                Bound::Included(k) => {
+                    let k = k.clone();
+                    self.cursor.fill(Seek::Ge(&k))
+                }
+                Bound::Excluded(k) => {
+                    let k = k.clone();
+                    self.cursor.fill(Seek::Gt(&k))
+                }
+            }
+        }
+    }
+
+    fn in_range(&self, key: &[u8]) -> bool {
+        let bound = if self.reverse { &self.start } else { &self.end };
+        match bound {
+            Bound::Unbounded => true,
+            Bound::Included(b) => if self.reverse { key >= &b[..] } else { key <= &b[..] },
+            Bound::Excluded(b) => if self.reverse { key > &b[..] } else { key < &b[..] },
+        }
+    }
+}
+
+impl Iterator for Iter {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        match self.position() {
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+            Ok(false) => {
+                self.done = true;
+                None
+            }
+            Ok(true) => {
+                let key = self.cursor.key().unwrap();
+                if !self.in_range(key) {
+                    self.done = true;
+                    return None;
+                }
+                Some(Ok((key.to_vec(), self.cursor.value().unwrap().to_vec())))
+            }
+        }
+    }
+}

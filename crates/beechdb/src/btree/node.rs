@@ -1,0 +1,408 @@
+//! Leaf and branch pages: a slotted layout that the tree searches and edits in place.
+//!
+//! Owns: cell formats, binary search, insertion, removal, compaction and the structural
+//! check of a loaded node. May call: `storage::page` for the header. Invariants: slots are
+//! sorted by key, strictly ascending; every cell lies inside `[content_start, page_size)`;
+//! `content_start >= HDR + 2 * nslots`; a cell is never larger than [`Layout::max_cell`], so
+//! any three cells fit in one page and every split can succeed.
+//!
+//! After the 40-byte header comes the slot array (`u16` cell offsets, in key order); cells
+//! grow down from the end of the page.
+//! Leaf cell: `klen u16 | vlen u32 | key | value` where a `vlen` with bit 31 set marks an
+//! overflow value and the value part is `first_page u64 | total_len u32`.
+//! Branch cell: `klen u16 | child u64 | key`; the leftmost child is in the header's link.
+//! A branch with cells `(k1,c1)..(kn,cn)` sends keys `< k1` to the leftmost child and keys
+//! `>= ki` (and `< k(i+1)`) to `ci`.
+
+use crate::error::{Error, Result};
+use crate::storage::page::{self, rd16, rd32, rd64, wr16, wr32, wr64, HDR, KIND_BRANCH, KIND_LEAF};
+use std::cmp::Ordering;
+
+pub(crate) const OVERFLOW_FLAG: u32 = 1 << 31;
+pub(crate) const LEAF_CELL_HDR: usize = 6;
+pub(crate) const BRANCH_CELL_HDR: usize = 10;
+pub(crate) const OVERFLOW_REF: usize = 12;
+
+/// Size limits that follow from the page size.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Layout {
+    pub page_size: usize,
+    /// Largest cell, including its slot, so that three always fit in a page.
+    pub max_cell: usize,
+    pub max_key: usize,
+}
+
+impl Layout {
+    pub fn new(page_size: usize) -> Layout {
+        let max_cell = (page_size - HDR) / 3;
+        Layout { page_size, max_cell, max_key: page_size / 4 }
+    }
+    /// Whether a leaf cell with this key and an inline value of `vlen` bytes fits the limit.
+    pub fn fits_inline(&self, klen: usize, vlen: usize) -> bool {
+        LEAF_CELL_HDR + klen + vlen + 2 <= self.max_cell
+    }
+    /// Bytes of an empty node available for cells and slots.
+    pub fn capacity(&self) -> usize {
+        self.page_size - HDR
+    }
+}
+
+/// A value as stored in a leaf.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LeafValue<'a> {
+    Inline(&'a [u8]),
+    Overflow { first: u64, len: u32 },
+}
+
+#[inline]
+pub(crate) fn nslots(p: &[u8]) -> usize {
+    rd16(p, 6)
+}
+#[inline]
+fn set_nslots(p: &mut [u8], n: usize) {
+    wr16(p, 6, n)
+}
+#[inline]
+fn content_start(p: &[u8]) -> usize {
+    rd32(p, 32) as usize
+}
+#[inline]
+fn set_content_start(p: &mut [u8], v: usize) {
+    wr32(p, 32, v as u32)
+}
+#[inline]
+fn frag(p: &[u8]) -> usize {
+    rd32(p, 36) as usize
+}
+#[inline]
+fn set_frag(p: &mut [u8], v: usize) {
+    wr32(p, 36, v as u32)
+}
+#[inline]
+fn slot(p: &[u8], i: usize) -> usize {
+    rd16(p, HDR + 2 * i)
+}
+#[inline]
+pub(crate) fn is_leaf(p: &[u8]) -> bool {
+    page::kind(p) == KIND_LEAF
+}
+
+/// Clears `p` into an empty node of `kind`.
+pub(crate) fn init(p: &mut [u8], kind: u8) {
+    page::init(p, kind);
+    let len = p.len();
+    set_content_start(p, len);
+}
+
+fn leaf_cell_len_at(p: &[u8], off: usize) -> usize {
+    let klen = rd16(p, off);
+    let vraw = rd32(p, off + 2);
+    let vpart = if vraw & OVERFLOW_FLAG != 0 { OVERFLOW_REF } else { vraw as usize };
+    LEAF_CELL_HDR + klen + vpart
+}
+
+fn cell_len_at(p: &[u8], off: usize) -> usize {
+    if is_leaf(p) {
+        leaf_cell_len_at(p, off)
+    } else {
+        BRANCH_CELL_HDR + rd16(p, off)
+    }
+}
+
+/// Key of cell `i` (leaf or branch).
+#[inline]
+pub(crate) fn key(p: &[u8], i: usize) -> &[u8] {
+    let off = slot(p, i);
+    let klen = rd16(p, off);
+    let start = off + if is_leaf(p) { LEAF_CELL_HDR } else { BRANCH_CELL_HDR };
+    &p[start..start + klen]
+}
+
+/// Value of leaf cell `i`.
+#[inline]
+pub(crate) fn leaf_value(p: &[u8], i: usize) -> LeafValue<'_> {
+    let off = slot(p, i);
+    let klen = rd16(p, off);
+    let vraw = rd32(p, off + 2);
+    let v = off + LEAF_CELL_HDR + klen;
+    if vraw & OVERFLOW_FLAG != 0 {
+        LeafValue::Overflow { first: rd64(p, v), len: rd32(p, v + 8) }
+    } else {
+        LeafValue::Inline(&p[v..v + vraw as usize])
+    }
+}
+
+/// Child `idx` of a branch: 0 is the leftmost, `i > 0` is cell `i - 1`'s.
+#[inline]
+pub(crate) fn child(p: &[u8], idx: usize) -> u64 {
+    if idx == 0 {
+        page::link(p)
+    } else {
+        rd64(p, slot(p, idx - 1) + 2)
+    }
+}
+
+pub(crate) fn set_child(p: &mut [u8], idx: usize, pid: u64) {
+    if idx == 0 {
+        page::set_link(p, pid)
+    } else {
+        let off = slot(p, idx - 1) + 2;
+        wr64(p, off, pid)
+    }
+}
+
+/// Leaf search: `Ok(i)` when cell `i` has the key, else `Err(i)` where it would go.
+#[inline]
+pub(crate) fn search(p: &[u8], k: &[u8]) -> std::result::Result<usize, usize> {
+    let (mut lo, mut hi) = (0usize, nslots(p));
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        match key(p, mid).cmp(k) {
+            Ordering::Less => lo = mid + 1,
+            Ordering::Greater => hi = mid,
+            Ordering::Equal => return Ok(mid),
+        }
+    }
+    Err(lo)
+}
+
+/// Branch search: the index of the child whose range holds `k`.
+#[inline]
+pub(crate) fn child_index(p: &[u8], k: &[u8]) -> usize {
+    match search(p, k) {
+        Ok(i) => i + 1,
+        Err(i) => i,
+    }
+}
+
+/// Bytes used by cells and slots.
+pub(crate) fn used(p: &[u8]) -> usize {
+    p.len() - content_start(p) - frag(p) + 2 * nslots(p)
+}
+
+/// Raw bytes of cell `i`.
+pub(crate) fn cell(p: &[u8], i: usize) -> &[u8] {
+    let off = slot(p, i);
+    &p[off..off + cell_len_at(p, off)]
+}
+
+/// Inserts a cell made of `parts` as cell `idx`; false when it does not fit even after
+/// compaction (the caller splits).
+pub(crate) fn insert(p: &mut [u8], idx: usize, parts: &[&[u8]]) -> bool {
+    let len: usize = parts.iter().map(|x| x.len()).sum();
+    let n = nslots(p);
+    let slots_end = HDR + 2 * (n + 1);
+    if content_start(p) < slots_end + len {
+        if content_start(p) + frag(p) < slots_end + len {
+            return false;
+        }
+        compact(p);
+    }
+    let mut at = content_start(p) - len;
+    set_content_start(p, at);
+    for part in parts {
+        p[at..at + part.len()].copy_from_slice(part);
+        at += part.len();
+    }
+    let s = HDR + 2 * idx;
+    p.copy_within(s..HDR + 2 * n, s + 2);
+    wr16(p, s, content_start(p));
+    set_nslots(p, n + 1);
+    true
+}
+
+/// Removes cell `idx`, leaving its bytes as fragmentation.
+pub(crate) fn remove(p: &mut [u8], idx: usize) {
+    let n = nslots(p);
+    let off = slot(p, idx);
+    let len = cell_len_at(p, off);
+    if off == content_start(p) {
+        set_content_start(p, off + len);
+    } else {
+        set_frag(p, frag(p) + len);
+    }
+    let s = HDR + 2 * idx;
+    p.copy_within(s + 2..HDR + 2 * n, s);
+    set_nslots(p, n - 1);
+}
+
+/// Overwrites leaf cell `idx`'s inline value with one of the same length.
+pub(crate) fn overwrite_inline_value(p: &mut [u8], idx: usize, v: &[u8]) {
+    let off = slot(p, idx);
+    let start = off + LEAF_CELL_HDR + rd16(p, off);
+    p[start..start + v.len()].copy_from_slice(v);
+}
+
+/// Packs all cells against the end of the page, removing fragmentation.
+pub(crate) fn compact(p: &mut [u8]) {
+    let n = nslots(p);
+    let mut tmp = vec![0u8; p.len()];
+    let mut at = p.len();
+    for i in 0..n {
+        let c = cell(p, i);
+        at -= c.len();
+        tmp[at..at + c.len()].copy_from_slice(c);
+        wr16(&mut tmp, HDR + 2 * i, at);
+    }
+    p[HDR..HDR + 2 * n].copy_from_slice(&tmp[HDR..HDR + 2 * n]);
+    p[at..].copy_from_slice(&tmp[at..]);
+    set_content_start(p, at);
+    set_frag(p, 0);
+}
+
+/// Rebuilds `p` as a node of its own kind holding `cells` (raw cell bytes, in order).
+pub(crate) fn rebuild(p: &mut [u8], cells: &[&[u8]]) {
+    let kind = page::kind(p);
+    let link = page::link(p);
+    init(p, kind);
+    page::set_link(p, link);
+    for (i, c) in cells.iter().enumerate() {
+        let ok = insert(p, i, &[c]);
+        debug_assert!(ok, "rebuild overflowed a page");
+    }
+}
+
+pub(crate) fn leaf_cell_header(klen: usize, vfield: u32) -> [u8; LEAF_CELL_HDR] {
+    let mut h = [0u8; LEAF_CELL_HDR];
+    wr16(&mut h, 0, klen);
+    wr32(&mut h, 2, vfield);
+    h
+}
+
+pub(crate) fn branch_cell_header(klen: usize, child: u64) -> [u8; BRANCH_CELL_HDR] {
+    let mut h = [0u8; BRANCH_CELL_HDR];
+    wr16(&mut h, 0, klen);
+    wr64(&mut h, 2, child);
+    h
+}
+
+pub(crate) fn overflow_ref(first: u64, len: u32) -> [u8; OVERFLOW_REF] {
+    let mut r = [0u8; OVERFLOW_REF];
+    wr64(&mut r, 0, first);
+    wr32(&mut r, 8, len);
+    r
+}
+
+/// Checks a node's structure after its header passed `page::check`: slot array and cells
+/// within bounds, keys strictly ascending and within the size limit, children of a branch
+/// inside the file (`page_count` pages).
+pub(crate) fn validate(p: &[u8], pid: u64, layout: &Layout, page_count: u64) -> Result<()> {
+    let bad = |d: String| Err(Error::corrupt(pid, d));
+    let n = nslots(p);
+    let cs = content_start(p);
+    if cs > p.len() || HDR + 2 * n > cs {
+        return bad(format!("slot array of {n} entries overlaps content starting at {cs}"));
+    }
+    let leaf = is_leaf(p);
+    debug_assert!(leaf || page::kind(p) == KIND_BRANCH);
+    let mut total = 0usize;
+    for i in 0..n {
+        let off = slot(p, i);
+        let hdr = if leaf { LEAF_CELL_HDR } else { BRANCH_CELL_HDR };
+        if off < cs || off + hdr > p.len() {
+            return bad(format!("cell {i} at offset {off} lies outside the content area"));
+        }
+        let klen = rd16(p, off);
+        if klen > layout.max_key {
+            return bad(format!("cell {i} has a key of {klen} bytes, over the limit"));
+        }
+        let len = cell_len_at(p, off);
+        if off + len > p.len() || len + 2 > layout.max_cell {
+            return bad(format!("cell {i} at offset {off} of {len} bytes runs past the page or the cell limit"));
+        }
+        total += len;
+        if i > 0 && key(p, i - 1) >= key(p, i) {
+            return bad(format!("keys of cells {} and {i} are out of order", i - 1));
+        }
+    }
+    if !leaf {
+        for idx in 0..=n {
+            let c = child(p, idx);
+            if c < 2 || c >= page_count {
+                return bad(format!("child {idx} points at page {c}, outside the file of {page_count} pages"));
+            }
+        }
+    }
+    if total + frag(p) != p.len() - cs {
+        return bad(format!("cells ({total} bytes) and fragmentation ({}) do not fill the content area", frag(p)));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn leaf(ps: usize) -> Vec<u8> {
+        let mut p = vec![0u8; ps];
+        init(&mut p, KIND_LEAF);
+        p
+    }
+
+    fn put(p: &mut [u8], k: &[u8], v: &[u8]) -> bool {
+        let idx = search(p, k).unwrap_err();
+        insert(p, idx, &[&leaf_cell_header(k.len(), v.len() as u32), k, v])
+    }
+
+    #[test]
+    fn insert_search_remove_compact() {
+        let mut p = leaf(4096);
+        for i in (0..50u32).rev() {
+            assert!(put(&mut p, &i.to_be_bytes(), &[i as u8; 20]));
+        }
+        assert_eq!(nslots(&p), 50);
+        let layout = Layout::new(4096);
+        validate(&p, 0, &layout, 1 << 40).unwrap();
+        for i in 0..50u32 {
+            let idx = search(&p, &i.to_be_bytes()).unwrap();
+            assert_eq!(leaf_value(&p, idx), LeafValue::Inline(&[i as u8; 20]));
+        }
+        let before = used(&p);
+        remove(&mut p, 10);
+        assert_eq!(used(&p), before - 30 - 2);
+        validate(&p, 0, &layout, 1 << 40).unwrap();
+        compact(&mut p);
+        validate(&p, 0, &layout, 1 << 40).unwrap();
+        assert!(search(&p, &10u32.to_be_bytes()).is_err());
+        let mut n = 0;
+        while put(&mut p, &(1000 + n as u32).to_be_bytes(), &[1; 20]) {
+            n += 1;
+        }
+        assert!(used(&p) > 4096 - HDR - 40);
+        validate(&p, 0, &layout, 1 << 40).unwrap();
+    }
+
+    #[test]
+    fn branch_routes_keys() {
+        let mut p = vec![0u8; 4096];
+        init(&mut p, KIND_BRANCH);
+        page::set_link(&mut p, 100);
+        for (i, k) in [b"d", b"m", b"t"].iter().enumerate() {
+            assert!(insert(&mut p, i, &[&branch_cell_header(1, 101 + i as u64), *k]));
+        }
+        let route = |k: &[u8]| child(&p, child_index(&p, k));
+        assert_eq!(route(b"a"), 100);
+        assert_eq!(route(b"d"), 101);
+        assert_eq!(route(b"e"), 101);
+        assert_eq!(route(b"m"), 102);
+        assert_eq!(route(b"z"), 103);
+    }
+
+    #[test]
+    fn validate_rejects_garbage_without_panicking() {
+        let layout = Layout::new(4096);
+        let mut seed = 1u64;
+        for _ in 0..2000 {
+            let mut p = leaf(4096);
+            for _ in 0..20 {
+                put(&mut p, &seed.to_be_bytes(), b"value");
+                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+            }
+            let at = (seed >> 33) as usize % 4096;
+            p[at] ^= (seed >> 20) as u8 | 1;
+            if page::kind(&p) == KIND_LEAF || page::kind(&p) == KIND_BRANCH {
+                let _ = validate(&p, 0, &layout, 1 << 40);
+            }
+        }
+    }
+}

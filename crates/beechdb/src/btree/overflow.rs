@@ -1,0 +1,86 @@
+//! Overflow chains: values too large to sit in a leaf, stored in linked pages.
+//!
+//! Page layout: the common header (kind 3), link = next page (0 ends the chain), bytes 32..36
+//! = bytes of value data in this page, data from byte 40. Chains are written once, straight to
+//! fresh pages (never through the cache), and freed whole when their value is replaced.
+
+use crate::engine::{read_checked, Engine};
+use crate::error::{Error, Result};
+use crate::storage::page::{self, rd32, wr32, HDR, KIND_OVERFLOW};
+
+impl Engine {
+    fn overflow_capacity(&self) -> usize {
+        self.layout.page_size - HDR
+    }
+
+    /// Writes `value` to a new chain and returns its first page.
+    pub(crate) fn write_overflow(&mut self, value: &[u8]) -> Result<u64> {
+        let cap = self.overflow_capacity();
+        let pids: Vec<u64> = (0..value.len().div_ceil(cap)).map(|_| self.space.allocate()).collect();
+        let mut buf = vec![0u8; self.layout.page_size];
+        for (i, chunk) in value.chunks(cap).enumerate() {
+            page::init(&mut buf, KIND_OVERFLOW);
+            page::set_link(&mut buf, pids.get(i + 1).copied().unwrap_or(0));
+            wr32(&mut buf, 32, chunk.len() as u32);
+            buf[HDR..HDR + chunk.len()].copy_from_slice(chunk);
+            buf[HDR + chunk.len()..].fill(0);
+            page::seal(&mut buf, pids[i], self.generation + 1);
+            if let Err(e) = self.file.write_at(&buf, pids[i] * self.layout.page_size as u64) {
+                let err = self.poison(format!("writing overflow page {}", pids[i]), e);
+                for &p in &pids {
+                    self.space.release(p);
+                }
+                return Err(err);
+            }
+            self.pages_written += 1;
+        }
+        self.changed = true;
+        Ok(pids[0])
+    }
+
+    /// Reads the chain starting at `first`, which must hold exactly `len` bytes, into `out`.
+    pub(crate) fn read_overflow(&self, first: u64, len: u32, out: &mut Vec<u8>) -> Result<()> {
+        let mut buf = vec![0u8; self.layout.page_size];
+        let start = out.len();
+        let mut pid = first;
+        out.reserve(len as usize);
+        for _ in 0..(len as usize).div_ceil(self.overflow_capacity()) {
+            self.read_overflow_page(pid, &mut buf)?;
+            let used = rd32(&buf, 32) as usize;
+            if used > self.overflow_capacity() || out.len() - start + used > len as usize {
+                return Err(Error::corrupt(pid, format!("overflow page holds {used} bytes, more than its value")));
+            }
+            out.extend_from_slice(&buf[HDR..HDR + used]);
+            pid = page::link(&buf);
+            if pid == 0 {
+                break;
+            }
+        }
+        if out.len() - start != len as usize || pid != 0 {
+            return Err(Error::corrupt(first, format!("overflow chain does not hold the {len} bytes its leaf names")));
+        }
+        Ok(())
+    }
+
+    fn read_overflow_page(&self, pid: u64, buf: &mut [u8]) -> Result<()> {
+        read_checked(self.file.as_ref(), pid, buf, self.space.page_count(), self.generation + 1, Some(KIND_OVERFLOW))?;
+        Ok(())
+    }
+
+    /// The pages of the chain starting at `first` (for freeing it).
+    pub(crate) fn overflow_pages(&self, first: u64, len: u32) -> Result<Vec<u64>> {
+        let mut buf = vec![0u8; self.layout.page_size];
+        let n = (len as usize).div_ceil(self.overflow_capacity());
+        let mut pids = Vec::with_capacity(n);
+        let mut pid = first;
+        while pid != 0 {
+            if pids.len() == n {
+                return Err(Error::corrupt(first, "overflow chain is longer than its value"));
+            }
+            self.read_overflow_page(pid, &mut buf)?;
+            pids.push(pid);
+            pid = page::link(&buf);
+        }
+        Ok(pids)
+    }
+}

@@ -1,0 +1,498 @@
+//! Tree algorithms as engine methods: reads that run under the shared lock (`&self`,
+//! reporting a non-resident page as `Need::Page`), and writes under the exclusive lock.
+
+use super::node::{self, LeafValue, BRANCH_CELL_HDR, LEAF_CELL_HDR, OVERFLOW_FLAG};
+use crate::engine::{Engine, Need, NeedResult, CATALOG};
+use crate::error::{Error, Result};
+use crate::storage::page::{rd16, KIND_BRANCH, KIND_LEAF};
+
+/// Largest value accepted: 4 GiB - 1 (lengths are stored in 32 bits).
+pub(crate) const MAX_VALUE_LEN_USIZE: usize = u32::MAX as usize;
+
+/// Where a cursor should land.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Seek<'a> {
+    First,
+    Last,
+    /// First key `>=`.
+    Ge(&'a [u8]),
+    /// First key `>`.
+    Gt(&'a [u8]),
+    /// Last key `<`.
+    Lt(&'a [u8]),
+}
+
+/// A position: leaf page and slot.
+pub(crate) struct Position {
+    pub leaf: u64,
+    pub idx: usize,
+}
+
+impl Engine {
+    #[inline]
+    pub(crate) fn page(&self, pid: u64) -> NeedResult<&[u8]> {
+        self.cache.get(pid).ok_or(Need::Page(pid))
+    }
+
+    #[inline]
+    pub(crate) fn root(&self, db: u32) -> Result<u64> {
+        Ok(self.db(db)?.root)
+    }
+
+    /// Finds `key`: the leaf and slot holding it, if present.
+    #[inline]
+    pub(crate) fn locate(&self, db: u32, key: &[u8]) -> NeedResult<Option<(u64, usize)>> {
+        let mut pid = self.root(db)?;
+        loop {
+            let p = self.page(pid)?;
+            if node::is_leaf(p) {
+                return Ok(node::search(p, key).ok().map(|i| (pid, i)));
+            }
+            pid = node::child(p, node::child_index(p, key));
+        }
+    }
+
+    /// Calls `f` with the value in slot `idx` of resident leaf `leaf`.
+    pub(crate) fn with_value<R>(&self, leaf: u64, idx: usize, f: impl FnOnce(&[u8]) -> R) -> NeedResult<R> {
+        match node::leaf_value(self.page(leaf)?, idx) {
+            LeafValue::Inline(v) => Ok(f(v)),
+            LeafValue::Overflow { first, len } => {
+                let mut v = Vec::new();
+                self.read_overflow(first, len, &mut v)?;
+                Ok(f(&v))
+            }
+        }
+    }
+
+    /// Descends from `root` towards `key` (or the leftmost/rightmost edge), recording the path.
+    fn descend(&self, root: u64, to: Seek, path: &mut Vec<(u64, usize)>) -> NeedResult<u64> {
+        path.clear();
+        let mut pid = root;
+        loop {
+            let p = self.page(pid)?;
+            if node::is_leaf(p) {
+                return Ok(pid);
+            }
+            let idx = match to {
+                Seek::First => 0,
+                Seek::Last => node::nslots(p),
+                Seek::Ge(k) | Seek::Gt(k) | Seek::Lt(k) => node::child_index(p, k),
+            };
+            path.push((pid, idx));
+            pid = node::child(p, idx);
+        }
+    }
+
+    /// Moves to the next (or previous) leaf along `path`; `None` at the end of the tree.
+    fn step_leaf(&self, path: &mut Vec<(u64, usize)>, forward: bool) -> NeedResult<Option<u64>> {
+        loop {
+            let Some(&(pid, idx)) = path.last() else { return Ok(None) };
+            let n = node::nslots(self.page(pid)?);
+            if (forward && idx < n) || (!forward && idx > 0) {
+                let idx = if forward { idx + 1 } else { idx - 1 };
+                path.last_mut().unwrap().1 = idx;
+                let mut child = node::child(self.page(pid)?, idx);
+                loop {
+                    let p = self.page(child)?;
+                    if node::is_leaf(p) {
+                        return Ok(Some(child));
+                    }
+                    let i = if forward { 0 } else { node::nslots(p) };
+                    path.push((child, i));
+                    child = node::child(p, i);
+                }
+            }
+            path.pop();
+        }
+    }
+
+    /// Positions on the entry `to` names, skipping empty leaves; `None` if there is none.
+    pub(crate) fn seek(&self, db: u32, to: Seek) -> NeedResult<Option<Position>> {
+        let mut path = Vec::new();
+        let mut leaf = self.descend(self.root(db)?, to, &mut path)?;
+        let p = self.page(leaf)?;
+        let n = node::nslots(p) as isize;
+        let forward = matches!(to, Seek::First | Seek::Ge(_) | Seek::Gt(_));
+        let mut idx: isize = match to {
+            Seek::First => 0,
+            Seek::Last => n - 1,
+            Seek::Ge(k) => node::search(p, k).unwrap_or_else(|i| i) as isize,
+            Seek::Gt(k) => node::search(p, k).map(|i| i + 1).unwrap_or_else(|i| i) as isize,
+            Seek::Lt(k) => node::search(p, k).unwrap_or_else(|i| i) as isize - 1,
+        };
+        loop {
+            let n = node::nslots(self.page(leaf)?) as isize;
+            if idx >= 0 && idx < n {
+                return Ok(Some(Position { leaf, idx: idx as usize }));
+            }
+            match self.step_leaf(&mut path, forward)? {
+                None => return Ok(None),
+                Some(l) => {
+                    leaf = l;
+                    idx = if forward { 0 } else { node::nslots(self.page(l)?) as isize - 1 };
+                }
+            }
+        }
+    }
+
+    /// Every entry of a database, in order (used for the catalog at open).
+    pub(crate) fn scan_all(&mut self, db: u32) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut out = Vec::new();
+        let mut after: Option<Vec<u8>> = None;
+        loop {
+            let pos = loop {
+                let to = after.as_deref().map_or(Seek::First, Seek::Gt);
+                match self.seek(db, to) {
+                    Ok(p) => break p,
+                    Err(Need::Page(pid)) => self.load(pid)?,
+                    Err(Need::Fail(e)) => return Err(e),
+                }
+            };
+            let Some(pos) = pos else { return Ok(out) };
+            let p = self.node(pos.leaf);
+            for i in pos.idx..node::nslots(p) {
+                let v = match node::leaf_value(p, i) {
+                    LeafValue::Inline(v) => v.to_vec(),
+                    LeafValue::Overflow { first, len } => {
+                        let mut v = Vec::new();
+                        self.read_overflow(first, len, &mut v)?;
+                        v
+                    }
+                };
+                out.push((node::key(p, i).to_vec(), v));
+            }
+            after = Some(out.last().unwrap().0.clone());
+        }
+    }
+
+    /// Loads the root-to-leaf path for `key` and returns the leaf.
+    fn descend_mut(&mut self, db: u32, key: &[u8], path: &mut Vec<(u64, usize)>) -> Result<u64> {
+        path.clear();
+        let mut pid = self.root(db)?;
+        loop {
+            self.ensure(pid)?;
+            let p = self.node(pid);
+            if node::is_leaf(p) {
+                return Ok(pid);
+            }
+            let idx = node::child_index(p, key);
+            path.push((pid, idx));
+            pid = node::child(p, idx);
+        }
+    }
+
+    /// Relocates `pid` off the durable checkpoint if needed; returns its writable number.
+    fn relocate(&mut self, pid: u64) -> u64 {
+        if self.space.is_fresh(pid) {
+            return pid;
+        }
+        let new = self.space.allocate();
+        self.cache.rekey(pid, new);
+        self.space.release(pid);
+        new
+    }
+
+    /// Makes the path and the leaf writable (copy-on-write), fixing parent pointers and the
+    /// root. Updates `path` in place and returns the leaf's writable number.
+    fn make_writable(&mut self, db: u32, path: &mut [(u64, usize)], leaf: u64) -> u64 {
+        if self.space.is_fresh(leaf) {
+            // Ancestors of a fresh page are fresh: nothing moves.
+            self.node_mut(leaf);
+            return leaf;
+        }
+        let mut parent: Option<(u64, usize)> = None;
+        for level in 0..=path.len() {
+            let old = if level < path.len() { path[level].0 } else { leaf };
+            let new = self.relocate(old);
+            self.node_mut(new);
+            if new != old {
+                match parent {
+                    Some((pp, idx)) => node::set_child(self.node_mut(pp), idx, new),
+                    None => self.set_root(db, new),
+                }
+            }
+            if level < path.len() {
+                path[level].0 = new;
+                parent = Some((new, path[level].1));
+            } else {
+                return new;
+            }
+        }
+        unreachable!()
+    }
+
+    fn set_root(&mut self, db: u32, root: u64) {
+        let d = self.db_mut(db);
+        d.root = root;
+        d.catalog_dirty = db != CATALOG;
+    }
+
+    fn add_entries(&mut self, db: u32, delta: i64) {
+        let d = self.db_mut(db);
+        d.entries = d.entries.wrapping_add_signed(delta);
+        d.catalog_dirty = db != CATALOG;
+    }
+
+    pub(crate) fn check_sizes(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        if key.len() > self.layout.max_key {
+            return Err(Error::KeyTooLarge { len: key.len(), max: self.layout.max_key });
+        }
+        if value.len() > MAX_VALUE_LEN_USIZE {
+            return Err(Error::ValueTooLarge { len: value.len(), max: MAX_VALUE_LEN_USIZE });
+        }
+        Ok(())
+    }
+
+    /// Stores `value` under `key`; with `no_overwrite` an existing key is `KeyExists`.
+    /// Returns whether the key existed.
+    pub(crate) fn put(&mut self, db: u32, key: &[u8], value: &[u8], no_overwrite: bool) -> Result<bool> {
+        self.check_sizes(key, value)?;
+        let mut path = std::mem::take(&mut self.path_buf);
+        let r = self.put_inner(db, key, value, no_overwrite, &mut path);
+        self.path_buf = path;
+        r
+    }
+
+    fn put_inner(&mut self, db: u32, key: &[u8], value: &[u8], no_overwrite: bool, path: &mut Vec<(u64, usize)>) -> Result<bool> {
+        let leaf = self.descend_mut(db, key, path)?;
+        let found = node::search(self.node(leaf), key);
+        let inline = self.layout.fits_inline(key.len(), value.len());
+        let mut old_chain = None;
+        if let Ok(i) = found {
+            if no_overwrite {
+                return Err(Error::KeyExists);
+            }
+            match node::leaf_value(self.node(leaf), i) {
+                LeafValue::Inline(old) if inline && old.len() == value.len() => {
+                    let leaf = self.make_writable(db, path, leaf);
+                    node::overwrite_inline_value(self.node_mut(leaf), i, value);
+                    return Ok(true);
+                }
+                LeafValue::Overflow { first, len } => old_chain = Some(self.overflow_pages(first, len)?),
+                LeafValue::Inline(_) => {}
+            }
+        }
+        let ovf = if inline { None } else { Some(self.write_overflow(value)?) };
+        let leaf = self.make_writable(db, path, leaf);
+        let idx = match found {
+            Ok(i) => {
+                node::remove(self.node_mut(leaf), i);
+                i
+            }
+            Err(i) => {
+                self.add_entries(db, 1);
+                i
+            }
+        };
+        for pid in old_chain.into_iter().flatten() {
+            self.space.release(pid);
+        }
+        let ovf_ref;
+        let (vfield, vbytes): (u32, &[u8]) = match ovf {
+            None => (value.len() as u32, value),
+            Some(first) => {
+                ovf_ref = node::overflow_ref(first, value.len() as u32);
+                (OVERFLOW_FLAG, &ovf_ref)
+            }
+        };
+        let hdr = node::leaf_cell_header(key.len(), vfield);
+        if !node::insert(self.node_mut(leaf), idx, &[&hdr, key, vbytes]) {
+            let mut cell = Vec::with_capacity(LEAF_CELL_HDR + key.len() + vbytes.len());
+            cell.extend_from_slice(&hdr);
+            cell.extend_from_slice(key);
+            cell.extend_from_slice(vbytes);
+            self.split(db, path, leaf, idx, &cell)?;
+        }
+        Ok(found.is_ok())
+    }
+
+    /// Splits full node `pid` while inserting `cell` at slot `idx`, then inserts the
+    /// separator into the parent (splitting upwards as needed).
+    fn split(&mut self, db: u32, path: &mut Vec<(u64, usize)>, pid: u64, idx: usize, cell: &[u8]) -> Result<()> {
+        let scratch = self.node(pid).to_vec();
+        let leaf = node::is_leaf(&scratch);
+        let n = node::nslots(&scratch);
+        let mut cells: Vec<&[u8]> = (0..n).map(|i| node::cell(&scratch, i)).collect();
+        cells.insert(idx, cell);
+        let key_of = |c: &[u8]| -> Vec<u8> {
+            let klen = rd16(c, 0);
+            let at = if leaf { LEAF_CELL_HDR } else { BRANCH_CELL_HDR };
+            c[at..at + klen].to_vec()
+        };
+        let rightmost = path.iter().all(|&(p, i)| i == node::nslots(self.node(p)));
+        let right = self.new_node(if leaf { KIND_LEAF } else { KIND_BRANCH });
+        let sep;
+        if leaf {
+            // Appending at the right edge of the tree: leave the left page full.
+            let at = if idx == n && rightmost { n } else { balanced_split(&cells) };
+            node::rebuild(self.node_mut(pid), &cells[..at]);
+            node::rebuild(self.node_mut(right), &cells[at..]);
+            sep = separator(&key_of(cells[at - 1]), &key_of(cells[at]));
+        } else {
+            // The middle cell moves up; its child becomes the right node's leftmost.
+            let at = balanced_split(&cells).clamp(1, cells.len() - 2);
+            let mid = cells[at];
+            let mid_child = crate::storage::page::rd64(mid, 2);
+            node::rebuild(self.node_mut(pid), &cells[..at]);
+            let r = self.node_mut(right);
+            crate::storage::page::set_link(r, mid_child);
+            node::rebuild(r, &cells[at + 1..]);
+            sep = key_of(mid);
+        }
+        match path.pop() {
+            None => {
+                let root = self.new_node(KIND_BRANCH);
+                let r = self.node_mut(root);
+                crate::storage::page::set_link(r, pid);
+                let ok = node::insert(r, 0, &[&node::branch_cell_header(sep.len(), right), &sep]);
+                debug_assert!(ok);
+                self.set_root(db, root);
+                Ok(())
+            }
+            Some((parent, ci)) => {
+                let hdr = node::branch_cell_header(sep.len(), right);
+                if node::insert(self.node_mut(parent), ci, &[&hdr, &sep]) {
+                    return Ok(());
+                }
+                let mut bcell = hdr.to_vec();
+                bcell.extend_from_slice(&sep);
+                self.split(db, path, parent, ci, &bcell)
+            }
+        }
+    }
+
+    /// Removes `key`; returns whether it was present.
+    pub(crate) fn delete(&mut self, db: u32, key: &[u8]) -> Result<bool> {
+        let mut path = std::mem::take(&mut self.path_buf);
+        let r = self.delete_inner(db, key, &mut path);
+        self.path_buf = path;
+        r
+    }
+
+    fn delete_inner(&mut self, db: u32, key: &[u8], path: &mut Vec<(u64, usize)>) -> Result<bool> {
+        let leaf = self.descend_mut(db, key, path)?;
+        let Ok(i) = node::search(self.node(leaf), key) else { return Ok(false) };
+        let chain = match node::leaf_value(self.node(leaf), i) {
+            LeafValue::Overflow { first, len } => self.overflow_pages(first, len)?,
+            LeafValue::Inline(_) => Vec::new(),
+        };
+        let leaf = self.make_writable(db, path, leaf);
+        node::remove(self.node_mut(leaf), i);
+        for pid in chain {
+            self.space.release(pid);
+        }
+        self.add_entries(db, -1);
+        self.rebalance(db, path, leaf)?;
+        Ok(true)
+    }
+
+    /// After a removal from writable node `pid`: merge it with a sibling when it is less
+    /// than a quarter full and the two fit in one page; collapse a root with one child.
+    fn rebalance(&mut self, db: u32, path: &mut Vec<(u64, usize)>, pid: u64) -> Result<()> {
+        let p = self.node(pid);
+        let Some(&(parent, ci)) = path.last() else {
+            if !node::is_leaf(p) && node::nslots(p) == 0 {
+                let child = node::child(p, 0);
+                self.set_root(db, child);
+                self.free_page(pid);
+            }
+            return Ok(());
+        };
+        if node::used(p) >= self.layout.capacity() / 4 {
+            return Ok(());
+        }
+        let leaf = node::is_leaf(p);
+        if node::nslots(self.node(parent)) == 0 {
+            return Ok(());
+        }
+        // Merge the right one of the pair into the left one.
+        let (li, ri) = if ci > 0 { (ci - 1, ci) } else { (0, 1) };
+        let (lpid, rpid) = (node::child(self.node(parent), li), node::child(self.node(parent), ri));
+        self.ensure(lpid)?;
+        self.ensure(rpid)?;
+        let sep = node::key(self.node(parent), ri - 1).to_vec();
+        let extra = if leaf { 0 } else { BRANCH_CELL_HDR + sep.len() + 2 };
+        if node::used(self.node(lpid)) + node::used(self.node(rpid)) + extra > self.layout.capacity() {
+            return Ok(());
+        }
+        let lw = self.relocate(lpid);
+        if lw != lpid {
+            node::set_child(self.node_mut(parent), li, lw);
+        }
+        let right = self.node(rpid).to_vec();
+        let left = self.node_mut(lw);
+        let mut at = node::nslots(left);
+        if !leaf {
+            let hdr = node::branch_cell_header(sep.len(), crate::storage::page::link(&right));
+            let ok = node::insert(left, at, &[&hdr, &sep]);
+            debug_assert!(ok);
+            at += 1;
+        }
+        for i in 0..node::nslots(&right) {
+            let ok = node::insert(left, at + i, &[node::cell(&right, i)]);
+            debug_assert!(ok);
+        }
+        node::remove(self.node_mut(parent), ri - 1);
+        self.free_page(rpid);
+        path.pop();
+        self.rebalance(db, path, parent)
+    }
+
+    /// Every page of the tree rooted at `root`, overflow chains included.
+    pub(crate) fn collect_pages(&mut self, root: u64, out: &mut Vec<u64>) -> Result<()> {
+        let mut stack = vec![root];
+        while let Some(pid) = stack.pop() {
+            self.ensure(pid)?;
+            out.push(pid);
+            let p = self.node(pid);
+            let n = node::nslots(p);
+            if node::is_leaf(p) {
+                let chains: Vec<(u64, u32)> = (0..n)
+                    .filter_map(|i| match node::leaf_value(p, i) {
+                        LeafValue::Overflow { first, len } => Some((first, len)),
+                        LeafValue::Inline(_) => None,
+                    })
+                    .collect();
+                for (first, len) in chains {
+                    out.extend(self.overflow_pages(first, len)?);
+                }
+            } else {
+                stack.extend((0..=n).map(|i| node::child(p, i)));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The index that splits `cells` into two halves of about equal bytes, both non-empty.
+fn balanced_split(cells: &[&[u8]]) -> usize {
+    let total: usize = cells.iter().map(|c| c.len() + 2).sum();
+    let mut acc = 0;
+    for (i, c) in cells.iter().enumerate() {
+        acc += c.len() + 2;
+        if acc * 2 >= total {
+            return (i + 1).clamp(1, cells.len() - 1);
+        }
+    }
+    cells.len() - 1
+}
+
+/// The shortest prefix of `right` that sorts after `left` (suffix truncation).
+fn separator(left: &[u8], right: &[u8]) -> Vec<u8> {
+    let common = left.iter().zip(right).take_while(|(a, b)| a == b).count();
+    right[..(common + 1).min(right.len())].to_vec()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::separator;
+
+    #[test]
+    fn separators_are_short_and_between() {
+        for (l, r) in [(&b"abc"[..], &b"abd"[..]), (b"ab", b"abc"), (b"a", b"b"), (b"", b"x"), (b"az", b"b")] {
+            let s = separator(l, r);
+            assert!(l < &s[..] && &s[..] <= r, "{l:?} {s:?} {r:?}");
+        }
+        assert_eq!(separator(b"apple", b"banana"), b"b");
+    }
+}

@@ -1,0 +1,543 @@
+//! The engine state behind an environment's lock: page file, cache, free space, databases.
+//!
+//! Owns: opening and creating the page file, loading pages (checked on every read), writing
+//! dirty pages on eviction, and the copy-on-write checkpoint. May call: `storage`, `cache`,
+//! `btree` (for the catalog). Invariants:
+//! - every dirty page is fresh (allocated since the durable checkpoint), so writing it
+//!   never touches a page that checkpoint references;
+//! - the ancestors of a fresh page are fresh (relocating a page relocates its path);
+//! - after a failed write or sync the engine is poisoned and refuses every further write.
+//!
+//! A checkpoint: (1) refresh catalog records of changed databases; (2) allocate free-list
+//! pages from pages free in the durable checkpoint; (3) write every dirty page and the free
+//! list; (4) `sync_data`; (5) write the meta slot not used by the durable checkpoint; (6)
+//! `sync_data`. Only then do pages freed since the last checkpoint become reusable. A crash
+//! before (6) completes leaves the previous meta, and every page it references, untouched.
+
+use crate::btree::node::{self, Layout};
+use crate::cache::Cache;
+use crate::config::{Config, MIN_CACHE_PAGES};
+use crate::error::{Error, Result};
+use crate::storage::freespace::FreeSpace;
+use crate::storage::meta::{Meta, META_LEN};
+use crate::storage::page::{self, rd32, rd64, wr32, wr64, HDR, KIND_FREELIST, KIND_LEAF};
+use crate::storage::{Storage, StorageFile};
+use std::collections::BTreeMap;
+use std::io;
+
+pub(crate) const DB_FILE: &str = "beech.db";
+const DB_FILE_TMP: &str = "beech.db.tmp";
+/// Database id of the catalog tree (names -> database records).
+pub(crate) const CATALOG: u32 = 0;
+pub(crate) const CATALOG_RECORD_LEN: usize = 20;
+
+/// Why a read under the shared lock could not finish.
+pub(crate) enum Need {
+    /// Page not resident: retry under the exclusive lock after loading it.
+    Page(u64),
+    Fail(Error),
+}
+
+impl From<Error> for Need {
+    fn from(e: Error) -> Need {
+        Need::Fail(e)
+    }
+}
+
+pub(crate) type NeedResult<T> = std::result::Result<T, Need>;
+
+#[derive(Debug, Clone)]
+pub(crate) struct DbState {
+    pub name: String,
+    pub root: u64,
+    pub entries: u64,
+    /// Root or entry count changed since the catalog record was written.
+    pub catalog_dirty: bool,
+}
+
+pub(crate) struct Engine {
+    pub layout: Layout,
+    pub file: Box<dyn StorageFile>,
+    pub cache: Cache,
+    pub space: FreeSpace,
+    /// Indexed by database id; `None` for removed ids. Id 0 is the catalog.
+    pub dbs: Vec<Option<DbState>>,
+    pub names: BTreeMap<String, u32>,
+    /// Generation of the durable checkpoint.
+    pub generation: u64,
+    freelist_pages: Vec<u64>,
+    next_db_id: u32,
+    pub poisoned: Option<String>,
+    /// Problems with the meta pages found at open (e.g. one slot unreadable).
+    pub meta_warnings: Vec<String>,
+    /// Something changed since the durable checkpoint.
+    pub changed: bool,
+    pub pages_written: u64,
+    pub checkpoints: u64,
+    pub(crate) path_buf: Vec<(u64, usize)>,
+}
+
+pub(crate) fn encode_catalog_record(id: u32, root: u64, entries: u64) -> [u8; CATALOG_RECORD_LEN] {
+    let mut r = [0u8; CATALOG_RECORD_LEN];
+    wr32(&mut r, 0, id);
+    wr64(&mut r, 4, root);
+    wr64(&mut r, 12, entries);
+    r
+}
+
+pub(crate) fn decode_catalog_record(v: &[u8]) -> Option<(u32, u64, u64)> {
+    (v.len() == CATALOG_RECORD_LEN).then(|| (rd32(v, 0), rd64(v, 4), rd64(v, 12)))
+}
+
+fn io_err(what: &str) -> impl FnOnce(io::Error) -> Error + '_ {
+    move |e| Error::io(what, e)
+}
+
+/// Reads the meta slots of `file`: the chosen meta and warnings about the other slot.
+pub(crate) fn read_metas(file: &dyn StorageFile) -> Result<(Meta, Vec<String>)> {
+    let len = file.len().map_err(io_err("reading the file size"))?;
+    let mut buf = [0u8; META_LEN];
+    let mut slot0 = Err("file too short".to_string());
+    if len >= META_LEN as u64 {
+        file.read_at(&mut buf, 0).map_err(io_err("reading meta page 0"))?;
+        slot0 = Meta::decode(&buf).map_err(|p| p.to_string());
+    }
+    // Slot 1 sits one page in; without slot 0 the page size is unknown, so try each.
+    let sizes: Vec<u64> = match &slot0 {
+        Ok(m) => vec![m.page_size as u64],
+        Err(_) => (12..=16).map(|s| 1u64 << s).collect(),
+    };
+    let mut slot1 = Err("file too short".to_string());
+    for ps in sizes {
+        if len >= ps + META_LEN as u64 {
+            file.read_at(&mut buf, ps).map_err(io_err("reading meta page 1"))?;
+            slot1 = match Meta::decode(&buf) {
+                Ok(m) if m.page_size as u64 == ps => Ok(m),
+                Ok(m) => Err(format!("page size {} does not match its position", m.page_size)),
+                Err(p) => Err(p.to_string()),
+            };
+            if slot1.is_ok() {
+                break;
+            }
+        }
+    }
+    let mut warnings = Vec::new();
+    let chosen = match (slot0, slot1) {
+        (Ok(a), Ok(b)) => {
+            if a.page_size != b.page_size {
+                warnings.push("meta pages disagree on the page size".to_string());
+            }
+            if a.generation >= b.generation {
+                a
+            } else {
+                b
+            }
+        }
+        (Ok(a), Err(e)) => {
+            warnings.push(format!("meta page 1 unusable ({e}); opened checkpoint {} from meta page 0", a.generation));
+            a
+        }
+        (Err(e), Ok(b)) => {
+            warnings.push(format!("meta page 0 unusable ({e}); opened checkpoint {} from meta page 1", b.generation));
+            b
+        }
+        (Err(a), Err(b)) => {
+            return Err(Error::Corrupt {
+                page: Some(0),
+                detail: format!("no usable meta page (page 0: {a}; page 1: {b})"),
+            })
+        }
+    };
+    Ok((chosen, warnings))
+}
+
+/// Reads and checks the free-list chain of `meta`.
+pub(crate) fn read_free_list(file: &dyn StorageFile, meta: &Meta) -> Result<(Vec<u64>, Vec<u64>)> {
+    let ps = meta.page_size as usize;
+    let mut pages = Vec::new();
+    let mut free = Vec::new();
+    let mut pid = meta.freelist_head;
+    let mut buf = vec![0u8; ps];
+    while pid != 0 {
+        if pages.len() as u64 >= meta.freelist_pages {
+            return Err(Error::corrupt(pid, "free-list chain is longer than the meta page says"));
+        }
+        read_checked(file, pid, &mut buf, meta.page_count, meta.generation, Some(KIND_FREELIST))?;
+        let n = rd32(&buf, 32) as usize;
+        if n > (ps - HDR) / 8 {
+            return Err(Error::corrupt(pid, format!("free-list page claims {n} entries")));
+        }
+        for i in 0..n {
+            let f = rd64(&buf, HDR + 8 * i);
+            if f < 2 || f >= meta.page_count {
+                return Err(Error::corrupt(pid, format!("free-list entry {f} lies outside the file")));
+            }
+            free.push(f);
+        }
+        pages.push(pid);
+        pid = page::link(&buf);
+    }
+    if pages.len() as u64 != meta.freelist_pages {
+        return Err(Error::corrupt(meta.freelist_head, "free-list chain is shorter than the meta page says"));
+    }
+    Ok((free, pages))
+}
+
+/// Reads page `pid` into `buf` and checks its header; a short file is corruption.
+pub(crate) fn read_checked(
+    file: &dyn StorageFile,
+    pid: u64,
+    buf: &mut [u8],
+    page_count: u64,
+    max_gen: u64,
+    kind: Option<u8>,
+) -> Result<u8> {
+    if pid < 2 || pid >= page_count {
+        return Err(Error::corrupt(pid, format!("page number outside the file of {page_count} pages")));
+    }
+    match file.read_at(buf, pid * buf.len() as u64) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+            return Err(Error::corrupt(pid, "page lies beyond the end of the file"))
+        }
+        Err(e) => return Err(Error::io(format!("reading page {pid}"), e)),
+    }
+    page::check(buf, pid, max_gen, kind)
+}
+
+impl Engine {
+    /// Opens (creating if allowed) the page file in `storage`.
+    pub fn open(storage: &dyn Storage, cfg: &Config) -> Result<Engine> {
+        cfg.validate()?;
+        let exists = storage.exists(DB_FILE).map_err(io_err("looking for the page file"))?;
+        if !exists {
+            if !cfg.create_value() {
+                return Err(Error::InvalidArgument(format!(
+                    "no environment at {} and creation is off",
+                    storage.describe()
+                )));
+            }
+            create(storage, cfg.page_size_value())?;
+        }
+        let file = storage.open(DB_FILE, false).map_err(io_err("opening the page file"))?;
+        let (meta, meta_warnings) = read_metas(file.as_ref())?;
+        let (free, freelist_pages) = read_free_list(file.as_ref(), &meta)?;
+        let ps = meta.page_size as usize;
+        let capacity = (cfg.cache_size_value() / ps).max(MIN_CACHE_PAGES);
+        let mut engine = Engine {
+            layout: Layout::new(ps),
+            file,
+            cache: Cache::new(ps, capacity),
+            space: FreeSpace::new(meta.page_count, free),
+            dbs: vec![Some(DbState {
+                name: String::new(),
+                root: meta.catalog_root,
+                entries: 0,
+                catalog_dirty: false,
+            })],
+            names: BTreeMap::new(),
+            generation: meta.generation,
+            freelist_pages,
+            next_db_id: meta.next_db_id.max(1),
+            poisoned: None,
+            meta_warnings,
+            changed: false,
+            pages_written: 0,
+            checkpoints: 0,
+            path_buf: Vec::new(),
+        };
+        engine.load_catalog()?;
+        engine.shrink_cache();
+        Ok(engine)
+    }
+
+    fn load_catalog(&mut self) -> Result<()> {
+        let records = self.scan_all(CATALOG)?;
+        for (k, v) in records {
+            let name = String::from_utf8(k).map_err(|_| Error::Corrupt {
+                page: None,
+                detail: "catalog holds a database name that is not UTF-8".into(),
+            })?;
+            let (id, root, entries) = decode_catalog_record(&v).ok_or_else(|| Error::Corrupt {
+                page: None,
+                detail: format!("catalog record of {name:?} has {} bytes", v.len()),
+            })?;
+            if id == CATALOG || id >= self.next_db_id || root < 2 || root >= self.space.page_count() {
+                return Err(Error::Corrupt {
+                    page: None,
+                    detail: format!("catalog record of {name:?} is inconsistent (id {id}, root {root})"),
+                });
+            }
+            let slot = id as usize;
+            if self.dbs.len() <= slot {
+                self.dbs.resize(slot + 1, None);
+            }
+            if self.dbs[slot].is_some() {
+                return Err(Error::Corrupt { page: None, detail: format!("database id {id} appears twice") });
+            }
+            self.dbs[slot] = Some(DbState { name: name.clone(), root, entries, catalog_dirty: false });
+            self.names.insert(name, id);
+        }
+        Ok(())
+    }
+
+    pub fn check_writable(&self) -> Result<()> {
+        match &self.poisoned {
+            Some(cause) => Err(Error::Poisoned { cause: cause.clone() }),
+            None => Ok(()),
+        }
+    }
+
+    /// Records an I/O failure on the write path and returns the error to report.
+    pub fn poison(&mut self, context: String, e: io::Error) -> Error {
+        if self.poisoned.is_none() {
+            self.poisoned = Some(format!("{context}: {e}"));
+        }
+        Error::io(context, e)
+    }
+
+    #[inline]
+    pub fn db(&self, id: u32) -> Result<&DbState> {
+        self.dbs.get(id as usize).and_then(|d| d.as_ref()).ok_or(Error::Closed)
+    }
+
+    #[inline]
+    pub fn db_mut(&mut self, id: u32) -> &mut DbState {
+        self.dbs[id as usize].as_mut().expect("database id checked by the caller")
+    }
+
+    /// Loads page `pid` into the cache, checking checksum, header and structure.
+    pub fn load(&mut self, pid: u64) -> Result<()> {
+        let mut buf = self.cache.buffer();
+        read_checked(self.file.as_ref(), pid, &mut buf, self.space.page_count(), self.generation + 1, None)?;
+        node::validate(&buf, pid, &self.layout, self.space.page_count())?;
+        self.cache.misses += 1;
+        self.cache.insert(pid, buf, false);
+        Ok(())
+    }
+
+    /// Makes `pid` resident.
+    #[inline]
+    pub fn ensure(&mut self, pid: u64) -> Result<()> {
+        if !self.cache.contains(pid) {
+            self.load(pid)?;
+        }
+        Ok(())
+    }
+
+    /// A resident page (the caller made it resident).
+    #[inline]
+    pub fn node(&self, pid: u64) -> &[u8] {
+        self.cache.get(pid).expect("page made resident by the caller")
+    }
+
+    /// A resident page about to be modified: marks it dirty. Only fresh pages may be.
+    #[inline]
+    pub fn node_mut(&mut self, pid: u64) -> &mut [u8] {
+        debug_assert!(self.space.is_fresh(pid), "modifying page {pid}, which the durable checkpoint owns");
+        self.changed = true;
+        let f = self.cache.frame_mut(pid).expect("page made resident by the caller");
+        f.dirty = true;
+        &mut f.data
+    }
+
+    /// A new, empty, dirty node of `kind`.
+    pub fn new_node(&mut self, kind: u8) -> u64 {
+        let pid = self.space.allocate();
+        let mut buf = self.cache.buffer();
+        node::init(&mut buf, kind);
+        self.cache.insert(pid, buf, true);
+        self.changed = true;
+        pid
+    }
+
+    /// Frees a page: out of the cache, back to free space.
+    pub fn free_page(&mut self, pid: u64) {
+        self.cache.discard(pid);
+        self.space.release(pid);
+        self.changed = true;
+    }
+
+    fn write_page(&mut self, pid: u64, data: &mut [u8]) -> Result<()> {
+        page::seal(data, pid, self.generation + 1);
+        let ps = self.layout.page_size as u64;
+        if let Err(e) = self.file.write_at(data, pid * ps) {
+            return Err(self.poison(format!("writing page {pid}"), e));
+        }
+        self.pages_written += 1;
+        Ok(())
+    }
+
+    /// Evicts pages until the cache is within budget; dirty victims are written first (to
+    /// their fresh locations). A write failure poisons the engine and stops eviction.
+    pub fn shrink_cache(&mut self) {
+        while self.cache.over_budget() {
+            let Some(pid) = self.cache.victim() else { break };
+            let frame = self.cache.frame_mut(pid).unwrap();
+            if frame.dirty {
+                if self.poisoned.is_some() {
+                    break;
+                }
+                let mut data = std::mem::take(&mut frame.data);
+                let res = self.write_page(pid, &mut data);
+                let frame = self.cache.frame_mut(pid).unwrap();
+                frame.data = data;
+                if res.is_err() {
+                    break;
+                }
+                frame.dirty = false;
+                self.cache.dirty_evictions += 1;
+            }
+            self.cache.evict(pid);
+        }
+    }
+
+    /// Creates database `name`, returning its id.
+    pub fn create_db(&mut self, name: &str) -> Result<u32> {
+        self.check_writable()?;
+        if self.names.contains_key(name) {
+            return Err(Error::DbExists(name.to_string()));
+        }
+        let id = self.next_db_id;
+        let root = self.new_node(KIND_LEAF);
+        self.next_db_id += 1;
+        if self.dbs.len() <= id as usize {
+            self.dbs.resize(id as usize + 1, None);
+        }
+        self.dbs[id as usize] = Some(DbState { name: name.to_string(), root, entries: 0, catalog_dirty: false });
+        self.names.insert(name.to_string(), id);
+        self.put(CATALOG, name.as_bytes(), &encode_catalog_record(id, root, 0), false)?;
+        Ok(id)
+    }
+
+    /// Removes database `name` and frees all its pages.
+    pub fn remove_db(&mut self, name: &str) -> Result<()> {
+        self.check_writable()?;
+        let id = *self.names.get(name).ok_or_else(|| Error::DbNotFound(name.to_string()))?;
+        let root = self.db(id)?.root;
+        let mut pages = Vec::new();
+        self.collect_pages(root, &mut pages)?;
+        self.delete(CATALOG, name.as_bytes())?;
+        for pid in pages {
+            self.free_page(pid);
+        }
+        self.names.remove(name);
+        self.dbs[id as usize] = None;
+        Ok(())
+    }
+
+    /// Makes everything durable: the copy-on-write checkpoint described in the module doc.
+    pub fn checkpoint(&mut self) -> Result<()> {
+        self.check_writable()?;
+        if !self.changed {
+            return Ok(());
+        }
+        // (1) Catalog records of changed databases. This may itself relocate catalog pages.
+        let dirty: Vec<(u32, String, u64, u64)> = self
+            .dbs
+            .iter()
+            .enumerate()
+            .skip(1)
+            .filter_map(|(id, d)| d.as_ref().filter(|d| d.catalog_dirty).map(|d| (id as u32, d.name.clone(), d.root, d.entries)))
+            .collect();
+        for (id, name, root, entries) in dirty {
+            self.put(CATALOG, name.as_bytes(), &encode_catalog_record(id, root, entries), false)?;
+            self.db_mut(id).catalog_dirty = false;
+        }
+        // (2) The free list: the durable one's pages are freed, then room for the new one is
+        // taken from pages that were free in the durable checkpoint (or from the file's end).
+        for pid in std::mem::take(&mut self.freelist_pages) {
+            self.space.release(pid);
+        }
+        let per_page = (self.layout.page_size - HDR) / 8;
+        let mut list_pages = Vec::new();
+        while list_pages.len() < self.space.checkpoint_free_len().div_ceil(per_page) {
+            list_pages.push(self.space.allocate());
+        }
+        let free = self.space.checkpoint_free_list();
+        // (3) Dirty pages, then the free list.
+        for pid in self.cache.dirty_pages() {
+            let frame = self.cache.frame_mut(pid).unwrap();
+            let mut data = std::mem::take(&mut frame.data);
+            let res = self.write_page(pid, &mut data);
+            let frame = self.cache.frame_mut(pid).unwrap();
+            frame.data = data;
+            res?;
+            frame.dirty = false;
+        }
+        let mut buf = vec![0u8; self.layout.page_size];
+        let mut chunks = free.chunks(per_page);
+        for (i, &pid) in list_pages.iter().enumerate() {
+            page::init(&mut buf, KIND_FREELIST);
+            let chunk = chunks.next().unwrap_or(&[]);
+            wr32(&mut buf, 32, chunk.len() as u32);
+            for (j, f) in chunk.iter().enumerate() {
+                wr64(&mut buf, HDR + 8 * j, *f);
+            }
+            page::set_link(&mut buf, list_pages.get(i + 1).copied().unwrap_or(0));
+            self.write_page(pid, &mut buf)?;
+        }
+        // Free pages at the tail may never have been written: the file must still cover
+        // every page the meta counts.
+        let want = self.space.page_count() * self.layout.page_size as u64;
+        match self.file.len() {
+            Ok(len) if len >= want => {}
+            Ok(_) => {
+                if let Err(e) = self.file.set_len(want) {
+                    return Err(self.poison("extending the page file".into(), e));
+                }
+            }
+            Err(e) => return Err(self.poison("reading the page file size".into(), e)),
+        }
+        // (4) Everything the new meta will reference is durable before the meta is written.
+        if let Err(e) = self.file.sync_data() {
+            return Err(self.poison("syncing the page file".into(), e));
+        }
+        // (5), (6) The meta page flip.
+        let generation = self.generation + 1;
+        let meta = Meta {
+            page_size: self.layout.page_size as u32,
+            next_db_id: self.next_db_id,
+            generation,
+            catalog_root: self.db(CATALOG)?.root,
+            freelist_head: list_pages.first().copied().unwrap_or(0),
+            freelist_pages: list_pages.len() as u64,
+            page_count: self.space.page_count(),
+            log_lsn: 0,
+        };
+        let slot = generation % 2;
+        if let Err(e) = self.file.write_at(&meta.encode(), slot * self.layout.page_size as u64) {
+            return Err(self.poison("writing the meta page".into(), e));
+        }
+        if let Err(e) = self.file.sync_data() {
+            return Err(self.poison("syncing the meta page".into(), e));
+        }
+        self.generation = generation;
+        self.freelist_pages = list_pages;
+        self.space.checkpoint_done();
+        self.changed = false;
+        self.checkpoints += 1;
+        Ok(())
+    }
+}
+
+/// Writes a new, empty environment: a temporary file made durable, then renamed into place,
+/// so that a page file that exists always has a valid meta page.
+fn create(storage: &dyn Storage, page_size: usize) -> Result<()> {
+    let f = storage.open(DB_FILE_TMP, true).map_err(io_err("creating the page file"))?;
+    f.set_len(0).map_err(io_err("creating the page file"))?;
+    let mut buf = vec![0u8; page_size * 3];
+    let root = &mut buf[2 * page_size..];
+    node::init(root, KIND_LEAF);
+    page::seal(root, 2, 1);
+    let mut meta =
+        Meta { page_size: page_size as u32, next_db_id: 1, generation: 1, catalog_root: 2, page_count: 3, ..Meta::default() };
+    buf[..META_LEN].copy_from_slice(&meta.encode());
+    meta.generation = 0;
+    buf[page_size..page_size + META_LEN].copy_from_slice(&meta.encode());
+    f.write_at(&buf, 0).map_err(io_err("writing the new page file"))?;
+    f.sync_all().map_err(io_err("syncing the new page file"))?;
+    storage.rename(DB_FILE_TMP, DB_FILE).map_err(io_err("renaming the new page file"))?;
+    storage.sync_dir().map_err(io_err("syncing the environment directory"))?;
+    Ok(())
+}

@@ -1,0 +1,133 @@
+//! The error vocabulary of the public API.
+//!
+//! Owns: [`Error`] and [`Result`]. Every variant names one failure a caller can act on; each
+//! maps onto a Berkeley DB return code (see [`Error::bdb_code_name`]) so that the C API can
+//! report it the way Berkeley DB programs expect.
+
+use std::fmt;
+use std::io;
+
+/// The result type of every fallible BeechDB call.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in a BeechDB call.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// `insert` found the key already present (Berkeley DB: `DB_KEYEXIST`).
+    KeyExists,
+    /// A key is longer than the environment's page size allows.
+    KeyTooLarge {
+        /// Length given.
+        len: usize,
+        /// Largest accepted.
+        max: usize,
+    },
+    /// A value is longer than [`crate::MAX_VALUE_LEN`].
+    ValueTooLarge {
+        /// Length given.
+        len: usize,
+        /// Largest accepted.
+        max: usize,
+    },
+    /// Stored data failed a check: a checksum, a page header, or the tree's structure.
+    /// `page` is the page number where the damage was found, when there is one
+    /// (Berkeley DB: `DB_VERIFY_BAD`).
+    Corrupt {
+        /// The damaged page, if known.
+        page: Option<u64>,
+        /// What check failed.
+        detail: String,
+    },
+    /// An I/O call failed; `context` says what BeechDB was doing.
+    Io {
+        /// What BeechDB was doing.
+        context: String,
+        /// The operating system's error.
+        source: io::Error,
+    },
+    /// A write or fsync failed earlier, so the environment refuses further writes until it is
+    /// reopened: after a failed fsync the kernel may have dropped the data, and retrying
+    /// would only pretend (Berkeley DB: `DB_RUNRECOVERY`).
+    Poisoned {
+        /// The failure that poisoned the environment.
+        cause: String,
+    },
+    /// Another handle (in this or another process) holds the environment open.
+    Locked {
+        /// The environment's location.
+        path: String,
+    },
+    /// The configuration or an argument is not acceptable; the message says why.
+    InvalidArgument(String),
+    /// No database of that name exists in the environment (Berkeley DB: `ENOENT`).
+    DbNotFound(String),
+    /// A database of that name already exists.
+    DbExists(String),
+    /// The handle was used after its environment was closed or its database removed.
+    Closed,
+}
+
+impl Error {
+    pub(crate) fn io(context: impl Into<String>, source: io::Error) -> Error {
+        Error::Io { context: context.into(), source }
+    }
+
+    pub(crate) fn corrupt(page: u64, detail: impl Into<String>) -> Error {
+        Error::Corrupt { page: Some(page), detail: detail.into() }
+    }
+
+    /// The Berkeley DB error code this error corresponds to, for the C API and for messages.
+    pub fn bdb_code_name(&self) -> &'static str {
+        match self {
+            Error::KeyExists => "DB_KEYEXIST",
+            Error::Corrupt { .. } => "DB_VERIFY_BAD",
+            Error::Poisoned { .. } => "DB_RUNRECOVERY",
+            Error::Io { .. } => "EIO",
+            Error::Locked { .. } => "EBUSY",
+            Error::DbNotFound(_) => "ENOENT",
+            Error::DbExists(_) => "EEXIST",
+            Error::KeyTooLarge { .. } | Error::ValueTooLarge { .. } | Error::InvalidArgument(_) => {
+                "EINVAL"
+            }
+            Error::Closed => "EINVAL",
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::KeyExists => write!(f, "key already exists"),
+            Error::KeyTooLarge { len, max } => {
+                write!(f, "key of {len} bytes is longer than the maximum of {max} bytes")
+            }
+            Error::ValueTooLarge { len, max } => {
+                write!(f, "value of {len} bytes is longer than the maximum of {max} bytes")
+            }
+            Error::Corrupt { page: Some(p), detail } => write!(f, "corrupt data in page {p}: {detail}"),
+            Error::Corrupt { page: None, detail } => write!(f, "corrupt data: {detail}"),
+            Error::Io { context, source } => write!(f, "I/O error while {context}: {source}"),
+            Error::Poisoned { cause } => write!(
+                f,
+                "environment refuses writes after an earlier I/O failure ({cause}); reopen it to recover"
+            ),
+            Error::Locked { path } => {
+                write!(f, "environment {path} is already open in another handle or process")
+            }
+            Error::InvalidArgument(m) => write!(f, "invalid argument: {m}"),
+            Error::DbNotFound(n) => write!(f, "no database named {n:?}"),
+            Error::DbExists(n) => write!(f, "a database named {n:?} already exists"),
+            Error::Closed => write!(f, "handle used after its environment was closed or its database removed"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! Statistics for `beech stat` and for programs: environment-wide counters and per-database
+//! tree shape. Plain structs, printable as text (`Display`) or JSON (`serde`).
+
+use crate::btree::node::{self, LeafValue};
+use crate::engine::Engine;
+use crate::error::Result;
+use serde::Serialize;
+use std::fmt;
+
+/// Environment statistics.
+#[derive(Debug, Clone, Serialize)]
+pub struct EnvStat {
+    /// Page size in bytes.
+    pub page_size: usize,
+    /// Cache budget in bytes.
+    pub cache_capacity_bytes: u64,
+    /// Pages in the cache now.
+    pub cache_resident_pages: u64,
+    /// Page lookups served from the cache.
+    pub cache_hits: u64,
+    /// Pages read from the file.
+    pub cache_misses: u64,
+    /// Pages evicted.
+    pub cache_evictions: u64,
+    /// Dirty pages written out by eviction.
+    pub cache_dirty_evictions: u64,
+    /// Pages written (eviction, checkpoints, overflow values).
+    pub pages_written: u64,
+    /// Checkpoints completed since open.
+    pub checkpoints: u64,
+    /// Generation of the durable checkpoint.
+    pub generation: u64,
+    /// Pages in the page file.
+    pub page_count: u64,
+    /// Size of the page file.
+    pub file_bytes: u64,
+    /// Pages free for reuse now.
+    pub free_pages: u64,
+    /// Pages freed since the last checkpoint, reusable after the next.
+    pub pending_free_pages: u64,
+    /// Number of databases.
+    pub databases: u64,
+    /// Set after an I/O failure: why writes are refused.
+    pub poisoned: Option<String>,
+    /// Problems with the meta pages found at open.
+    pub meta_warnings: Vec<String>,
+}
+
+impl EnvStat {
+    pub(crate) fn collect(e: &Engine) -> EnvStat {
+        let ps = e.layout.page_size as u64;
+        EnvStat {
+            page_size: e.layout.page_size,
+            cache_capacity_bytes: e.cache.capacity() as u64 * ps,
+            cache_resident_pages: e.cache.len() as u64,
+            cache_hits: e.cache.hits(),
+            cache_misses: e.cache.misses,
+            cache_evictions: e.cache.evictions,
+            cache_dirty_evictions: e.cache.dirty_evictions,
+            pages_written: e.pages_written,
+            checkpoints: e.checkpoints,
+            generation: e.generation,
+            page_count: e.space.page_count(),
+            file_bytes: e.file.len().unwrap_or(0),
+            free_pages: e.space.free_count() as u64,
+            pending_free_pages: e.space.pending_count() as u64,
+            databases: e.names.len() as u64,
+            poisoned: e.poisoned.clone(),
+            meta_warnings: e.meta_warnings.clone(),
+        }
+    }
+}
+
+impl fmt::Display for EnvStat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let rows: [(&str, String); 15] = [
+            ("Page size", self.page_size.to_string()),
+            ("Cache capacity (bytes)", self.cache_capacity_bytes.to_string()),
+            ("Cache resident pages", self.cache_resident_pages.to_string()),
+            ("Cache hits", self.cache_hits.to_string()),
+            ("Cache misses", self.cache_misses.to_string()),
+            ("Cache evictions", self.cache_evictions.to_string()),
+            ("Dirty pages written by eviction", self.cache_dirty_evictions.to_string()),
+            ("Pages written", self.pages_written.to_string()),
+            ("Checkpoints this session", self.checkpoints.to_string()),
+            ("Checkpoint generation", self.generation.to_string()),
+            ("Pages in file", self.page_count.to_string()),
+            ("File size (bytes)", self.file_bytes.to_string()),
+            ("Free pages", self.free_pages.to_string()),
+            ("Pages freed, reusable after the next checkpoint", self.pending_free_pages.to_string()),
+            ("Databases", self.databases.to_string()),
+        ];
+        for (name, value) in rows {
+            writeln!(f, "{value}\t{name}")?;
+        }
+        if let Some(p) = &self.poisoned {
+            writeln!(f, "POISONED\t{p}")?;
+        }
+        for w in &self.meta_warnings {
+            writeln!(f, "WARNING\t{w}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Statistics of one database, gathered by walking its tree.
+#[derive(Debug, Clone, Serialize)]
+pub struct DbStat {
+    /// Database name.
+    pub name: String,
+    /// Number of entries.
+    pub entries: u64,
+    /// Levels from root to leaf.
+    pub depth: u32,
+    /// Leaf pages.
+    pub leaf_pages: u64,
+    /// Branch pages.
+    pub branch_pages: u64,
+    /// Overflow pages (large values).
+    pub overflow_pages: u64,
+    /// Bytes of cells and slots in tree pages.
+    pub bytes_used: u64,
+    /// `bytes_used` as a percentage of the tree pages' capacity.
+    pub fill_percent: f64,
+}
+
+impl DbStat {
+    pub(crate) fn collect(e: &mut Engine, id: u32) -> Result<DbStat> {
+        let d = e.db(id)?.clone();
+        let mut st = DbStat {
+            name: d.name,
+            entries: d.entries,
+            depth: 0,
+            leaf_pages: 0,
+            branch_pages: 0,
+            overflow_pages: 0,
+            bytes_used: 0,
+            fill_percent: 0.0,
+        };
+        let mut level = vec![d.root];
+        while !level.is_empty() {
+            st.depth += 1;
+            let mut next = Vec::new();
+            for pid in level {
+                e.ensure(pid)?;
+                let p = e.node(pid);
+                st.bytes_used += node::used(p) as u64;
+                let n = node::nslots(p);
+                if node::is_leaf(p) {
+                    st.leaf_pages += 1;
+                    for i in 0..n {
+                        if let LeafValue::Overflow { len, .. } = node::leaf_value(p, i) {
+                            st.overflow_pages += (len as u64).div_ceil(e.layout.capacity() as u64);
+                        }
+                    }
+                } else {
+                    st.branch_pages += 1;
+                    next.extend((0..=n).map(|i| node::child(p, i)));
+                }
+            }
+            level = next;
+        }
+        let cap = (st.leaf_pages + st.branch_pages) * e.layout.capacity() as u64;
+        st.fill_percent = if cap == 0 { 0.0 } else { 100.0 * st.bytes_used as f64 / cap as f64 };
+        Ok(st)
+    }
+}
+
+impl fmt::Display for DbStat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "Database {:?}", self.name)?;
+        writeln!(f, "{}\tEntries", self.entries)?;
+        writeln!(f, "{}\tTree depth", self.depth)?;
+        writeln!(f, "{}\tLeaf pages", self.leaf_pages)?;
+        writeln!(f, "{}\tBranch pages", self.branch_pages)?;
+        writeln!(f, "{}\tOverflow pages", self.overflow_pages)?;
+        writeln!(f, "{:.1}%\tTree page fill", self.fill_percent)
+    }
+}

@@ -1,0 +1,428 @@
+//! In-memory storage that can simulate power loss and inject I/O faults, for tests and for
+//! outside checkers.
+//!
+//! Model: each file has a durable image and a list of writes and size changes made since its
+//! last sync; the directory has a durable name table and the creates, renames and removes
+//! made since the last directory sync. [`MemStorage::crash_image`] builds what a disk could
+//! hold after power is cut: every durable byte, plus any subset of the pending writes (in
+//! order, some torn at 512-byte sector granularity, others lost: reordering), size changes
+//! kept or lost, and a prefix of the pending directory operations.
+
+use super::{Storage, StorageFile};
+use parking_lot::Mutex;
+use std::any::Any;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io;
+use std::sync::Arc;
+
+const SECTOR: usize = 512;
+
+/// Which calls an injected fault hits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultKind {
+    /// `write_at` and `set_len`.
+    Write,
+    /// `sync_data`, `sync_all` and `sync_dir`.
+    Sync,
+}
+
+/// Simulated storage; clones share the same files.
+#[derive(Clone, Default)]
+pub struct MemStorage {
+    inner: Arc<Mutex<MemState>>,
+}
+
+impl fmt::Debug for MemStorage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "MemStorage")
+    }
+}
+
+#[derive(Default)]
+struct MemState {
+    inodes: Vec<Inode>,
+    names: BTreeMap<String, usize>,
+    durable_names: BTreeMap<String, usize>,
+    pending_dir: Vec<DirOp>,
+    locked: bool,
+    /// Mutating calls made so far.
+    mutations: u64,
+    /// Power goes off when `mutations` reaches this.
+    cut_at: Option<u64>,
+    power_off: bool,
+    faults: Vec<(FaultKind, u64, i32)>,
+    write_calls: u64,
+    sync_calls: u64,
+}
+
+#[derive(Default, Clone)]
+struct Inode {
+    data: Vec<u8>,
+    durable: Vec<u8>,
+    pending: Vec<Pending>,
+}
+
+#[derive(Clone)]
+enum Pending {
+    Write { offset: usize, bytes: Vec<u8> },
+    SetLen(usize),
+}
+
+#[derive(Clone)]
+enum DirOp {
+    Link(String, usize),
+    Unlink(String),
+    Rename(String, String),
+}
+
+impl MemStorage {
+    /// Empty storage.
+    pub fn new() -> MemStorage {
+        MemStorage::default()
+    }
+
+    /// Cuts the power after `n` more mutating calls (writes, size changes, syncs, directory
+    /// operations): that call and every later one fail, and [`MemStorage::crash_image`] then
+    /// describes the disk at that instant.
+    pub fn cut_power_after(&self, n: u64) {
+        let mut s = self.inner.lock();
+        s.cut_at = Some(s.mutations + n);
+    }
+
+    /// Whether the power has been cut.
+    pub fn is_power_off(&self) -> bool {
+        self.inner.lock().power_off
+    }
+
+    /// Makes the `nth` (1-based) next call of `kind` fail with the OS error `errno` (for
+    /// example `libc::EIO` = 5 or `libc::ENOSPC` = 28). A failed write changes nothing; a
+    /// failed sync makes nothing durable.
+    pub fn inject_fault(&self, kind: FaultKind, nth: u64, errno: i32) {
+        let mut s = self.inner.lock();
+        let base = match kind {
+            FaultKind::Write => s.write_calls,
+            FaultKind::Sync => s.sync_calls,
+        };
+        s.faults.push((kind, base + nth, errno));
+    }
+
+    /// Number of mutating calls so far (to pick power-cut points).
+    pub fn mutation_count(&self) -> u64 {
+        self.inner.lock().mutations
+    }
+
+    /// A new storage holding what the disk could contain after a power cut now, chosen by
+    /// `seed`. The current storage is unaffected.
+    pub fn crash_image(&self, seed: u64) -> MemStorage {
+        let s = self.inner.lock();
+        let mut rng = SplitMix(seed);
+        let mut names = s.durable_names.clone();
+        let applied = rng.below(s.pending_dir.len() as u64 + 1) as usize;
+        for op in &s.pending_dir[..applied] {
+            match op {
+                DirOp::Link(n, i) => {
+                    names.insert(n.clone(), *i);
+                }
+                DirOp::Unlink(n) => {
+                    names.remove(n);
+                }
+                DirOp::Rename(a, b) => {
+                    if let Some(i) = names.remove(a) {
+                        names.insert(b.clone(), i);
+                    }
+                }
+            }
+        }
+        let mut out = MemState::default();
+        for (name, &ino) in &names {
+            let src = &s.inodes[ino];
+            let mut bytes = src.durable.clone();
+            for p in &src.pending {
+                match p {
+                    Pending::SetLen(len) => {
+                        if rng.below(2) == 0 {
+                            bytes.resize(*len, 0);
+                        }
+                    }
+                    Pending::Write { offset, bytes: w } => match rng.below(4) {
+                        0 => {}
+                        1 => {
+                            // Torn: each sector independently reaches the disk or not.
+                            for (i, chunk) in w.chunks(SECTOR).enumerate() {
+                                if rng.below(2) == 0 {
+                                    put(&mut bytes, offset + i * SECTOR, chunk);
+                                }
+                            }
+                        }
+                        _ => put(&mut bytes, *offset, w),
+                    },
+                }
+            }
+            out.inodes.push(Inode { data: bytes.clone(), durable: bytes, pending: Vec::new() });
+            out.names.insert(name.clone(), out.inodes.len() - 1);
+        }
+        out.durable_names = out.names.clone();
+        MemStorage { inner: Arc::new(Mutex::new(out)) }
+    }
+
+    /// Lets a test damage a file directly: `f` edits the bytes, which become durable.
+    pub fn edit_file(&self, name: &str, f: impl FnOnce(&mut Vec<u8>)) -> io::Result<()> {
+        let mut s = self.inner.lock();
+        let ino = *s.names.get(name).ok_or(io::ErrorKind::NotFound)?;
+        let inode = &mut s.inodes[ino];
+        f(&mut inode.data);
+        inode.durable = inode.data.clone();
+        inode.pending.clear();
+        Ok(())
+    }
+
+    /// The current contents of a file.
+    pub fn file_bytes(&self, name: &str) -> io::Result<Vec<u8>> {
+        let s = self.inner.lock();
+        let ino = *s.names.get(name).ok_or(io::ErrorKind::NotFound)?;
+        Ok(s.inodes[ino].data.clone())
+    }
+}
+
+fn put(bytes: &mut Vec<u8>, offset: usize, w: &[u8]) {
+    if bytes.len() < offset + w.len() {
+        bytes.resize(offset + w.len(), 0);
+    }
+    bytes[offset..offset + w.len()].copy_from_slice(w);
+}
+
+impl MemState {
+    /// Accounts for one mutating call; fails it if the power is off or a fault is due.
+    fn mutate(&mut self, kind: FaultKind) -> io::Result<()> {
+        if self.power_off {
+            return Err(power_off());
+        }
+        self.mutations += 1;
+        if self.cut_at.is_some_and(|c| self.mutations >= c) {
+            self.power_off = true;
+            return Err(power_off());
+        }
+        let n = match kind {
+            FaultKind::Write => {
+                self.write_calls += 1;
+                self.write_calls
+            }
+            FaultKind::Sync => {
+                self.sync_calls += 1;
+                self.sync_calls
+            }
+        };
+        if let Some(pos) = self.faults.iter().position(|&(k, at, _)| k == kind && at == n) {
+            let (_, _, errno) = self.faults.remove(pos);
+            return Err(io::Error::from_raw_os_error(errno));
+        }
+        Ok(())
+    }
+
+    fn live(&self) -> io::Result<()> {
+        if self.power_off {
+            Err(power_off())
+        } else {
+            Ok(())
+        }
+    }
+}
+
+fn power_off() -> io::Error {
+    io::Error::other("simulated power loss")
+}
+
+impl Storage for MemStorage {
+    fn open(&self, name: &str, create: bool) -> io::Result<Box<dyn StorageFile>> {
+        let mut s = self.inner.lock();
+        s.live()?;
+        let ino = match s.names.get(name) {
+            Some(&i) => i,
+            None if create => {
+                s.mutate(FaultKind::Write)?;
+                s.inodes.push(Inode::default());
+                let i = s.inodes.len() - 1;
+                s.names.insert(name.to_string(), i);
+                s.pending_dir.push(DirOp::Link(name.to_string(), i));
+                i
+            }
+            None => return Err(io::ErrorKind::NotFound.into()),
+        };
+        Ok(Box::new(MemFile { storage: self.inner.clone(), ino }))
+    }
+
+    fn exists(&self, name: &str) -> io::Result<bool> {
+        let s = self.inner.lock();
+        s.live()?;
+        Ok(s.names.contains_key(name))
+    }
+
+    fn remove(&self, name: &str) -> io::Result<()> {
+        let mut s = self.inner.lock();
+        s.mutate(FaultKind::Write)?;
+        s.names.remove(name).ok_or(io::ErrorKind::NotFound)?;
+        s.pending_dir.push(DirOp::Unlink(name.to_string()));
+        Ok(())
+    }
+
+    fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        let mut s = self.inner.lock();
+        s.mutate(FaultKind::Write)?;
+        let ino = s.names.remove(from).ok_or(io::ErrorKind::NotFound)?;
+        s.names.insert(to.to_string(), ino);
+        s.pending_dir.push(DirOp::Rename(from.to_string(), to.to_string()));
+        Ok(())
+    }
+
+    fn sync_dir(&self) -> io::Result<()> {
+        let mut s = self.inner.lock();
+        s.mutate(FaultKind::Sync)?;
+        s.durable_names = s.names.clone();
+        s.pending_dir.clear();
+        Ok(())
+    }
+
+    fn lock(&self) -> io::Result<Box<dyn Any + Send + Sync>> {
+        let mut s = self.inner.lock();
+        if s.locked {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        s.locked = true;
+        Ok(Box::new(MemLock(self.inner.clone())))
+    }
+
+    fn describe(&self) -> String {
+        "in-memory storage".to_string()
+    }
+}
+
+struct MemLock(Arc<Mutex<MemState>>);
+
+impl Drop for MemLock {
+    fn drop(&mut self) {
+        self.0.lock().locked = false;
+    }
+}
+
+struct MemFile {
+    storage: Arc<Mutex<MemState>>,
+    ino: usize,
+}
+
+impl StorageFile for MemFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let s = self.storage.lock();
+        s.live()?;
+        let data = &s.inodes[self.ino].data;
+        let start = offset as usize;
+        let end = start.checked_add(buf.len()).ok_or(io::ErrorKind::InvalidInput)?;
+        if end > data.len() {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        buf.copy_from_slice(&data[start..end]);
+        Ok(())
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        let mut s = self.storage.lock();
+        s.mutate(FaultKind::Write)?;
+        let inode = &mut s.inodes[self.ino];
+        put(&mut inode.data, offset as usize, buf);
+        inode.pending.push(Pending::Write { offset: offset as usize, bytes: buf.to_vec() });
+        Ok(())
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        let s = self.storage.lock();
+        s.live()?;
+        Ok(s.inodes[self.ino].data.len() as u64)
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        let mut s = self.storage.lock();
+        s.mutate(FaultKind::Write)?;
+        let inode = &mut s.inodes[self.ino];
+        inode.data.resize(len as usize, 0);
+        inode.pending.push(Pending::SetLen(len as usize));
+        Ok(())
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        let mut s = self.storage.lock();
+        s.mutate(FaultKind::Sync)?;
+        let inode = &mut s.inodes[self.ino];
+        inode.durable = inode.data.clone();
+        inode.pending.clear();
+        Ok(())
+    }
+
+    fn sync_all(&self) -> io::Result<()> {
+        self.sync_data()
+    }
+}
+
+/// A tiny deterministic generator, so crash images depend only on the seed.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        if n == 0 {
+            0
+        } else {
+            self.next() % n
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unsynced_writes_may_vanish_synced_ones_stay() {
+        let st = MemStorage::new();
+        let f = st.open("a", true).unwrap();
+        st.sync_dir().unwrap();
+        f.write_at(b"durable", 0).unwrap();
+        f.sync_data().unwrap();
+        f.write_at(b"VOLATILE", 0).unwrap();
+        let mut saw_lost = false;
+        for seed in 0..32 {
+            let img = st.crash_image(seed);
+            let bytes = img.file_bytes("a").unwrap();
+            assert!(bytes.len() >= 7);
+            if &bytes[..7] == b"durable" {
+                saw_lost = true;
+            }
+        }
+        assert!(saw_lost, "some crash image must drop the unsynced write");
+    }
+
+    #[test]
+    fn unsynced_create_may_vanish_and_power_cut_stops_io() {
+        let st = MemStorage::new();
+        st.open("a", true).unwrap();
+        assert!((0..32).any(|s| !st.crash_image(s).exists("a").unwrap()));
+        st.cut_power_after(1);
+        assert!(st.open("b", true).is_err());
+        assert!(st.is_power_off());
+        assert!(st.exists("a").is_err());
+    }
+
+    #[test]
+    fn injected_fault_fires_once() {
+        let st = MemStorage::new();
+        let f = st.open("a", true).unwrap();
+        st.inject_fault(FaultKind::Sync, 1, 5);
+        assert_eq!(f.sync_data().unwrap_err().raw_os_error(), Some(5));
+        f.sync_data().unwrap();
+    }
+}

@@ -1,0 +1,65 @@
+//! The storage seam: every byte BeechDB reads or writes goes through [`Storage`] and
+//! [`StorageFile`].
+//!
+//! Owns: the two traits, the real implementation ([`OsStorage`]) and the simulating one
+//! ([`MemStorage`]: power loss, fault injection). May call: the operating system, nothing
+//! else in the crate. Invariant: implementations keep the promises written on each method;
+//! the engine's crash safety rests on exactly those promises and no others (see
+//! `docs/architecture.md`, "What BeechDB assumes of storage").
+
+mod mem;
+pub(crate) mod freespace;
+pub(crate) mod meta;
+pub(crate) mod page;
+mod os;
+
+pub use mem::{FaultKind, MemStorage};
+pub use os::OsStorage;
+
+use std::any::Any;
+use std::fmt::Debug;
+use std::io;
+
+/// One environment directory: a flat namespace of files.
+///
+/// Implement this to put BeechDB on another medium or to check it under simulated faults.
+pub trait Storage: Send + Sync + Debug {
+    /// Opens the file `name`, creating it (empty) when `create` is true and it is missing.
+    /// A newly created name is durable only after [`Storage::sync_dir`].
+    fn open(&self, name: &str, create: bool) -> io::Result<Box<dyn StorageFile>>;
+    /// Whether a file named `name` exists.
+    fn exists(&self, name: &str) -> io::Result<bool>;
+    /// Removes the file `name`; durable after [`Storage::sync_dir`].
+    fn remove(&self, name: &str) -> io::Result<()>;
+    /// Atomically renames `from` to `to`, replacing `to`; durable after [`Storage::sync_dir`].
+    fn rename(&self, from: &str, to: &str) -> io::Result<()>;
+    /// Makes every create, rename and remove so far durable.
+    fn sync_dir(&self) -> io::Result<()>;
+    /// Takes the environment's exclusive lock, held until the returned guard is dropped.
+    /// Fails with [`io::ErrorKind::WouldBlock`] when another holder has it.
+    fn lock(&self) -> io::Result<Box<dyn Any + Send + Sync>>;
+    /// A human-readable location, for messages.
+    fn describe(&self) -> String;
+}
+
+/// An open file. All offsets are absolute; calls may come from many threads at once.
+pub trait StorageFile: Send + Sync {
+    /// Fills `buf` from `offset`; reading past the end is an [`io::ErrorKind::UnexpectedEof`].
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+    /// Writes all of `buf` at `offset`, extending the file if needed. Not durable until a
+    /// sync; after a crash an unsynced write may be absent, torn or reordered with others.
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+    /// The file's current length in bytes.
+    fn len(&self) -> io::Result<u64>;
+    /// Whether the file is empty.
+    fn is_empty(&self) -> io::Result<bool> {
+        Ok(self.len()? == 0)
+    }
+    /// Truncates or extends the file; durable after [`StorageFile::sync_all`].
+    fn set_len(&self, len: u64) -> io::Result<()>;
+    /// Makes every completed write durable, and the length when it is needed to read them
+    /// back (`fdatasync`). An error means durability of earlier writes is unknown.
+    fn sync_data(&self) -> io::Result<()>;
+    /// As [`StorageFile::sync_data`], and all metadata too (`fsync`).
+    fn sync_all(&self) -> io::Result<()>;
+}

@@ -1,0 +1,280 @@
+//! Verification of the durable checkpoint, straight from storage (never through the cache).
+//!
+//! Owns: the checks behind [`crate::Env::verify`] and [`verify_path`]: meta pages, every
+//! page's checksum, header and structure, key order across the whole tree (each subtree
+//! within its separators), equal leaf depth, overflow chains, entry counts against the
+//! catalog, the free list, and that every page is used exactly once or free. Problems are
+//! collected, not thrown, so one run reports all of them in a machine-readable form.
+
+use crate::btree::node::{self, Layout, LeafValue};
+use crate::engine::{decode_catalog_record, read_checked, read_free_list, read_metas, DB_FILE};
+use crate::error::{Error, Result};
+use crate::storage::meta::Meta;
+use crate::storage::page::{self, rd32, HDR, KIND_OVERFLOW};
+use crate::storage::{OsStorage, Storage, StorageFile};
+use serde::Serialize;
+use std::io;
+use std::path::Path;
+
+/// One problem found by verification.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Problem {
+    /// The page where it was found, if any.
+    pub page: Option<u64>,
+    /// The database it belongs to, if known.
+    pub database: Option<String>,
+    /// A short machine-readable class: `meta`, `page`, `order`, `depth`, `overflow`,
+    /// `count`, `catalog`, `free-list`, `double-use`, `leak`, `file`.
+    pub kind: String,
+    /// What exactly is wrong.
+    pub detail: String,
+}
+
+/// What verification checked and found.
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct VerifyReport {
+    /// Generation of the checkpoint verified.
+    pub generation: u64,
+    /// Pages in that checkpoint's file.
+    pub page_count: u64,
+    /// Pages read and checked.
+    pub pages_checked: u64,
+    /// Databases found in the catalog.
+    pub databases: u64,
+    /// Entries found across all databases.
+    pub entries: u64,
+    /// Everything found wrong; empty when the environment is sound.
+    pub problems: Vec<Problem>,
+}
+
+impl VerifyReport {
+    /// True when no problem was found.
+    pub fn is_clean(&self) -> bool {
+        self.problems.is_empty()
+    }
+
+    pub(crate) fn push_meta_warning(&mut self, detail: String) {
+        let p = Problem { page: None, database: None, kind: "meta".into(), detail };
+        if !self.problems.contains(&p) {
+            self.problems.push(p);
+        }
+    }
+}
+
+/// Verifies the environment in directory `path` without opening it for use (so damage that
+/// would stop [`crate::Env::open`] is still reported). Takes the environment's lock.
+pub fn verify_path(path: impl AsRef<Path>) -> Result<VerifyReport> {
+    let storage = OsStorage::new(path.as_ref()).map_err(|e| Error::io("opening the directory", e))?;
+    let _lock = match storage.lock() {
+        Ok(g) => g,
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Err(Error::Locked { path: storage.describe() }),
+        Err(e) => return Err(Error::io("taking the environment lock", e)),
+    };
+    verify_storage(&storage)
+}
+
+pub(crate) fn verify_storage(storage: &dyn Storage) -> Result<VerifyReport> {
+    let file = storage.open(DB_FILE, false).map_err(|e| Error::io("opening the page file", e))?;
+    let mut report = VerifyReport::default();
+    let (meta, warnings) = match read_metas(file.as_ref()) {
+        Ok(m) => m,
+        Err(Error::Corrupt { page, detail }) => {
+            report.problems.push(Problem { page, database: None, kind: "meta".into(), detail });
+            return Ok(report);
+        }
+        Err(e) => return Err(e),
+    };
+    for w in warnings {
+        report.push_meta_warning(w);
+    }
+    report.generation = meta.generation;
+    report.page_count = meta.page_count;
+    let mut w = Walker {
+        file: file.as_ref(),
+        layout: Layout::new(meta.page_size as usize),
+        buf: vec![0u8; meta.page_size as usize],
+        seen: vec![Use::Unseen; meta.page_count as usize],
+        meta,
+        leaf_depth: None,
+        report,
+    };
+    w.run()?;
+    Ok(w.report)
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Use {
+    Unseen,
+    Used,
+    Free,
+}
+
+struct Walker<'a> {
+    file: &'a dyn StorageFile,
+    meta: Meta,
+    layout: Layout,
+    buf: Vec<u8>,
+    seen: Vec<Use>,
+    leaf_depth: Option<u32>,
+    report: VerifyReport,
+}
+
+impl Walker<'_> {
+    fn problem(&mut self, page: Option<u64>, db: &str, kind: &str, detail: impl Into<String>) {
+        let database = (!db.is_empty()).then(|| db.to_string());
+        self.report.problems.push(Problem { page, database, kind: kind.into(), detail: detail.into() });
+    }
+
+    /// Records a use of `pid`; false (and a problem) if it was already used or free.
+    fn mark(&mut self, pid: u64, db: &str, how: Use) -> bool {
+        match self.seen.get(pid as usize).copied() {
+            None => {
+                self.problem(Some(pid), db, "page", format!("page number outside the file of {} pages", self.meta.page_count));
+                false
+            }
+            Some(Use::Unseen) => {
+                self.seen[pid as usize] = how;
+                true
+            }
+            Some(prev) => {
+                let was = if prev == Use::Free { "free" } else { "in use" };
+                self.problem(Some(pid), db, "double-use", format!("page is referenced again but is already {was}"));
+                false
+            }
+        }
+    }
+
+    /// Reads page `pid`; a corrupt page becomes a problem and `Ok(false)`.
+    fn read(&mut self, pid: u64, db: &str, kind: Option<u8>) -> Result<bool> {
+        match read_checked(self.file, pid, &mut self.buf, self.meta.page_count, self.meta.generation, kind) {
+            Ok(_) => {
+                self.report.pages_checked += 1;
+                Ok(true)
+            }
+            Err(Error::Corrupt { page, detail }) => {
+                self.problem(page, db, "page", detail);
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn run(&mut self) -> Result<()> {
+        let ps = self.meta.page_size as u64;
+        let len = self.file.len().map_err(|e| Error::io("reading the file size", e))?;
+        if len < self.meta.page_count * ps {
+            self.problem(None, "", "file", format!("file has {len} bytes, less than its {} pages", self.meta.page_count));
+        }
+        match read_free_list(self.file, &self.meta) {
+            Ok((free, pages)) => {
+                for pid in pages {
+                    self.mark(pid, "", Use::Used);
+                }
+                for pid in free {
+                    self.mark(pid, "", Use::Free);
+                }
+            }
+            Err(Error::Corrupt { page, detail }) => self.problem(page, "", "free-list", detail),
+            Err(e) => return Err(e),
+        }
+        let mut catalog = Vec::new();
+        self.walk_tree("(catalog)", self.meta.catalog_root, Some(&mut catalog))?;
+        let mut ids = std::collections::HashSet::new();
+        for (name, value) in catalog {
+            let name = String::from_utf8_lossy(&name).into_owned();
+            let Some((id, root, entries)) = decode_catalog_record(&value) else {
+                self.problem(None, &name, "catalog", format!("record has {} bytes", value.len()));
+                continue;
+            };
+            if id == 0 || id >= self.meta.next_db_id || !ids.insert(id) {
+                self.problem(None, &name, "catalog", format!("database id {id} is invalid or repeated"));
+            }
+            self.report.databases += 1;
+            let found = self.walk_tree(&name, root, None)?;
+            self.report.entries += found;
+            if found != entries {
+                self.problem(None, &name, "count", format!("catalog says {entries} entries, tree holds {found}"));
+            }
+        }
+        for pid in 2..self.meta.page_count {
+            if self.seen[pid as usize] == Use::Unseen {
+                self.problem(Some(pid), "", "leak", "page is neither used nor free");
+            }
+        }
+        Ok(())
+    }
+
+    /// Walks one tree; returns its entry count, and its entries into `collect` if given.
+    fn walk_tree(&mut self, db: &str, root: u64, mut collect: Option<&mut Vec<(Vec<u8>, Vec<u8>)>>) -> Result<u64> {
+        self.leaf_depth = None;
+        let mut entries = 0;
+        // (page, lower bound, upper bound, depth)
+        let mut stack: Vec<(u64, Option<Vec<u8>>, Option<Vec<u8>>, u32)> = vec![(root, None, None, 1)];
+        while let Some((pid, lo, hi, depth)) = stack.pop() {
+            if !self.mark(pid, db, Use::Used) || !self.read(pid, db, None)? {
+                continue;
+            }
+            if let Err(Error::Corrupt { page, detail }) = node::validate(&self.buf, pid, &self.layout, self.meta.page_count) {
+                self.problem(page, db, "page", detail);
+                continue;
+            }
+            let p = std::mem::take(&mut self.buf);
+            let n = node::nslots(&p);
+            if n > 0 {
+                if lo.as_deref().is_some_and(|lo| node::key(&p, 0) < lo) {
+                    self.problem(Some(pid), db, "order", "first key sorts before its parent's separator");
+                }
+                if hi.as_deref().is_some_and(|hi| node::key(&p, n - 1) >= hi) {
+                    self.problem(Some(pid), db, "order", "last key does not sort before the next separator");
+                }
+            }
+            if node::is_leaf(&p) {
+                if *self.leaf_depth.get_or_insert(depth) != depth {
+                    self.problem(Some(pid), db, "depth", format!("leaf at depth {depth}, others at {:?}", self.leaf_depth));
+                }
+                entries += n as u64;
+                for i in 0..n {
+                    let value = match node::leaf_value(&p, i) {
+                        LeafValue::Inline(v) => v.to_vec(),
+                        LeafValue::Overflow { first, len } => self.walk_overflow(db, pid, first, len)?,
+                    };
+                    if let Some(c) = collect.as_deref_mut() {
+                        c.push((node::key(&p, i).to_vec(), value));
+                    }
+                }
+            } else {
+                for i in (0..=n).rev() {
+                    let clo = if i == 0 { lo.clone() } else { Some(node::key(&p, i - 1).to_vec()) };
+                    let chi = if i == n { hi.clone() } else { Some(node::key(&p, i).to_vec()) };
+                    stack.push((node::child(&p, i), clo, chi, depth + 1));
+                }
+            }
+            self.buf = p;
+        }
+        Ok(entries)
+    }
+
+    fn walk_overflow(&mut self, db: &str, leaf: u64, first: u64, len: u32) -> Result<Vec<u8>> {
+        let cap = self.layout.page_size - HDR;
+        let mut value = Vec::new();
+        let mut pid = first;
+        let mut buf = vec![0u8; self.layout.page_size];
+        std::mem::swap(&mut buf, &mut self.buf);
+        let limit = (len as usize).div_ceil(cap);
+        let mut pages = 0;
+        while pid != 0 && pages <= limit {
+            pages += 1;
+            if !self.mark(pid, db, Use::Used) || !self.read(pid, db, Some(KIND_OVERFLOW))? {
+                break;
+            }
+            let used = (rd32(&self.buf, 32) as usize).min(cap);
+            value.extend_from_slice(&self.buf[HDR..HDR + used]);
+            pid = page::link(&self.buf);
+        }
+        std::mem::swap(&mut buf, &mut self.buf);
+        if value.len() != len as usize || pid != 0 {
+            self.problem(Some(leaf), db, "overflow", format!("overflow chain from page {first} holds {} bytes, not {len}", value.len()));
+        }
+        Ok(value)
+    }
+}
