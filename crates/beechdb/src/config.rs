@@ -12,7 +12,7 @@ pub const DEFAULT_PAGE_SIZE: usize = 16384;
 pub const DEFAULT_CACHE_SIZE: usize = 64 << 20;
 /// The cache never holds fewer pages than this, whatever its configured size: an operation
 /// needs a root-to-leaf path and a few siblings resident at once.
-pub const MIN_CACHE_PAGES: usize = 32;
+pub const MIN_CACHE_PAGES: usize = 16;
 
 pub(crate) fn valid_page_size(s: usize) -> bool {
     s.is_power_of_two() && (MIN_PAGE_SIZE..=MAX_PAGE_SIZE).contains(&s)

@@ -40,7 +40,7 @@ fn value(i: u16, size: usize, salt: usize) -> Vec<u8> {
 
 fn op() -> impl Strategy<Value = Op> {
     let size = prop_oneof![8 => 0usize..64, 2 => 64usize..1500, 1 => 1500usize..20000];
-    let k = 0u16..600;
+    let k = 0u16..2500;
     prop_oneof![
         30 => (k.clone(), size.clone()).prop_map(|(k, s)| Op::Put(k, s)),
         5 => (k.clone(), size).prop_map(|(k, s)| Op::Insert(k, s)),
@@ -208,18 +208,36 @@ fn long_random_run_matches_model() {
     use rand::{Rng, SeedableRng};
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
     let mut h = Harness::new();
-    for step in 0..30_000u32 {
-        let k = rng.gen_range(0..600u16);
+    for step in 0..60_000u32 {
+        let k = rng.gen_range(0..3000u16);
         let op = match rng.gen_range(0..100) {
             0..=44 => Op::Put(k, if rng.gen_ratio(1, 20) { rng.gen_range(1500..9000) } else { rng.gen_range(0..100) }),
             45..=79 => Op::Delete(k),
             80..=89 => Op::Get(k),
             90..=94 => Op::CursorWalk(k, 30, rng.gen()),
-            95..=97 => Op::Scan(k, rng.gen_range(0..600), rng.gen()),
+            95..=97 => Op::Scan(k, rng.gen_range(0..3000), rng.gen()),
             98 => Op::Sync,
             _ => if step % 7 == 0 { Op::Reopen } else { Op::DeleteRun(k, 40) },
         };
         h.apply(&op);
     }
+    h.finish();
+}
+
+#[test]
+fn model_runs_exercise_the_tree() {
+    let mut h = Harness::new();
+    for i in 0..6000u16 {
+        h.apply(&Op::Put(i % 3000, if i % 17 == 0 { 5000 } else { 50 }));
+    }
+    let st = h.db().stat().unwrap();
+    let env_st = h.env.as_ref().unwrap().stat().unwrap();
+    eprintln!("{st}\n{env_st}");
+    assert!(st.depth >= 2 && st.overflow_pages > 0, "{st:?}");
+    assert!(env_st.cache_evictions > 0 && env_st.cache_misses > 0, "{env_st:?}");
+    for i in 0..3000u16 {
+        h.apply(&Op::Delete(i));
+    }
+    assert_eq!(h.db().stat().unwrap().depth, 1, "merges collapse the tree when it empties");
     h.finish();
 }

@@ -1,0 +1,127 @@
+//! Crash test, process kill: a child process (this test binary, re-run as a writer) puts and
+//! deletes and syncs in a loop, reporting each completed sync on its stdout; the parent
+//! SIGKILLs it at a random moment, reopens, and checks that the state equals the last
+//! reported sync or the one in flight, and that verify is clean.
+//!
+//! `BEECH_KILL_ITERS` sets the number of kills (default 50).
+
+use beechdb::{Config, Env};
+use rand::{Rng, SeedableRng};
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+const CHILD_DIR: &str = "BEECH_KILL_CHILD_DIR";
+const CHILD_SEED: &str = "BEECH_KILL_CHILD_SEED";
+
+fn config() -> Config {
+    Config::new().page_size(4096).cache_size(256 << 10)
+}
+
+/// The operations of round `round`, applied to the model and (if given) the database.
+fn round_ops(seed: u64, round: u64, model: &mut Model, db: Option<&beechdb::Db>) {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed.wrapping_mul(1_000_003) ^ round);
+    for _ in 0..rng.gen_range(1..400) {
+        let k = format!("k{:06}", rng.gen_range(0..20_000)).into_bytes();
+        if rng.gen_ratio(1, 3) {
+            model.remove(&k);
+            if let Some(db) = db {
+                db.delete(&k).unwrap();
+            }
+        } else {
+            let len = if rng.gen_ratio(1, 50) { rng.gen_range(3000..20_000) } else { rng.gen_range(1..200) };
+            let v: Vec<u8> = (0..len).map(|i| (i as u64 ^ round) as u8).collect();
+            if let Some(db) = db {
+                db.put(&k, &v).unwrap();
+            }
+            model.insert(k, v);
+        }
+    }
+}
+
+/// The writer: runs only when re-executed by the parent.
+#[test]
+fn child_writer() {
+    let (Ok(dir), Ok(seed)) = (std::env::var(CHILD_DIR), std::env::var(CHILD_SEED)) else { return };
+    let seed: u64 = seed.parse().unwrap();
+    let env = Env::open(&dir, config()).unwrap();
+    let db = env.open_or_create_db("d").unwrap();
+    let mut model = Model::new();
+    let stdout = std::io::stdout();
+    for round in 1.. {
+        round_ops(seed, round, &mut model, Some(&db));
+        env.sync().unwrap();
+        let mut out = stdout.lock();
+        writeln!(out, "synced {round}").unwrap();
+        out.flush().unwrap();
+    }
+}
+
+#[test]
+fn kill_at_random_moments_leaves_a_synced_state() {
+    let iters: u64 = std::env::var("BEECH_KILL_ITERS").ok().and_then(|s| s.parse().ok()).unwrap_or(50);
+    let exe = std::env::current_exe().unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(99);
+    let mut syncs_seen = Vec::new();
+    for iter in 0..iters {
+        let dir = tempfile::tempdir().unwrap();
+        let seed = rng.gen::<u64>();
+        let mut child = Command::new(&exe)
+            .args(["--exact", "child_writer", "--nocapture", "--test-threads=1"])
+            .env(CHILD_DIR, dir.path())
+            .env(CHILD_SEED, seed.to_string())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut last = 0u64;
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Some(n) = line.strip_prefix("synced ") {
+                    last = n.trim().parse().unwrap();
+                }
+            }
+            last
+        });
+        std::thread::sleep(Duration::from_millis(rng.gen_range(5..400)));
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        let last = reader.join().unwrap();
+        syncs_seen.push(last);
+
+        let env = match Env::open(dir.path(), config().create(false)) {
+            Ok(env) => env,
+            // Killed before the environment was even created.
+            Err(beechdb::Error::InvalidArgument(_)) if last == 0 => continue,
+            Err(e) => panic!("iteration {iter}: reopen failed: {e}"),
+        };
+        let state: Model = match env.open_db("d") {
+            Ok(db) => db.iter().map(|kv| kv.unwrap()).collect(),
+            Err(beechdb::Error::DbNotFound(_)) => Model::new(),
+            Err(e) => panic!("{e}"),
+        };
+        let mut model = Model::new();
+        for round in 1..=last {
+            round_ops(seed, round, &mut model, None);
+        }
+        let mut in_flight = model.clone();
+        round_ops(seed, last + 1, &mut in_flight, None);
+        assert!(
+            state == model || state == in_flight,
+            "iteration {iter}: after sync {last}, recovered {} entries; expected {} or {}",
+            state.len(),
+            model.len(),
+            in_flight.len()
+        );
+        let report = env.verify().unwrap();
+        assert!(report.is_clean(), "iteration {iter}: {:?}", report.problems);
+    }
+    eprintln!("completed syncs at each kill: {syncs_seen:?}");
+    let progressed = syncs_seen.iter().filter(|&&n| n >= 2).count() as u64;
+    assert!(progressed * 2 >= iters, "most kills must land after some syncs completed");
+}
