@@ -1,0 +1,172 @@
+//! Bad input and misuse get typed errors; I/O faults poison the environment without losing
+//! what was synced.
+
+use beechdb::storage::{FaultKind, MemStorage};
+use beechdb::{Config, Env, Error};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+fn mem_env(storage: &MemStorage) -> Env {
+    Env::open_with_storage(Arc::new(storage.clone()), Config::new().page_size(4096).cache_size(0)).unwrap()
+}
+
+#[test]
+fn size_limits() {
+    let storage = MemStorage::new();
+    let env = mem_env(&storage);
+    let db = env.create_db("d").unwrap();
+    let max = env.max_key_len();
+    assert_eq!(max, 1024, "a quarter of a 4 KiB page");
+    db.put(&vec![7u8; max], b"v").unwrap();
+    assert!(matches!(db.put(&vec![7u8; max + 1], b"v"), Err(Error::KeyTooLarge { len, max: m }) if len == max + 1 && m == max));
+    assert!(matches!(db.get(&vec![7u8; max + 1]), Ok(None)));
+    db.put(b"", b"empty key").unwrap();
+    assert_eq!(db.get(b"").unwrap().unwrap(), b"empty key");
+    // A 64 MiB value lives on overflow pages and survives a reopen intact.
+    let big: Vec<u8> = (0..64u32 << 20).map(|i| (i.wrapping_mul(2654435761) >> 24) as u8).collect();
+    db.put(b"big", &big).unwrap();
+    assert!(db.get(b"big").unwrap().unwrap() == big);
+    drop(db);
+    env.close().unwrap();
+    let env = mem_env(&storage);
+    let db = env.open_db("d").unwrap();
+    assert!(db.get(b"big").unwrap().unwrap() == big);
+    db.delete(b"big").unwrap();
+    env.sync().unwrap();
+    assert!(env.verify().unwrap().is_clean());
+}
+
+#[test]
+fn handle_misuse_and_names() {
+    let storage = MemStorage::new();
+    let env = mem_env(&storage);
+    assert!(matches!(env.open_db("nope"), Err(Error::DbNotFound(_))));
+    let a = env.create_db("a").unwrap();
+    assert!(matches!(env.create_db("a"), Err(Error::DbExists(_))));
+    assert!(matches!(env.create_db(""), Err(Error::InvalidArgument(_))));
+    assert!(matches!(env.create_db(&"x".repeat(256)), Err(Error::InvalidArgument(_))));
+    a.put(b"k", b"v").unwrap();
+    assert!(matches!(a.insert(b"k", b"w"), Err(Error::KeyExists)));
+    env.remove_db("a").unwrap();
+    assert!(matches!(a.get(b"k"), Err(Error::Closed)));
+    assert!(matches!(a.put(b"k", b"v"), Err(Error::Closed)));
+    assert!(matches!(env.remove_db("a"), Err(Error::DbNotFound(_))));
+    let b = env.create_db("b").unwrap();
+    let env2 = env.clone();
+    env.close().unwrap();
+    assert!(matches!(b.get(b"k"), Err(Error::Closed)));
+    assert!(matches!(env2.sync(), Err(Error::Closed)));
+    assert!(matches!(b.cursor().first(), Err(Error::Closed)));
+    // Closing released the lock: the environment opens again.
+    let env = mem_env(&storage);
+    assert_eq!(env.db_names().unwrap(), vec!["b".to_string()]);
+}
+
+#[test]
+fn bad_configuration_is_rejected() {
+    for ps in [0usize, 1000, 3000, 2048, 131072] {
+        let r = Env::open_with_storage(Arc::new(MemStorage::new()), Config::new().page_size(ps));
+        assert!(matches!(r, Err(Error::InvalidArgument(_))), "page size {ps}");
+    }
+    let r = Env::open_with_storage(Arc::new(MemStorage::new()), Config::new().create(false));
+    assert!(matches!(r, Err(Error::InvalidArgument(_))));
+}
+
+#[test]
+fn second_open_in_process_is_locked() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::open(dir.path(), Config::new()).unwrap();
+    assert!(matches!(Env::open(dir.path(), Config::new()), Err(Error::Locked { .. })));
+    env.close().unwrap();
+    Env::open(dir.path(), Config::new()).unwrap();
+}
+
+#[test]
+fn second_process_is_locked() {
+    if let Ok(dir) = std::env::var("BEECH_LOCK_CHILD_DIR") {
+        // The child: report what opening gives.
+        match Env::open(&dir, Config::new()) {
+            Err(Error::Locked { .. }) => println!("LOCKED"),
+            Err(e) => println!("ERROR {e}"),
+            Ok(_) => println!("OPENED"),
+        }
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::open(dir.path(), Config::new()).unwrap();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "second_process_is_locked", "--nocapture"])
+        .env("BEECH_LOCK_CHILD_DIR", dir.path())
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("LOCKED"), "{}", String::from_utf8_lossy(&out.stdout));
+    drop(env);
+}
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// Puts and syncs until the first error; returns the synced states and that error.
+fn faulty_workload(storage: &MemStorage) -> (Vec<Model>, Option<Error>) {
+    let env = mem_env(storage);
+    let db = env.open_or_create_db("d").unwrap();
+    let mut model = Model::new();
+    let mut synced = vec![Model::new()];
+    for round in 0..6u32 {
+        for i in 0..150u32 {
+            let k = format!("{:05}", (i * 7919 + round * 13) % 1000).into_bytes();
+            let v = vec![round as u8; if i % 40 == 0 { 6000 } else { 50 }];
+            if let Err(e) = db.put(&k, &v) {
+                return (synced, Some(e));
+            }
+            model.insert(k, v);
+        }
+        synced.push(model.clone());
+        if let Err(e) = env.sync() {
+            // Refuses writes from now on, with a clear error.
+            assert!(matches!(db.put(b"x", b"y"), Err(Error::Poisoned { .. })));
+            assert!(matches!(env.sync(), Err(Error::Poisoned { .. })));
+            std::mem::forget(env);
+            return (synced, Some(e));
+        }
+    }
+    std::mem::forget(env);
+    (synced, None)
+}
+
+#[test]
+fn io_faults_at_every_point_poison_and_lose_nothing_synced() {
+    let probe = MemStorage::new();
+    faulty_workload(&probe);
+    let mut faults = 0;
+    for kind in [FaultKind::Write, FaultKind::Sync] {
+        for errno in [libc::EIO, libc::ENOSPC] {
+            for nth in 1..200u64 {
+                let storage = MemStorage::new();
+                // Fault the nth call of this kind after the environment exists.
+                let env = mem_env(&storage);
+                drop(env);
+                storage.inject_fault(kind, nth, errno);
+                let (synced, err) = faulty_workload(&storage);
+                let Some(err) = err else { continue };
+                faults += 1;
+                match &err {
+                    Error::Io { source, .. } => assert_eq!(source.raw_os_error(), Some(errno)),
+                    Error::Poisoned { .. } => {}
+                    e => panic!("unexpected error {e}"),
+                }
+                let image = storage.crash_image(nth);
+                let env = mem_env(&image);
+                let state: Model = env.open_db("d").map(|db| db.iter().map(|kv| kv.unwrap()).collect()).unwrap_or_default();
+                let last = synced.len() - 1;
+                assert!(
+                    state == synced[last] || state == synced[last.saturating_sub(1)],
+                    "{kind:?} fault #{nth} (errno {errno}): recovered {} entries",
+                    state.len()
+                );
+                env.sync().unwrap();
+                assert!(env.verify().unwrap().is_clean());
+            }
+        }
+    }
+    assert!(faults > 100, "only {faults} faults hit the workload");
+}
