@@ -22,7 +22,12 @@ pub const BATCH: u64 = 10;
 pub const OPS: [&str; 4] = ["insert", "fetch", "delete", "update"];
 
 /// Seed 000 Table 3 (Berkeley DB 11gR2 DS, 2010): (ops/s, stddev) for insert, fetch, delete, update.
-pub const PAPER_DS: [(f64, f64); 4] = [(208_139.0, 329.0), (264_665.0, 229.0), (158_506.0, 236.0), (250_297.0, 870.0)];
+pub const PAPER_DS: [(f64, f64); 4] = [
+    (208_139.0, 329.0),
+    (264_665.0, 229.0),
+    (158_506.0, 236.0),
+    (250_297.0, 870.0),
+];
 
 pub fn key(i: u64) -> [u8; 64] {
     let mut k = [0u8; 64];
@@ -83,7 +88,9 @@ pub fn run_once(e: &mut dyn KvEngine, batches: u64, seed: u64) -> BenchResult<Ru
             }
             e.end_batch()?;
         }
-        check(found == records, || format!("fetch found {found} of {records} records intact"))
+        check(found == records, || {
+            format!("fetch found {found} of {records} records intact")
+        })
     })?;
     let random: Vec<u64> = (0..batches).map(|_| rng.gen_range(0..batches)).collect();
     let update = timed(records, || {
@@ -98,7 +105,10 @@ pub fn run_once(e: &mut dyn KvEngine, batches: u64, seed: u64) -> BenchResult<Ru
     })?;
     // Updates really landed: a sample of updated keys carries the new generation.
     for &b in random.iter().step_by(97) {
-        check(e.get(&key(b * BATCH), &mut buf)? && buf[8..16] == 1u64.to_le_bytes(), || format!("update of batch {b} lost"))?;
+        check(
+            e.get(&key(b * BATCH), &mut buf)? && buf[8..16] == 1u64.to_le_bytes(),
+            || format!("update of batch {b} lost"),
+        )?;
     }
     perm.shuffle(&mut rng);
     let delete = timed(records, || {
@@ -110,9 +120,13 @@ pub fn run_once(e: &mut dyn KvEngine, batches: u64, seed: u64) -> BenchResult<Ru
             }
             e.end_batch()?;
         }
-        check(deleted == records, || format!("delete removed {deleted} of {records} records"))
+        check(deleted == records, || {
+            format!("delete removed {deleted} of {records} records")
+        })
     })?;
-    check(!e.get(&key(0), &mut buf)?, || "a deleted record is still there".into())?;
+    check(!e.get(&key(0), &mut buf)?, || {
+        "a deleted record is still there".into()
+    })?;
     perm.shuffle(&mut rng);
     let insert = timed(records, || {
         for &b in &perm {
@@ -121,7 +135,10 @@ pub fn run_once(e: &mut dyn KvEngine, batches: u64, seed: u64) -> BenchResult<Ru
         Ok(())
     })?;
     for &b in perm.iter().step_by(97) {
-        check(e.get(&key(b * BATCH + 9), &mut buf)? && buf[8..16] == 2u64.to_le_bytes(), || format!("insert of batch {b} lost"))?;
+        check(
+            e.get(&key(b * BATCH + 9), &mut buf)? && buf[8..16] == 2u64.to_le_bytes(),
+            || format!("insert of batch {b} lost"),
+        )?;
     }
     Ok([insert, fetch, delete, update])
 }
@@ -168,7 +185,10 @@ pub fn run(opts: &KvOptions) -> BenchResult<BTreeMap<(usize, usize), Vec<f64>>> 
 }
 
 /// The results table (markdown) and JSON records.
-pub fn report(opts: &KvOptions, samples: &BTreeMap<(usize, usize), Vec<f64>>) -> (String, Vec<Record>) {
+pub fn report(
+    opts: &KvOptions,
+    samples: &BTreeMap<(usize, usize), Vec<f64>>,
+) -> (String, Vec<Record>) {
     let mut table = String::new();
     table.push_str(&format!(
         "Seed 000 Table 3 workload, mode {}: {} batches of {} ({} records), {} runs; ops/s as mean ± sd (median, min–max)\n\n",
@@ -207,7 +227,11 @@ pub fn report(opts: &KvOptions, samples: &BTreeMap<(usize, usize), Vec<f64>>) ->
     }
     table.push_str("| paper, BDB 11gR2 DS (2010 hardware) |");
     for (m, sd) in PAPER_DS {
-        table.push_str(&format!(" {} ± {} |", crate::report::thousands(m), crate::report::thousands(sd)));
+        table.push_str(&format!(
+            " {} ± {} |",
+            crate::report::thousands(m),
+            crate::report::thousands(sd)
+        ));
     }
     table.push('\n');
     let beech = opts.engines.iter().position(|&e| e == Engine::Beechdb);
@@ -216,7 +240,11 @@ pub fn report(opts: &KvOptions, samples: &BTreeMap<(usize, usize), Vec<f64>>) ->
         table.push_str("| **BeechDB / Berkeley DB** (mean; median) |");
         for oi in 0..4 {
             let (x, y) = (&summaries[&(b, oi)], &summaries[&(d, oi)]);
-            table.push_str(&format!(" **{:.2}x**; {:.2}x |", x.mean / y.mean, x.median / y.median));
+            table.push_str(&format!(
+                " **{:.2}x**; {:.2}x |",
+                x.mean / y.mean,
+                x.median / y.median
+            ));
         }
         table.push('\n');
     }

@@ -12,7 +12,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "beechdb-bench", version, about = "BeechDB benchmarks against Berkeley DB 5.3, LMDB and SQLite")]
+#[command(
+    name = "beechdb-bench",
+    version,
+    about = "BeechDB benchmarks against Berkeley DB 5.3, LMDB and SQLite"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -69,16 +73,34 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> engines::BenchResult<()> {
     match cli.command {
-        Command::Kv { mode, scale, runs, engines, cache_mb, page_size, bdb_page_size, dir, json } => {
+        Command::Kv {
+            mode,
+            scale,
+            runs,
+            engines,
+            cache_mb,
+            page_size,
+            bdb_page_size,
+            dir,
+            json,
+        } => {
             if !(scale > 0.0 && scale <= 100.0) || runs == 0 {
                 return Err("--scale must be in (0, 100] and --runs at least 1".into());
             }
-            let engines = if engines.is_empty() { Engine::available() } else { engines };
+            let engines = if engines.is_empty() {
+                Engine::available()
+            } else {
+                engines
+            };
             let opts = kv::KvOptions {
                 engines,
                 batches: ((kv::PAPER_BATCHES as f64 * scale).round() as u64).max(1),
                 runs,
-                setup: Setup { cache_bytes: cache_mb << 20, page_size, bdb_page_size },
+                setup: Setup {
+                    cache_bytes: cache_mb << 20,
+                    page_size,
+                    bdb_page_size,
+                },
                 dir,
                 mode: match mode {
                     Mode::Ds => "ds".into(),

@@ -16,12 +16,26 @@ impl Summary {
     pub fn of(samples: &[f64]) -> Summary {
         let n = samples.len() as f64;
         let mean = samples.iter().sum::<f64>() / n;
-        let var = if samples.len() > 1 { samples.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0) } else { 0.0 };
+        let var = if samples.len() > 1 {
+            samples.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)
+        } else {
+            0.0
+        };
         let mut sorted = samples.to_vec();
         sorted.sort_by(|a, b| a.total_cmp(b));
         let mid = sorted.len() / 2;
-        let median = if sorted.len() % 2 == 1 { sorted[mid] } else { (sorted[mid - 1] + sorted[mid]) / 2.0 };
-        Summary { mean, stddev: var.sqrt(), median, min: sorted[0], max: sorted[sorted.len() - 1] }
+        let median = if sorted.len() % 2 == 1 {
+            sorted[mid]
+        } else {
+            (sorted[mid - 1] + sorted[mid]) / 2.0
+        };
+        Summary {
+            mean,
+            stddev: var.sqrt(),
+            median,
+            min: sorted[0],
+            max: sorted[sorted.len() - 1],
+        }
     }
 }
 
@@ -57,5 +71,12 @@ pub fn thousands(x: f64) -> String {
 
 /// A markdown table cell: mean ± sd, then median and range.
 pub fn cell(s: &Summary) -> String {
-    format!("{} ± {} (med {}, {}–{})", thousands(s.mean), thousands(s.stddev), thousands(s.median), thousands(s.min), thousands(s.max))
+    format!(
+        "{} ± {} (med {}, {}–{})",
+        thousands(s.mean),
+        thousands(s.stddev),
+        thousands(s.median),
+        thousands(s.min),
+        thousands(s.max)
+    )
 }

@@ -85,8 +85,18 @@ fn open_existing(dir: &PathBuf) -> Res<Env> {
 fn run(cli: Cli) -> Res<ExitCode> {
     match cli.command {
         Command::Stat { dir, db, json } => stat(&dir, db, json),
-        Command::Dump { dir, db, printable, output } => dump(&dir, db, printable, output),
-        Command::Load { dir, db, file, no_overwrite } => load(&dir, db, file, no_overwrite),
+        Command::Dump {
+            dir,
+            db,
+            printable,
+            output,
+        } => dump(&dir, db, printable, output),
+        Command::Load {
+            dir,
+            db,
+            file,
+            no_overwrite,
+        } => load(&dir, db, file, no_overwrite),
         Command::Verify { dir, json } => {
             let report = beechdb::verify_path(&dir)?;
             if json {
@@ -94,14 +104,29 @@ fn run(cli: Cli) -> Res<ExitCode> {
             } else {
                 println!(
                     "checkpoint {}: {} pages, {} checked, {} databases, {} entries",
-                    report.generation, report.page_count, report.pages_checked, report.databases, report.entries
+                    report.generation,
+                    report.page_count,
+                    report.pages_checked,
+                    report.databases,
+                    report.entries
                 );
                 for p in &report.problems {
                     println!("{}", serde_json::to_string(p)?);
                 }
-                println!("{}", if report.is_clean() { "verify: OK" } else { "verify: PROBLEMS FOUND" });
+                println!(
+                    "{}",
+                    if report.is_clean() {
+                        "verify: OK"
+                    } else {
+                        "verify: PROBLEMS FOUND"
+                    }
+                );
             }
-            Ok(if report.is_clean() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+            Ok(if report.is_clean() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
         }
     }
 }
@@ -129,7 +154,12 @@ fn stat(dir: &PathBuf, only: Option<String>, json: bool) -> Res<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn dump(dir: &PathBuf, only: Option<String>, printable: bool, output: Option<PathBuf>) -> Res<ExitCode> {
+fn dump(
+    dir: &PathBuf,
+    only: Option<String>,
+    printable: bool,
+    output: Option<PathBuf>,
+) -> Res<ExitCode> {
     let env = open_existing(dir)?;
     let names = match only {
         Some(n) => vec![n],
@@ -141,14 +171,23 @@ fn dump(dir: &PathBuf, only: Option<String>, printable: bool, output: Option<Pat
     };
     for name in names {
         let db = env.open_db(&name)?;
-        let header = DumpHeader { database: Some(name), printable, page_size: Some(env.page_size()) };
+        let header = DumpHeader {
+            database: Some(name),
+            printable,
+            page_size: Some(env.page_size()),
+        };
         write_section(&mut out, &header, db.iter())?;
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)
 }
 
-fn load(dir: &PathBuf, target: Option<String>, file: Option<PathBuf>, no_overwrite: bool) -> Res<ExitCode> {
+fn load(
+    dir: &PathBuf,
+    target: Option<String>,
+    file: Option<PathBuf>,
+    no_overwrite: bool,
+) -> Res<ExitCode> {
     let input: Box<dyn BufRead> = match file {
         Some(p) => Box::new(BufReader::new(std::fs::File::open(p)?)),
         None => Box::new(BufReader::new(std::io::stdin().lock())),
@@ -157,14 +196,19 @@ fn load(dir: &PathBuf, target: Option<String>, file: Option<PathBuf>, no_overwri
     let mut config = Config::new();
     let mut env: Option<Env> = None;
     let progress = indicatif::ProgressBar::new_spinner();
-    progress.set_style(indicatif::ProgressStyle::with_template("{spinner} {msg} {pos} entries ({per_sec})")?);
+    progress.set_style(indicatif::ProgressStyle::with_template(
+        "{spinner} {msg} {pos} entries ({per_sec})",
+    )?);
     let mut total = 0u64;
     while let Some(header) = reader.next_section()? {
         let name = target.clone().or(header.database.clone()).ok_or(
             "the dump does not name its database (no database= line): give the database name as an argument",
         )?;
         if env.is_none() {
-            if let Some(ps) = header.page_size.filter(|ps| (4096..=65536).contains(ps) && ps.is_power_of_two()) {
+            if let Some(ps) = header
+                .page_size
+                .filter(|ps| (4096..=65536).contains(ps) && ps.is_power_of_two())
+            {
                 config = config.page_size(ps);
             }
             env = Some(Env::open(dir, config.clone())?);

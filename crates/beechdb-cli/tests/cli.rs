@@ -1,7 +1,7 @@
 //! The `beech` command end to end: load, dump (round trip), stat, verify, and errors.
 
-use std::process::{Command, Stdio};
 use std::io::Write;
+use std::process::{Command, Stdio};
 
 fn beech(args: &[&str], stdin: Option<&str>) -> (i32, String, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_beech"))
@@ -12,11 +12,20 @@ fn beech(args: &[&str], stdin: Option<&str>) -> (i32, String, String) {
         .spawn()
         .unwrap();
     if let Some(input) = stdin {
-        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
     }
     drop(child.stdin.take());
     let out = child.wait_with_output().unwrap();
-    (out.status.code().unwrap(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+    (
+        out.status.code().unwrap(),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
 }
 
 #[test]
@@ -24,9 +33,14 @@ fn load_dump_stat_verify_round_trip() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
     // What db5.3_dump prints for a plain btree file (no database= line).
-    let mut dump = String::from("VERSION=3\nformat=bytevalue\ntype=btree\ndb_pagesize=4096\nHEADER=END\n");
+    let mut dump =
+        String::from("VERSION=3\nformat=bytevalue\ntype=btree\ndb_pagesize=4096\nHEADER=END\n");
     for i in 0..500u32 {
-        dump.push_str(&format!(" {}\n {}\n", hex(&i.to_be_bytes()), hex(format!("value {i}").as_bytes())));
+        dump.push_str(&format!(
+            " {}\n {}\n",
+            hex(&i.to_be_bytes()),
+            hex(format!("value {i}").as_bytes())
+        ));
     }
     dump.push_str("DATA=END\n");
     let (code, _, err) = beech(&["load", d, "imported"], Some(&dump));
@@ -35,10 +49,17 @@ fn load_dump_stat_verify_round_trip() {
     assert_eq!(code, 0);
     assert!(out.contains("database=imported"));
     let body = |s: &str| s.split("HEADER=END\n").nth(1).unwrap().to_string();
-    assert_eq!(body(&out), body(&dump), "dump must reproduce the loaded data exactly");
+    assert_eq!(
+        body(&out),
+        body(&dump),
+        "dump must reproduce the loaded data exactly"
+    );
     let (code, out, _) = beech(&["stat", d], None);
     assert_eq!(code, 0);
-    assert!(out.contains("500\tEntries") && out.contains("Tree depth") && out.contains("Cache hits"), "{out}");
+    assert!(
+        out.contains("500\tEntries") && out.contains("Tree depth") && out.contains("Cache hits"),
+        "{out}"
+    );
     let (code, out, _) = beech(&["stat", d, "--json"], None);
     assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -54,7 +75,8 @@ fn load_dump_stat_verify_round_trip() {
 fn verify_reports_damage_and_errors_are_clear() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
-    let dump = "VERSION=3\nformat=print\ntype=btree\ndatabase=x\nHEADER=END\n hello\n world\nDATA=END\n";
+    let dump =
+        "VERSION=3\nformat=print\ntype=btree\ndatabase=x\nHEADER=END\n hello\n world\nDATA=END\n";
     assert_eq!(beech(&["load", d], Some(dump)).0, 0);
     let path = dir.path().join("beech.db");
     let mut bytes = std::fs::read(&path).unwrap();
@@ -63,13 +85,22 @@ fn verify_reports_damage_and_errors_are_clear() {
     std::fs::write(&path, bytes).unwrap();
     let (code, out, _) = beech(&["verify", d], None);
     assert_eq!(code, 1, "{out}");
-    assert!(out.contains("checksum mismatch") && out.contains("PROBLEMS FOUND"), "{out}");
-    let (code, _, err) = beech(&["dump", dir.path().join("missing").to_str().unwrap()], None);
+    assert!(
+        out.contains("checksum mismatch") && out.contains("PROBLEMS FOUND"),
+        "{out}"
+    );
+    let (code, _, err) = beech(
+        &["dump", dir.path().join("missing").to_str().unwrap()],
+        None,
+    );
     assert_eq!(code, 2);
     assert!(err.contains("no environment"), "{err}");
     let (code, _, err) = beech(&["stat", d], None);
     assert_eq!(code, 2);
-    assert!(err.contains("corrupt data in page"), "opening damaged data is refused: {err}");
+    assert!(
+        err.contains("corrupt data in page"),
+        "opening damaged data is refused: {err}"
+    );
     let fresh = tempfile::tempdir().unwrap();
     let f = fresh.path().to_str().unwrap();
     let (code, _, err) = beech(&["load", f, "y"], Some("VERSION=3\nHEADER=END\n zz\n"));

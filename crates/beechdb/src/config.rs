@@ -33,7 +33,11 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        Config { page_size: DEFAULT_PAGE_SIZE, cache_size: DEFAULT_CACHE_SIZE, create: true }
+        Config {
+            page_size: DEFAULT_PAGE_SIZE,
+            cache_size: DEFAULT_CACHE_SIZE,
+            create: true,
+        }
     }
 }
 

@@ -33,7 +33,16 @@ pub fn write_section<W: Write>(
 ) -> Result<u64> {
     let io = |e| Error::io("writing the dump", e);
     writeln!(out, "VERSION=3").map_err(io)?;
-    writeln!(out, "format={}", if header.printable { "print" } else { "bytevalue" }).map_err(io)?;
+    writeln!(
+        out,
+        "format={}",
+        if header.printable {
+            "print"
+        } else {
+            "bytevalue"
+        }
+    )
+    .map_err(io)?;
     writeln!(out, "type=btree").map_err(io)?;
     if let Some(name) = &header.database {
         writeln!(out, "database={name}").map_err(io)?;
@@ -91,7 +100,10 @@ fn decode(text: &str, printable: bool, line: usize) -> Result<Vec<u8>> {
             i = start + 1;
             continue;
         }
-        match (b.get(start).copied().and_then(hex), b.get(start + 1).copied().and_then(hex)) {
+        match (
+            b.get(start).copied().and_then(hex),
+            b.get(start + 1).copied().and_then(hex),
+        ) {
             (Some(h), Some(l)) => out.push(h << 4 | l),
             _ => return Err(bad(line, "invalid hex escape")),
         }
@@ -111,12 +123,20 @@ pub struct DumpReader<R> {
 impl<R: BufRead> DumpReader<R> {
     /// A reader over `input`.
     pub fn new(input: R) -> DumpReader<R> {
-        DumpReader { input, line_no: 0, line: String::new(), header: None }
+        DumpReader {
+            input,
+            line_no: 0,
+            line: String::new(),
+            header: None,
+        }
     }
 
     fn read_line(&mut self) -> Result<bool> {
         self.line.clear();
-        let n = self.input.read_line(&mut self.line).map_err(|e| Error::io("reading the dump", e))?;
+        let n = self
+            .input
+            .read_line(&mut self.line)
+            .map_err(|e| Error::io("reading the dump", e))?;
         self.line_no += 1;
         while self.line.ends_with('\n') || self.line.ends_with('\r') {
             self.line.pop();
@@ -133,7 +153,11 @@ impl<R: BufRead> DumpReader<R> {
         let mut any = false;
         loop {
             if !self.read_line()? {
-                return if any { Err(bad(self.line_no, "input ends inside a header")) } else { Ok(None) };
+                return if any {
+                    Err(bad(self.line_no, "input ends inside a header"))
+                } else {
+                    Ok(None)
+                };
             }
             if self.line.is_empty() && !any {
                 continue;
@@ -144,7 +168,10 @@ impl<R: BufRead> DumpReader<R> {
                 return Ok(Some(h));
             }
             let Some((k, v)) = self.line.split_once('=') else {
-                return Err(bad(self.line_no, format!("expected key=value in the header, found {:?}", self.line)));
+                return Err(bad(
+                    self.line_no,
+                    format!("expected key=value in the header, found {:?}", self.line),
+                ));
             };
             match k {
                 "format" => {
@@ -155,14 +182,25 @@ impl<R: BufRead> DumpReader<R> {
                     }
                 }
                 "type" if v != "btree" => {
-                    return Err(bad(self.line_no, format!("database type {v:?} is not supported (only btree)")))
+                    return Err(bad(
+                        self.line_no,
+                        format!("database type {v:?} is not supported (only btree)"),
+                    ))
                 }
                 "duplicates" | "dupsort" if v == "1" => {
-                    return Err(bad(self.line_no, "databases with duplicate keys are not supported"))
+                    return Err(bad(
+                        self.line_no,
+                        "databases with duplicate keys are not supported",
+                    ))
                 }
                 "database" => h.database = Some(v.to_string()),
                 "db_pagesize" => h.page_size = v.parse().ok(),
-                "VERSION" if v != "3" => return Err(bad(self.line_no, format!("dump version {v} is not supported"))),
+                "VERSION" if v != "3" => {
+                    return Err(bad(
+                        self.line_no,
+                        format!("dump version {v} is not supported"),
+                    ))
+                }
                 _ => {}
             }
         }
@@ -170,7 +208,9 @@ impl<R: BufRead> DumpReader<R> {
 
     /// Reads the next key/value pair of the current section; `None` at `DATA=END`.
     pub fn next_pair(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
-        let Some(h) = self.header.clone() else { return Ok(None) };
+        let Some(h) = self.header.clone() else {
+            return Ok(None);
+        };
         let mut items = Vec::with_capacity(2);
         while items.len() < 2 {
             if !self.read_line()? {
@@ -199,9 +239,16 @@ mod tests {
 
     #[test]
     fn round_trip_both_formats() {
-        let entries = vec![(b"k\\1 ".to_vec(), vec![0u8, 255, b'a']), (Vec::new(), b"empty key".to_vec())];
+        let entries = vec![
+            (b"k\\1 ".to_vec(), vec![0u8, 255, b'a']),
+            (Vec::new(), b"empty key".to_vec()),
+        ];
         for printable in [false, true] {
-            let h = DumpHeader { database: Some("db".into()), printable, page_size: Some(4096) };
+            let h = DumpHeader {
+                database: Some("db".into()),
+                printable,
+                page_size: Some(4096),
+            };
             let mut out = Vec::new();
             write_section(&mut out, &h, entries.iter().cloned().map(Ok)).unwrap();
             let mut r = DumpReader::new(&out[..]);
@@ -220,9 +267,17 @@ mod tests {
         let bdb = "VERSION=3\nformat=bytevalue\ntype=btree\ndb_pagesize=4096\nHEADER=END\n 6b6579\n 76616c7565\nDATA=END\n";
         let mut r = DumpReader::new(bdb.as_bytes());
         assert!(r.next_section().unwrap().is_some());
-        assert_eq!(r.next_pair().unwrap(), Some((b"key".to_vec(), b"value".to_vec())));
+        assert_eq!(
+            r.next_pair().unwrap(),
+            Some((b"key".to_vec(), b"value".to_vec()))
+        );
         assert_eq!(r.next_pair().unwrap(), None);
-        for bad in ["VERSION=3\nHEADER=END\n 6g\n 00\nDATA=END\n", "VERSION=3\ntype=hash\nHEADER=END\n", "junk\n", "VERSION=3\nHEADER=END\n 00\nDATA=END\n"] {
+        for bad in [
+            "VERSION=3\nHEADER=END\n 6g\n 00\nDATA=END\n",
+            "VERSION=3\ntype=hash\nHEADER=END\n",
+            "junk\n",
+            "VERSION=3\nHEADER=END\n 00\nDATA=END\n",
+        ] {
             let mut r = DumpReader::new(bad.as_bytes());
             let res = r.next_section().and_then(|_| loop {
                 if r.next_pair()?.is_none() {

@@ -99,7 +99,8 @@ pub(crate) fn read_metas(file: &dyn StorageFile) -> Result<(Meta, Vec<String>)> 
     let mut buf = [0u8; META_LEN];
     let mut slot0 = Err("file too short".to_string());
     if len >= META_LEN as u64 {
-        file.read_at(&mut buf, 0).map_err(io_err("reading meta page 0"))?;
+        file.read_at(&mut buf, 0)
+            .map_err(io_err("reading meta page 0"))?;
         slot0 = Meta::decode(&buf).map_err(|p| p.to_string());
     }
     // Slot 1 sits one page in; without slot 0 the page size is unknown, so try each.
@@ -110,10 +111,14 @@ pub(crate) fn read_metas(file: &dyn StorageFile) -> Result<(Meta, Vec<String>)> 
     let mut slot1 = Err("file too short".to_string());
     for ps in sizes {
         if len >= ps + META_LEN as u64 {
-            file.read_at(&mut buf, ps).map_err(io_err("reading meta page 1"))?;
+            file.read_at(&mut buf, ps)
+                .map_err(io_err("reading meta page 1"))?;
             slot1 = match Meta::decode(&buf) {
                 Ok(m) if m.page_size as u64 == ps => Ok(m),
-                Ok(m) => Err(format!("page size {} does not match its position", m.page_size)),
+                Ok(m) => Err(format!(
+                    "page size {} does not match its position",
+                    m.page_size
+                )),
                 Err(p) => Err(p.to_string()),
             };
             if slot1.is_ok() {
@@ -134,11 +139,17 @@ pub(crate) fn read_metas(file: &dyn StorageFile) -> Result<(Meta, Vec<String>)> 
             }
         }
         (Ok(a), Err(e)) => {
-            warnings.push(format!("meta page 1 unusable ({e}); opened checkpoint {} from meta page 0", a.generation));
+            warnings.push(format!(
+                "meta page 1 unusable ({e}); opened checkpoint {} from meta page 0",
+                a.generation
+            ));
             a
         }
         (Err(e), Ok(b)) => {
-            warnings.push(format!("meta page 0 unusable ({e}); opened checkpoint {} from meta page 1", b.generation));
+            warnings.push(format!(
+                "meta page 0 unusable ({e}); opened checkpoint {} from meta page 1",
+                b.generation
+            ));
             b
         }
         (Err(a), Err(b)) => {
@@ -160,17 +171,33 @@ pub(crate) fn read_free_list(file: &dyn StorageFile, meta: &Meta) -> Result<(Vec
     let mut buf = vec![0u8; ps];
     while pid != 0 {
         if pages.len() as u64 >= meta.freelist_pages {
-            return Err(Error::corrupt(pid, "free-list chain is longer than the meta page says"));
+            return Err(Error::corrupt(
+                pid,
+                "free-list chain is longer than the meta page says",
+            ));
         }
-        read_checked(file, pid, &mut buf, meta.page_count, meta.generation, Some(KIND_FREELIST))?;
+        read_checked(
+            file,
+            pid,
+            &mut buf,
+            meta.page_count,
+            meta.generation,
+            Some(KIND_FREELIST),
+        )?;
         let n = rd32(&buf, 32) as usize;
         if n > (ps - HDR) / 8 {
-            return Err(Error::corrupt(pid, format!("free-list page claims {n} entries")));
+            return Err(Error::corrupt(
+                pid,
+                format!("free-list page claims {n} entries"),
+            ));
         }
         for i in 0..n {
             let f = rd64(&buf, HDR + 8 * i);
             if f < 2 || f >= meta.page_count {
-                return Err(Error::corrupt(pid, format!("free-list entry {f} lies outside the file")));
+                return Err(Error::corrupt(
+                    pid,
+                    format!("free-list entry {f} lies outside the file"),
+                ));
             }
             free.push(f);
         }
@@ -178,7 +205,10 @@ pub(crate) fn read_free_list(file: &dyn StorageFile, meta: &Meta) -> Result<(Vec
         pid = page::link(&buf);
     }
     if pages.len() as u64 != meta.freelist_pages {
-        return Err(Error::corrupt(meta.freelist_head, "free-list chain is shorter than the meta page says"));
+        return Err(Error::corrupt(
+            meta.freelist_head,
+            "free-list chain is shorter than the meta page says",
+        ));
     }
     Ok((free, pages))
 }
@@ -193,7 +223,10 @@ pub(crate) fn read_checked(
     kind: Option<u8>,
 ) -> Result<u8> {
     if pid < 2 || pid >= page_count {
-        return Err(Error::corrupt(pid, format!("page number outside the file of {page_count} pages")));
+        return Err(Error::corrupt(
+            pid,
+            format!("page number outside the file of {page_count} pages"),
+        ));
     }
     match file.read_at(buf, pid * buf.len() as u64) {
         Ok(()) => {}
@@ -209,7 +242,9 @@ impl Engine {
     /// Opens (creating if allowed) the page file in `storage`.
     pub fn open(storage: &dyn Storage, cfg: &Config) -> Result<Engine> {
         cfg.validate()?;
-        let exists = storage.exists(DB_FILE).map_err(io_err("looking for the page file"))?;
+        let exists = storage
+            .exists(DB_FILE)
+            .map_err(io_err("looking for the page file"))?;
         if !exists {
             if !cfg.create_value() {
                 return Err(Error::InvalidArgument(format!(
@@ -219,7 +254,9 @@ impl Engine {
             }
             create(storage, cfg.page_size_value())?;
         }
-        let file = storage.open(DB_FILE, false).map_err(io_err("opening the page file"))?;
+        let file = storage
+            .open(DB_FILE, false)
+            .map_err(io_err("opening the page file"))?;
         let (meta, meta_warnings) = read_metas(file.as_ref())?;
         let (free, freelist_pages) = read_free_list(file.as_ref(), &meta)?;
         let ps = meta.page_size as usize;
@@ -262,10 +299,13 @@ impl Engine {
                 page: None,
                 detail: format!("catalog record of {name:?} has {} bytes", v.len()),
             })?;
-            if id == CATALOG || id >= self.next_db_id || root < 2 || root >= self.space.page_count() {
+            if id == CATALOG || id >= self.next_db_id || root < 2 || root >= self.space.page_count()
+            {
                 return Err(Error::Corrupt {
                     page: None,
-                    detail: format!("catalog record of {name:?} is inconsistent (id {id}, root {root})"),
+                    detail: format!(
+                        "catalog record of {name:?} is inconsistent (id {id}, root {root})"
+                    ),
                 });
             }
             let slot = id as usize;
@@ -273,9 +313,17 @@ impl Engine {
                 self.dbs.resize(slot + 1, None);
             }
             if self.dbs[slot].is_some() {
-                return Err(Error::Corrupt { page: None, detail: format!("database id {id} appears twice") });
+                return Err(Error::Corrupt {
+                    page: None,
+                    detail: format!("database id {id} appears twice"),
+                });
             }
-            self.dbs[slot] = Some(DbState { name: name.clone(), root, entries, catalog_dirty: false });
+            self.dbs[slot] = Some(DbState {
+                name: name.clone(),
+                root,
+                entries,
+                catalog_dirty: false,
+            });
             self.names.insert(name, id);
         }
         Ok(())
@@ -283,7 +331,9 @@ impl Engine {
 
     pub fn check_writable(&self) -> Result<()> {
         match &self.poisoned {
-            Some(cause) => Err(Error::Poisoned { cause: cause.clone() }),
+            Some(cause) => Err(Error::Poisoned {
+                cause: cause.clone(),
+            }),
             None => Ok(()),
         }
     }
@@ -298,18 +348,30 @@ impl Engine {
 
     #[inline]
     pub fn db(&self, id: u32) -> Result<&DbState> {
-        self.dbs.get(id as usize).and_then(|d| d.as_ref()).ok_or(Error::Closed)
+        self.dbs
+            .get(id as usize)
+            .and_then(|d| d.as_ref())
+            .ok_or(Error::Closed)
     }
 
     #[inline]
     pub fn db_mut(&mut self, id: u32) -> &mut DbState {
-        self.dbs[id as usize].as_mut().expect("database id checked by the caller")
+        self.dbs[id as usize]
+            .as_mut()
+            .expect("database id checked by the caller")
     }
 
     /// Loads page `pid` into the cache, checking checksum, header and structure.
     pub fn load(&mut self, pid: u64) -> Result<()> {
         let mut buf = self.cache.buffer();
-        read_checked(self.file.as_ref(), pid, &mut buf, self.space.page_count(), self.generation + 1, None)?;
+        read_checked(
+            self.file.as_ref(),
+            pid,
+            &mut buf,
+            self.space.page_count(),
+            self.generation + 1,
+            None,
+        )?;
         node::validate(&buf, pid, &self.layout, self.space.page_count())?;
         self.cache.misses += 1;
         self.cache.insert(pid, buf, false);
@@ -328,15 +390,23 @@ impl Engine {
     /// A resident page (the caller made it resident).
     #[inline]
     pub fn node(&self, pid: u64) -> &[u8] {
-        self.cache.get(pid).expect("page made resident by the caller")
+        self.cache
+            .get(pid)
+            .expect("page made resident by the caller")
     }
 
     /// A resident page about to be modified: marks it dirty. Only fresh pages may be.
     #[inline]
     pub fn node_mut(&mut self, pid: u64) -> &mut [u8] {
-        debug_assert!(self.space.is_fresh(pid), "modifying page {pid}, which the durable checkpoint owns");
+        debug_assert!(
+            self.space.is_fresh(pid),
+            "modifying page {pid}, which the durable checkpoint owns"
+        );
         self.changed = true;
-        let f = self.cache.frame_mut(pid).expect("page made resident by the caller");
+        let f = self
+            .cache
+            .frame_mut(pid)
+            .expect("page made resident by the caller");
         f.dirty = true;
         &mut f.data
     }
@@ -372,7 +442,9 @@ impl Engine {
     /// their fresh locations). A write failure poisons the engine and stops eviction.
     pub fn shrink_cache(&mut self) {
         while self.cache.over_budget() {
-            let Some(pid) = self.cache.victim() else { break };
+            let Some(pid) = self.cache.victim() else {
+                break;
+            };
             let frame = self.cache.frame_mut(pid).unwrap();
             if frame.dirty {
                 if self.poisoned.is_some() {
@@ -404,16 +476,29 @@ impl Engine {
         if self.dbs.len() <= id as usize {
             self.dbs.resize(id as usize + 1, None);
         }
-        self.dbs[id as usize] = Some(DbState { name: name.to_string(), root, entries: 0, catalog_dirty: false });
+        self.dbs[id as usize] = Some(DbState {
+            name: name.to_string(),
+            root,
+            entries: 0,
+            catalog_dirty: false,
+        });
         self.names.insert(name.to_string(), id);
-        self.put(CATALOG, name.as_bytes(), &encode_catalog_record(id, root, 0), false)?;
+        self.put(
+            CATALOG,
+            name.as_bytes(),
+            &encode_catalog_record(id, root, 0),
+            false,
+        )?;
         Ok(id)
     }
 
     /// Removes database `name` and frees all its pages.
     pub fn remove_db(&mut self, name: &str) -> Result<()> {
         self.check_writable()?;
-        let id = *self.names.get(name).ok_or_else(|| Error::DbNotFound(name.to_string()))?;
+        let id = *self
+            .names
+            .get(name)
+            .ok_or_else(|| Error::DbNotFound(name.to_string()))?;
         let root = self.db(id)?.root;
         let mut pages = Vec::new();
         self.collect_pages(root, &mut pages)?;
@@ -438,10 +523,19 @@ impl Engine {
             .iter()
             .enumerate()
             .skip(1)
-            .filter_map(|(id, d)| d.as_ref().filter(|d| d.catalog_dirty).map(|d| (id as u32, d.name.clone(), d.root, d.entries)))
+            .filter_map(|(id, d)| {
+                d.as_ref()
+                    .filter(|d| d.catalog_dirty)
+                    .map(|d| (id as u32, d.name.clone(), d.root, d.entries))
+            })
             .collect();
         for (id, name, root, entries) in dirty {
-            self.put(CATALOG, name.as_bytes(), &encode_catalog_record(id, root, entries), false)?;
+            self.put(
+                CATALOG,
+                name.as_bytes(),
+                &encode_catalog_record(id, root, entries),
+                false,
+            )?;
             self.db_mut(id).catalog_dirty = false;
         }
         // (2) The free list: the durable one's pages are freed, then room for the new one is
@@ -506,7 +600,10 @@ impl Engine {
             log_lsn: 0,
         };
         let slot = generation % 2;
-        if let Err(e) = self.file.write_at(&meta.encode(), slot * self.layout.page_size as u64) {
+        if let Err(e) = self
+            .file
+            .write_at(&meta.encode(), slot * self.layout.page_size as u64)
+        {
             return Err(self.poison("writing the meta page".into(), e));
         }
         if let Err(e) = self.file.sync_data() {
@@ -524,20 +621,33 @@ impl Engine {
 /// Writes a new, empty environment: a temporary file made durable, then renamed into place,
 /// so that a page file that exists always has a valid meta page.
 fn create(storage: &dyn Storage, page_size: usize) -> Result<()> {
-    let f = storage.open(DB_FILE_TMP, true).map_err(io_err("creating the page file"))?;
+    let f = storage
+        .open(DB_FILE_TMP, true)
+        .map_err(io_err("creating the page file"))?;
     f.set_len(0).map_err(io_err("creating the page file"))?;
     let mut buf = vec![0u8; page_size * 3];
     let root = &mut buf[2 * page_size..];
     node::init(root, KIND_LEAF);
     page::seal(root, 2, 1);
-    let mut meta =
-        Meta { page_size: page_size as u32, next_db_id: 1, generation: 1, catalog_root: 2, page_count: 3, ..Meta::default() };
+    let mut meta = Meta {
+        page_size: page_size as u32,
+        next_db_id: 1,
+        generation: 1,
+        catalog_root: 2,
+        page_count: 3,
+        ..Meta::default()
+    };
     buf[..META_LEN].copy_from_slice(&meta.encode());
     meta.generation = 0;
     buf[page_size..page_size + META_LEN].copy_from_slice(&meta.encode());
-    f.write_at(&buf, 0).map_err(io_err("writing the new page file"))?;
+    f.write_at(&buf, 0)
+        .map_err(io_err("writing the new page file"))?;
     f.sync_all().map_err(io_err("syncing the new page file"))?;
-    storage.rename(DB_FILE_TMP, DB_FILE).map_err(io_err("renaming the new page file"))?;
-    storage.sync_dir().map_err(io_err("syncing the environment directory"))?;
+    storage
+        .rename(DB_FILE_TMP, DB_FILE)
+        .map_err(io_err("renaming the new page file"))?;
+    storage
+        .sync_dir()
+        .map_err(io_err("syncing the environment directory"))?;
     Ok(())
 }

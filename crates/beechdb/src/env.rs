@@ -131,7 +131,9 @@ impl Env {
         let guard = match storage.lock() {
             Ok(g) => g,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                return Err(Error::Locked { path: storage.describe() })
+                return Err(Error::Locked {
+                    path: storage.describe(),
+                })
             }
             Err(e) => return Err(Error::io("taking the environment lock", e)),
         };
@@ -149,14 +151,19 @@ impl Env {
     }
 
     fn handle(&self, id: u32, name: &str) -> Db {
-        Db { shared: self.shared.clone(), id, name: name.into() }
+        Db {
+            shared: self.shared.clone(),
+            id,
+            name: name.into(),
+        }
     }
 
     /// Opens an existing database; [`Error::DbNotFound`] if there is none of that name.
     pub fn open_db(&self, name: &str) -> Result<Db> {
         self.shared.live()?;
         let id = self.shared.engine.read().names.get(name).copied();
-        id.map(|id| self.handle(id, name)).ok_or_else(|| Error::DbNotFound(name.to_string()))
+        id.map(|id| self.handle(id, name))
+            .ok_or_else(|| Error::DbNotFound(name.to_string()))
     }
 
     /// Creates a database; [`Error::DbExists`] if the name is taken. Names are 1 to 255
@@ -240,7 +247,10 @@ impl Env {
 
 fn check_name(name: &str) -> Result<()> {
     if name.is_empty() || name.len() > 255 {
-        return Err(Error::InvalidArgument(format!("database name must be 1 to 255 bytes, not {}", name.len())));
+        return Err(Error::InvalidArgument(format!(
+            "database name must be 1 to 255 bytes, not {}",
+            name.len()
+        )));
     }
     Ok(())
 }
@@ -281,7 +291,9 @@ impl Db {
         let mut f = Some(f);
         let (r, _) = self.shared.read(|e| match e.locate(self.id, key)? {
             None => Ok(None),
-            Some((leaf, idx)) => e.with_value(leaf, idx, |v| (f.take().expect("called once"))(v)).map(Some),
+            Some((leaf, idx)) => e
+                .with_value(leaf, idx, |v| (f.take().expect("called once"))(v))
+                .map(Some),
         })?;
         Ok(r)
     }
@@ -293,12 +305,16 @@ impl Db {
 
     /// Stores `value` under `key`, replacing any previous value.
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        self.shared.write(|e| e.put(self.id, key, value, false)).map(drop)
+        self.shared
+            .write(|e| e.put(self.id, key, value, false))
+            .map(drop)
     }
 
     /// Stores `value` under `key` only if the key is absent; [`Error::KeyExists`] otherwise.
     pub fn insert(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        self.shared.write(|e| e.put(self.id, key, value, true)).map(drop)
+        self.shared
+            .write(|e| e.put(self.id, key, value, true))
+            .map(drop)
     }
 
     /// Removes `key`; returns whether it was present.

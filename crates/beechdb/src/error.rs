@@ -70,11 +70,17 @@ pub enum Error {
 
 impl Error {
     pub(crate) fn io(context: impl Into<String>, source: io::Error) -> Error {
-        Error::Io { context: context.into(), source }
+        Error::Io {
+            context: context.into(),
+            source,
+        }
     }
 
     pub(crate) fn corrupt(page: u64, detail: impl Into<String>) -> Error {
-        Error::Corrupt { page: Some(page), detail: detail.into() }
+        Error::Corrupt {
+            page: Some(page),
+            detail: detail.into(),
+        }
     }
 
     /// The Berkeley DB error code this error corresponds to, for the C API and for messages.

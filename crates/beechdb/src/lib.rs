@@ -41,7 +41,9 @@ pub mod storage;
 mod verify;
 
 pub use btree::{Cursor, Iter};
-pub use config::{Config, DEFAULT_CACHE_SIZE, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, MIN_CACHE_PAGES, MIN_PAGE_SIZE};
+pub use config::{
+    Config, DEFAULT_CACHE_SIZE, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, MIN_CACHE_PAGES, MIN_PAGE_SIZE,
+};
 pub use env::{Db, Env};
 pub use error::{Error, Result};
 pub use stats::{DbStat, EnvStat};
@@ -49,3 +51,8 @@ pub use verify::{verify_path, Problem, VerifyReport};
 
 /// Largest value accepted (4 GiB - 1); longer values get [`Error::ValueTooLarge`].
 pub const MAX_VALUE_LEN: usize = btree::MAX_VALUE_LEN_USIZE;
+
+/// The README's examples, compiled and run as doctests so they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;

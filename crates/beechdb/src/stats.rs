@@ -75,19 +75,31 @@ impl fmt::Display for EnvStat {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let rows: [(&str, String); 15] = [
             ("Page size", self.page_size.to_string()),
-            ("Cache capacity (bytes)", self.cache_capacity_bytes.to_string()),
-            ("Cache resident pages", self.cache_resident_pages.to_string()),
+            (
+                "Cache capacity (bytes)",
+                self.cache_capacity_bytes.to_string(),
+            ),
+            (
+                "Cache resident pages",
+                self.cache_resident_pages.to_string(),
+            ),
             ("Cache hits", self.cache_hits.to_string()),
             ("Cache misses", self.cache_misses.to_string()),
             ("Cache evictions", self.cache_evictions.to_string()),
-            ("Dirty pages written by eviction", self.cache_dirty_evictions.to_string()),
+            (
+                "Dirty pages written by eviction",
+                self.cache_dirty_evictions.to_string(),
+            ),
             ("Pages written", self.pages_written.to_string()),
             ("Checkpoints this session", self.checkpoints.to_string()),
             ("Checkpoint generation", self.generation.to_string()),
             ("Pages in file", self.page_count.to_string()),
             ("File size (bytes)", self.file_bytes.to_string()),
             ("Free pages", self.free_pages.to_string()),
-            ("Pages freed, reusable after the next checkpoint", self.pending_free_pages.to_string()),
+            (
+                "Pages freed, reusable after the next checkpoint",
+                self.pending_free_pages.to_string(),
+            ),
             ("Databases", self.databases.to_string()),
         ];
         for (name, value) in rows {
@@ -161,7 +173,11 @@ impl DbStat {
             level = next;
         }
         let cap = (st.leaf_pages + st.branch_pages) * e.layout.capacity() as u64;
-        st.fill_percent = if cap == 0 { 0.0 } else { 100.0 * st.bytes_used as f64 / cap as f64 };
+        st.fill_percent = if cap == 0 {
+            0.0
+        } else {
+            100.0 * st.bytes_used as f64 / cap as f64
+        };
         Ok(st)
     }
 }

@@ -54,7 +54,12 @@ impl VerifyReport {
     }
 
     pub(crate) fn push_meta_warning(&mut self, detail: String) {
-        let p = Problem { page: None, database: None, kind: "meta".into(), detail };
+        let p = Problem {
+            page: None,
+            database: None,
+            kind: "meta".into(),
+            detail,
+        };
         if !self.problems.contains(&p) {
             self.problems.push(p);
         }
@@ -64,22 +69,34 @@ impl VerifyReport {
 /// Verifies the environment in directory `path` without opening it for use (so damage that
 /// would stop [`crate::Env::open`] is still reported). Takes the environment's lock.
 pub fn verify_path(path: impl AsRef<Path>) -> Result<VerifyReport> {
-    let storage = OsStorage::new(path.as_ref()).map_err(|e| Error::io("opening the directory", e))?;
+    let storage =
+        OsStorage::new(path.as_ref()).map_err(|e| Error::io("opening the directory", e))?;
     let _lock = match storage.lock() {
         Ok(g) => g,
-        Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Err(Error::Locked { path: storage.describe() }),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+            return Err(Error::Locked {
+                path: storage.describe(),
+            })
+        }
         Err(e) => return Err(Error::io("taking the environment lock", e)),
     };
     verify_storage(&storage)
 }
 
 pub(crate) fn verify_storage(storage: &dyn Storage) -> Result<VerifyReport> {
-    let file = storage.open(DB_FILE, false).map_err(|e| Error::io("opening the page file", e))?;
+    let file = storage
+        .open(DB_FILE, false)
+        .map_err(|e| Error::io("opening the page file", e))?;
     let mut report = VerifyReport::default();
     let (meta, warnings) = match read_metas(file.as_ref()) {
         Ok(m) => m,
         Err(Error::Corrupt { page, detail }) => {
-            report.problems.push(Problem { page, database: None, kind: "meta".into(), detail });
+            report.problems.push(Problem {
+                page,
+                database: None,
+                kind: "meta".into(),
+                detail,
+            });
             return Ok(report);
         }
         Err(e) => return Err(e),
@@ -102,6 +119,10 @@ pub(crate) fn verify_storage(storage: &dyn Storage) -> Result<VerifyReport> {
     Ok(w.report)
 }
 
+/// A page to visit: number, key bounds from its ancestors (lower inclusive, upper exclusive),
+/// and depth.
+type Visit = (u64, Option<Vec<u8>>, Option<Vec<u8>>, u32);
+
 #[derive(Clone, Copy, PartialEq)]
 enum Use {
     Unseen,
@@ -122,14 +143,27 @@ struct Walker<'a> {
 impl Walker<'_> {
     fn problem(&mut self, page: Option<u64>, db: &str, kind: &str, detail: impl Into<String>) {
         let database = (!db.is_empty()).then(|| db.to_string());
-        self.report.problems.push(Problem { page, database, kind: kind.into(), detail: detail.into() });
+        self.report.problems.push(Problem {
+            page,
+            database,
+            kind: kind.into(),
+            detail: detail.into(),
+        });
     }
 
     /// Records a use of `pid`; false (and a problem) if it was already used or free.
     fn mark(&mut self, pid: u64, db: &str, how: Use) -> bool {
         match self.seen.get(pid as usize).copied() {
             None => {
-                self.problem(Some(pid), db, "page", format!("page number outside the file of {} pages", self.meta.page_count));
+                self.problem(
+                    Some(pid),
+                    db,
+                    "page",
+                    format!(
+                        "page number outside the file of {} pages",
+                        self.meta.page_count
+                    ),
+                );
                 false
             }
             Some(Use::Unseen) => {
@@ -138,7 +172,12 @@ impl Walker<'_> {
             }
             Some(prev) => {
                 let was = if prev == Use::Free { "free" } else { "in use" };
-                self.problem(Some(pid), db, "double-use", format!("page is referenced again but is already {was}"));
+                self.problem(
+                    Some(pid),
+                    db,
+                    "double-use",
+                    format!("page is referenced again but is already {was}"),
+                );
                 false
             }
         }
@@ -146,7 +185,14 @@ impl Walker<'_> {
 
     /// Reads page `pid`; a corrupt page becomes a problem and `Ok(false)`.
     fn read(&mut self, pid: u64, db: &str, kind: Option<u8>) -> Result<bool> {
-        match read_checked(self.file, pid, &mut self.buf, self.meta.page_count, self.meta.generation, kind) {
+        match read_checked(
+            self.file,
+            pid,
+            &mut self.buf,
+            self.meta.page_count,
+            self.meta.generation,
+            kind,
+        ) {
             Ok(_) => {
                 self.report.pages_checked += 1;
                 Ok(true)
@@ -161,9 +207,20 @@ impl Walker<'_> {
 
     fn run(&mut self) -> Result<()> {
         let ps = self.meta.page_size as u64;
-        let len = self.file.len().map_err(|e| Error::io("reading the file size", e))?;
+        let len = self
+            .file
+            .len()
+            .map_err(|e| Error::io("reading the file size", e))?;
         if len < self.meta.page_count * ps {
-            self.problem(None, "", "file", format!("file has {len} bytes, less than its {} pages", self.meta.page_count));
+            self.problem(
+                None,
+                "",
+                "file",
+                format!(
+                    "file has {len} bytes, less than its {} pages",
+                    self.meta.page_count
+                ),
+            );
         }
         match read_free_list(self.file, &self.meta) {
             Ok((free, pages)) => {
@@ -183,17 +240,32 @@ impl Walker<'_> {
         for (name, value) in catalog {
             let name = String::from_utf8_lossy(&name).into_owned();
             let Some((id, root, entries)) = decode_catalog_record(&value) else {
-                self.problem(None, &name, "catalog", format!("record has {} bytes", value.len()));
+                self.problem(
+                    None,
+                    &name,
+                    "catalog",
+                    format!("record has {} bytes", value.len()),
+                );
                 continue;
             };
             if id == 0 || id >= self.meta.next_db_id || !ids.insert(id) {
-                self.problem(None, &name, "catalog", format!("database id {id} is invalid or repeated"));
+                self.problem(
+                    None,
+                    &name,
+                    "catalog",
+                    format!("database id {id} is invalid or repeated"),
+                );
             }
             self.report.databases += 1;
             let found = self.walk_tree(&name, root, None)?;
             self.report.entries += found;
             if found != entries {
-                self.problem(None, &name, "count", format!("catalog says {entries} entries, tree holds {found}"));
+                self.problem(
+                    None,
+                    &name,
+                    "count",
+                    format!("catalog says {entries} entries, tree holds {found}"),
+                );
             }
         }
         for pid in 2..self.meta.page_count {
@@ -205,16 +277,22 @@ impl Walker<'_> {
     }
 
     /// Walks one tree; returns its entry count, and its entries into `collect` if given.
-    fn walk_tree(&mut self, db: &str, root: u64, mut collect: Option<&mut Vec<(Vec<u8>, Vec<u8>)>>) -> Result<u64> {
+    fn walk_tree(
+        &mut self,
+        db: &str,
+        root: u64,
+        mut collect: Option<&mut Vec<(Vec<u8>, Vec<u8>)>>,
+    ) -> Result<u64> {
         self.leaf_depth = None;
         let mut entries = 0;
-        // (page, lower bound, upper bound, depth)
-        let mut stack: Vec<(u64, Option<Vec<u8>>, Option<Vec<u8>>, u32)> = vec![(root, None, None, 1)];
+        let mut stack: Vec<Visit> = vec![(root, None, None, 1)];
         while let Some((pid, lo, hi, depth)) = stack.pop() {
             if !self.mark(pid, db, Use::Used) || !self.read(pid, db, None)? {
                 continue;
             }
-            if let Err(Error::Corrupt { page, detail }) = node::validate(&self.buf, pid, &self.layout, self.meta.page_count) {
+            if let Err(Error::Corrupt { page, detail }) =
+                node::validate(&self.buf, pid, &self.layout, self.meta.page_count)
+            {
                 self.problem(page, db, "page", detail);
                 continue;
             }
@@ -222,21 +300,38 @@ impl Walker<'_> {
             let n = node::nslots(&p);
             if n > 0 {
                 if lo.as_deref().is_some_and(|lo| node::key(&p, 0) < lo) {
-                    self.problem(Some(pid), db, "order", "first key sorts before its parent's separator");
+                    self.problem(
+                        Some(pid),
+                        db,
+                        "order",
+                        "first key sorts before its parent's separator",
+                    );
                 }
                 if hi.as_deref().is_some_and(|hi| node::key(&p, n - 1) >= hi) {
-                    self.problem(Some(pid), db, "order", "last key does not sort before the next separator");
+                    self.problem(
+                        Some(pid),
+                        db,
+                        "order",
+                        "last key does not sort before the next separator",
+                    );
                 }
             }
             if node::is_leaf(&p) {
                 if *self.leaf_depth.get_or_insert(depth) != depth {
-                    self.problem(Some(pid), db, "depth", format!("leaf at depth {depth}, others at {:?}", self.leaf_depth));
+                    self.problem(
+                        Some(pid),
+                        db,
+                        "depth",
+                        format!("leaf at depth {depth}, others at {:?}", self.leaf_depth),
+                    );
                 }
                 entries += n as u64;
                 for i in 0..n {
                     let value = match node::leaf_value(&p, i) {
                         LeafValue::Inline(v) => v.to_vec(),
-                        LeafValue::Overflow { first, len } => self.walk_overflow(db, pid, first, len)?,
+                        LeafValue::Overflow { first, len } => {
+                            self.walk_overflow(db, pid, first, len)?
+                        }
                     };
                     if let Some(c) = collect.as_deref_mut() {
                         c.push((node::key(&p, i).to_vec(), value));
@@ -244,8 +339,16 @@ impl Walker<'_> {
                 }
             } else {
                 for i in (0..=n).rev() {
-                    let clo = if i == 0 { lo.clone() } else { Some(node::key(&p, i - 1).to_vec()) };
-                    let chi = if i == n { hi.clone() } else { Some(node::key(&p, i).to_vec()) };
+                    let clo = if i == 0 {
+                        lo.clone()
+                    } else {
+                        Some(node::key(&p, i - 1).to_vec())
+                    };
+                    let chi = if i == n {
+                        hi.clone()
+                    } else {
+                        Some(node::key(&p, i).to_vec())
+                    };
                     stack.push((node::child(&p, i), clo, chi, depth + 1));
                 }
             }
@@ -273,7 +376,15 @@ impl Walker<'_> {
         }
         std::mem::swap(&mut buf, &mut self.buf);
         if value.len() != len as usize || pid != 0 {
-            self.problem(Some(leaf), db, "overflow", format!("overflow chain from page {first} holds {} bytes, not {len}", value.len()));
+            self.problem(
+                Some(leaf),
+                db,
+                "overflow",
+                format!(
+                    "overflow chain from page {first} holds {} bytes, not {len}",
+                    value.len()
+                ),
+            );
         }
         Ok(value)
     }

@@ -27,7 +27,11 @@ fn build() -> (MemStorage, Model, Model) {
     let mut model = BTreeMap::new();
     for i in 0..2000u32 {
         let k = format!("key{i:06}").into_bytes();
-        let v = if i % 100 == 0 { vec![i as u8; 9000] } else { format!("value{i}").into_bytes() };
+        let v = if i % 100 == 0 {
+            vec![i as u8; 9000]
+        } else {
+            format!("value{i}").into_bytes()
+        };
         db.put(&k, &v).unwrap();
         model.insert(k, v);
     }
@@ -49,7 +53,10 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 /// Pages listed free by the newest meta page, read per docs/file-format.md: free pages keep
 /// stale images, and damage there rightly goes unnoticed.
 fn free_pages(bytes: &[u8]) -> Vec<usize> {
-    let meta = (0..2).map(|s| &bytes[s * PS..s * PS + 128]).max_by_key(|m| u64_at(m, 24)).unwrap();
+    let meta = (0..2)
+        .map(|s| &bytes[s * PS..s * PS + 128])
+        .max_by_key(|m| u64_at(m, 24))
+        .unwrap();
     let (mut pid, mut free) = (u64_at(meta, 40) as usize, Vec::new());
     while pid != 0 {
         let page = &bytes[pid * PS..(pid + 1) * PS];
@@ -88,7 +95,9 @@ fn check(storage: MemStorage, model: &Model, what: &str) -> bool {
             }
             for kv in db.iter() {
                 match kv {
-                    Ok((k, v)) => assert_eq!(model.get(&k), Some(&v), "{what}: scan returned wrong data"),
+                    Ok((k, v)) => {
+                        assert_eq!(model.get(&k), Some(&v), "{what}: scan returned wrong data")
+                    }
                     Err(Error::Corrupt { .. }) => {
                         reported = true;
                         break;
@@ -117,23 +126,40 @@ fn every_flip_in_every_page_kind_is_reported() {
     }
     // Meta (0), leaf (1), branch (2), overflow (3), free list (4) must all be present.
     for kind in 0..=4u8 {
-        assert!(by_kind.contains_key(&kind), "no page of kind {kind} to damage: {:?}", by_kind.keys());
+        assert!(
+            by_kind.contains_key(&kind),
+            "no page of kind {kind} to damage: {:?}",
+            by_kind.keys()
+        );
     }
     let mut flips = 0;
     for (kind, pids) in &by_kind {
-        for (n, &pid) in pids.iter().enumerate().filter(|(n, _)| n % 3 == 0 || *kind == 0) {
+        for (n, &pid) in pids
+            .iter()
+            .enumerate()
+            .filter(|(n, _)| n % 3 == 0 || *kind == 0)
+        {
             for offset in [0usize, 5, 13, 33, 41, 200, 1000, 2047, PS - 1] {
                 if pid < 2 && offset >= 128 {
                     continue; // the meta record is the first 128 bytes; the rest is unused
                 }
                 let damaged = storage.crash_image(0);
                 damaged
-                    .edit_file("beech.db", |b| b[pid * PS + offset] ^= 1 << ((n + offset) % 8))
+                    .edit_file("beech.db", |b| {
+                        b[pid * PS + offset] ^= 1 << ((n + offset) % 8)
+                    })
                     .unwrap();
                 let what = format!("kind {kind} page {pid} offset {offset}");
                 // Meta slot 1 holds the newest checkpoint (generation 3 of create, sync, close).
-                let expect = if *kind == 0 && pid == 1 { &first } else { &model };
-                assert!(check(damaged, expect, &what), "{what}: damage went unreported");
+                let expect = if *kind == 0 && pid == 1 {
+                    &first
+                } else {
+                    &model
+                };
+                assert!(
+                    check(damaged, expect, &what),
+                    "{what}: damage went unreported"
+                );
                 flips += 1;
             }
         }
@@ -146,11 +172,17 @@ fn a_damaged_meta_falls_back_to_the_previous_sync_and_says_so() {
     let (storage, _, _) = build();
     let damaged = storage.crash_image(0);
     // The newest meta: generation 3 (create=1, sync=2, close=3) sits in slot 3 % 2 = 1.
-    damaged.edit_file("beech.db", |b| b[PS + 30] ^= 0xff).unwrap();
+    damaged
+        .edit_file("beech.db", |b| b[PS + 30] ^= 0xff)
+        .unwrap();
     let env = Env::open_with_storage(Arc::new(damaged), config()).unwrap();
     let stat = env.stat().unwrap();
     assert_eq!(stat.generation, 2);
     assert_eq!(stat.meta_warnings.len(), 1, "{:?}", stat.meta_warnings);
     let report = env.verify().unwrap();
-    assert!(report.problems.iter().any(|p| p.kind == "meta"), "{:?}", report.problems);
+    assert!(
+        report.problems.iter().any(|p| p.kind == "meta"),
+        "{:?}",
+        report.problems
+    );
 }

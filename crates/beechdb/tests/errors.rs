@@ -7,7 +7,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 fn mem_env(storage: &MemStorage) -> Env {
-    Env::open_with_storage(Arc::new(storage.clone()), Config::new().page_size(4096).cache_size(0)).unwrap()
+    Env::open_with_storage(
+        Arc::new(storage.clone()),
+        Config::new().page_size(4096).cache_size(0),
+    )
+    .unwrap()
 }
 
 #[test]
@@ -18,12 +22,16 @@ fn size_limits() {
     let max = env.max_key_len();
     assert_eq!(max, 1024, "a quarter of a 4 KiB page");
     db.put(&vec![7u8; max], b"v").unwrap();
-    assert!(matches!(db.put(&vec![7u8; max + 1], b"v"), Err(Error::KeyTooLarge { len, max: m }) if len == max + 1 && m == max));
+    assert!(
+        matches!(db.put(&vec![7u8; max + 1], b"v"), Err(Error::KeyTooLarge { len, max: m }) if len == max + 1 && m == max)
+    );
     assert!(matches!(db.get(&vec![7u8; max + 1]), Ok(None)));
     db.put(b"", b"empty key").unwrap();
     assert_eq!(db.get(b"").unwrap().unwrap(), b"empty key");
     // A 64 MiB value lives on overflow pages and survives a reopen intact.
-    let big: Vec<u8> = (0..64u32 << 20).map(|i| (i.wrapping_mul(2654435761) >> 24) as u8).collect();
+    let big: Vec<u8> = (0..64u32 << 20)
+        .map(|i| (i.wrapping_mul(2654435761) >> 24) as u8)
+        .collect();
     db.put(b"big", &big).unwrap();
     assert!(db.get(b"big").unwrap().unwrap() == big);
     drop(db);
@@ -44,7 +52,10 @@ fn handle_misuse_and_names() {
     let a = env.create_db("a").unwrap();
     assert!(matches!(env.create_db("a"), Err(Error::DbExists(_))));
     assert!(matches!(env.create_db(""), Err(Error::InvalidArgument(_))));
-    assert!(matches!(env.create_db(&"x".repeat(256)), Err(Error::InvalidArgument(_))));
+    assert!(matches!(
+        env.create_db(&"x".repeat(256)),
+        Err(Error::InvalidArgument(_))
+    ));
     a.put(b"k", b"v").unwrap();
     assert!(matches!(a.insert(b"k", b"w"), Err(Error::KeyExists)));
     env.remove_db("a").unwrap();
@@ -66,7 +77,10 @@ fn handle_misuse_and_names() {
 fn bad_configuration_is_rejected() {
     for ps in [0usize, 1000, 3000, 2048, 131072] {
         let r = Env::open_with_storage(Arc::new(MemStorage::new()), Config::new().page_size(ps));
-        assert!(matches!(r, Err(Error::InvalidArgument(_))), "page size {ps}");
+        assert!(
+            matches!(r, Err(Error::InvalidArgument(_))),
+            "page size {ps}"
+        );
     }
     let r = Env::open_with_storage(Arc::new(MemStorage::new()), Config::new().create(false));
     assert!(matches!(r, Err(Error::InvalidArgument(_))));
@@ -76,7 +90,10 @@ fn bad_configuration_is_rejected() {
 fn second_open_in_process_is_locked() {
     let dir = tempfile::tempdir().unwrap();
     let env = Env::open(dir.path(), Config::new()).unwrap();
-    assert!(matches!(Env::open(dir.path(), Config::new()), Err(Error::Locked { .. })));
+    assert!(matches!(
+        Env::open(dir.path(), Config::new()),
+        Err(Error::Locked { .. })
+    ));
     env.close().unwrap();
     Env::open(dir.path(), Config::new()).unwrap();
 }
@@ -99,7 +116,11 @@ fn second_process_is_locked() {
         .env("BEECH_LOCK_CHILD_DIR", dir.path())
         .output()
         .unwrap();
-    assert!(String::from_utf8_lossy(&out.stdout).contains("LOCKED"), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("LOCKED"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     drop(env);
 }
 
@@ -156,7 +177,10 @@ fn io_faults_at_every_point_poison_and_lose_nothing_synced() {
                 }
                 let image = storage.crash_image(nth);
                 let env = mem_env(&image);
-                let state: Model = env.open_db("d").map(|db| db.iter().map(|kv| kv.unwrap()).collect()).unwrap_or_default();
+                let state: Model = env
+                    .open_db("d")
+                    .map(|db| db.iter().map(|kv| kv.unwrap()).collect())
+                    .unwrap_or_default();
                 let last = synced.len() - 1;
                 assert!(
                     state == synced[last] || state == synced[last.saturating_sub(1)],

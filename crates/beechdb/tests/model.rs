@@ -35,7 +35,9 @@ fn key(i: u16) -> Vec<u8> {
 }
 
 fn value(i: u16, size: usize, salt: usize) -> Vec<u8> {
-    (0..size).map(|j| (i as usize + j * 7 + salt) as u8).collect()
+    (0..size)
+        .map(|j| (i as usize + j * 7 + salt) as u8)
+        .collect()
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -65,7 +67,13 @@ struct Harness {
 impl Harness {
     fn new() -> Harness {
         let storage = MemStorage::new();
-        let mut h = Harness { storage, env: None, db: None, model: BTreeMap::new(), salt: 0 };
+        let mut h = Harness {
+            storage,
+            env: None,
+            db: None,
+            model: BTreeMap::new(),
+            salt: 0,
+        };
         h.open();
         h
     }
@@ -92,11 +100,14 @@ impl Harness {
             Op::Insert(k, s) => {
                 let (k, v) = (key(k), value(k, s, self.salt));
                 let r = self.db().insert(&k, &v);
-                if self.model.contains_key(&k) {
-                    assert!(matches!(r, Err(beechdb::Error::KeyExists)));
-                } else {
-                    r.unwrap();
-                    self.model.insert(k, v);
+                match self.model.entry(k) {
+                    std::collections::btree_map::Entry::Occupied(_) => {
+                        assert!(matches!(r, Err(beechdb::Error::KeyExists)))
+                    }
+                    std::collections::btree_map::Entry::Vacant(slot) => {
+                        r.unwrap();
+                        slot.insert(v);
+                    }
                 }
             }
             Op::Get(k) => {
@@ -105,11 +116,19 @@ impl Harness {
             }
             Op::Delete(k) => {
                 let k = key(k);
-                assert_eq!(self.db().delete(&k).unwrap(), self.model.remove(&k).is_some());
+                assert_eq!(
+                    self.db().delete(&k).unwrap(),
+                    self.model.remove(&k).is_some()
+                );
             }
             Op::DeleteRun(k, n) => {
                 let from = key(k);
-                let victims: Vec<Vec<u8>> = self.model.range(from..).take(n as usize).map(|(k, _)| k.clone()).collect();
+                let victims: Vec<Vec<u8>> = self
+                    .model
+                    .range(from..)
+                    .take(n as usize)
+                    .map(|(k, _)| k.clone())
+                    .collect();
                 for v in victims {
                     assert!(self.db().delete(&v).unwrap());
                     self.model.remove(&v);
@@ -119,10 +138,18 @@ impl Harness {
                 let (a, b) = (key(a), key(b));
                 let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
                 let range = (Bound::Included(&lo[..]), Bound::Excluded(&hi[..]));
-                let got: Vec<_> = if rev { self.db().range_rev(range) } else { self.db().range(range) }
-                    .collect::<Result<_, _>>()
-                    .unwrap();
-                let mut want: Vec<_> = self.model.range(lo.clone()..hi.clone()).map(|(k, v)| (k.clone(), v.clone())).collect();
+                let got: Vec<_> = if rev {
+                    self.db().range_rev(range)
+                } else {
+                    self.db().range(range)
+                }
+                .collect::<Result<_, _>>()
+                .unwrap();
+                let mut want: Vec<_> = self
+                    .model
+                    .range(lo.clone()..hi.clone())
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
                 if rev {
                     want.reverse();
                 }
@@ -148,7 +175,11 @@ impl Harness {
                     Box::new(self.model.range(..here).rev())
                 };
                 for _ in 0..n {
-                    ok = if forward { c.next().unwrap() } else { c.prev().unwrap() };
+                    ok = if forward {
+                        c.next().unwrap()
+                    } else {
+                        c.prev().unwrap()
+                    };
                     match expect.next() {
                         Some((wk, wv)) => {
                             assert!(ok);
@@ -173,7 +204,11 @@ impl Harness {
 
     fn check_all(&self) {
         let got: Vec<_> = self.db().iter().collect::<Result<_, _>>().unwrap();
-        let want: Vec<_> = self.model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let want: Vec<_> = self
+            .model
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         assert_eq!(got.len(), want.len());
         assert!(got == want, "full scan differs from the model");
         assert_eq!(self.db().len().unwrap(), self.model.len() as u64);
@@ -211,13 +246,26 @@ fn long_random_run_matches_model() {
     for step in 0..60_000u32 {
         let k = rng.gen_range(0..3000u16);
         let op = match rng.gen_range(0..100) {
-            0..=44 => Op::Put(k, if rng.gen_ratio(1, 20) { rng.gen_range(1500..9000) } else { rng.gen_range(0..100) }),
+            0..=44 => Op::Put(
+                k,
+                if rng.gen_ratio(1, 20) {
+                    rng.gen_range(1500..9000)
+                } else {
+                    rng.gen_range(0..100)
+                },
+            ),
             45..=79 => Op::Delete(k),
             80..=89 => Op::Get(k),
             90..=94 => Op::CursorWalk(k, 30, rng.gen()),
             95..=97 => Op::Scan(k, rng.gen_range(0..3000), rng.gen()),
             98 => Op::Sync,
-            _ => if step % 7 == 0 { Op::Reopen } else { Op::DeleteRun(k, 40) },
+            _ => {
+                if step % 7 == 0 {
+                    Op::Reopen
+                } else {
+                    Op::DeleteRun(k, 40)
+                }
+            }
         };
         h.apply(&op);
     }
@@ -234,10 +282,17 @@ fn model_runs_exercise_the_tree() {
     let env_st = h.env.as_ref().unwrap().stat().unwrap();
     eprintln!("{st}\n{env_st}");
     assert!(st.depth >= 2 && st.overflow_pages > 0, "{st:?}");
-    assert!(env_st.cache_evictions > 0 && env_st.cache_misses > 0, "{env_st:?}");
+    assert!(
+        env_st.cache_evictions > 0 && env_st.cache_misses > 0,
+        "{env_st:?}"
+    );
     for i in 0..3000u16 {
         h.apply(&Op::Delete(i));
     }
-    assert_eq!(h.db().stat().unwrap().depth, 1, "merges collapse the tree when it empties");
+    assert_eq!(
+        h.db().stat().unwrap().depth,
+        1,
+        "merges collapse the tree when it empties"
+    );
     h.finish();
 }

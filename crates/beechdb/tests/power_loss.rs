@@ -22,8 +22,12 @@ fn workload(storage: &MemStorage, seed: u64) -> (Vec<Model>, bool) {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let mut synced = vec![Model::new()];
     let mut model = Model::new();
-    let Ok(env) = Env::open_with_storage(Arc::new(storage.clone()), config()) else { return (synced, false) };
-    let Ok(db) = env.open_or_create_db("d") else { return (synced, false) };
+    let Ok(env) = Env::open_with_storage(Arc::new(storage.clone()), config()) else {
+        return (synced, false);
+    };
+    let Ok(db) = env.open_or_create_db("d") else {
+        return (synced, false);
+    };
     let rounds = rng.gen_range(1..6);
     for _ in 0..rounds {
         for _ in 0..rng.gen_range(1..300) {
@@ -34,7 +38,11 @@ fn workload(storage: &MemStorage, seed: u64) -> (Vec<Model>, bool) {
                 }
                 model.remove(&k);
             } else {
-                let len = if rng.gen_ratio(1, 30) { rng.gen_range(2000..9000) } else { rng.gen_range(1..120) };
+                let len = if rng.gen_ratio(1, 30) {
+                    rng.gen_range(2000..9000)
+                } else {
+                    rng.gen_range(1..120)
+                };
                 let v: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
                 if db.put(&k, &v).is_err() {
                     return (synced, false);
@@ -62,7 +70,10 @@ fn read_all(env: &Env) -> Model {
 
 #[test]
 fn power_cut_at_random_points_leaves_a_synced_state() {
-    let seeds: u64 = std::env::var("BEECH_POWER_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(1000);
+    let seeds: u64 = std::env::var("BEECH_POWER_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1000);
     let mut cut_inside = 0;
     let (mut got_previous, mut got_in_flight) = (0, 0);
     for seed in 0..seeds {
@@ -82,7 +93,10 @@ fn power_cut_at_random_points_leaves_a_synced_state() {
         let env = match Env::open_with_storage(Arc::new(image), config().create(false)) {
             Ok(env) => env,
             Err(beechdb::Error::InvalidArgument(_)) => {
-                assert!(synced.len() <= 2, "seed {seed}: environment lost after a completed sync");
+                assert!(
+                    synced.len() <= 2,
+                    "seed {seed}: environment lost after a completed sync"
+                );
                 continue;
             }
             Err(e) => panic!("seed {seed}: reopen failed: {e}"),
@@ -90,9 +104,13 @@ fn power_cut_at_random_points_leaves_a_synced_state() {
         let state = read_all(&env);
         let last = synced.len() - 1;
         // Accept the last completed sync or the one in flight when the power went.
-        let candidates = if finished { &synced[last..] } else { &synced[last.saturating_sub(1)..] };
+        let candidates = if finished {
+            &synced[last..]
+        } else {
+            &synced[last.saturating_sub(1)..]
+        };
         assert!(
-            candidates.iter().any(|m| *m == state),
+            candidates.contains(&state),
             "seed {seed} (cut at call {cut}): recovered {} entries, matching no synced state of {:?}",
             state.len(),
             candidates.iter().map(|m| m.len()).collect::<Vec<_>>()
@@ -113,7 +131,13 @@ fn power_cut_at_random_points_leaves_a_synced_state() {
     }
     eprintln!("{seeds} seeds: {cut_inside} cut inside; recovered the previous sync {got_previous} times, the in-flight one {got_in_flight} times");
     if seeds >= 100 {
-        assert!(got_previous > 0 && got_in_flight > 0, "both outcomes must occur");
+        assert!(
+            got_previous > 0 && got_in_flight > 0,
+            "both outcomes must occur"
+        );
     }
-    assert!(cut_inside * 2 > seeds, "most cuts must land inside the workload ({cut_inside}/{seeds})");
+    assert!(
+        cut_inside * 2 > seeds,
+        "most cuts must land inside the workload ({cut_inside}/{seeds})"
+    );
 }

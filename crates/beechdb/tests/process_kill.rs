@@ -32,7 +32,11 @@ fn round_ops(seed: u64, round: u64, model: &mut Model, db: Option<&beechdb::Db>)
                 db.delete(&k).unwrap();
             }
         } else {
-            let len = if rng.gen_ratio(1, 50) { rng.gen_range(3000..20_000) } else { rng.gen_range(1..200) };
+            let len = if rng.gen_ratio(1, 50) {
+                rng.gen_range(3000..20_000)
+            } else {
+                rng.gen_range(1..200)
+            };
             let v: Vec<u8> = (0..len).map(|i| (i as u64 ^ round) as u8).collect();
             if let Some(db) = db {
                 db.put(&k, &v).unwrap();
@@ -45,7 +49,9 @@ fn round_ops(seed: u64, round: u64, model: &mut Model, db: Option<&beechdb::Db>)
 /// The writer: runs only when re-executed by the parent.
 #[test]
 fn child_writer() {
-    let (Ok(dir), Ok(seed)) = (std::env::var(CHILD_DIR), std::env::var(CHILD_SEED)) else { return };
+    let (Ok(dir), Ok(seed)) = (std::env::var(CHILD_DIR), std::env::var(CHILD_SEED)) else {
+        return;
+    };
     let seed: u64 = seed.parse().unwrap();
     let env = Env::open(&dir, config()).unwrap();
     let db = env.open_or_create_db("d").unwrap();
@@ -62,7 +68,10 @@ fn child_writer() {
 
 #[test]
 fn kill_at_random_moments_leaves_a_synced_state() {
-    let iters: u64 = std::env::var("BEECH_KILL_ITERS").ok().and_then(|s| s.parse().ok()).unwrap_or(50);
+    let iters: u64 = std::env::var("BEECH_KILL_ITERS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(50);
     let exe = std::env::current_exe().unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(99);
     let mut syncs_seen = Vec::new();
@@ -123,5 +132,8 @@ fn kill_at_random_moments_leaves_a_synced_state() {
     }
     eprintln!("completed syncs at each kill: {syncs_seen:?}");
     let progressed = syncs_seen.iter().filter(|&&n| n >= 2).count() as u64;
-    assert!(progressed * 2 >= iters, "most kills must land after some syncs completed");
+    assert!(
+        progressed * 2 >= iters,
+        "most kills must land after some syncs completed"
+    );
 }

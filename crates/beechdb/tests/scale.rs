@@ -23,7 +23,10 @@ fn value(i: u64) -> [u8; 32] {
 
 #[test]
 fn million_records_in_a_small_cache() {
-    let n: u64 = std::env::var("BEECH_SCALE_RECORDS").ok().and_then(|s| s.parse().ok()).unwrap_or(1_000_000);
+    let n: u64 = std::env::var("BEECH_SCALE_RECORDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1_000_000);
     let dir = tempfile::tempdir().unwrap();
     let cfg = Config::new().cache_size(4 << 20);
     let env = Env::open(dir.path(), cfg.clone()).unwrap();
@@ -34,7 +37,10 @@ fn million_records_in_a_small_cache() {
         db.put(&key(i), &value(i)).unwrap();
     }
     let st = env.stat().unwrap();
-    assert!(st.cache_resident_pages * st.page_size as u64 <= 4 << 20, "cache over budget: {st:?}");
+    assert!(
+        st.cache_resident_pages * st.page_size as u64 <= 4 << 20,
+        "cache over budget: {st:?}"
+    );
     assert!(st.cache_evictions > 10_000, "{st:?}");
     for &i in order.iter().step_by(97) {
         assert_eq!(db.get(&key(i)).unwrap().as_deref(), Some(&value(i)[..]));
@@ -65,9 +71,16 @@ fn million_records_in_a_small_cache() {
     }
     env.sync().unwrap();
     let pages_after = env.stat().unwrap().page_count;
-    assert!(pages_after <= pages_before + pages_before / 10, "file grew from {pages_before} to {pages_after} pages");
+    assert!(
+        pages_after <= pages_before + pages_before / 10,
+        "file grew from {pages_before} to {pages_after} pages"
+    );
     let report = env.verify().unwrap();
-    assert!(report.is_clean(), "{:?}", &report.problems[..report.problems.len().min(5)]);
+    assert!(
+        report.is_clean(),
+        "{:?}",
+        &report.problems[..report.problems.len().min(5)]
+    );
     assert_eq!(report.entries, n);
     let st = db.stat().unwrap();
     eprintln!("{st}{}", env.stat().unwrap());

@@ -10,7 +10,12 @@ pub struct Beech {
 
 impl Beech {
     pub fn open(dir: &std::path::Path, s: &Setup) -> BenchResult<Beech> {
-        let env = Env::open(dir, Config::new().page_size(s.page_size).cache_size(s.cache_bytes))?;
+        let env = Env::open(
+            dir,
+            Config::new()
+                .page_size(s.page_size)
+                .cache_size(s.cache_bytes),
+        )?;
         let db = env.create_db("bench")?;
         Ok(Beech { env, db })
     }

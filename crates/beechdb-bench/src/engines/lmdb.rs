@@ -23,11 +23,17 @@ impl Lmdb {
         let mut wtxn = env.write_txn()?;
         let db = env.create_database(&mut wtxn, None)?;
         wtxn.commit()?;
-        Ok(Lmdb { env, db, wtxn: None })
+        Ok(Lmdb {
+            env,
+            db,
+            wtxn: None,
+        })
     }
 
     fn txn(&mut self) -> BenchResult<&mut RwTxn<'static>> {
-        self.wtxn.as_mut().ok_or_else(|| "write outside a batch".into())
+        self.wtxn
+            .as_mut()
+            .ok_or_else(|| "write outside a batch".into())
     }
 }
 

@@ -1,9 +1,9 @@
 //! The engines a benchmark can drive, behind one small trait. Peers are compiled only with
 //! the `peers` feature.
 
-pub mod beech;
 #[cfg(feature = "peers")]
 pub mod bdb;
+pub mod beech;
 #[cfg(feature = "peers")]
 pub mod lmdb;
 #[cfg(feature = "peers")]
@@ -83,7 +83,11 @@ pub struct Setup {
 }
 
 /// Opens `engine` in the empty directory `dir`.
-pub fn open(engine: Engine, dir: &std::path::Path, setup: &Setup) -> BenchResult<Box<dyn KvEngine>> {
+pub fn open(
+    engine: Engine,
+    dir: &std::path::Path,
+    setup: &Setup,
+) -> BenchResult<Box<dyn KvEngine>> {
     match engine {
         Engine::Beechdb => Ok(Box::new(beech::Beech::open(dir, setup)?)),
         #[cfg(feature = "peers")]
@@ -93,6 +97,10 @@ pub fn open(engine: Engine, dir: &std::path::Path, setup: &Setup) -> BenchResult
         #[cfg(feature = "peers")]
         Engine::Sqlite => Ok(Box::new(sqlite::Sqlite::open(dir, setup)?)),
         #[allow(unreachable_patterns)]
-        other => Err(format!("{} is not compiled in: build with --features peers", other.name()).into()),
+        other => Err(format!(
+            "{} is not compiled in: build with --features peers",
+            other.name()
+        )
+        .into()),
     }
 }

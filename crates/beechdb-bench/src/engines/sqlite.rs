@@ -34,11 +34,15 @@ impl KvEngine for Sqlite {
         Ok(())
     }
     fn put(&mut self, key: &[u8], value: &[u8]) -> BenchResult<()> {
-        self.conn.prepare_cached("INSERT OR REPLACE INTO kv (k, v) VALUES (?1, ?2)")?.execute(params![key, value])?;
+        self.conn
+            .prepare_cached("INSERT OR REPLACE INTO kv (k, v) VALUES (?1, ?2)")?
+            .execute(params![key, value])?;
         Ok(())
     }
     fn update(&mut self, key: &[u8], value: &[u8]) -> BenchResult<()> {
-        self.conn.prepare_cached("UPDATE kv SET v = ?2 WHERE k = ?1")?.execute(params![key, value])?;
+        self.conn
+            .prepare_cached("UPDATE kv SET v = ?2 WHERE k = ?1")?
+            .execute(params![key, value])?;
         Ok(())
     }
     fn get(&mut self, key: &[u8], buf: &mut Vec<u8>) -> BenchResult<bool> {
@@ -54,7 +58,11 @@ impl KvEngine for Sqlite {
         Ok(found.is_some())
     }
     fn delete(&mut self, key: &[u8]) -> BenchResult<bool> {
-        Ok(self.conn.prepare_cached("DELETE FROM kv WHERE k = ?1")?.execute(params![key])? == 1)
+        Ok(self
+            .conn
+            .prepare_cached("DELETE FROM kv WHERE k = ?1")?
+            .execute(params![key])?
+            == 1)
     }
     fn close(self: Box<Self>) -> BenchResult<()> {
         self.conn.close().map_err(|(_, e)| e)?;

@@ -26,9 +26,19 @@ pub struct Cursor {
     valid: bool,
 }
 
+// `next` and `prev` are Berkeley DB's DB_NEXT and DB_PREV: they move the cursor and report
+// whether it is positioned. Iteration is `Iter`'s job.
+#[allow(clippy::should_implement_trait)]
 impl Cursor {
     pub(crate) fn new(db: Db) -> Cursor {
-        Cursor { db, data: Vec::new(), spans: Vec::new(), pos: 0, version: 0, valid: false }
+        Cursor {
+            db,
+            data: Vec::new(),
+            spans: Vec::new(),
+            pos: 0,
+            version: 0,
+            valid: false,
+        }
     }
 
     /// Moves to the first entry; false if the database is empty.
@@ -121,8 +131,14 @@ fn copy_run(
     let (mut lo, mut hi) = (pos.idx, pos.idx + 1);
     let mut bytes = node::cell(p, pos.idx).len();
     loop {
-        let grow = if forward { (hi < n).then_some(hi) } else { lo.checked_sub(1) };
-        let Some(i) = grow.filter(|_| bytes < RUN_BYTES) else { break };
+        let grow = if forward {
+            (hi < n).then_some(hi)
+        } else {
+            lo.checked_sub(1)
+        };
+        let Some(i) = grow.filter(|_| bytes < RUN_BYTES) else {
+            break;
+        };
         if matches!(node::leaf_value(p, i), LeafValue::Overflow { .. }) {
             break;
         }
@@ -172,7 +188,11 @@ impl Iter {
 
     fn position(&mut self) -> Result<bool> {
         if self.started {
-            return if self.reverse { self.cursor.prev() } else { self.cursor.next() };
+            return if self.reverse {
+                self.cursor.prev()
+            } else {
+                self.cursor.next()
+            };
         }
         self.started = true;
         if self.reverse {
@@ -208,8 +228,20 @@ impl Iter {
         let bound = if self.reverse { &self.start } else { &self.end };
         match bound {
             Bound::Unbounded => true,
-            Bound::Included(b) => if self.reverse { key >= &b[..] } else { key <= &b[..] },
-            Bound::Excluded(b) => if self.reverse { key > &b[..] } else { key < &b[..] },
+            Bound::Included(b) => {
+                if self.reverse {
+                    key >= &b[..]
+                } else {
+                    key <= &b[..]
+                }
+            }
+            Bound::Excluded(b) => {
+                if self.reverse {
+                    key > &b[..]
+                } else {
+                    key < &b[..]
+                }
+            }
         }
     }
 }

@@ -16,7 +16,9 @@ impl Engine {
     /// Writes `value` to a new chain and returns its first page.
     pub(crate) fn write_overflow(&mut self, value: &[u8]) -> Result<u64> {
         let cap = self.overflow_capacity();
-        let pids: Vec<u64> = (0..value.len().div_ceil(cap)).map(|_| self.space.allocate()).collect();
+        let pids: Vec<u64> = (0..value.len().div_ceil(cap))
+            .map(|_| self.space.allocate())
+            .collect();
         let mut buf = vec![0u8; self.layout.page_size];
         for (i, chunk) in value.chunks(cap).enumerate() {
             page::init(&mut buf, KIND_OVERFLOW);
@@ -25,7 +27,10 @@ impl Engine {
             buf[HDR..HDR + chunk.len()].copy_from_slice(chunk);
             buf[HDR + chunk.len()..].fill(0);
             page::seal(&mut buf, pids[i], self.generation + 1);
-            if let Err(e) = self.file.write_at(&buf, pids[i] * self.layout.page_size as u64) {
+            if let Err(e) = self
+                .file
+                .write_at(&buf, pids[i] * self.layout.page_size as u64)
+            {
                 let err = self.poison(format!("writing overflow page {}", pids[i]), e);
                 for &p in &pids {
                     self.space.release(p);
@@ -48,7 +53,10 @@ impl Engine {
             self.read_overflow_page(pid, &mut buf)?;
             let used = rd32(&buf, 32) as usize;
             if used > self.overflow_capacity() || out.len() - start + used > len as usize {
-                return Err(Error::corrupt(pid, format!("overflow page holds {used} bytes, more than its value")));
+                return Err(Error::corrupt(
+                    pid,
+                    format!("overflow page holds {used} bytes, more than its value"),
+                ));
             }
             out.extend_from_slice(&buf[HDR..HDR + used]);
             pid = page::link(&buf);
@@ -57,13 +65,23 @@ impl Engine {
             }
         }
         if out.len() - start != len as usize || pid != 0 {
-            return Err(Error::corrupt(first, format!("overflow chain does not hold the {len} bytes its leaf names")));
+            return Err(Error::corrupt(
+                first,
+                format!("overflow chain does not hold the {len} bytes its leaf names"),
+            ));
         }
         Ok(())
     }
 
     fn read_overflow_page(&self, pid: u64, buf: &mut [u8]) -> Result<()> {
-        read_checked(self.file.as_ref(), pid, buf, self.space.page_count(), self.generation + 1, Some(KIND_OVERFLOW))?;
+        read_checked(
+            self.file.as_ref(),
+            pid,
+            buf,
+            self.space.page_count(),
+            self.generation + 1,
+            Some(KIND_OVERFLOW),
+        )?;
         Ok(())
     }
 
@@ -75,7 +93,10 @@ impl Engine {
         let mut pid = first;
         while pid != 0 {
             if pids.len() == n {
-                return Err(Error::corrupt(first, "overflow chain is longer than its value"));
+                return Err(Error::corrupt(
+                    first,
+                    "overflow chain is longer than its value",
+                ));
             }
             self.read_overflow_page(pid, &mut buf)?;
             pids.push(pid);

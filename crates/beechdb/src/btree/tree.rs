@@ -43,17 +43,25 @@ impl Engine {
     #[inline]
     pub(crate) fn locate(&self, db: u32, key: &[u8]) -> NeedResult<Option<(u64, usize)>> {
         let mut pid = self.root(db)?;
+        let mut visited = 1;
         loop {
             let p = self.page(pid)?;
             if node::is_leaf(p) {
+                self.cache.count_hits(visited);
                 return Ok(node::search(p, key).ok().map(|i| (pid, i)));
             }
             pid = node::child(p, node::child_index(p, key));
+            visited += 1;
         }
     }
 
     /// Calls `f` with the value in slot `idx` of resident leaf `leaf`.
-    pub(crate) fn with_value<R>(&self, leaf: u64, idx: usize, f: impl FnOnce(&[u8]) -> R) -> NeedResult<R> {
+    pub(crate) fn with_value<R>(
+        &self,
+        leaf: u64,
+        idx: usize,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> NeedResult<R> {
         match node::leaf_value(self.page(leaf)?, idx) {
             LeafValue::Inline(v) => Ok(f(v)),
             LeafValue::Overflow { first, len } => {
@@ -86,7 +94,9 @@ impl Engine {
     /// Moves to the next (or previous) leaf along `path`; `None` at the end of the tree.
     fn step_leaf(&self, path: &mut Vec<(u64, usize)>, forward: bool) -> NeedResult<Option<u64>> {
         loop {
-            let Some(&(pid, idx)) = path.last() else { return Ok(None) };
+            let Some(&(pid, idx)) = path.last() else {
+                return Ok(None);
+            };
             let n = node::nslots(self.page(pid)?);
             if (forward && idx < n) || (!forward && idx > 0) {
                 let idx = if forward { idx + 1 } else { idx - 1 };
@@ -123,13 +133,20 @@ impl Engine {
         loop {
             let n = node::nslots(self.page(leaf)?) as isize;
             if idx >= 0 && idx < n {
-                return Ok(Some(Position { leaf, idx: idx as usize }));
+                return Ok(Some(Position {
+                    leaf,
+                    idx: idx as usize,
+                }));
             }
             match self.step_leaf(&mut path, forward)? {
                 None => return Ok(None),
                 Some(l) => {
                     leaf = l;
-                    idx = if forward { 0 } else { node::nslots(self.page(l)?) as isize - 1 };
+                    idx = if forward {
+                        0
+                    } else {
+                        node::nslots(self.page(l)?) as isize - 1
+                    };
                 }
             }
         }
@@ -170,9 +187,12 @@ impl Engine {
         path.clear();
         let mut pid = self.root(db)?;
         loop {
-            self.ensure(pid)?;
-            let p = self.node(pid);
+            let Some(p) = self.cache.get(pid) else {
+                self.load(pid)?;
+                continue;
+            };
             if node::is_leaf(p) {
+                self.cache.count_hits(path.len() as u64 + 1);
                 return Ok(pid);
             }
             let idx = node::child_index(p, key);
@@ -202,7 +222,11 @@ impl Engine {
         }
         let mut parent: Option<(u64, usize)> = None;
         for level in 0..=path.len() {
-            let old = if level < path.len() { path[level].0 } else { leaf };
+            let old = if level < path.len() {
+                path[level].0
+            } else {
+                leaf
+            };
             let new = self.relocate(old);
             self.node_mut(new);
             if new != old {
@@ -235,17 +259,29 @@ impl Engine {
 
     pub(crate) fn check_sizes(&self, key: &[u8], value: &[u8]) -> Result<()> {
         if key.len() > self.layout.max_key {
-            return Err(Error::KeyTooLarge { len: key.len(), max: self.layout.max_key });
+            return Err(Error::KeyTooLarge {
+                len: key.len(),
+                max: self.layout.max_key,
+            });
         }
         if value.len() > MAX_VALUE_LEN_USIZE {
-            return Err(Error::ValueTooLarge { len: value.len(), max: MAX_VALUE_LEN_USIZE });
+            return Err(Error::ValueTooLarge {
+                len: value.len(),
+                max: MAX_VALUE_LEN_USIZE,
+            });
         }
         Ok(())
     }
 
     /// Stores `value` under `key`; with `no_overwrite` an existing key is `KeyExists`.
     /// Returns whether the key existed.
-    pub(crate) fn put(&mut self, db: u32, key: &[u8], value: &[u8], no_overwrite: bool) -> Result<bool> {
+    pub(crate) fn put(
+        &mut self,
+        db: u32,
+        key: &[u8],
+        value: &[u8],
+        no_overwrite: bool,
+    ) -> Result<bool> {
         self.check_sizes(key, value)?;
         let mut path = std::mem::take(&mut self.path_buf);
         let r = self.put_inner(db, key, value, no_overwrite, &mut path);
@@ -253,7 +289,14 @@ impl Engine {
         r
     }
 
-    fn put_inner(&mut self, db: u32, key: &[u8], value: &[u8], no_overwrite: bool, path: &mut Vec<(u64, usize)>) -> Result<bool> {
+    fn put_inner(
+        &mut self,
+        db: u32,
+        key: &[u8],
+        value: &[u8],
+        no_overwrite: bool,
+        path: &mut Vec<(u64, usize)>,
+    ) -> Result<bool> {
         let leaf = self.descend_mut(db, key, path)?;
         let found = node::search(self.node(leaf), key);
         let inline = self.layout.fits_inline(key.len(), value.len());
@@ -268,11 +311,17 @@ impl Engine {
                     node::overwrite_inline_value(self.node_mut(leaf), i, value);
                     return Ok(true);
                 }
-                LeafValue::Overflow { first, len } => old_chain = Some(self.overflow_pages(first, len)?),
+                LeafValue::Overflow { first, len } => {
+                    old_chain = Some(self.overflow_pages(first, len)?)
+                }
                 LeafValue::Inline(_) => {}
             }
         }
-        let ovf = if inline { None } else { Some(self.write_overflow(value)?) };
+        let ovf = if inline {
+            None
+        } else {
+            Some(self.write_overflow(value)?)
+        };
         let leaf = self.make_writable(db, path, leaf);
         let idx = match found {
             Ok(i) => {
@@ -308,7 +357,14 @@ impl Engine {
 
     /// Splits full node `pid` while inserting `cell` at slot `idx`, then inserts the
     /// separator into the parent (splitting upwards as needed).
-    fn split(&mut self, db: u32, path: &mut Vec<(u64, usize)>, pid: u64, idx: usize, cell: &[u8]) -> Result<()> {
+    fn split(
+        &mut self,
+        db: u32,
+        path: &mut Vec<(u64, usize)>,
+        pid: u64,
+        idx: usize,
+        cell: &[u8],
+    ) -> Result<()> {
         let scratch = self.node(pid).to_vec();
         let leaf = node::is_leaf(&scratch);
         let n = node::nslots(&scratch);
@@ -321,13 +377,16 @@ impl Engine {
         };
         let rightmost = path.iter().all(|&(p, i)| i == node::nslots(self.node(p)));
         let right = self.new_node(if leaf { KIND_LEAF } else { KIND_BRANCH });
-        let sep;
-        if leaf {
+        let sep = if leaf {
             // Appending at the right edge of the tree: leave the left page full.
-            let at = if idx == n && rightmost { n } else { balanced_split(&cells) };
+            let at = if idx == n && rightmost {
+                n
+            } else {
+                balanced_split(&cells)
+            };
             node::rebuild(self.node_mut(pid), &cells[..at]);
             node::rebuild(self.node_mut(right), &cells[at..]);
-            sep = separator(&key_of(cells[at - 1]), &key_of(cells[at]));
+            separator(&key_of(cells[at - 1]), &key_of(cells[at]))
         } else {
             // The middle cell moves up; its child becomes the right node's leftmost.
             let at = balanced_split(&cells).clamp(1, cells.len() - 2);
@@ -337,8 +396,8 @@ impl Engine {
             let r = self.node_mut(right);
             crate::storage::page::set_link(r, mid_child);
             node::rebuild(r, &cells[at + 1..]);
-            sep = key_of(mid);
-        }
+            key_of(mid)
+        };
         match path.pop() {
             None => {
                 let root = self.new_node(KIND_BRANCH);
@@ -371,7 +430,9 @@ impl Engine {
 
     fn delete_inner(&mut self, db: u32, key: &[u8], path: &mut Vec<(u64, usize)>) -> Result<bool> {
         let leaf = self.descend_mut(db, key, path)?;
-        let Ok(i) = node::search(self.node(leaf), key) else { return Ok(false) };
+        let Ok(i) = node::search(self.node(leaf), key) else {
+            return Ok(false);
+        };
         let chain = match node::leaf_value(self.node(leaf), i) {
             LeafValue::Overflow { first, len } => self.overflow_pages(first, len)?,
             LeafValue::Inline(_) => Vec::new(),
@@ -407,12 +468,21 @@ impl Engine {
         }
         // Merge the right one of the pair into the left one.
         let (li, ri) = if ci > 0 { (ci - 1, ci) } else { (0, 1) };
-        let (lpid, rpid) = (node::child(self.node(parent), li), node::child(self.node(parent), ri));
+        let (lpid, rpid) = (
+            node::child(self.node(parent), li),
+            node::child(self.node(parent), ri),
+        );
         self.ensure(lpid)?;
         self.ensure(rpid)?;
         let sep = node::key(self.node(parent), ri - 1).to_vec();
-        let extra = if leaf { 0 } else { BRANCH_CELL_HDR + sep.len() + 2 };
-        if node::used(self.node(lpid)) + node::used(self.node(rpid)) + extra > self.layout.capacity() {
+        let extra = if leaf {
+            0
+        } else {
+            BRANCH_CELL_HDR + sep.len() + 2
+        };
+        if node::used(self.node(lpid)) + node::used(self.node(rpid)) + extra
+            > self.layout.capacity()
+        {
             return Ok(());
         }
         let lw = self.relocate(lpid);
@@ -489,7 +559,13 @@ mod tests {
 
     #[test]
     fn separators_are_short_and_between() {
-        for (l, r) in [(&b"abc"[..], &b"abd"[..]), (b"ab", b"abc"), (b"a", b"b"), (b"", b"x"), (b"az", b"b")] {
+        for (l, r) in [
+            (&b"abc"[..], &b"abd"[..]),
+            (b"ab", b"abc"),
+            (b"a", b"b"),
+            (b"", b"x"),
+            (b"az", b"b"),
+        ] {
             let s = separator(l, r);
             assert!(l < &s[..] && &s[..] <= r, "{l:?} {s:?} {r:?}");
         }

@@ -23,7 +23,11 @@ pub(crate) struct FreeSpace {
 
 impl FreeSpace {
     pub fn new(page_count: u64, free: impl IntoIterator<Item = u64>) -> FreeSpace {
-        FreeSpace { free: free.into_iter().collect(), page_count, ..FreeSpace::default() }
+        FreeSpace {
+            free: free.into_iter().collect(),
+            page_count,
+            ..FreeSpace::default()
+        }
     }
 
     pub fn allocate(&mut self) -> u64 {
@@ -62,7 +66,12 @@ impl FreeSpace {
 
     /// Every page the next checkpoint will list as free: free now, or freed since the last.
     pub fn checkpoint_free_list(&self) -> Vec<u64> {
-        let mut all: Vec<u64> = self.free.iter().copied().chain(self.pending.iter().copied()).collect();
+        let mut all: Vec<u64> = self
+            .free
+            .iter()
+            .copied()
+            .chain(self.pending.iter().copied())
+            .collect();
         all.sort_unstable();
         all
     }
@@ -93,7 +102,11 @@ mod tests {
         assert_eq!(fs.allocate(), 3, "a fresh page is reusable at once");
         fs.release(7);
         assert_eq!(fs.allocate(), 4);
-        assert_eq!(fs.allocate(), 10, "page 7 is still referenced by the durable checkpoint");
+        assert_eq!(
+            fs.allocate(),
+            10,
+            "page 7 is still referenced by the durable checkpoint"
+        );
         assert_eq!(fs.checkpoint_free_list(), vec![7]);
         fs.checkpoint_done();
         assert!(!fs.is_fresh(10));

@@ -159,11 +159,17 @@ impl MemStorage {
                     },
                 }
             }
-            out.inodes.push(Inode { data: bytes.clone(), durable: bytes, pending: Vec::new() });
+            out.inodes.push(Inode {
+                data: bytes.clone(),
+                durable: bytes,
+                pending: Vec::new(),
+            });
             out.names.insert(name.clone(), out.inodes.len() - 1);
         }
         out.durable_names = out.names.clone();
-        MemStorage { inner: Arc::new(Mutex::new(out)) }
+        MemStorage {
+            inner: Arc::new(Mutex::new(out)),
+        }
     }
 
     /// Lets a test damage a file directly: `f` edits the bytes, which become durable.
@@ -213,7 +219,11 @@ impl MemState {
                 self.sync_calls
             }
         };
-        if let Some(pos) = self.faults.iter().position(|&(k, at, _)| k == kind && at == n) {
+        if let Some(pos) = self
+            .faults
+            .iter()
+            .position(|&(k, at, _)| k == kind && at == n)
+        {
             let (_, _, errno) = self.faults.remove(pos);
             return Err(io::Error::from_raw_os_error(errno));
         }
@@ -249,7 +259,10 @@ impl Storage for MemStorage {
             }
             None => return Err(io::ErrorKind::NotFound.into()),
         };
-        Ok(Box::new(MemFile { storage: self.inner.clone(), ino }))
+        Ok(Box::new(MemFile {
+            storage: self.inner.clone(),
+            ino,
+        }))
     }
 
     fn exists(&self, name: &str) -> io::Result<bool> {
@@ -271,7 +284,8 @@ impl Storage for MemStorage {
         s.mutate(FaultKind::Write)?;
         let ino = s.names.remove(from).ok_or(io::ErrorKind::NotFound)?;
         s.names.insert(to.to_string(), ino);
-        s.pending_dir.push(DirOp::Rename(from.to_string(), to.to_string()));
+        s.pending_dir
+            .push(DirOp::Rename(from.to_string(), to.to_string()));
         Ok(())
     }
 
@@ -316,7 +330,9 @@ impl StorageFile for MemFile {
         s.live()?;
         let data = &s.inodes[self.ino].data;
         let start = offset as usize;
-        let end = start.checked_add(buf.len()).ok_or(io::ErrorKind::InvalidInput)?;
+        let end = start
+            .checked_add(buf.len())
+            .ok_or(io::ErrorKind::InvalidInput)?;
         if end > data.len() {
             return Err(io::ErrorKind::UnexpectedEof.into());
         }
@@ -329,7 +345,10 @@ impl StorageFile for MemFile {
         s.mutate(FaultKind::Write)?;
         let inode = &mut s.inodes[self.ino];
         put(&mut inode.data, offset as usize, buf);
-        inode.pending.push(Pending::Write { offset: offset as usize, bytes: buf.to_vec() });
+        inode.pending.push(Pending::Write {
+            offset: offset as usize,
+            bytes: buf.to_vec(),
+        });
         Ok(())
     }
 

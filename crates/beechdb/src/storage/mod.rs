@@ -7,11 +7,11 @@
 //! the engine's crash safety rests on exactly those promises and no others (see
 //! `docs/architecture.md`, "What BeechDB assumes of storage").
 
-mod mem;
 pub(crate) mod freespace;
+mod mem;
 pub(crate) mod meta;
-pub(crate) mod page;
 mod os;
+pub(crate) mod page;
 
 pub use mem::{FaultKind, MemStorage};
 pub use os::OsStorage;

@@ -17,7 +17,9 @@ impl OsStorage {
     /// Storage rooted at `dir`, which is created if missing.
     pub fn new(dir: impl AsRef<Path>) -> io::Result<OsStorage> {
         fs::create_dir_all(dir.as_ref())?;
-        Ok(OsStorage { dir: dir.as_ref().to_path_buf() })
+        Ok(OsStorage {
+            dir: dir.as_ref().to_path_buf(),
+        })
     }
 
     /// The directory this storage lives in.
@@ -28,7 +30,11 @@ impl OsStorage {
 
 impl Storage for OsStorage {
     fn open(&self, name: &str, create: bool) -> io::Result<Box<dyn StorageFile>> {
-        let file = OpenOptions::new().read(true).write(true).create(create).open(self.dir.join(name))?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(create)
+            .open(self.dir.join(name))?;
         Ok(Box::new(OsFile { file }))
     }
 
@@ -49,7 +55,12 @@ impl Storage for OsStorage {
     }
 
     fn lock(&self) -> io::Result<Box<dyn Any + Send + Sync>> {
-        let file = OpenOptions::new().read(true).write(true).create(true).open(self.dir.join("beech.lock"))?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(self.dir.join("beech.lock"))?;
         match file.try_lock() {
             Ok(()) => Ok(Box::new(file)),
             Err(fs::TryLockError::WouldBlock) => Err(io::ErrorKind::WouldBlock.into()),

@@ -93,7 +93,10 @@ pub(crate) fn check(p: &[u8], pid: u64, max_gen: u64, want: Option<u8>) -> Resul
     }
     let own = rd64(p, 8);
     if own != pid {
-        return Err(Error::corrupt(pid, format!("page header names page {own} (misdirected write)")));
+        return Err(Error::corrupt(
+            pid,
+            format!("page header names page {own} (misdirected write)"),
+        ));
     }
     let gen = rd64(p, 16);
     if gen > max_gen {
@@ -106,11 +109,17 @@ pub(crate) fn check(p: &[u8], pid: u64, max_gen: u64, want: Option<u8>) -> Resul
     match want {
         Some(w) if w != k => Err(Error::corrupt(
             pid,
-            format!("expected a {} page, found kind {} ({})", kind_name(w), k, kind_name(k)),
+            format!(
+                "expected a {} page, found kind {} ({})",
+                kind_name(w),
+                k,
+                kind_name(k)
+            ),
         )),
-        None if k != KIND_LEAF && k != KIND_BRANCH => {
-            Err(Error::corrupt(pid, format!("expected a tree page, found kind {k} ({})", kind_name(k))))
-        }
+        None if k != KIND_LEAF && k != KIND_BRANCH => Err(Error::corrupt(
+            pid,
+            format!("expected a tree page, found kind {k} ({})", kind_name(k)),
+        )),
         _ => Ok(k),
     }
 }
