@@ -340,16 +340,17 @@ impl Db {
 
     /// All entries in key order.
     pub fn iter(&self) -> Iter {
-        Iter::new(self.clone(), .., false)
+        Iter::new::<&[u8], _>(self.clone(), .., false)
     }
 
-    /// Entries with keys in `range`, in ascending order.
-    pub fn range<R: RangeBounds<[u8]>>(&self, range: R) -> Iter {
+    /// Entries with keys in `range`, in ascending order. Bounds may be `&[u8]`, `Vec<u8>` or
+    /// anything else that is `AsRef<[u8]>`: `db.range(&b"a"[..]..&b"m"[..])`.
+    pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Iter {
         Iter::new(self.clone(), range, false)
     }
 
     /// Entries with keys in `range`, in descending order.
-    pub fn range_rev<R: RangeBounds<[u8]>>(&self, range: R) -> Iter {
+    pub fn range_rev<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Iter {
         Iter::new(self.clone(), range, true)
     }
 

@@ -137,7 +137,7 @@ impl Harness {
             Op::Scan(a, b, rev) => {
                 let (a, b) = (key(a), key(b));
                 let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
-                let range = (Bound::Included(&lo[..]), Bound::Excluded(&hi[..]));
+                let range = (Bound::Included(lo.clone()), Bound::Excluded(hi.clone()));
                 let got: Vec<_> = if rev {
                     self.db().range_rev(range)
                 } else {

@@ -175,11 +175,11 @@ pub struct Iter {
 }
 
 impl Iter {
-    pub(crate) fn new<R: RangeBounds<[u8]>>(db: Db, range: R, reverse: bool) -> Iter {
+    pub(crate) fn new<K: AsRef<[u8]>, R: RangeBounds<K>>(db: Db, range: R, reverse: bool) -> Iter {
         Iter {
             cursor: Cursor::new(db),
-            start: range.start_bound().map(|b| b.to_vec()),
-            end: range.end_bound().map(|b| b.to_vec()),
+            start: range.start_bound().map(|b| b.as_ref().to_vec()),
+            end: range.end_bound().map(|b| b.as_ref().to_vec()),
             reverse,
             started: false,
             done: false,
