@@ -75,6 +75,27 @@ pub(crate) struct Engine {
     pub pages_written: u64,
     pub checkpoints: u64,
     pub(crate) path_buf: Vec<(u64, usize)>,
+    /// Bumped by every change to the shape of any tree or to the cache's residency:
+    /// allocation, relocation, freeing, eviction. A [`LeafHint`] is valid only in its epoch.
+    pub(crate) epoch: u64,
+    pub(crate) hint: LeafHint,
+    /// Unique among all engines of the process: names this engine in thread-local read hints.
+    pub(crate) instance: u64,
+}
+
+/// The leaf the last write went to, with the key range it covers and its path, so that a
+/// following write to a nearby key can skip the descent.
+#[derive(Default)]
+pub(crate) struct LeafHint {
+    pub valid: bool,
+    /// The engine instance (read hints are thread-local and outlive any one engine).
+    pub instance: u64,
+    pub db: u32,
+    pub epoch: u64,
+    pub leaf: u64,
+    pub lo: Option<Vec<u8>>,
+    pub hi: Option<Vec<u8>>,
+    pub path: Vec<(u64, usize)>,
 }
 
 pub(crate) fn encode_catalog_record(id: u32, root: u64, entries: u64) -> [u8; CATALOG_RECORD_LEN] {
@@ -282,6 +303,13 @@ impl Engine {
             pages_written: 0,
             checkpoints: 0,
             path_buf: Vec::new(),
+            epoch: 0,
+            hint: LeafHint::default(),
+            instance: {
+                static NEXT_INSTANCE: std::sync::atomic::AtomicU64 =
+                    std::sync::atomic::AtomicU64::new(1);
+                NEXT_INSTANCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            },
         };
         engine.load_catalog()?;
         engine.shrink_cache();
@@ -413,6 +441,7 @@ impl Engine {
 
     /// A new, empty, dirty node of `kind`.
     pub fn new_node(&mut self, kind: u8) -> u64 {
+        self.epoch += 1;
         let pid = self.space.allocate();
         let mut buf = self.cache.buffer();
         node::init(&mut buf, kind);
@@ -423,6 +452,7 @@ impl Engine {
 
     /// Frees a page: out of the cache, back to free space.
     pub fn free_page(&mut self, pid: u64) {
+        self.epoch += 1;
         self.cache.discard(pid);
         self.space.release(pid);
         self.changed = true;
@@ -460,6 +490,7 @@ impl Engine {
                 frame.dirty = false;
                 self.cache.dirty_evictions += 1;
             }
+            self.epoch += 1;
             self.cache.evict(pid);
         }
     }

@@ -2,9 +2,10 @@
 //! reporting a non-resident page as `Need::Page`), and writes under the exclusive lock.
 
 use super::node::{self, LeafValue, BRANCH_CELL_HDR, LEAF_CELL_HDR, OVERFLOW_FLAG};
-use crate::engine::{Engine, Need, NeedResult, CATALOG};
+use crate::engine::{Engine, LeafHint, Need, NeedResult, CATALOG};
 use crate::error::{Error, Result};
 use crate::storage::page::{rd16, KIND_BRANCH, KIND_LEAF};
+use std::cell::RefCell;
 
 /// Largest value accepted: 4 GiB - 1 (lengths are stored in 32 bits).
 pub(crate) const MAX_VALUE_LEN_USIZE: usize = u32::MAX as usize;
@@ -39,20 +40,53 @@ impl Engine {
         Ok(self.db(db)?.root)
     }
 
-    /// Finds `key`: the leaf and slot holding it, if present.
+    /// Finds `key`: the leaf and slot holding it, if present. Each thread keeps a hint of the
+    /// last leaf it read and that leaf's key range; a read inside the range, in the same
+    /// epoch, skips the descent.
     #[inline]
     pub(crate) fn locate(&self, db: u32, key: &[u8]) -> NeedResult<Option<(u64, usize)>> {
-        let mut pid = self.root(db)?;
-        let mut visited = 1;
-        loop {
-            let p = self.page(pid)?;
-            if node::is_leaf(p) {
-                self.cache.count_hits(visited);
-                return Ok(node::search(p, key).ok().map(|i| (pid, i)));
-            }
-            pid = node::child(p, node::child_index(p, key));
-            visited += 1;
+        thread_local! {
+            static READ_HINT: RefCell<LeafHint> = RefCell::new(LeafHint::default());
         }
+        READ_HINT.with(|cell| {
+            let mut h = cell.borrow_mut();
+            if h.valid
+                && h.instance == self.instance
+                && h.db == db
+                && h.epoch == self.epoch
+                && h.lo.as_deref().is_none_or(|lo| key >= lo)
+                && h.hi.as_deref().is_none_or(|hi| key < hi)
+            {
+                if let Some(p) = self.cache.get(h.leaf) {
+                    self.cache.count_hits(1);
+                    return Ok(node::search(p, key).ok().map(|i| (h.leaf, i)));
+                }
+            }
+            h.valid = false;
+            let (mut lo, mut hi): (Option<&[u8]>, Option<&[u8]>) = (None, None);
+            let mut pid = self.root(db)?;
+            let mut visited = 1;
+            loop {
+                let p = self.page(pid)?;
+                if node::is_leaf(p) {
+                    self.cache.count_hits(visited);
+                    set_bound(&mut h.lo, lo);
+                    set_bound(&mut h.hi, hi);
+                    (h.valid, h.instance, h.db, h.epoch, h.leaf) =
+                        (true, self.instance, db, self.epoch, pid);
+                    return Ok(node::search(p, key).ok().map(|i| (pid, i)));
+                }
+                let idx = node::child_index(p, key);
+                if idx > 0 {
+                    lo = Some(node::key(p, idx - 1));
+                }
+                if idx < node::nslots(p) {
+                    hi = Some(node::key(p, idx));
+                }
+                pid = node::child(p, idx);
+                visited += 1;
+            }
+        })
     }
 
     /// Calls `f` with the value in slot `idx` of resident leaf `leaf`.
@@ -182,20 +216,49 @@ impl Engine {
         }
     }
 
-    /// Loads the root-to-leaf path for `key` and returns the leaf.
+    /// Loads the root-to-leaf path for `key` and returns the leaf. Uses the leaf hint when
+    /// the key lies in the range of the last leaf written and no tree changed shape since.
     fn descend_mut(&mut self, db: u32, key: &[u8], path: &mut Vec<(u64, usize)>) -> Result<u64> {
+        let h = &self.hint;
+        if h.valid
+            && h.db == db
+            && h.epoch == self.epoch
+            && h.lo.as_deref().is_none_or(|lo| key >= lo)
+            && h.hi.as_deref().is_none_or(|hi| key < hi)
+        {
+            path.clone_from(&h.path);
+            self.cache.count_hits(1);
+            return Ok(h.leaf);
+        }
         path.clear();
+        let (mut lo, mut hi): (Option<&[u8]>, Option<&[u8]>) = (None, None);
         let mut pid = self.root(db)?;
         loop {
             let Some(p) = self.cache.get(pid) else {
                 self.load(pid)?;
+                // Loading may evict nothing here (eviction runs after the operation), but
+                // the bounds borrowed from pages must be re-read: start again.
+                path.clear();
+                (lo, hi) = (None, None);
+                pid = self.root(db)?;
                 continue;
             };
             if node::is_leaf(p) {
                 self.cache.count_hits(path.len() as u64 + 1);
+                let h = &mut self.hint;
+                set_bound(&mut h.lo, lo);
+                set_bound(&mut h.hi, hi);
+                (h.valid, h.db, h.epoch, h.leaf) = (true, db, self.epoch, pid);
+                h.path.clone_from(path);
                 return Ok(pid);
             }
             let idx = node::child_index(p, key);
+            if idx > 0 {
+                lo = Some(node::key(p, idx - 1));
+            }
+            if idx < node::nslots(p) {
+                hi = Some(node::key(p, idx));
+            }
             path.push((pid, idx));
             pid = node::child(p, idx);
         }
@@ -206,6 +269,7 @@ impl Engine {
         if self.space.is_fresh(pid) {
             return pid;
         }
+        self.epoch += 1;
         let new = self.space.allocate();
         self.cache.rekey(pid, new);
         self.space.release(pid);
@@ -531,6 +595,18 @@ impl Engine {
             }
         }
         Ok(())
+    }
+}
+
+/// Copies a separator into a hint's bound, reusing the bound's buffer.
+fn set_bound(slot: &mut Option<Vec<u8>>, bound: Option<&[u8]>) {
+    match bound {
+        None => *slot = None,
+        Some(b) => {
+            let v = slot.get_or_insert_with(Vec::new);
+            v.clear();
+            v.extend_from_slice(b);
+        }
     }
 }
 
