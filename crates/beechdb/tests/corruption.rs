@@ -137,7 +137,7 @@ fn every_flip_in_every_page_kind_is_reported() {
         for (n, &pid) in pids
             .iter()
             .enumerate()
-            .filter(|(n, _)| n % 3 == 0 || *kind == 0)
+            .filter(|(n, _)| n.is_multiple_of(3) || *kind == 0)
         {
             for offset in [0usize, 5, 13, 33, 41, 200, 1000, 2047, PS - 1] {
                 if pid < 2 && offset >= 128 {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 fn value(k: u64, version: u64) -> Vec<u8> {
     let mut v = k.to_be_bytes().to_vec();
     v.extend_from_slice(&version.to_le_bytes());
-    v.resize(if k % 97 == 0 { 3000 } else { 48 }, k as u8);
+    v.resize(if k.is_multiple_of(97) { 3000 } else { 48 }, k as u8);
     v
 }
 
@@ -70,13 +70,13 @@ fn readers_and_a_writer_share_an_environment() {
     for round in 1..=30u64 {
         for k in (0..20_000u64).step_by(7) {
             let k = (k + round * 13) % 20_000;
-            if round % 3 == 0 {
+            if round.is_multiple_of(3) {
                 db.delete(&k.to_be_bytes()).unwrap();
             } else {
                 db.put(&k.to_be_bytes(), &value(k, round)).unwrap();
             }
         }
-        if round % 10 == 0 {
+        if round.is_multiple_of(10) {
             env.sync().unwrap();
         }
     }
