@@ -318,7 +318,10 @@ fn sequential_batches_with_leaf_hints_match_model() {
             let k = i.to_be_bytes().to_vec();
             match action {
                 0..=4 => {
-                    let v = vec![(i + round as u64) as u8; if i.is_multiple_of(50) { 2000 } else { 40 }];
+                    let v = vec![
+                        (i + round as u64) as u8;
+                        if i.is_multiple_of(50) { 2000 } else { 40 }
+                    ];
                     db.put(&k, &v).unwrap();
                     model.insert(k, v);
                 }
