@@ -18,6 +18,31 @@ pub(crate) fn valid_page_size(s: usize) -> bool {
     s.is_power_of_two() && (MIN_PAGE_SIZE..=MAX_PAGE_SIZE).contains(&s)
 }
 
+/// How durable a commit is when `commit` returns (Berkeley DB's commit flags).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// On stable storage: the log is fsynced (with group commit) before commit returns.
+    Sync,
+    /// Handed to the operating system (`write`) before commit returns: survives a crash of
+    /// the process, not of the machine (`DB_TXN_WRITE_NOSYNC`).
+    WriteNoSync,
+    /// Left in the log buffer: a crash may lose the last commits, never atomicity or order
+    /// (`DB_TXN_NOSYNC`).
+    NoSync,
+}
+
+/// What a transaction's reads see.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isolation {
+    /// The database as of the transaction's start, plus its own writes (the default).
+    Snapshot,
+    /// The latest committed data at each read.
+    ReadCommitted,
+}
+
+/// Default size of a log segment file: 64 MiB.
+pub const DEFAULT_LOG_SEGMENT_SIZE: u64 = 64 << 20;
+
 /// How to open an environment.
 ///
 /// ```
@@ -29,6 +54,14 @@ pub struct Config {
     page_size: usize,
     cache_size: usize,
     create: bool,
+    pub(crate) transactional: bool,
+    pub(crate) in_memory_log: bool,
+    pub(crate) durability: Durability,
+    pub(crate) isolation: Isolation,
+    pub(crate) lock_timeout: std::time::Duration,
+    pub(crate) log_segment_size: u64,
+    pub(crate) checkpoint_log_bytes: u64,
+    pub(crate) keep_logs: bool,
 }
 
 impl Default for Config {
@@ -37,6 +70,14 @@ impl Default for Config {
             page_size: DEFAULT_PAGE_SIZE,
             cache_size: DEFAULT_CACHE_SIZE,
             create: true,
+            transactional: false,
+            in_memory_log: false,
+            durability: Durability::Sync,
+            isolation: Isolation::Snapshot,
+            lock_timeout: std::time::Duration::from_secs(10),
+            log_segment_size: DEFAULT_LOG_SEGMENT_SIZE,
+            checkpoint_log_bytes: 256 << 20,
+            keep_logs: false,
         }
     }
 }
@@ -62,6 +103,50 @@ impl Config {
         self.create = create;
         self
     }
+    /// Transactional Data Store: transactions, a write-ahead log, recovery (default off:
+    /// Data Store mode).
+    pub fn transactional(mut self, on: bool) -> Config {
+        self.transactional = on;
+        self
+    }
+    /// Keep the log in memory only: commits are atomic and isolated but durable only at
+    /// the next checkpoint (Berkeley DB's `DB_LOG_IN_MEMORY`). Implies `transactional`.
+    pub fn in_memory_log(mut self, on: bool) -> Config {
+        self.in_memory_log = on;
+        self.transactional |= on;
+        self
+    }
+    /// Durability of a commit that does not say otherwise (default [`Durability::Sync`]).
+    pub fn durability(mut self, d: Durability) -> Config {
+        self.durability = d;
+        self
+    }
+    /// Isolation of a transaction that does not say otherwise (default snapshot).
+    pub fn isolation(mut self, i: Isolation) -> Config {
+        self.isolation = i;
+        self
+    }
+    /// How long a writer waits for a key another transaction holds (default 10 s).
+    pub fn lock_timeout(mut self, t: std::time::Duration) -> Config {
+        self.lock_timeout = t;
+        self
+    }
+    /// Size of each log segment file (default 64 MiB; at least 64 KiB).
+    pub fn log_segment_size(mut self, bytes: u64) -> Config {
+        self.log_segment_size = bytes;
+        self
+    }
+    /// Run a checkpoint after this many bytes of log (default 256 MiB).
+    pub fn checkpoint_log_bytes(mut self, bytes: u64) -> Config {
+        self.checkpoint_log_bytes = bytes;
+        self
+    }
+    /// Keep log segments that checkpoints no longer need, for archiving, instead of
+    /// removing them ([`crate::Env::archive_logs`] lists them).
+    pub fn keep_logs(mut self, on: bool) -> Config {
+        self.keep_logs = on;
+        self
+    }
     /// The configured page size.
     pub fn page_size_value(&self) -> usize {
         self.page_size
@@ -78,6 +163,12 @@ impl Config {
             return Err(Error::InvalidArgument(format!(
                 "page size {} is not a power of two between {MIN_PAGE_SIZE} and {MAX_PAGE_SIZE}",
                 self.page_size
+            )));
+        }
+        if self.log_segment_size < 64 << 10 {
+            return Err(Error::InvalidArgument(format!(
+                "log segment size {} is below the minimum of 64 KiB",
+                self.log_segment_size
             )));
         }
         Ok(())

@@ -31,6 +31,9 @@ const DB_FILE_TMP: &str = "beech.db.tmp";
 pub(crate) const CATALOG: u32 = 0;
 pub(crate) const CATALOG_RECORD_LEN: usize = 20;
 
+/// Values a key had before successive commits: `(commit LSN, value before it)`, oldest first.
+pub(crate) type VersionChain = Vec<(u64, Option<Vec<u8>>)>;
+
 /// Why a read under the shared lock could not finish.
 pub(crate) enum Need {
     /// Page not resident: retry under the exclusive lock after loading it.
@@ -81,6 +84,15 @@ pub(crate) struct Engine {
     pub(crate) hint: LeafHint,
     /// Unique among all engines of the process: names this engine in thread-local read hints.
     pub(crate) instance: u64,
+    /// Log position the durable checkpoint covers, and its segment.
+    pub(crate) log_lsn: u64,
+    pub(crate) log_segment: u64,
+    /// End LSN of the last commit applied to the trees: the newest snapshot.
+    pub(crate) commit_lsn: u64,
+    /// Values overwritten by commits while older snapshots were active: for each key
+    /// (database id big-endian, then the key), `(commit LSN, value before that commit)` in
+    /// commit order. A snapshot at LSN `s` reads the first entry newer than `s`, else the tree.
+    pub(crate) versions: std::collections::BTreeMap<Vec<u8>, VersionChain>,
 }
 
 /// The leaf the last write went to, with the key range it covers and its path, so that a
@@ -310,6 +322,10 @@ impl Engine {
                     std::sync::atomic::AtomicU64::new(1);
                 NEXT_INSTANCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
             },
+            log_lsn: meta.log_lsn,
+            log_segment: meta.log_segment,
+            commit_lsn: meta.log_lsn,
+            versions: std::collections::BTreeMap::new(),
         };
         engine.load_catalog()?;
         engine.shrink_cache();
@@ -628,7 +644,8 @@ impl Engine {
             freelist_head: list_pages.first().copied().unwrap_or(0),
             freelist_pages: list_pages.len() as u64,
             page_count: self.space.page_count(),
-            log_lsn: 0,
+            log_lsn: self.log_lsn,
+            log_segment: self.log_segment,
         };
         let slot = generation % 2;
         if let Err(e) = self

@@ -7,12 +7,14 @@
 //! `stats`.
 
 use crate::btree::{Cursor, Iter};
-use crate::config::Config;
+use crate::config::{Config, Durability, Isolation};
 use crate::engine::{Engine, Need, NeedResult};
 use crate::error::{Error, Result};
 use crate::stats::{DbStat, EnvStat};
 use crate::storage::{OsStorage, Storage};
+use crate::txn::{encode_writes, scoped_key, Txn, TxnManager, Write};
 use crate::verify::VerifyReport;
+use crate::wal::{self, segment_name, Wal};
 use parking_lot::{Mutex, RwLock};
 use std::any::Any;
 use std::io;
@@ -30,9 +32,140 @@ pub(crate) struct Shared {
     lock: Mutex<Option<Box<dyn Any + Send + Sync>>>,
     /// Held by checkpoints and by `verify`, which reads the durable checkpoint from disk.
     pub(crate) checkpoint_mutex: Mutex<()>,
+    /// Transactional Data Store state; `None` in Data Store mode.
+    pub(crate) tx: Option<Tx>,
+    max_key: usize,
+}
+
+/// What a transactional environment adds.
+pub(crate) struct Tx {
+    /// `None` with an in-memory log.
+    pub wal: Option<Wal>,
+    pub txns: TxnManager,
+    /// Held while a commit is appended to the log and applied to the trees, so that log
+    /// order is commit order; holds the commit-record scratch buffer.
+    pub commit_mutex: Mutex<Vec<u8>>,
+    pub durability: Durability,
+    pub isolation: Isolation,
+    pub lock_timeout: std::time::Duration,
+    keep_logs: bool,
+    checkpoint_log_bytes: u64,
+    /// The in-memory log's next LSN.
+    inmem_lsn: AtomicU64,
+    last_checkpoint_lsn: AtomicU64,
+    checkpoint_running: AtomicBool,
+    /// Log segments released by checkpoints and kept for archiving.
+    archived: Mutex<Vec<String>>,
+    pub recovered_commits: u64,
 }
 
 impl Shared {
+    pub(crate) fn tx(&self) -> Result<&Tx> {
+        self.tx.as_ref().ok_or_else(|| {
+            Error::InvalidArgument(
+                "transactions need an environment opened with Config::transactional(true)".into(),
+            )
+        })
+    }
+
+    pub(crate) fn check_sizes(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        if key.len() > self.max_key {
+            return Err(Error::KeyTooLarge {
+                len: key.len(),
+                max: self.max_key,
+            });
+        }
+        if value.len() > crate::MAX_VALUE_LEN {
+            return Err(Error::ValueTooLarge {
+                len: value.len(),
+                max: crate::MAX_VALUE_LEN,
+            });
+        }
+        Ok(())
+    }
+
+    /// Logs and applies a write set as one commit; waits for durability `d`.
+    pub(crate) fn commit_writes(&self, writes: &[Write], d: Durability) -> Result<u64> {
+        self.live()?;
+        let tx = self.tx()?;
+        let lsn = {
+            let mut scratch = tx.commit_mutex.lock();
+            self.engine.read().check_writable()?;
+            encode_writes(writes, &mut scratch);
+            let lsn = match &tx.wal {
+                Some(w) => w.append_commit(&scratch)?,
+                None => {
+                    let len = wal::align8(wal::REC_HDR + scratch.len()) as u64;
+                    tx.inmem_lsn.fetch_add(len, Ordering::Relaxed) + len
+                }
+            };
+            let mut e = self.engine.write();
+            let oldest = tx.txns.oldest();
+            if let Err(err) = e.apply_commit(writes, lsn, oldest) {
+                // The log holds the whole commit; memory holds part of it. Only a reopen
+                // (recovery) can make the two agree again.
+                e.poisoned
+                    .get_or_insert_with(|| format!("a commit failed half-applied: {err}"));
+                return Err(err);
+            }
+            if !e.versions.is_empty() && (oldest.is_none() || lsn % 64 < 8) {
+                e.gc_versions(oldest);
+            }
+            self.data_version.fetch_add(1, Ordering::Release);
+            e.shrink_cache();
+            lsn
+        };
+        if let Some(w) = &tx.wal {
+            w.wait(lsn, d)?;
+        }
+        self.maybe_checkpoint(tx, lsn);
+        Ok(lsn)
+    }
+
+    /// One write as its own transaction. `Some(true)` insert-only: fails if present.
+    fn autocommit(
+        &self,
+        db: u32,
+        key: &[u8],
+        value: Option<&[u8]>,
+        no_overwrite: bool,
+    ) -> Result<bool> {
+        let tx = self.tx()?;
+        if let Some(v) = value {
+            self.check_sizes(key, v)?;
+        }
+        let id = tx.txns.new_id();
+        let sk = scoped_key(db, key);
+        tx.txns.locks.lock(id, &sk, tx.lock_timeout)?;
+        let result = (|| {
+            let need_check = value.is_none() || no_overwrite;
+            let existed = need_check && self.read(|e| Ok(e.locate(db, key)?.is_some()))?.0;
+            if no_overwrite && existed {
+                return Err(Error::KeyExists);
+            }
+            if value.is_none() && !existed {
+                return Ok(false);
+            }
+            self.commit_writes(&[(db, key, value)], tx.durability)?;
+            tx.txns.stats.commits.fetch_add(1, Ordering::Relaxed);
+            Ok(existed)
+        })();
+        tx.txns.locks.release(id, &[sk]);
+        result
+    }
+
+    fn maybe_checkpoint(&self, tx: &Tx, lsn: u64) {
+        if lsn.saturating_sub(tx.last_checkpoint_lsn.load(Ordering::Relaxed))
+            < tx.checkpoint_log_bytes
+            || tx.checkpoint_running.swap(true, Ordering::AcqRel)
+        {
+            return;
+        }
+        // Errors poison the environment and surface on the next write.
+        let _ = self.checkpoint();
+        tx.checkpoint_running.store(false, Ordering::Release);
+    }
+
     fn live(&self) -> Result<()> {
         if self.closed.load(Ordering::Acquire) {
             Err(Error::Closed)
@@ -78,10 +211,38 @@ impl Shared {
         r
     }
 
-    fn checkpoint(&self) -> Result<()> {
+    /// A checkpoint. In a transactional environment it covers every commit so far: commits
+    /// wait while it runs, and log segments it makes unnecessary are removed (or kept).
+    pub(crate) fn checkpoint(&self) -> Result<()> {
         let _ckpt = self.checkpoint_mutex.lock();
-        let mut e = self.engine.write();
-        e.checkpoint()
+        let Some(tx) = &self.tx else {
+            return self.engine.write().checkpoint();
+        };
+        let lsn = {
+            let _commits = tx.commit_mutex.lock();
+            let (lsn, segment) = match &tx.wal {
+                Some(w) => {
+                    let lsn = w.flush_all(false)?;
+                    (lsn, w.segment_of(lsn))
+                }
+                None => (tx.inmem_lsn.load(Ordering::Relaxed), 0),
+            };
+            let mut e = self.engine.write();
+            if e.log_lsn != lsn || e.log_segment != segment {
+                e.changed = true;
+            }
+            (e.log_lsn, e.log_segment) = (lsn, segment);
+            e.checkpoint()?;
+            lsn
+        };
+        tx.last_checkpoint_lsn.store(lsn, Ordering::Relaxed);
+        if let Some(w) = &tx.wal {
+            let released = w.release_before(lsn, tx.keep_logs)?;
+            if tx.keep_logs {
+                tx.archived.lock().extend(released);
+            }
+        }
+        Ok(())
     }
 }
 
@@ -90,7 +251,7 @@ impl Drop for Shared {
         // A handle dropped without close() still ends with a checkpoint, as a clean close
         // would; a poisoned or already closed environment has nothing to save.
         if !self.closed.load(Ordering::Acquire) {
-            let _ = self.engine.get_mut().checkpoint();
+            let _ = self.checkpoint();
         }
     }
 }
@@ -137,17 +298,106 @@ impl Env {
             }
             Err(e) => return Err(Error::io("taking the environment lock", e)),
         };
-        let engine = Engine::open(storage.as_ref(), &config)?;
-        Ok(Env {
+        let mut engine = Engine::open(storage.as_ref(), &config)?;
+        let max_key = engine.layout.max_key;
+        let first_segment = segment_name(engine.log_segment.max(1));
+        let has_log = storage
+            .exists(&first_segment)
+            .map_err(|e| Error::io("looking for the log", e))?;
+        // Recovery: the checkpoint plus every commit logged after it. It runs whatever the
+        // mode asked for, so that no logged commit is ever skipped.
+        let mut wal = None;
+        let mut recovered_commits = 0;
+        if has_log || (config.transactional && !config.in_memory_log) {
+            let rec = wal::recover(
+                storage.as_ref(),
+                engine.log_lsn,
+                engine.log_segment,
+                config.log_segment_size,
+            )?;
+            for (lsn, payload) in &rec.commits {
+                let writes = crate::txn::decode_writes(payload)?;
+                engine.apply_commit(&writes, *lsn, None)?;
+                engine.shrink_cache();
+                recovered_commits += 1;
+            }
+            engine.commit_lsn = rec.end;
+            wal = Some(Wal::new(
+                storage.clone(),
+                config.log_segment_size,
+                vec![rec.segment],
+                rec.end,
+            ));
+        }
+        let log_wanted = config.transactional && !config.in_memory_log;
+        let start_lsn = engine.commit_lsn;
+        let tx = config.transactional.then(|| Tx {
+            wal: if log_wanted { wal.take() } else { None },
+            txns: TxnManager::default(),
+            commit_mutex: Mutex::new(Vec::new()),
+            durability: config.durability,
+            isolation: config.isolation,
+            lock_timeout: config.lock_timeout,
+            keep_logs: config.keep_logs,
+            checkpoint_log_bytes: config.checkpoint_log_bytes,
+            inmem_lsn: AtomicU64::new(start_lsn),
+            last_checkpoint_lsn: AtomicU64::new(engine.log_lsn),
+            checkpoint_running: AtomicBool::new(false),
+            archived: Mutex::new(Vec::new()),
+            recovered_commits,
+        });
+        let env = Env {
             shared: Arc::new(Shared {
                 engine: RwLock::new(engine),
                 data_version: AtomicU64::new(0),
                 closed: AtomicBool::new(false),
-                storage,
+                storage: storage.clone(),
                 lock: Mutex::new(Some(guard)),
                 checkpoint_mutex: Mutex::new(()),
+                tx,
+                max_key,
             }),
-        })
+        };
+        // A log this mode does not keep (Data Store, in-memory log): make what it recovered
+        // durable in a checkpoint, then drop the log files.
+        if let Some(w) = wal {
+            {
+                let mut e = env.shared.engine.write();
+                (e.log_lsn, e.log_segment, e.changed) = (start_lsn, 0, true);
+                e.checkpoint()?;
+            }
+            w.remove_all()
+                .map_err(|err| Error::io("removing the log", err))?;
+            storage
+                .sync_dir()
+                .map_err(|err| Error::io("syncing the environment directory", err))?;
+        }
+        Ok(env)
+    }
+
+    /// Begins a transaction with the environment's default isolation.
+    pub fn begin_txn(&self) -> Result<Txn> {
+        self.shared.live()?;
+        let isolation = self.shared.tx()?.isolation;
+        Txn::begin(self.shared.clone(), isolation)
+    }
+
+    /// Begins a transaction with isolation `isolation`.
+    pub fn begin_txn_with(&self, isolation: Isolation) -> Result<Txn> {
+        self.shared.live()?;
+        Txn::begin(self.shared.clone(), isolation)
+    }
+
+    /// Log segments that checkpoints no longer need and that were kept (with
+    /// [`Config::keep_logs`]) for archiving, oldest first, as in Berkeley DB's `db_archive`.
+    pub fn archive_logs(&self) -> Result<Vec<String>> {
+        self.shared.live()?;
+        Ok(self.shared.tx()?.archived.lock().clone())
+    }
+
+    /// Commits replayed from the log when this environment was opened.
+    pub fn recovered_commits(&self) -> u64 {
+        self.shared.tx.as_ref().map_or(0, |t| t.recovered_commits)
     }
 
     fn handle(&self, id: u32, name: &str) -> Db {
@@ -171,22 +421,42 @@ impl Env {
     pub fn create_db(&self, name: &str) -> Result<Db> {
         check_name(name)?;
         let id = self.shared.write(|e| e.create_db(name))?;
+        self.after_catalog_change()?;
         Ok(self.handle(id, name))
+    }
+
+    /// Catalog changes are not logged: in a transactional environment a checkpoint makes
+    /// them durable before any logged commit can refer to them.
+    fn after_catalog_change(&self) -> Result<()> {
+        if self.shared.tx.is_some() {
+            self.shared.checkpoint()?;
+        }
+        Ok(())
     }
 
     /// Opens the database, creating it if missing.
     pub fn open_or_create_db(&self, name: &str) -> Result<Db> {
         check_name(name)?;
-        let id = self.shared.write(|e| match e.names.get(name) {
-            Some(&id) => Ok(id),
-            None => e.create_db(name),
+        let (id, created) = self.shared.write(|e| match e.names.get(name) {
+            Some(&id) => Ok((id, false)),
+            None => e.create_db(name).map(|id| (id, true)),
         })?;
+        if created {
+            self.after_catalog_change()?;
+        }
         Ok(self.handle(id, name))
     }
 
     /// Removes a database and frees its pages. Its handles fail with [`Error::Closed`].
     pub fn remove_db(&self, name: &str) -> Result<()> {
-        self.shared.write(|e| e.remove_db(name))
+        if let Some(tx) = &self.shared.tx {
+            // No commit may be between logging and applying while the catalog changes.
+            let _commits = tx.commit_mutex.lock();
+            self.shared.write(|e| e.remove_db(name))?;
+        } else {
+            self.shared.write(|e| e.remove_db(name))?;
+        }
+        self.after_catalog_change()
     }
 
     /// The names of all databases, sorted.
@@ -303,8 +573,19 @@ impl Db {
         Ok(self.shared.read(|e| e.locate(self.id, key))?.0.is_some())
     }
 
-    /// Stores `value` under `key`, replacing any previous value.
+    pub(crate) fn same_env(&self, shared: &Arc<Shared>) -> bool {
+        Arc::ptr_eq(&self.shared, shared)
+    }
+
+    /// Stores `value` under `key`, replacing any previous value. In a transactional
+    /// environment this is a transaction of its own, committed with the default durability.
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        if self.shared.tx.is_some() {
+            return self
+                .shared
+                .autocommit(self.id, key, Some(value), false)
+                .map(drop);
+        }
         self.shared
             .write(|e| e.put(self.id, key, value, false))
             .map(drop)
@@ -312,6 +593,12 @@ impl Db {
 
     /// Stores `value` under `key` only if the key is absent; [`Error::KeyExists`] otherwise.
     pub fn insert(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        if self.shared.tx.is_some() {
+            return self
+                .shared
+                .autocommit(self.id, key, Some(value), true)
+                .map(drop);
+        }
         self.shared
             .write(|e| e.put(self.id, key, value, true))
             .map(drop)
@@ -319,6 +606,9 @@ impl Db {
 
     /// Removes `key`; returns whether it was present.
     pub fn delete(&self, key: &[u8]) -> Result<bool> {
+        if self.shared.tx.is_some() {
+            return self.shared.autocommit(self.id, key, None, false);
+        }
         self.shared.write(|e| e.delete(self.id, key))
     }
 

@@ -66,6 +66,15 @@ pub enum Error {
     DbExists(String),
     /// The handle was used after its environment was closed or its database removed.
     Closed,
+    /// Another transaction committed a change to a key this transaction writes, after this
+    /// transaction's snapshot was taken (first committer wins). Abort and retry.
+    Conflict,
+    /// This transaction was chosen to break a cycle of lock waits (Berkeley DB:
+    /// `DB_LOCK_DEADLOCK`). Abort and retry.
+    Deadlock,
+    /// A lock wait exceeded the configured timeout (Berkeley DB: `DB_LOCK_NOTGRANTED`).
+    /// Abort and retry.
+    LockTimeout,
 }
 
 impl Error {
@@ -97,7 +106,15 @@ impl Error {
                 "EINVAL"
             }
             Error::Closed => "EINVAL",
+            Error::Conflict | Error::Deadlock => "DB_LOCK_DEADLOCK",
+            Error::LockTimeout => "DB_LOCK_NOTGRANTED",
         }
+    }
+
+    /// True for the errors that only mean "abort this transaction and run it again":
+    /// [`Error::Conflict`], [`Error::Deadlock`], [`Error::LockTimeout`].
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Error::Conflict | Error::Deadlock | Error::LockTimeout)
     }
 }
 
@@ -125,6 +142,12 @@ impl fmt::Display for Error {
             Error::DbNotFound(n) => write!(f, "no database named {n:?}"),
             Error::DbExists(n) => write!(f, "a database named {n:?} already exists"),
             Error::Closed => write!(f, "handle used after its environment was closed or its database removed"),
+            Error::Conflict => write!(
+                f,
+                "write conflict: another transaction committed this key after this transaction began; abort and retry"
+            ),
+            Error::Deadlock => write!(f, "deadlock: this transaction was chosen as the victim; abort and retry"),
+            Error::LockTimeout => write!(f, "lock wait timed out; abort and retry"),
         }
     }
 }

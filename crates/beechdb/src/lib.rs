@@ -38,15 +38,19 @@ mod env;
 mod error;
 mod stats;
 pub mod storage;
+mod txn;
 mod verify;
+mod wal;
 
 pub use btree::{Cursor, Iter};
 pub use config::{
-    Config, DEFAULT_CACHE_SIZE, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, MIN_CACHE_PAGES, MIN_PAGE_SIZE,
+    Config, Durability, Isolation, DEFAULT_CACHE_SIZE, DEFAULT_LOG_SEGMENT_SIZE, DEFAULT_PAGE_SIZE,
+    MAX_PAGE_SIZE, MIN_CACHE_PAGES, MIN_PAGE_SIZE,
 };
 pub use env::{Db, Env};
 pub use error::{Error, Result};
 pub use stats::{DbStat, EnvStat};
+pub use txn::Txn;
 pub use verify::{verify_path, Problem, VerifyReport};
 
 /// Largest value accepted (4 GiB - 1); longer values get [`Error::ValueTooLarge`].

@@ -17,7 +17,8 @@
 //! | 48 | 8 | free-list page count |
 //! | 56 | 8 | page count (file high-water mark) |
 //! | 64 | 8 | log position the checkpoint covers (0 in Data Store mode) |
-//! | 72..128 | | zero |
+//! | 72 | 8 | log segment holding that position (0: the first) |
+//! | 80..128 | | zero |
 
 use super::page::{rd32, rd64, wr32, wr64};
 
@@ -35,6 +36,7 @@ pub(crate) struct Meta {
     pub freelist_pages: u64,
     pub page_count: u64,
     pub log_lsn: u64,
+    pub log_segment: u64,
 }
 
 /// Why a meta slot could not be used.
@@ -70,6 +72,7 @@ impl Meta {
         wr64(&mut b, 48, self.freelist_pages);
         wr64(&mut b, 56, self.page_count);
         wr64(&mut b, 64, self.log_lsn);
+        wr64(&mut b, 72, self.log_segment);
         let crc = crc32c::crc32c(&b[4..]);
         wr32(&mut b, 0, crc);
         b
@@ -99,6 +102,7 @@ impl Meta {
             freelist_pages: rd64(b, 48),
             page_count: rd64(b, 56),
             log_lsn: rd64(b, 64),
+            log_segment: rd64(b, 72),
         })
     }
 }
@@ -118,6 +122,7 @@ mod tests {
             freelist_pages: 1,
             page_count: 10,
             log_lsn: 0,
+            log_segment: 0,
         };
         let b = m.encode();
         assert_eq!(Meta::decode(&b).unwrap(), m);

@@ -1,0 +1,285 @@
+//! The public transaction handle, and the engine methods that serve it.
+
+use super::{scoped_key, Write};
+use crate::config::{Durability, Isolation};
+use crate::engine::{Engine, Need, NeedResult};
+use crate::env::{Db, Shared};
+use crate::error::{Error, Result};
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+impl Engine {
+    /// The value of `key` as of snapshot `at` (`None`: the latest committed).
+    pub(crate) fn read_at(
+        &self,
+        db: u32,
+        key: &[u8],
+        at: Option<u64>,
+    ) -> NeedResult<Option<Vec<u8>>> {
+        if let (Some(s), false) = (at, self.versions.is_empty()) {
+            if let Some(chain) = self.versions.get(&scoped_key(db, key)) {
+                if let Some((_, before)) = chain.iter().find(|(lsn, _)| *lsn > s) {
+                    return Ok(before.clone());
+                }
+            }
+        }
+        match self.locate(db, key)? {
+            None => Ok(None),
+            Some((leaf, idx)) => self.with_value(leaf, idx, |v| v.to_vec()).map(Some),
+        }
+    }
+
+    /// Whether a commit newer than snapshot `at` wrote `key`.
+    pub(crate) fn committed_after(&self, db: u32, key: &[u8], at: u64) -> bool {
+        !self.versions.is_empty()
+            && self
+                .versions
+                .get(&scoped_key(db, key))
+                .and_then(|c| c.last())
+                .is_some_and(|(lsn, _)| *lsn > at)
+    }
+
+    fn read_latest_loading(&mut self, db: u32, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        loop {
+            match self.read_at(db, key, None) {
+                Ok(v) => return Ok(v),
+                Err(Need::Page(pid)) => self.load(pid)?,
+                Err(Need::Fail(e)) => return Err(e),
+            }
+        }
+    }
+
+    /// Applies a committed write set with commit LSN `lsn`, keeping overwritten values when
+    /// a snapshot older than `lsn` is active (`oldest`).
+    pub(crate) fn apply_commit(
+        &mut self,
+        writes: &[Write],
+        lsn: u64,
+        oldest: Option<u64>,
+    ) -> Result<()> {
+        let keep = oldest.is_some_and(|o| o < lsn);
+        for &(db, key, value) in writes {
+            if self.db(db).is_err() {
+                continue; // removed after this commit was logged
+            }
+            if keep {
+                let before = self.read_latest_loading(db, key)?;
+                self.versions
+                    .entry(scoped_key(db, key))
+                    .or_default()
+                    .push((lsn, before));
+            }
+            match value {
+                Some(v) => drop(self.put(db, key, v, false)?),
+                None => drop(self.delete(db, key)?),
+            }
+        }
+        self.commit_lsn = lsn;
+        Ok(())
+    }
+
+    /// Drops versions no active snapshot can read.
+    pub(crate) fn gc_versions(&mut self, oldest: Option<u64>) {
+        match oldest {
+            None => self.versions.clear(),
+            Some(o) => self.versions.retain(|_, chain| {
+                chain.retain(|(lsn, _)| *lsn > o);
+                !chain.is_empty()
+            }),
+        }
+    }
+}
+
+/// A transaction over any databases of one environment. Reads see a snapshot taken at
+/// [`crate::Env::begin_txn`] (or the latest committed data under read-committed isolation)
+/// plus the transaction's own writes. Dropping an unfinished transaction aborts it.
+///
+/// ```
+/// use beechdb::{Config, Env};
+/// let dir = tempfile::tempdir()?;
+/// let env = Env::open(dir.path(), Config::new().transactional(true))?;
+/// let accounts = env.open_or_create_db("accounts")?;
+/// let mut txn = env.begin_txn()?;
+/// txn.put(&accounts, b"alice", b"100")?;
+/// txn.put(&accounts, b"bob", b"50")?;
+/// let lsn = txn.commit()?; // durable (fsynced) when this returns
+/// assert!(lsn > 0);
+/// assert_eq!(accounts.get(b"alice")?, Some(b"100".to_vec()));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Txn {
+    shared: Arc<Shared>,
+    id: u64,
+    snapshot: Option<u64>,
+    registered: Option<u64>,
+    writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    locked: Vec<Vec<u8>>,
+    durability: Durability,
+    finished: bool,
+}
+
+impl Txn {
+    pub(crate) fn begin(shared: Arc<Shared>, isolation: Isolation) -> Result<Txn> {
+        let tx = shared.tx()?;
+        let id = tx.txns.new_id();
+        let snapshot = match isolation {
+            Isolation::ReadCommitted => None,
+            Isolation::Snapshot => {
+                let e = shared.engine.read();
+                tx.txns.register(e.commit_lsn);
+                Some(e.commit_lsn)
+            }
+        };
+        tx.txns.stats.begun.fetch_add(1, Relaxed);
+        let durability = tx.durability;
+        Ok(Txn {
+            shared,
+            id,
+            snapshot,
+            registered: snapshot,
+            writes: BTreeMap::new(),
+            locked: Vec::new(),
+            durability,
+            finished: false,
+        })
+    }
+
+    fn check(&self, db: &Db) -> Result<()> {
+        if self.finished {
+            return Err(Error::Closed);
+        }
+        if !db.same_env(&self.shared) {
+            return Err(Error::InvalidArgument(
+                "database handle belongs to another environment".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The LSN of the snapshot this transaction reads (`None` under read-committed).
+    pub fn snapshot_lsn(&self) -> Option<u64> {
+        self.snapshot
+    }
+
+    /// The value of `key` in `db` as this transaction sees it.
+    pub fn get(&self, db: &Db, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.check(db)?;
+        if let Some(w) = self.writes.get(&scoped_key(db.id(), key)) {
+            return Ok(w.clone());
+        }
+        let (v, _) = self
+            .shared
+            .read(|e| e.read_at(db.id(), key, self.snapshot))?;
+        Ok(v)
+    }
+
+    /// Reads `key` and locks it for this transaction (Berkeley DB's `DB_RMW`), so that no
+    /// other transaction can write it before this one ends.
+    pub fn get_for_update(&mut self, db: &Db, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.check(db)?;
+        self.lock(db.id(), key)?;
+        self.get(db, key)
+    }
+
+    /// Writes `value` under `key` in `db` when the transaction commits.
+    pub fn put(&mut self, db: &Db, key: &[u8], value: &[u8]) -> Result<()> {
+        self.check(db)?;
+        self.shared.check_sizes(key, value)?;
+        self.lock(db.id(), key)?;
+        self.writes
+            .insert(scoped_key(db.id(), key), Some(value.to_vec()));
+        Ok(())
+    }
+
+    /// Deletes `key` from `db` when the transaction commits; returns whether it was present.
+    pub fn delete(&mut self, db: &Db, key: &[u8]) -> Result<bool> {
+        self.check(db)?;
+        self.lock(db.id(), key)?;
+        let existed = self.get(db, key)?.is_some();
+        self.writes.insert(scoped_key(db.id(), key), None);
+        Ok(existed)
+    }
+
+    fn lock(&mut self, db: u32, key: &[u8]) -> Result<()> {
+        let sk = scoped_key(db, key);
+        if self.locked.contains(&sk) {
+            return Ok(());
+        }
+        let tx = self.shared.tx()?;
+        tx.txns.locks.lock(self.id, &sk, tx.lock_timeout)?;
+        self.locked.push(sk);
+        if let Some(s) = self.snapshot {
+            if self.shared.engine.read().committed_after(db, key, s) {
+                tx.txns.stats.conflicts.fetch_add(1, Relaxed);
+                return Err(Error::Conflict);
+            }
+        }
+        Ok(())
+    }
+
+    /// Commits with the environment's default durability; returns the commit's LSN.
+    pub fn commit(self) -> Result<u64> {
+        let d = self.durability;
+        self.commit_with(d)
+    }
+
+    /// Commits with durability `d`; returns the commit's LSN (for a transaction that wrote
+    /// nothing, the LSN of the data it read).
+    pub fn commit_with(mut self, d: Durability) -> Result<u64> {
+        if self.finished {
+            return Err(Error::Closed);
+        }
+        let writes: Vec<Write> = self
+            .writes
+            .iter()
+            .map(|(k, v)| {
+                (
+                    u32::from_be_bytes(k[..4].try_into().unwrap()),
+                    &k[4..],
+                    v.as_deref(),
+                )
+            })
+            .collect();
+        let result = if writes.is_empty() {
+            Ok(self
+                .snapshot
+                .unwrap_or_else(|| self.shared.engine.read().commit_lsn))
+        } else {
+            self.shared.commit_writes(&writes, d)
+        };
+        drop(writes);
+        self.finish(result.is_ok());
+        result
+    }
+
+    /// Discards the transaction's writes and releases its locks.
+    pub fn abort(mut self) {
+        self.finish(false);
+    }
+
+    fn finish(&mut self, committed: bool) {
+        if self.finished {
+            return;
+        }
+        self.finished = true;
+        if let Ok(tx) = self.shared.tx() {
+            tx.txns.locks.release(self.id, &self.locked);
+            if let Some(s) = self.registered.take() {
+                tx.txns.unregister(s);
+            }
+            let counter = if committed {
+                &tx.txns.stats.commits
+            } else {
+                &tx.txns.stats.aborts
+            };
+            counter.fetch_add(1, Relaxed);
+        }
+    }
+}
+
+impl Drop for Txn {
+    fn drop(&mut self) {
+        self.finish(false);
+    }
+}

@@ -1,0 +1,386 @@
+//! The write-ahead log: segment files of checksummed redo records, a log buffer, and group
+//! commit.
+//!
+//! Owns: log segments (`log.NNNNNNNNNN`), record framing, the buffer, durability waits, and
+//! the recovery scan. May call: `storage`. Invariants:
+//! - LSNs are byte positions in one continuous log stream; a record's header repeats its own
+//!   LSN, so a stale record (from a reused file position) never passes for a live one;
+//! - the buffer is written in LSN order, so whatever is durable is a prefix of the log;
+//! - each record carries the durable LSN at the moment it was appended ("synced"): a valid
+//!   record after an unreadable one that claims the unreadable one was already durable proves
+//!   damage in the middle of the log, not a torn tail;
+//! - after a failed write or sync the log is poisoned: nothing more is acknowledged.
+//!
+//! Segment header (64 bytes): `magic "BeechLog" | version u32 | 0 u32 | segment number u64 |
+//! start LSN u64 | capacity u64 | crc32c of bytes 0..40 u32 | zero`. Records follow at byte
+//! 64; the record at LSN `l` sits at byte `64 + l - start`.
+//! Record (starting 8-byte aligned, `len` exact, padded with zeros to a multiple of 8):
+//! `crc32c of bytes 4..len u32 | len u32 | lsn u64 | synced u64 | kind u8 | 7 zero bytes |
+//! payload`. Kinds: 1 commit, 2 segment end (continue at the next
+//! segment, whose start LSN is this record's end).
+
+mod scan;
+
+pub(crate) use scan::recover;
+
+use crate::config::Durability;
+use crate::error::{Error, Result};
+use crate::storage::page::{wr32, wr64};
+use crate::storage::{Storage, StorageFile};
+use parking_lot::{Condvar, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+pub(crate) const SEG_HDR: usize = 64;
+pub(crate) const REC_HDR: usize = 32;
+pub(crate) const KIND_COMMIT: u8 = 1;
+pub(crate) const KIND_SEGMENT_END: u8 = 2;
+const MAGIC: &[u8; 8] = b"BeechLog";
+/// A NOSYNC commit leaves its record in the buffer until this much has gathered.
+const BUFFER_LIMIT: usize = 1 << 20;
+
+pub(crate) fn segment_name(no: u64) -> String {
+    format!("log.{no:010}")
+}
+
+pub(crate) fn align8(n: usize) -> usize {
+    (n + 7) & !7
+}
+
+pub(crate) struct Segment {
+    pub no: u64,
+    pub start: u64,
+    pub cap: u64,
+    pub file: Box<dyn StorageFile>,
+}
+
+impl Segment {
+    fn end(&self) -> u64 {
+        self.start + self.cap
+    }
+    fn offset(&self, lsn: u64) -> u64 {
+        SEG_HDR as u64 + (lsn - self.start)
+    }
+
+    pub(crate) fn encode_header(no: u64, start: u64, cap: u64) -> [u8; SEG_HDR] {
+        let mut h = [0u8; SEG_HDR];
+        h[..8].copy_from_slice(MAGIC);
+        wr32(&mut h, 8, 1);
+        wr64(&mut h, 16, no);
+        wr64(&mut h, 24, start);
+        wr64(&mut h, 32, cap);
+        let crc = crc32c::crc32c(&h[..40]);
+        wr32(&mut h, 40, crc);
+        h
+    }
+
+    pub(crate) fn decode_header(h: &[u8]) -> Option<(u64, u64, u64)> {
+        use crate::storage::page::{rd32, rd64};
+        if h.len() < SEG_HDR
+            || &h[..8] != MAGIC
+            || rd32(h, 8) != 1
+            || crc32c::crc32c(&h[..40]) != rd32(h, 40)
+        {
+            return None;
+        }
+        Some((rd64(h, 16), rd64(h, 24), rd64(h, 32)))
+    }
+
+    /// Creates, zero-fills (so later syncs change no file size or allocation) and makes
+    /// durable a new segment.
+    pub(crate) fn create(storage: &dyn Storage, no: u64, start: u64, cap: u64) -> Result<Segment> {
+        let name = segment_name(no);
+        let io = |e| Error::io(format!("creating log segment {name}"), e);
+        let file = storage.open(&name, true).map_err(io)?;
+        file.set_len(0).map_err(io)?;
+        let zeros = vec![0u8; 1 << 20];
+        let total = SEG_HDR as u64 + cap;
+        let mut at = SEG_HDR as u64;
+        while at < total {
+            let n = (total - at).min(zeros.len() as u64) as usize;
+            file.write_at(&zeros[..n], at).map_err(io)?;
+            at += n as u64;
+        }
+        file.write_at(&Segment::encode_header(no, start, cap), 0)
+            .map_err(io)?;
+        file.sync_all().map_err(io)?;
+        storage.sync_dir().map_err(io)?;
+        Ok(Segment {
+            no,
+            start,
+            cap,
+            file,
+        })
+    }
+}
+
+/// Counters for `beech stat`.
+#[derive(Default)]
+pub(crate) struct WalStats {
+    pub bytes: AtomicU64,
+    pub records: AtomicU64,
+    pub writes: AtomicU64,
+    pub fsyncs: AtomicU64,
+    /// Commits made durable by group-commit flushes, and the largest single batch.
+    pub group_commits: AtomicU64,
+    pub max_group: AtomicU64,
+}
+
+struct Inner {
+    next_lsn: u64,
+    /// Bytes of `[buf_lsn, next_lsn)`, not yet handed to the OS.
+    buf: Vec<u8>,
+    buf_lsn: u64,
+    buf_commits: u64,
+    spare: Vec<u8>,
+    /// Live segments in order; the last is being appended to.
+    segments: Vec<Arc<Segment>>,
+    leader: bool,
+    written: u64,
+    flushed: u64,
+    poisoned: Option<String>,
+}
+
+pub(crate) struct Wal {
+    storage: Arc<dyn Storage>,
+    segment_size: u64,
+    inner: Mutex<Inner>,
+    cond: Condvar,
+    pub stats: WalStats,
+}
+
+impl Wal {
+    /// A log continuing at `end` (from recovery) in `segments` (the last holds `end`).
+    pub(crate) fn new(
+        storage: Arc<dyn Storage>,
+        segment_size: u64,
+        segments: Vec<Segment>,
+        end: u64,
+    ) -> Wal {
+        Wal {
+            storage,
+            segment_size,
+            inner: Mutex::new(Inner {
+                next_lsn: end,
+                buf: Vec::new(),
+                buf_lsn: end,
+                buf_commits: 0,
+                spare: Vec::new(),
+                segments: segments.into_iter().map(Arc::new).collect(),
+                leader: false,
+                written: end,
+                flushed: end,
+                poisoned: None,
+            }),
+            cond: Condvar::new(),
+            stats: WalStats::default(),
+        }
+    }
+
+    fn poisoned(cause: &str) -> Error {
+        Error::Poisoned {
+            cause: cause.to_string(),
+        }
+    }
+
+    /// Appends a commit record; returns its end LSN (the commit's LSN).
+    pub(crate) fn append_commit(&self, payload: &[u8]) -> Result<u64> {
+        let mut g = self.inner.lock();
+        if let Some(p) = &g.poisoned {
+            return Err(Wal::poisoned(p));
+        }
+        let len = align8(REC_HDR + payload.len());
+        let cur = g
+            .segments
+            .last()
+            .expect("a log always has a segment")
+            .clone();
+        if g.next_lsn + (len + REC_HDR) as u64 > cur.end() {
+            let end_rec = g.next_lsn;
+            push_record(&mut g, KIND_SEGMENT_END, &[], end_rec);
+            let start = g.next_lsn;
+            let cap = self.segment_size.max((len + REC_HDR) as u64);
+            match Segment::create(self.storage.as_ref(), cur.no + 1, start, cap) {
+                Ok(seg) => g.segments.push(Arc::new(seg)),
+                Err(e) => {
+                    g.poisoned = Some(e.to_string());
+                    return Err(e);
+                }
+            }
+        }
+        let lsn = g.next_lsn;
+        push_record(&mut g, KIND_COMMIT, payload, lsn);
+        g.buf_commits += 1;
+        self.stats.records.fetch_add(1, Relaxed);
+        self.stats.bytes.fetch_add(len as u64, Relaxed);
+        Ok(g.next_lsn)
+    }
+
+    /// Waits until the commit ending at `end` is as durable as `mode` asks.
+    pub(crate) fn wait(&self, end: u64, mode: Durability) -> Result<()> {
+        match mode {
+            Durability::Sync => self.flush(end, true),
+            Durability::WriteNoSync => self.flush(end, false),
+            Durability::NoSync => {
+                let full = self.inner.lock().buf.len() >= BUFFER_LIMIT;
+                if full {
+                    self.flush(end, false)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Everything appended so far is written (and synced if `sync`).
+    pub(crate) fn flush_all(&self, sync: bool) -> Result<u64> {
+        let end = self.inner.lock().next_lsn;
+        self.flush(end, sync)?;
+        Ok(end)
+    }
+
+    /// The segment holding `lsn`.
+    pub(crate) fn segment_of(&self, lsn: u64) -> u64 {
+        let g = self.inner.lock();
+        g.segments
+            .iter()
+            .rev()
+            .find(|s| s.start <= lsn)
+            .map_or(0, |s| s.no)
+    }
+
+    /// Segments wholly before `lsn` (a durable checkpoint's): no longer needed by recovery.
+    /// They are removed, or with `keep` left in place and returned for archiving.
+    pub(crate) fn release_before(&self, lsn: u64, keep: bool) -> Result<Vec<String>> {
+        let mut g = self.inner.lock();
+        let mut done = Vec::new();
+        while g.segments.len() > 1 && g.segments[1].start <= lsn {
+            let seg = g.segments.remove(0);
+            let name = segment_name(seg.no);
+            if !keep {
+                self.storage
+                    .remove(&name)
+                    .map_err(|e| Error::io(format!("removing {name}"), e))?;
+            }
+            done.push(name);
+        }
+        Ok(done)
+    }
+
+    /// Removes every segment file (the log is no longer kept).
+    pub(crate) fn remove_all(&self) -> std::io::Result<()> {
+        let g = self.inner.lock();
+        for s in &g.segments {
+            self.storage.remove(&segment_name(s.no))?;
+        }
+        Ok(())
+    }
+
+    /// Leader/follower flush: the first waiter writes (and syncs) everything buffered for
+    /// all waiters; the rest wait for it.
+    fn flush(&self, end: u64, sync: bool) -> Result<()> {
+        let mut g = self.inner.lock();
+        loop {
+            if let Some(p) = &g.poisoned {
+                return Err(Wal::poisoned(p));
+            }
+            if g.flushed >= end || (!sync && g.written >= end) {
+                return Ok(());
+            }
+            if g.leader {
+                self.cond.wait(&mut g);
+                continue;
+            }
+            g.leader = true;
+            let (from, to) = (g.buf_lsn, g.next_lsn);
+            let spare = std::mem::take(&mut g.spare);
+            let data = std::mem::replace(&mut g.buf, spare);
+            g.buf_lsn = to;
+            let commits = std::mem::take(&mut g.buf_commits);
+            let sync_from = g.flushed;
+            let segs: Vec<Arc<Segment>> = g
+                .segments
+                .iter()
+                .filter(|s| s.end() > from.min(sync_from) && s.start < to.max(from + 1))
+                .cloned()
+                .collect();
+            drop(g);
+            let res = self.write_out(
+                &segs,
+                from,
+                &data,
+                if sync { Some(sync_from) } else { None },
+                to,
+            );
+            g = self.inner.lock();
+            g.leader = false;
+            let mut data = data;
+            data.clear();
+            g.spare = data;
+            match res {
+                Ok(()) => {
+                    g.written = to;
+                    if sync {
+                        g.flushed = to;
+                        self.stats.group_commits.fetch_add(commits, Relaxed);
+                        self.stats.max_group.fetch_max(commits, Relaxed);
+                    }
+                }
+                Err(e) => {
+                    g.poisoned = Some(e.to_string());
+                    self.cond.notify_all();
+                    return Err(e);
+                }
+            }
+            self.cond.notify_all();
+        }
+    }
+
+    fn write_out(
+        &self,
+        segs: &[Arc<Segment>],
+        from: u64,
+        data: &[u8],
+        sync_from: Option<u64>,
+        to: u64,
+    ) -> Result<()> {
+        let fail = |what: &str, no: u64, e| {
+            Error::io(format!("{what} log segment {}", segment_name(no)), e)
+        };
+        if !data.is_empty() {
+            self.stats.writes.fetch_add(1, Relaxed);
+        }
+        for s in segs {
+            let lo = from.max(s.start);
+            let hi = to.min(s.end());
+            if lo < hi {
+                let part = &data[(lo - from) as usize..(hi - from) as usize];
+                s.file
+                    .write_at(part, s.offset(lo))
+                    .map_err(|e| fail("writing", s.no, e))?;
+            }
+        }
+        if let Some(sync_from) = sync_from {
+            for s in segs.iter().filter(|s| s.end() > sync_from && s.start < to) {
+                s.file.sync_data().map_err(|e| fail("syncing", s.no, e))?;
+                self.stats.fsyncs.fetch_add(1, Relaxed);
+            }
+        }
+        Ok(())
+    }
+}
+
+fn push_record(g: &mut Inner, kind: u8, payload: &[u8], lsn: u64) {
+    let len = align8(REC_HDR + payload.len());
+    let at = g.buf.len();
+    g.buf.resize(at + len, 0);
+    let rec = &mut g.buf[at..];
+    let exact = REC_HDR + payload.len();
+    wr32(rec, 4, exact as u32);
+    wr64(rec, 8, lsn);
+    wr64(rec, 16, g.flushed);
+    rec[24] = kind;
+    rec[REC_HDR..REC_HDR + payload.len()].copy_from_slice(payload);
+    let crc = crc32c::crc32c(&rec[4..exact]);
+    wr32(rec, 0, crc);
+    g.next_lsn += len as u64;
+}

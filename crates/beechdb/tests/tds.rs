@@ -1,0 +1,235 @@
+//! Transactional Data Store: commit, abort, isolation, deadlocks, durability and recovery.
+
+use beechdb::storage::MemStorage;
+use beechdb::{Config, Durability, Env, Error, Isolation};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn tds() -> Config {
+    Config::new()
+        .page_size(4096)
+        .cache_size(1 << 20)
+        .transactional(true)
+        .log_segment_size(256 << 10)
+}
+
+fn mem_env(storage: &MemStorage, cfg: Config) -> Env {
+    Env::open_with_storage(Arc::new(storage.clone()), cfg).unwrap()
+}
+
+#[test]
+fn commit_abort_and_drop() {
+    let storage = MemStorage::new();
+    let env = mem_env(&storage, tds());
+    let a = env.create_db("a").unwrap();
+    let b = env.create_db("b").unwrap();
+    let mut t = env.begin_txn().unwrap();
+    t.put(&a, b"k", b"1").unwrap();
+    t.put(&b, b"k", b"2").unwrap();
+    assert_eq!(
+        t.get(&a, b"k").unwrap(),
+        Some(b"1".to_vec()),
+        "a transaction reads its own writes"
+    );
+    assert_eq!(a.get(b"k").unwrap(), None, "no dirty read");
+    let lsn1 = t.commit().unwrap();
+    assert_eq!(
+        (a.get(b"k").unwrap(), b.get(b"k").unwrap()),
+        (Some(b"1".to_vec()), Some(b"2".to_vec()))
+    );
+    let mut t = env.begin_txn().unwrap();
+    t.put(&a, b"k", b"x").unwrap();
+    assert!(t.delete(&b, b"k").unwrap());
+    t.abort();
+    let mut t = env.begin_txn().unwrap();
+    t.put(&a, b"k", b"y").unwrap();
+    drop(t); // aborts
+    assert_eq!(
+        (a.get(b"k").unwrap(), b.get(b"k").unwrap()),
+        (Some(b"1".to_vec()), Some(b"2".to_vec()))
+    );
+    let lsn2 = {
+        let mut t = env.begin_txn().unwrap();
+        t.delete(&a, b"k").unwrap();
+        t.commit().unwrap()
+    };
+    assert!(lsn2 > lsn1, "commit LSNs follow commit order");
+    a.put(b"auto", b"commit").unwrap();
+    assert!(matches!(a.insert(b"auto", b"again"), Err(Error::KeyExists)));
+    assert!(a.delete(b"auto").unwrap());
+    assert!(!a.delete(b"auto").unwrap());
+    env.close().unwrap();
+    let env = mem_env(&storage, tds());
+    let a = env.open_db("a").unwrap();
+    assert_eq!(a.get(b"k").unwrap(), None);
+    assert_eq!(
+        env.open_db("b").unwrap().get(b"k").unwrap(),
+        Some(b"2".to_vec())
+    );
+}
+
+#[test]
+fn snapshot_isolation() {
+    let env = mem_env(&MemStorage::new(), tds());
+    let db = env.create_db("d").unwrap();
+    db.put(b"x", b"0").unwrap();
+    db.put(b"y", b"0").unwrap();
+    let reader = env.begin_txn().unwrap();
+    let mut writer = env.begin_txn().unwrap();
+    writer.put(&db, b"x", b"1").unwrap();
+    writer.delete(&db, b"y").unwrap();
+    writer.put(&db, b"z", b"new").unwrap();
+    assert_eq!(
+        reader.get(&db, b"x").unwrap(),
+        Some(b"0".to_vec()),
+        "no dirty read"
+    );
+    writer.commit().unwrap();
+    // Repeatable, and unaffected by the later commit: the snapshot still sees the old state.
+    assert_eq!(reader.get(&db, b"x").unwrap(), Some(b"0".to_vec()));
+    assert_eq!(reader.get(&db, b"y").unwrap(), Some(b"0".to_vec()));
+    assert_eq!(reader.get(&db, b"z").unwrap(), None);
+    let rc = env.begin_txn_with(Isolation::ReadCommitted).unwrap();
+    assert_eq!(rc.get(&db, b"x").unwrap(), Some(b"1".to_vec()));
+    drop(reader);
+    let fresh = env.begin_txn().unwrap();
+    assert_eq!(fresh.get(&db, b"y").unwrap(), None);
+}
+
+#[test]
+fn lost_update_is_prevented_and_waiters_follow_the_holder() {
+    let env = mem_env(&MemStorage::new(), tds());
+    let db = env.create_db("d").unwrap();
+    db.put(b"counter", b"0").unwrap();
+    // Both read, both write: the second writer must not overwrite blindly.
+    let mut t1 = env.begin_txn().unwrap();
+    let mut t2 = env.begin_txn().unwrap();
+    t1.get_for_update(&db, b"counter").unwrap();
+    let env2 = env.clone();
+    let db2 = db.clone();
+    let waiter = std::thread::spawn(move || {
+        let _ = &env2;
+        let r = t2.put(&db2, b"counter", b"2");
+        (r, t2)
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    t1.put(&db, b"counter", b"1").unwrap();
+    t1.commit().unwrap();
+    let (r, t2) = waiter.join().unwrap();
+    assert!(
+        matches!(r, Err(Error::Conflict)),
+        "the waiter gets Conflict when the holder commits: {r:?}"
+    );
+    assert!(matches!(&r, Err(e) if e.is_retryable()));
+    t2.abort(); // as after any retryable error
+                // If the holder aborts instead, the waiter proceeds.
+    let mut t3 = env.begin_txn().unwrap();
+    t3.put(&db, b"counter", b"3").unwrap();
+    let db3 = db.clone();
+    let mut t4 = env.begin_txn().unwrap();
+    let waiter = std::thread::spawn(move || {
+        t4.put(&db3, b"counter", b"4").unwrap();
+        t4.commit().unwrap()
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    t3.abort();
+    waiter.join().unwrap();
+    assert_eq!(db.get(b"counter").unwrap(), Some(b"4".to_vec()));
+}
+
+#[test]
+fn deadlock_is_detected_promptly() {
+    let env = mem_env(
+        &MemStorage::new(),
+        tds().lock_timeout(Duration::from_secs(30)),
+    );
+    let db = env.create_db("d").unwrap();
+    let mut t1 = env.begin_txn().unwrap();
+    let mut t2 = env.begin_txn().unwrap();
+    t1.put(&db, b"a", b"1").unwrap();
+    t2.put(&db, b"b", b"2").unwrap();
+    let db1 = db.clone();
+    let start = Instant::now();
+    let h = std::thread::spawn(move || {
+        let r = t1.put(&db1, b"b", b"1");
+        (r, t1)
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    let r2 = t2.put(&db, b"a", b"2");
+    assert!(matches!(r2, Err(Error::Deadlock)), "{r2:?}");
+    t2.abort();
+    let (r1, t1) = h.join().unwrap();
+    r1.unwrap();
+    t1.commit().unwrap();
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "detected in {:?}",
+        start.elapsed()
+    );
+    assert_eq!(db.get(b"b").unwrap(), Some(b"1".to_vec()));
+    let mut t5 = env.begin_txn().unwrap();
+    t5.put(&db, b"c", b"5").unwrap();
+    let env_short = mem_env(
+        &MemStorage::new(),
+        tds().lock_timeout(Duration::from_millis(30)),
+    );
+    let d2 = env_short.create_db("d").unwrap();
+    let mut h1 = env_short.begin_txn().unwrap();
+    h1.put(&d2, b"k", b"v").unwrap();
+    let mut h2 = env_short.begin_txn().unwrap();
+    assert!(matches!(h2.put(&d2, b"k", b"w"), Err(Error::LockTimeout)));
+}
+
+#[test]
+fn sync_commits_survive_power_loss() {
+    for seed in 0..20u64 {
+        let storage = MemStorage::new();
+        let env = mem_env(&storage, tds());
+        let db = env.create_db("d").unwrap();
+        let mut acked = Vec::new();
+        for i in 0..200u64 {
+            let mut t = env.begin_txn().unwrap();
+            t.put(&db, &i.to_be_bytes(), &[seed as u8; 100]).unwrap();
+            t.put(&db, &(i + 1_000_000).to_be_bytes(), b"pair").unwrap();
+            let d = match i % 3 {
+                0 => Durability::Sync,
+                1 => Durability::WriteNoSync,
+                _ => Durability::NoSync,
+            };
+            t.commit_with(d).unwrap();
+            acked.push((i, d));
+        }
+        std::mem::forget(env);
+        let image = storage.crash_image(seed);
+        let env = mem_env(&image, tds());
+        let db = env.open_db("d").unwrap();
+        let last_sync = acked
+            .iter()
+            .rev()
+            .find(|(_, d)| *d == Durability::Sync)
+            .unwrap()
+            .0;
+        let mut prefix_ended = false;
+        for i in 0..200u64 {
+            let present = db.get(&i.to_be_bytes()).unwrap().is_some();
+            let pair = db.get(&(i + 1_000_000).to_be_bytes()).unwrap().is_some();
+            assert_eq!(
+                present, pair,
+                "seed {seed}: transaction {i} is partly present"
+            );
+            if i <= last_sync {
+                assert!(
+                    present,
+                    "seed {seed}: commit {i} acknowledged before a SYNC commit is lost"
+                );
+            }
+            assert!(
+                !(present && prefix_ended),
+                "seed {seed}: recovered commits are not a prefix"
+            );
+            prefix_ended |= !present;
+        }
+        env.sync().unwrap();
+        assert!(env.verify().unwrap().is_clean());
+    }
+}
