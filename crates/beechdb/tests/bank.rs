@@ -12,7 +12,12 @@ const ACCOUNTS: u64 = 50;
 const INITIAL: u64 = 1000;
 
 fn config() -> Config {
-    Config::new().page_size(4096).cache_size(256 << 10).transactional(true).log_segment_size(128 << 10).checkpoint_log_bytes(256 << 10)
+    Config::new()
+        .page_size(4096)
+        .cache_size(256 << 10)
+        .transactional(true)
+        .log_segment_size(128 << 10)
+        .checkpoint_log_bytes(256 << 10)
 }
 
 fn balance(v: Option<Vec<u8>>) -> u64 {
@@ -42,7 +47,11 @@ fn transfer(env: &Env, db: &Db, rng: &mut impl Rng, retries: &AtomicU64) -> bool
             let amount = rng.gen_range(0..=from.min(100));
             t.put(db, &a.to_be_bytes(), &(from - amount).to_le_bytes())?;
             t.put(db, &b.to_be_bytes(), &(to + amount).to_le_bytes())?;
-            let d = if amount % 2 == 0 { Durability::Sync } else { Durability::NoSync };
+            let d = if amount % 2 == 0 {
+                Durability::Sync
+            } else {
+                Durability::NoSync
+            };
             t.commit_with(d)
         })();
         match attempt {
@@ -59,7 +68,8 @@ fn setup(env: &Env) -> Db {
     let db = env.open_or_create_db("accounts").unwrap();
     let mut t = env.begin_txn().unwrap();
     for a in 0..ACCOUNTS {
-        t.put(&db, &a.to_be_bytes(), &INITIAL.to_le_bytes()).unwrap();
+        t.put(&db, &a.to_be_bytes(), &INITIAL.to_le_bytes())
+            .unwrap();
     }
     t.commit().unwrap();
     db
@@ -75,7 +85,11 @@ fn run(env: &Env, db: &Db, transfers_per_writer: usize) -> (u64, u64) {
             std::thread::spawn(move || {
                 while !stop.load(Ordering::Relaxed) {
                     match total(&env, &db) {
-                        Ok(sum) => assert_eq!(sum, ACCOUNTS * INITIAL, "a snapshot saw money appear or vanish"),
+                        Ok(sum) => assert_eq!(
+                            sum,
+                            ACCOUNTS * INITIAL,
+                            "a snapshot saw money appear or vanish"
+                        ),
                         Err(_) => return,
                     }
                     checks.fetch_add(1, Ordering::Relaxed);
@@ -103,7 +117,10 @@ fn run(env: &Env, db: &Db, transfers_per_writer: usize) -> (u64, u64) {
     for r in readers {
         r.join().unwrap();
     }
-    (retries.load(Ordering::Relaxed), checks.load(Ordering::Relaxed))
+    (
+        retries.load(Ordering::Relaxed),
+        checks.load(Ordering::Relaxed),
+    )
 }
 
 #[test]
@@ -132,7 +149,10 @@ fn power_cut_in_the_middle_keeps_the_total() {
         let db = setup(&env);
         storage.cut_power_after(rand::rngs::StdRng::seed_from_u64(seed).gen_range(20..400));
         run(&env, &db, 200);
-        assert!(storage.is_power_off(), "seed {seed}: the cut should land inside the run");
+        assert!(
+            storage.is_power_off(),
+            "seed {seed}: the cut should land inside the run"
+        );
         std::mem::forget(db);
         std::mem::forget(env);
         let image = storage.crash_image(seed);
@@ -143,7 +163,11 @@ fn power_cut_in_the_middle_keeps_the_total() {
         let db = env.open_db("accounts").unwrap();
         assert_eq!(total(&env, &db).unwrap(), ACCOUNTS * INITIAL, "seed {seed}");
         let (_, _) = run(&env, &db, 20);
-        assert_eq!(total(&env, &db).unwrap(), ACCOUNTS * INITIAL, "seed {seed}: after recovery");
+        assert_eq!(
+            total(&env, &db).unwrap(),
+            ACCOUNTS * INITIAL,
+            "seed {seed}: after recovery"
+        );
         env.sync().unwrap();
         assert!(env.verify().unwrap().is_clean());
     }

@@ -53,10 +53,16 @@ fn child_transactions() {
                     let value = vec![seq as u8; rng.gen_range(1..300)];
                     txn.put(&a, &key(t, seq), &value).unwrap();
                     txn.put(&b, &key(t, seq), &value).unwrap();
-                    txn.put(&a, format!("counter-{t}").as_bytes(), &seq.to_le_bytes()).unwrap();
+                    txn.put(&a, format!("counter-{t}").as_bytes(), &seq.to_le_bytes())
+                        .unwrap();
                     let lsn = txn.commit_with(d).unwrap();
                     let mut o = out.lock().unwrap();
-                    writeln!(o, "C {t} {seq} {lsn} {}", if d == Durability::NoSync { 0 } else { 1 }).unwrap();
+                    writeln!(
+                        o,
+                        "C {t} {seq} {lsn} {}",
+                        if d == Durability::NoSync { 0 } else { 1 }
+                    )
+                    .unwrap();
                     o.flush().unwrap();
                 }
             })
@@ -84,14 +90,22 @@ fn read_state(env: &Env) -> State {
 
 #[test]
 fn kill_during_transactions_recovers_every_acknowledged_commit() {
-    let iters: u64 = std::env::var("BEECH_TDS_KILL_ITERS").ok().and_then(|s| s.parse().ok()).unwrap_or(100);
+    let iters: u64 = std::env::var("BEECH_TDS_KILL_ITERS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(100);
     let exe = std::env::current_exe().unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(5);
     let mut acked_total = 0;
     for iter in 0..iters {
         let dir = tempfile::tempdir().unwrap();
         let mut child = Command::new(&exe)
-            .args(["--exact", "child_transactions", "--nocapture", "--test-threads=1"])
+            .args([
+                "--exact",
+                "child_transactions",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(DIR, dir.path())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -101,7 +115,11 @@ fn kill_during_transactions_recovers_every_acknowledged_commit() {
         let reader = std::thread::spawn(move || {
             let mut acks = Vec::new();
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let f: Vec<u64> = line.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
+                let f: Vec<u64> = line
+                    .split_whitespace()
+                    .skip(1)
+                    .filter_map(|x| x.parse().ok())
+                    .collect();
                 if line.starts_with("C ") && f.len() == 4 {
                     acks.push((f[0], f[1], f[2], f[3] == 1));
                 }
@@ -129,15 +147,26 @@ fn kill_during_transactions_recovers_every_acknowledged_commit() {
             }
             let (t, seq) = k[1..].split_once('-').unwrap();
             let (t, seq): (u64, u64) = (t.parse().unwrap(), seq.parse().unwrap());
-            assert_eq!(state.get(&("b".into(), k.clone().into_bytes())), Some(v), "iteration {iter}: transaction {k} partly present");
+            assert_eq!(
+                state.get(&("b".into(), k.clone().into_bytes())),
+                Some(v),
+                "iteration {iter}: transaction {k} partly present"
+            );
             recovered.entry(t).or_default().push(seq);
         }
         for t in 0..THREADS {
             let seqs = recovered.remove(&t).unwrap_or_default();
             // Each thread commits in sequence: what survives is 0..n.
-            assert!(seqs.iter().enumerate().all(|(i, &s)| i as u64 == s), "iteration {iter}: thread {t} has a gap");
+            assert!(
+                seqs.iter().enumerate().all(|(i, &s)| i as u64 == s),
+                "iteration {iter}: thread {t} has a gap"
+            );
             let counter = state.get(&("a".into(), format!("counter-{t}").into_bytes()));
-            assert_eq!(counter.map(|c| u64::from_le_bytes(c[..8].try_into().unwrap())), seqs.last().copied(), "iteration {iter}: counter of thread {t} disagrees with its transactions");
+            assert_eq!(
+                counter.map(|c| u64::from_le_bytes(c[..8].try_into().unwrap())),
+                seqs.last().copied(),
+                "iteration {iter}: counter of thread {t} disagrees with its transactions"
+            );
         }
         let present = |t: u64, seq: u64| state.contains_key(&("a".to_string(), key(t, seq)));
         let mut by_lsn = acks.clone();
@@ -146,19 +175,31 @@ fn kill_during_transactions_recovers_every_acknowledged_commit() {
         for &(t, seq, lsn, durable) in &by_lsn {
             let p = present(t, seq);
             if durable {
-                assert!(p, "iteration {iter}: acknowledged durable commit t{t}-{seq} (LSN {lsn}) lost");
+                assert!(
+                    p,
+                    "iteration {iter}: acknowledged durable commit t{t}-{seq} (LSN {lsn}) lost"
+                );
             }
-            assert!(!(p && missing_seen), "iteration {iter}: recovered commits are not a prefix of the LSN order");
+            assert!(
+                !(p && missing_seen),
+                "iteration {iter}: recovered commits are not a prefix of the LSN order"
+            );
             missing_seen |= !p;
         }
         assert!(env.verify().unwrap().is_clean());
         drop(env);
         let again = Env::open(dir.path(), config().create(false)).unwrap();
-        assert!(read_state(&again) == state, "iteration {iter}: a second recovery differs");
+        assert!(
+            read_state(&again) == state,
+            "iteration {iter}: a second recovery differs"
+        );
         let a = again.open_db("a").unwrap();
         a.put(b"after", b"recovery").unwrap();
         again.close().unwrap();
     }
     eprintln!("{iters} kills, {acked_total} acknowledged commits checked");
-    assert!(acked_total as u64 > iters * 10, "the child should commit a good deal before each kill");
+    assert!(
+        acked_total as u64 > iters * 10,
+        "the child should commit a good deal before each kill"
+    );
 }

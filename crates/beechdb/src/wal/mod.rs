@@ -87,11 +87,13 @@ impl Segment {
     }
 
     /// Creates, zero-fills (so later syncs change no file size or allocation) and makes
-    /// durable a new segment.
+    /// durable a new segment. It is built under a temporary name and renamed into place, so
+    /// a segment file that exists always has a valid header.
     pub(crate) fn create(storage: &dyn Storage, no: u64, start: u64, cap: u64) -> Result<Segment> {
         let name = segment_name(no);
+        let tmp = format!("{name}.tmp");
         let io = |e| Error::io(format!("creating log segment {name}"), e);
-        let file = storage.open(&name, true).map_err(io)?;
+        let file = storage.open(&tmp, true).map_err(io)?;
         file.set_len(0).map_err(io)?;
         let zeros = vec![0u8; 1 << 20];
         let total = SEG_HDR as u64 + cap;
@@ -104,6 +106,7 @@ impl Segment {
         file.write_at(&Segment::encode_header(no, start, cap), 0)
             .map_err(io)?;
         file.sync_all().map_err(io)?;
+        storage.rename(&tmp, &name).map_err(io)?;
         storage.sync_dir().map_err(io)?;
         Ok(Segment {
             no,
