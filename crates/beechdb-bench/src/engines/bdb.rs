@@ -1,8 +1,12 @@
-//! Berkeley DB 5.3 through the C shim in `csrc/bdb_shim.c`.
+//! Berkeley DB 5.3 through the C shim in `csrc/bdb_shim.c`: Data Store (DB_PRIVATE |
+//! DB_INIT_MPOOL), or Transactional Data Store (DB_INIT_TXN | DB_INIT_LOCK | DB_INIT_LOG,
+//! DB_THREAD, the mode's commit flag or DB_LOG_IN_MEMORY, a 128 MiB log buffer as in the
+//! paper's Table 2) with auto-commit operations, retried on DB_LOCK_DEADLOCK.
 
-use super::{BenchResult, KvEngine, Setup};
+use super::{BenchResult, KvEngine, KvStore, Mode, Setup};
 use std::ffi::{c_char, c_int, c_uint, c_ulonglong, c_void, CStr, CString};
 use std::os::unix::ffi::OsStrExt;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 #[repr(C)]
 struct BdbHandle {
@@ -10,34 +14,28 @@ struct BdbHandle {
 }
 
 extern "C" {
-    fn bdb_open(
+    fn bdb_open(dir: *const c_char, cache: c_ulonglong, flags: c_uint, page_size: c_uint, out: *mut *mut BdbHandle) -> c_int;
+    fn bdb_open_tds(
         dir: *const c_char,
         cache: c_ulonglong,
-        flags: c_uint,
+        commit_flag: c_uint,
+        inmem: c_int,
+        log_buffer: c_uint,
         page_size: c_uint,
         out: *mut *mut BdbHandle,
     ) -> c_int;
-    fn bdb_put(
-        h: *mut BdbHandle,
-        k: *const c_void,
-        kl: usize,
-        v: *const c_void,
-        vl: usize,
-    ) -> c_int;
-    fn bdb_get(
-        h: *mut BdbHandle,
-        k: *const c_void,
-        kl: usize,
-        buf: *mut c_void,
-        cap: usize,
-        len: *mut usize,
-    ) -> c_int;
+    fn bdb_put(h: *mut BdbHandle, k: *const c_void, kl: usize, v: *const c_void, vl: usize) -> c_int;
+    fn bdb_get(h: *mut BdbHandle, k: *const c_void, kl: usize, buf: *mut c_void, cap: usize, len: *mut usize) -> c_int;
     fn bdb_del(h: *mut BdbHandle, k: *const c_void, kl: usize) -> c_int;
     fn bdb_close(h: *mut BdbHandle) -> c_int;
+    fn bdb_checkpoint(h: *mut BdbHandle) -> c_int;
     fn bdb_strerror(err: c_int) -> *const c_char;
     fn bdb_notfound() -> c_int;
+    fn bdb_deadlock() -> c_int;
     fn bdb_flag_private() -> c_uint;
     fn bdb_flag_init_mpool() -> c_uint;
+    fn bdb_flag_txn_nosync() -> c_uint;
+    fn bdb_flag_txn_write_nosync() -> c_uint;
 }
 
 fn check(ret: c_int) -> BenchResult<()> {
@@ -45,67 +43,100 @@ fn check(ret: c_int) -> BenchResult<()> {
         return Ok(());
     }
     // SAFETY: db_strerror returns a pointer to a static, NUL-terminated message.
-    let msg = unsafe { CStr::from_ptr(bdb_strerror(ret)) }
-        .to_string_lossy()
-        .into_owned();
+    let msg = unsafe { CStr::from_ptr(bdb_strerror(ret)) }.to_string_lossy().into_owned();
     Err(format!("Berkeley DB error {ret}: {msg}").into())
 }
 
-pub struct Bdb {
+pub struct BdbStore {
     h: *mut BdbHandle,
-    notfound: c_int,
+    inmem: bool,
+    ops: AtomicU64,
 }
 
-impl Bdb {
-    /// Data Store: DB_PRIVATE | DB_INIT_MPOOL, the configured cache, a B-tree.
-    pub fn open(dir: &std::path::Path, s: &Setup) -> BenchResult<Bdb> {
+// SAFETY: the environment and database are opened with DB_THREAD (TDS) and are then safe to
+// share between threads; in DS mode the benchmark uses one thread.
+unsafe impl Send for BdbStore {}
+unsafe impl Sync for BdbStore {}
+
+impl BdbStore {
+    pub fn open(dir: &std::path::Path, s: &Setup) -> BenchResult<BdbStore> {
         let cdir = CString::new(dir.as_os_str().as_bytes())?;
         let mut h = std::ptr::null_mut();
+        let ps = s.bdb_page_size as c_uint;
+        let cache = s.cache_bytes as u64;
         // SAFETY: plain FFI calls; `h` is written only on success.
         unsafe {
-            let flags = bdb_flag_private() | bdb_flag_init_mpool();
-            check(bdb_open(
-                cdir.as_ptr(),
-                s.cache_bytes as u64,
-                flags,
-                s.bdb_page_size as c_uint,
-                &mut h,
-            ))?;
-            Ok(Bdb {
-                h,
-                notfound: bdb_notfound(),
-            })
+            match s.mode {
+                Mode::Ds => check(bdb_open(cdir.as_ptr(), cache, bdb_flag_private() | bdb_flag_init_mpool(), ps, &mut h))?,
+                m => {
+                    let flag = match m {
+                        Mode::TdsNosync => bdb_flag_txn_nosync(),
+                        Mode::TdsWriteNosync => bdb_flag_txn_write_nosync(),
+                        _ => 0,
+                    };
+                    check(bdb_open_tds(cdir.as_ptr(), cache, flag, (m == Mode::TdsInmem) as c_int, 128 << 20, ps, &mut h))?
+                }
+            }
         }
+        Ok(BdbStore { h, inmem: s.mode == Mode::TdsInmem, ops: AtomicU64::new(0) })
     }
 }
 
-impl KvEngine for Bdb {
+impl KvStore for BdbStore {
+    fn handle(&self) -> BenchResult<Box<dyn KvEngine + '_>> {
+        // SAFETY: plain FFI calls returning constants.
+        let (notfound, deadlock) = unsafe { (bdb_notfound(), bdb_deadlock()) };
+        Ok(Box::new(Bdb { store: self, notfound, deadlock }))
+    }
+    fn close(self: Box<Self>) -> BenchResult<()> {
+        // SAFETY: closes the handle exactly once; `self` is consumed.
+        check(unsafe { bdb_close(self.h) })
+    }
+}
+
+struct Bdb<'a> {
+    store: &'a BdbStore,
+    notfound: c_int,
+    deadlock: c_int,
+}
+
+// SAFETY: see `BdbStore`.
+unsafe impl Send for Bdb<'_> {}
+
+impl Bdb<'_> {
+    /// Retries an auto-committed operation that lost a deadlock, as Berkeley DB requires.
+    fn retry(&self, mut op: impl FnMut() -> c_int) -> c_int {
+        loop {
+            let ret = op();
+            if ret != self.deadlock {
+                return ret;
+            }
+        }
+    }
+
+    /// The in-memory log frees space only at checkpoints: take one now and then.
+    fn wrote(&self) -> BenchResult<()> {
+        if self.store.inmem && self.store.ops.fetch_add(1, Ordering::Relaxed) % 20_000 == 19_999 {
+            // SAFETY: the handle is open; txn_checkpoint is thread-safe.
+            check(unsafe { bdb_checkpoint(self.store.h) })?;
+        }
+        Ok(())
+    }
+}
+
+impl KvEngine for Bdb<'_> {
     fn put(&mut self, key: &[u8], value: &[u8]) -> BenchResult<()> {
-        // SAFETY: `self.h` is open; the slices outlive the call.
-        check(unsafe {
-            bdb_put(
-                self.h,
-                key.as_ptr().cast(),
-                key.len(),
-                value.as_ptr().cast(),
-                value.len(),
-            )
-        })
+        let h = self.store.h;
+        // SAFETY: `h` is open; the slices outlive the call.
+        check(self.retry(|| unsafe { bdb_put(h, key.as_ptr().cast(), key.len(), value.as_ptr().cast(), value.len()) }))?;
+        self.wrote()
     }
     fn get(&mut self, key: &[u8], buf: &mut Vec<u8>) -> BenchResult<bool> {
         buf.resize(buf.capacity().max(256), 0);
         let mut len = 0usize;
-        // SAFETY: `buf` has `buf.len()` writable bytes; BDB writes at most that (USERMEM).
-        let ret = unsafe {
-            bdb_get(
-                self.h,
-                key.as_ptr().cast(),
-                key.len(),
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-                &mut len,
-            )
-        };
+        let (h, cap, ptr) = (self.store.h, buf.len(), buf.as_mut_ptr());
+        // SAFETY: `buf` has `cap` writable bytes; BDB writes at most that (USERMEM).
+        let ret = self.retry(|| unsafe { bdb_get(h, key.as_ptr().cast(), key.len(), ptr.cast(), cap, &mut len) });
         if ret == self.notfound {
             return Ok(false);
         }
@@ -114,15 +145,14 @@ impl KvEngine for Bdb {
         Ok(true)
     }
     fn delete(&mut self, key: &[u8]) -> BenchResult<bool> {
+        let h = self.store.h;
         // SAFETY: as in `put`.
-        let ret = unsafe { bdb_del(self.h, key.as_ptr().cast(), key.len()) };
+        let ret = self.retry(|| unsafe { bdb_del(h, key.as_ptr().cast(), key.len()) });
         if ret == self.notfound {
             return Ok(false);
         }
-        check(ret).map(|_| true)
-    }
-    fn close(self: Box<Self>) -> BenchResult<()> {
-        // SAFETY: closes the handle exactly once; `self` is consumed.
-        check(unsafe { bdb_close(self.h) })
+        check(ret)?;
+        self.wrote()?;
+        Ok(true)
     }
 }

@@ -1,24 +1,41 @@
-//! BeechDB in Data Store mode.
+//! BeechDB: Data Store mode, or Transactional Data Store with one transaction per operation.
 
-use super::{BenchResult, KvEngine, Setup};
-use beechdb::{Config, Db, Env};
+use super::{BenchResult, KvEngine, KvStore, Mode, Setup};
+use beechdb::{Config, Db, Durability, Env};
 
-pub struct Beech {
+pub struct BeechStore {
     env: Env,
     db: Db,
 }
 
-impl Beech {
-    pub fn open(dir: &std::path::Path, s: &Setup) -> BenchResult<Beech> {
-        let env = Env::open(
-            dir,
-            Config::new()
-                .page_size(s.page_size)
-                .cache_size(s.cache_bytes),
-        )?;
+impl BeechStore {
+    pub fn open(dir: &std::path::Path, s: &Setup) -> BenchResult<BeechStore> {
+        let mut cfg = Config::new().page_size(s.page_size).cache_size(s.cache_bytes);
+        cfg = match s.mode {
+            Mode::Ds => cfg,
+            Mode::TdsSync | Mode::TdsTmpfsSync => cfg.transactional(true).durability(Durability::Sync),
+            Mode::TdsWriteNosync => cfg.transactional(true).durability(Durability::WriteNoSync),
+            Mode::TdsNosync => cfg.transactional(true).durability(Durability::NoSync),
+            Mode::TdsInmem => cfg.in_memory_log(true),
+        };
+        let env = Env::open(dir, cfg)?;
         let db = env.create_db("bench")?;
-        Ok(Beech { env, db })
+        Ok(BeechStore { env, db })
     }
+}
+
+impl KvStore for BeechStore {
+    fn handle(&self) -> BenchResult<Box<dyn KvEngine + '_>> {
+        Ok(Box::new(Beech { db: self.db.clone() }))
+    }
+    fn close(self: Box<Self>) -> BenchResult<()> {
+        drop(self.db);
+        Ok(self.env.close()?)
+    }
+}
+
+struct Beech {
+    db: Db,
 }
 
 impl KvEngine for Beech {
@@ -36,9 +53,5 @@ impl KvEngine for Beech {
     }
     fn delete(&mut self, key: &[u8]) -> BenchResult<bool> {
         Ok(self.db.delete(key)?)
-    }
-    fn close(self: Box<Self>) -> BenchResult<()> {
-        drop(self.db);
-        Ok(self.env.close()?)
     }
 }

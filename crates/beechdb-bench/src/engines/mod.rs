@@ -1,18 +1,18 @@
-//! The engines a benchmark can drive, behind one small trait. Peers are compiled only with
-//! the `peers` feature.
+//! The engines a benchmark can drive, behind two small traits: a store (one environment)
+//! hands out per-thread handles. Peers are compiled only with the `peers` feature.
 
+pub mod beech;
 #[cfg(feature = "peers")]
 pub mod bdb;
-pub mod beech;
 #[cfg(feature = "peers")]
 pub mod lmdb;
 #[cfg(feature = "peers")]
 pub mod sqlite;
 
-pub type BenchResult<T> = Result<T, Box<dyn std::error::Error>>;
+pub type BenchResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
-/// One engine holding one key/value table for the KV workload.
-pub trait KvEngine {
+/// One thread's handle on a store, for the KV workload.
+pub trait KvEngine: Send {
     /// Stores (inserts or replaces) a record.
     fn put(&mut self, key: &[u8], value: &[u8]) -> BenchResult<()>;
     /// Replaces an existing record's value (the UPDATE phase).
@@ -23,14 +23,20 @@ pub trait KvEngine {
     fn get(&mut self, key: &[u8], buf: &mut Vec<u8>) -> BenchResult<bool>;
     /// Removes a record; false if absent.
     fn delete(&mut self, key: &[u8]) -> BenchResult<bool>;
-    /// Brackets each batch of ten (engines that are always transactional commit here).
+    /// Brackets each batch of ten; in Data Store mode the always-transactional peers commit
+    /// once per batch here. In TDS modes every operation is its own transaction.
     fn begin_batch(&mut self, _write: bool) -> BenchResult<()> {
         Ok(())
     }
     fn end_batch(&mut self) -> BenchResult<()> {
         Ok(())
     }
-    /// Closes the engine (untimed).
+}
+
+/// One open environment.
+pub trait KvStore: Send + Sync {
+    fn handle(&self) -> BenchResult<Box<dyn KvEngine + '_>>;
+    /// Closes the store (untimed).
     fn close(self: Box<Self>) -> BenchResult<()>;
 }
 
@@ -42,6 +48,36 @@ pub enum Engine {
     Bdb,
     Lmdb,
     Sqlite,
+}
+
+/// The seeds' configurations (Tables 3 and 4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Mode {
+    /// Data Store: no log, no transactions.
+    Ds,
+    /// One transaction per operation, log synced at commit.
+    TdsSync,
+    /// Log written (not synced) at commit.
+    TdsWriteNosync,
+    /// Log buffered at commit.
+    TdsNosync,
+    /// Log in memory only.
+    TdsInmem,
+    /// As tds-sync, with database and log on a RAM disk (tmpfs).
+    TdsTmpfsSync,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Ds => "ds",
+            Mode::TdsSync => "tds-sync",
+            Mode::TdsWriteNosync => "tds-write-nosync",
+            Mode::TdsNosync => "tds-nosync",
+            Mode::TdsInmem => "tds-inmem",
+            Mode::TdsTmpfsSync => "tds-tmpfs-sync",
+        }
+    }
 }
 
 impl Engine {
@@ -71,6 +107,17 @@ impl Engine {
             vec![Engine::Beechdb]
         }
     }
+
+    /// Whether this engine has a configuration for `mode` with `threads` threads. LMDB and
+    /// SQLite are references for one thread; LMDB has no write-without-sync or in-memory
+    /// mode, SQLite no in-memory log.
+    pub fn supports(self, mode: Mode, threads: usize) -> bool {
+        match self {
+            Engine::Beechdb | Engine::Bdb => true,
+            Engine::Lmdb => threads == 1 && matches!(mode, Mode::Ds | Mode::TdsSync | Mode::TdsNosync | Mode::TdsTmpfsSync),
+            Engine::Sqlite => threads == 1 && mode != Mode::TdsInmem,
+        }
+    }
 }
 
 /// Settings every engine is opened with.
@@ -80,27 +127,20 @@ pub struct Setup {
     pub page_size: usize,
     /// Berkeley DB's page size; 0 keeps its default.
     pub bdb_page_size: usize,
+    pub mode: Mode,
 }
 
 /// Opens `engine` in the empty directory `dir`.
-pub fn open(
-    engine: Engine,
-    dir: &std::path::Path,
-    setup: &Setup,
-) -> BenchResult<Box<dyn KvEngine>> {
+pub fn open(engine: Engine, dir: &std::path::Path, setup: &Setup) -> BenchResult<Box<dyn KvStore>> {
     match engine {
-        Engine::Beechdb => Ok(Box::new(beech::Beech::open(dir, setup)?)),
+        Engine::Beechdb => Ok(Box::new(beech::BeechStore::open(dir, setup)?)),
         #[cfg(feature = "peers")]
-        Engine::Bdb => Ok(Box::new(bdb::Bdb::open(dir, setup)?)),
+        Engine::Bdb => Ok(Box::new(bdb::BdbStore::open(dir, setup)?)),
         #[cfg(feature = "peers")]
-        Engine::Lmdb => Ok(Box::new(lmdb::Lmdb::open(dir, setup)?)),
+        Engine::Lmdb => Ok(Box::new(lmdb::LmdbStore::open(dir, setup)?)),
         #[cfg(feature = "peers")]
-        Engine::Sqlite => Ok(Box::new(sqlite::Sqlite::open(dir, setup)?)),
+        Engine::Sqlite => Ok(Box::new(sqlite::SqliteStore::open(dir, setup)?)),
         #[allow(unreachable_patterns)]
-        other => Err(format!(
-            "{} is not compiled in: build with --features peers",
-            other.name()
-        )
-        .into()),
+        other => Err(format!("{} is not compiled in: build with --features peers", other.name()).into()),
     }
 }
