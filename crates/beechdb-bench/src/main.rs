@@ -17,7 +17,11 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 #[derive(Parser)]
-#[command(name = "beechdb-bench", version, about = "BeechDB benchmarks against Berkeley DB 5.3, LMDB and SQLite")]
+#[command(
+    name = "beechdb-bench",
+    version,
+    about = "BeechDB benchmarks against Berkeley DB 5.3, LMDB and SQLite"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -90,7 +94,12 @@ fn main() -> ExitCode {
 /// writes `bytes` at offset 0 and calls fdatasync, as BeechDB's log commit does.
 fn testfile(dir: &Path, bytes: usize, ops: usize) -> BenchResult<f64> {
     let path = dir.join("testfile.tmp");
-    let f = std::fs::OpenOptions::new().create(true).truncate(true).read(true).write(true).open(&path)?;
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .read(true)
+        .write(true)
+        .open(&path)?;
     let buf = vec![0xabu8; bytes];
     f.write_all_at(&buf, 0)?;
     f.sync_all()?;
@@ -109,7 +118,13 @@ fn parse_modes(names: &[String]) -> BenchResult<Vec<Mode>> {
     for n in names {
         let add: Vec<Mode> = match n.as_str() {
             "ds" => vec![Mode::Ds],
-            "tds" => vec![Mode::TdsSync, Mode::TdsWriteNosync, Mode::TdsNosync, Mode::TdsInmem, Mode::TdsTmpfsSync],
+            "tds" => vec![
+                Mode::TdsSync,
+                Mode::TdsWriteNosync,
+                Mode::TdsNosync,
+                Mode::TdsInmem,
+                Mode::TdsTmpfsSync,
+            ],
             "tds-sync" => vec![Mode::TdsSync],
             "tds-write-nosync" => vec![Mode::TdsWriteNosync],
             "tds-nosync" => vec![Mode::TdsNosync],
@@ -137,26 +152,51 @@ fn run(cli: Cli) -> BenchResult<()> {
             println!("{ops} ops: {rate:.2} ops per second");
             Ok(())
         }
-        Command::Kv { mode, threads, scale, runs, engines, cache_mb, page_size, bdb_page_size, dir, tmpfs_dir, json } => {
+        Command::Kv {
+            mode,
+            threads,
+            scale,
+            runs,
+            engines,
+            cache_mb,
+            page_size,
+            bdb_page_size,
+            dir,
+            tmpfs_dir,
+            json,
+        } => {
             if !(scale > 0.0 && scale <= 100.0) || runs == 0 || threads.contains(&0) {
-                return Err("--scale must be in (0, 100], --runs and every thread count at least 1".into());
+                return Err(
+                    "--scale must be in (0, 100], --runs and every thread count at least 1".into(),
+                );
             }
             let modes = parse_modes(&mode)?;
-            let engines = if engines.is_empty() { Engine::available() } else { engines };
+            let engines = if engines.is_empty() {
+                Engine::available()
+            } else {
+                engines
+            };
             let opts = kv::KvOptions {
                 engines,
                 modes,
                 threads,
                 batches: ((kv::PAPER_BATCHES as f64 * scale).round() as u64).max(1),
                 runs,
-                setup: Setup { cache_bytes: cache_mb << 20, page_size, bdb_page_size, mode: Mode::Ds },
+                setup: Setup {
+                    cache_bytes: cache_mb << 20,
+                    page_size,
+                    bdb_page_size,
+                    mode: Mode::Ds,
+                },
                 dir: dir.clone(),
                 tmpfs_dir,
             };
             // Seed 002's ceiling, measured in the same run on the same disk.
             let ceiling = if opts.modes.contains(&Mode::TdsSync) {
                 let d = dir.clone().unwrap_or_else(std::env::temp_dir);
-                let rates = (0..3).map(|_| testfile(&d, 256, 1000)).collect::<BenchResult<Vec<f64>>>()?;
+                let rates = (0..3)
+                    .map(|_| testfile(&d, 256, 1000))
+                    .collect::<BenchResult<Vec<f64>>>()?;
                 Some(Summary::of(&rates))
             } else {
                 None
@@ -193,21 +233,40 @@ fn targets(opts: &kv::KvOptions, samples: &kv::Samples, ceiling: Option<&Summary
             report::thousands(c.max)
         ));
         if let Some(s) = find(Mode::TdsSync, 1, Engine::Beechdb, insert) {
-            out.push_str(&format!("BeechDB SYNC insert, 1 thread / testfile: {:.0}% (target >= 80%)\n", 100.0 * s.mean / c.mean));
+            out.push_str(&format!(
+                "BeechDB SYNC insert, 1 thread / testfile: {:.0}% (target >= 80%)\n",
+                100.0 * s.mean / c.mean
+            ));
         }
     }
     let max_t = opts.threads.iter().copied().max().unwrap_or(1);
     if max_t > 1 {
-        if let (Some(one), Some(many)) = (find(Mode::TdsSync, 1, Engine::Beechdb, insert), find(Mode::TdsSync, max_t, Engine::Beechdb, insert)) {
-            out.push_str(&format!("BeechDB SYNC insert, {max_t} threads / 1 thread: {:.2}x (target >= 5x at 16)\n", many.mean / one.mean));
+        if let (Some(one), Some(many)) = (
+            find(Mode::TdsSync, 1, Engine::Beechdb, insert),
+            find(Mode::TdsSync, max_t, Engine::Beechdb, insert),
+        ) {
+            out.push_str(&format!(
+                "BeechDB SYNC insert, {max_t} threads / 1 thread: {:.2}x (target >= 5x at 16)\n",
+                many.mean / one.mean
+            ));
         }
-        if let (Some(b), Some(d)) = (find(Mode::TdsSync, max_t, Engine::Beechdb, insert), find(Mode::TdsSync, max_t, Engine::Bdb, insert)) {
+        if let (Some(b), Some(d)) = (
+            find(Mode::TdsSync, max_t, Engine::Beechdb, insert),
+            find(Mode::TdsSync, max_t, Engine::Bdb, insert),
+        ) {
             out.push_str(&format!("BeechDB / Berkeley DB, SYNC insert, {max_t} threads: {:.2}x (target >= 3x at 16)\n", b.mean / d.mean));
         }
     }
     for &mode in &opts.modes {
-        if let (Some(one), Some(two)) = (find(mode, 1, Engine::Beechdb, fetch), find(mode, 2, Engine::Beechdb, fetch)) {
-            out.push_str(&format!("BeechDB fetch, {}: 2 threads / 1 thread: {:.2}x (target >= 1.6x)\n", mode.name(), two.mean / one.mean));
+        if let (Some(one), Some(two)) = (
+            find(mode, 1, Engine::Beechdb, fetch),
+            find(mode, 2, Engine::Beechdb, fetch),
+        ) {
+            out.push_str(&format!(
+                "BeechDB fetch, {}: 2 threads / 1 thread: {:.2}x (target >= 1.6x)\n",
+                mode.name(),
+                two.mean / one.mean
+            ));
         }
     }
     out

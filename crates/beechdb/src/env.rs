@@ -88,13 +88,14 @@ impl Shared {
     pub(crate) fn commit_writes(&self, writes: &[Write], d: Durability) -> Result<u64> {
         self.live()?;
         let tx = self.tx()?;
+        let mut arrival = tx.wal.as_ref().map(|w| w.arrive());
         let lsn = {
             let mut scratch = tx.commit_mutex.lock();
             self.engine.read().check_writable()?;
             encode_writes(writes, &mut scratch);
-            let lsn = match &tx.wal {
-                Some(w) => w.append_commit(&scratch)?,
-                None => {
+            let lsn = match (&tx.wal, arrival.as_mut()) {
+                (Some(w), Some(a)) => w.append_commit(a, &scratch)?,
+                _ => {
                     let len = wal::align8(wal::REC_HDR + scratch.len()) as u64;
                     tx.inmem_lsn.fetch_add(len, Ordering::Relaxed) + len
                 }
@@ -497,11 +498,35 @@ impl Env {
         Ok(report)
     }
 
-    /// Environment statistics: cache, file and free space.
+    /// Environment statistics: cache, file and free space; transactions, locks and log
+    /// in a transactional environment.
     pub fn stat(&self) -> Result<EnvStat> {
         self.shared.live()?;
+        let txn = self.shared.tx.as_ref().map(|tx| {
+            let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
+            let (t, l) = (&tx.txns.stats, &tx.txns.locks.stats);
+            let mut s = crate::stats::TxnStat {
+                begun: r(&t.begun),
+                commits: r(&t.commits),
+                aborts: r(&t.aborts),
+                conflicts: r(&t.conflicts),
+                deadlocks: r(&l.deadlocks),
+                lock_timeouts: r(&l.timeouts),
+                lock_waits: r(&l.waits),
+                recovered_commits: tx.recovered_commits,
+                ..Default::default()
+            };
+            if let Some(w) = &tx.wal {
+                let ws = &w.stats;
+                (s.log_bytes, s.log_records, s.log_writes, s.log_fsyncs) =
+                    (r(&ws.bytes), r(&ws.records), r(&ws.writes), r(&ws.fsyncs));
+                (s.group_commit_commits, s.group_commit_max) =
+                    (r(&ws.group_commits), r(&ws.max_group));
+            }
+            s
+        });
         let e = self.shared.engine.read();
-        Ok(EnvStat::collect(&e))
+        Ok(EnvStat::collect(&e, txn))
     }
 
     /// The page size of this environment.

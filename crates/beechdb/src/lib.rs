@@ -49,7 +49,7 @@ pub use config::{
 };
 pub use env::{Db, Env};
 pub use error::{Error, Result};
-pub use stats::{DbStat, EnvStat};
+pub use stats::{DbStat, EnvStat, TxnStat};
 pub use txn::Txn;
 pub use verify::{verify_path, Problem, VerifyReport};
 

@@ -44,10 +44,45 @@ pub struct EnvStat {
     pub poisoned: Option<String>,
     /// Problems with the meta pages found at open.
     pub meta_warnings: Vec<String>,
+    /// Transactions and log, in a transactional environment.
+    pub txn: Option<TxnStat>,
+}
+
+/// Transaction, lock and log statistics of a transactional environment.
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct TxnStat {
+    /// Transactions begun (explicit ones; auto-committed operations are counted as commits).
+    pub begun: u64,
+    /// Commits, explicit and auto-committed.
+    pub commits: u64,
+    /// Aborts, explicit or by drop.
+    pub aborts: u64,
+    /// Write conflicts reported (`Error::Conflict`).
+    pub conflicts: u64,
+    /// Deadlocks broken (`Error::Deadlock`).
+    pub deadlocks: u64,
+    /// Lock waits that timed out (`Error::LockTimeout`).
+    pub lock_timeouts: u64,
+    /// Lock requests that had to wait.
+    pub lock_waits: u64,
+    /// Commits replayed by recovery at open.
+    pub recovered_commits: u64,
+    /// Log bytes appended since open.
+    pub log_bytes: u64,
+    /// Log records appended since open.
+    pub log_records: u64,
+    /// Writes of the log buffer.
+    pub log_writes: u64,
+    /// fsyncs of the log.
+    pub log_fsyncs: u64,
+    /// Commits made durable by group-commit flushes; divided by `log_fsyncs`, the average batch.
+    pub group_commit_commits: u64,
+    /// The largest number of commits one fsync made durable.
+    pub group_commit_max: u64,
 }
 
 impl EnvStat {
-    pub(crate) fn collect(e: &Engine) -> EnvStat {
+    pub(crate) fn collect(e: &Engine, txn: Option<TxnStat>) -> EnvStat {
         let ps = e.layout.page_size as u64;
         EnvStat {
             page_size: e.layout.page_size,
@@ -67,6 +102,7 @@ impl EnvStat {
             databases: e.names.len() as u64,
             poisoned: e.poisoned.clone(),
             meta_warnings: e.meta_warnings.clone(),
+            txn,
         }
     }
 }
@@ -110,6 +146,40 @@ impl fmt::Display for EnvStat {
         }
         for w in &self.meta_warnings {
             writeln!(f, "WARNING\t{w}")?;
+        }
+        if let Some(t) = &self.txn {
+            let avg = if t.log_fsyncs == 0 {
+                0.0
+            } else {
+                t.group_commit_commits as f64 / t.log_fsyncs as f64
+            };
+            let rows: [(&str, String); 15] = [
+                ("Transactions begun", t.begun.to_string()),
+                ("Commits", t.commits.to_string()),
+                ("Aborts", t.aborts.to_string()),
+                ("Write conflicts", t.conflicts.to_string()),
+                ("Deadlocks", t.deadlocks.to_string()),
+                ("Lock wait timeouts", t.lock_timeouts.to_string()),
+                ("Lock requests that waited", t.lock_waits.to_string()),
+                (
+                    "Commits replayed by recovery",
+                    t.recovered_commits.to_string(),
+                ),
+                ("Log bytes written", t.log_bytes.to_string()),
+                ("Log records", t.log_records.to_string()),
+                ("Log buffer writes", t.log_writes.to_string()),
+                ("Log fsyncs", t.log_fsyncs.to_string()),
+                (
+                    "Commits made durable by group commit",
+                    t.group_commit_commits.to_string(),
+                ),
+                ("Average commits per fsync", format!("{avg:.2}")),
+                ("Largest group commit", t.group_commit_max.to_string()),
+            ];
+            writeln!(f, "Transactions and log:")?;
+            for (name, value) in rows {
+                writeln!(f, "{value}\t{name}")?;
+            }
         }
         Ok(())
     }

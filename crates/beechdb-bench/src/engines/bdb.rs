@@ -14,7 +14,13 @@ struct BdbHandle {
 }
 
 extern "C" {
-    fn bdb_open(dir: *const c_char, cache: c_ulonglong, flags: c_uint, page_size: c_uint, out: *mut *mut BdbHandle) -> c_int;
+    fn bdb_open(
+        dir: *const c_char,
+        cache: c_ulonglong,
+        flags: c_uint,
+        page_size: c_uint,
+        out: *mut *mut BdbHandle,
+    ) -> c_int;
     fn bdb_open_tds(
         dir: *const c_char,
         cache: c_ulonglong,
@@ -24,8 +30,21 @@ extern "C" {
         page_size: c_uint,
         out: *mut *mut BdbHandle,
     ) -> c_int;
-    fn bdb_put(h: *mut BdbHandle, k: *const c_void, kl: usize, v: *const c_void, vl: usize) -> c_int;
-    fn bdb_get(h: *mut BdbHandle, k: *const c_void, kl: usize, buf: *mut c_void, cap: usize, len: *mut usize) -> c_int;
+    fn bdb_put(
+        h: *mut BdbHandle,
+        k: *const c_void,
+        kl: usize,
+        v: *const c_void,
+        vl: usize,
+    ) -> c_int;
+    fn bdb_get(
+        h: *mut BdbHandle,
+        k: *const c_void,
+        kl: usize,
+        buf: *mut c_void,
+        cap: usize,
+        len: *mut usize,
+    ) -> c_int;
     fn bdb_del(h: *mut BdbHandle, k: *const c_void, kl: usize) -> c_int;
     fn bdb_close(h: *mut BdbHandle) -> c_int;
     fn bdb_checkpoint(h: *mut BdbHandle) -> c_int;
@@ -43,7 +62,9 @@ fn check(ret: c_int) -> BenchResult<()> {
         return Ok(());
     }
     // SAFETY: db_strerror returns a pointer to a static, NUL-terminated message.
-    let msg = unsafe { CStr::from_ptr(bdb_strerror(ret)) }.to_string_lossy().into_owned();
+    let msg = unsafe { CStr::from_ptr(bdb_strerror(ret)) }
+        .to_string_lossy()
+        .into_owned();
     Err(format!("Berkeley DB error {ret}: {msg}").into())
 }
 
@@ -67,18 +88,36 @@ impl BdbStore {
         // SAFETY: plain FFI calls; `h` is written only on success.
         unsafe {
             match s.mode {
-                Mode::Ds => check(bdb_open(cdir.as_ptr(), cache, bdb_flag_private() | bdb_flag_init_mpool(), ps, &mut h))?,
+                Mode::Ds => check(bdb_open(
+                    cdir.as_ptr(),
+                    cache,
+                    bdb_flag_private() | bdb_flag_init_mpool(),
+                    ps,
+                    &mut h,
+                ))?,
                 m => {
                     let flag = match m {
                         Mode::TdsNosync => bdb_flag_txn_nosync(),
                         Mode::TdsWriteNosync => bdb_flag_txn_write_nosync(),
                         _ => 0,
                     };
-                    check(bdb_open_tds(cdir.as_ptr(), cache, flag, (m == Mode::TdsInmem) as c_int, 128 << 20, ps, &mut h))?
+                    check(bdb_open_tds(
+                        cdir.as_ptr(),
+                        cache,
+                        flag,
+                        (m == Mode::TdsInmem) as c_int,
+                        128 << 20,
+                        ps,
+                        &mut h,
+                    ))?
                 }
             }
         }
-        Ok(BdbStore { h, inmem: s.mode == Mode::TdsInmem, ops: AtomicU64::new(0) })
+        Ok(BdbStore {
+            h,
+            inmem: s.mode == Mode::TdsInmem,
+            ops: AtomicU64::new(0),
+        })
     }
 }
 
@@ -86,7 +125,11 @@ impl KvStore for BdbStore {
     fn handle(&self) -> BenchResult<Box<dyn KvEngine + '_>> {
         // SAFETY: plain FFI calls returning constants.
         let (notfound, deadlock) = unsafe { (bdb_notfound(), bdb_deadlock()) };
-        Ok(Box::new(Bdb { store: self, notfound, deadlock }))
+        Ok(Box::new(Bdb {
+            store: self,
+            notfound,
+            deadlock,
+        }))
     }
     fn close(self: Box<Self>) -> BenchResult<()> {
         // SAFETY: closes the handle exactly once; `self` is consumed.
@@ -128,7 +171,15 @@ impl KvEngine for Bdb<'_> {
     fn put(&mut self, key: &[u8], value: &[u8]) -> BenchResult<()> {
         let h = self.store.h;
         // SAFETY: `h` is open; the slices outlive the call.
-        check(self.retry(|| unsafe { bdb_put(h, key.as_ptr().cast(), key.len(), value.as_ptr().cast(), value.len()) }))?;
+        check(self.retry(|| unsafe {
+            bdb_put(
+                h,
+                key.as_ptr().cast(),
+                key.len(),
+                value.as_ptr().cast(),
+                value.len(),
+            )
+        }))?;
         self.wrote()
     }
     fn get(&mut self, key: &[u8], buf: &mut Vec<u8>) -> BenchResult<bool> {
@@ -136,7 +187,9 @@ impl KvEngine for Bdb<'_> {
         let mut len = 0usize;
         let (h, cap, ptr) = (self.store.h, buf.len(), buf.as_mut_ptr());
         // SAFETY: `buf` has `cap` writable bytes; BDB writes at most that (USERMEM).
-        let ret = self.retry(|| unsafe { bdb_get(h, key.as_ptr().cast(), key.len(), ptr.cast(), cap, &mut len) });
+        let ret = self.retry(|| unsafe {
+            bdb_get(h, key.as_ptr().cast(), key.len(), ptr.cast(), cap, &mut len)
+        });
         if ret == self.notfound {
             return Ok(false);
         }

@@ -10,10 +10,14 @@ pub struct BeechStore {
 
 impl BeechStore {
     pub fn open(dir: &std::path::Path, s: &Setup) -> BenchResult<BeechStore> {
-        let mut cfg = Config::new().page_size(s.page_size).cache_size(s.cache_bytes);
+        let mut cfg = Config::new()
+            .page_size(s.page_size)
+            .cache_size(s.cache_bytes);
         cfg = match s.mode {
             Mode::Ds => cfg,
-            Mode::TdsSync | Mode::TdsTmpfsSync => cfg.transactional(true).durability(Durability::Sync),
+            Mode::TdsSync | Mode::TdsTmpfsSync => {
+                cfg.transactional(true).durability(Durability::Sync)
+            }
             Mode::TdsWriteNosync => cfg.transactional(true).durability(Durability::WriteNoSync),
             Mode::TdsNosync => cfg.transactional(true).durability(Durability::NoSync),
             Mode::TdsInmem => cfg.in_memory_log(true),
@@ -26,7 +30,9 @@ impl BeechStore {
 
 impl KvStore for BeechStore {
     fn handle(&self) -> BenchResult<Box<dyn KvEngine + '_>> {
-        Ok(Box::new(Beech { db: self.db.clone() }))
+        Ok(Box::new(Beech {
+            db: self.db.clone(),
+        }))
     }
     fn close(self: Box<Self>) -> BenchResult<()> {
         drop(self.db);

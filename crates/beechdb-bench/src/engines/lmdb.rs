@@ -27,13 +27,20 @@ impl LmdbStore {
         let mut wtxn = env.write_txn()?;
         let db = env.create_database(&mut wtxn, None)?;
         wtxn.commit()?;
-        Ok(LmdbStore { env, db, per_batch: s.mode == Mode::Ds })
+        Ok(LmdbStore {
+            env,
+            db,
+            per_batch: s.mode == Mode::Ds,
+        })
     }
 }
 
 impl KvStore for LmdbStore {
     fn handle(&self) -> BenchResult<Box<dyn KvEngine + '_>> {
-        Ok(Box::new(Lmdb { store: self, wtxn: None }))
+        Ok(Box::new(Lmdb {
+            store: self,
+            wtxn: None,
+        }))
     }
     fn close(self: Box<Self>) -> BenchResult<()> {
         Ok(())
@@ -46,7 +53,10 @@ struct Lmdb<'a> {
 }
 
 impl Lmdb<'_> {
-    fn write(&mut self, f: impl FnOnce(&mut RwTxn, Database<Bytes, Bytes>) -> heed::Result<bool>) -> BenchResult<bool> {
+    fn write(
+        &mut self,
+        f: impl FnOnce(&mut RwTxn, Database<Bytes, Bytes>) -> heed::Result<bool>,
+    ) -> BenchResult<bool> {
         let db = self.store.db;
         match self.wtxn.as_mut() {
             Some(t) => Ok(f(t, db)?),
@@ -74,7 +84,8 @@ impl KvEngine for Lmdb<'_> {
         Ok(())
     }
     fn put(&mut self, key: &[u8], value: &[u8]) -> BenchResult<()> {
-        self.write(|t, db| db.put(t, key, value).map(|_| true)).map(drop)
+        self.write(|t, db| db.put(t, key, value).map(|_| true))
+            .map(drop)
     }
     fn get(&mut self, key: &[u8], buf: &mut Vec<u8>) -> BenchResult<bool> {
         let rtxn = self.store.env.read_txn()?;

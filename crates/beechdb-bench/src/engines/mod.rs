@@ -1,9 +1,9 @@
 //! The engines a benchmark can drive, behind two small traits: a store (one environment)
 //! hands out per-thread handles. Peers are compiled only with the `peers` feature.
 
-pub mod beech;
 #[cfg(feature = "peers")]
 pub mod bdb;
+pub mod beech;
 #[cfg(feature = "peers")]
 pub mod lmdb;
 #[cfg(feature = "peers")]
@@ -114,7 +114,13 @@ impl Engine {
     pub fn supports(self, mode: Mode, threads: usize) -> bool {
         match self {
             Engine::Beechdb | Engine::Bdb => true,
-            Engine::Lmdb => threads == 1 && matches!(mode, Mode::Ds | Mode::TdsSync | Mode::TdsNosync | Mode::TdsTmpfsSync),
+            Engine::Lmdb => {
+                threads == 1
+                    && matches!(
+                        mode,
+                        Mode::Ds | Mode::TdsSync | Mode::TdsNosync | Mode::TdsTmpfsSync
+                    )
+            }
             Engine::Sqlite => threads == 1 && mode != Mode::TdsInmem,
         }
     }
@@ -141,6 +147,10 @@ pub fn open(engine: Engine, dir: &std::path::Path, setup: &Setup) -> BenchResult
         #[cfg(feature = "peers")]
         Engine::Sqlite => Ok(Box::new(sqlite::SqliteStore::open(dir, setup)?)),
         #[allow(unreachable_patterns)]
-        other => Err(format!("{} is not compiled in: build with --features peers", other.name()).into()),
+        other => Err(format!(
+            "{} is not compiled in: build with --features peers",
+            other.name()
+        )
+        .into()),
     }
 }

@@ -24,14 +24,25 @@ impl SqliteStore {
              CREATE TABLE kv (k BLOB PRIMARY KEY, v BLOB NOT NULL) WITHOUT ROWID;",
             s.cache_bytes / 1024
         ))?;
-        Ok(SqliteStore { conn: std::sync::Mutex::new(Some(conn)), per_batch: s.mode == Mode::Ds })
+        Ok(SqliteStore {
+            conn: std::sync::Mutex::new(Some(conn)),
+            per_batch: s.mode == Mode::Ds,
+        })
     }
 }
 
 impl KvStore for SqliteStore {
     fn handle(&self) -> BenchResult<Box<dyn KvEngine + '_>> {
-        let conn = self.conn.lock().unwrap().take().ok_or("SQLite is measured with one thread")?;
-        Ok(Box::new(Sqlite { store: self, conn: Some(conn) }))
+        let conn = self
+            .conn
+            .lock()
+            .unwrap()
+            .take()
+            .ok_or("SQLite is measured with one thread")?;
+        Ok(Box::new(Sqlite {
+            store: self,
+            conn: Some(conn),
+        }))
     }
     fn close(self: Box<Self>) -> BenchResult<()> {
         if let Some(c) = self.conn.lock().unwrap().take() {
@@ -72,11 +83,15 @@ impl KvEngine for Sqlite<'_> {
         Ok(())
     }
     fn put(&mut self, key: &[u8], value: &[u8]) -> BenchResult<()> {
-        self.c().prepare_cached("INSERT OR REPLACE INTO kv (k, v) VALUES (?1, ?2)")?.execute(params![key, value])?;
+        self.c()
+            .prepare_cached("INSERT OR REPLACE INTO kv (k, v) VALUES (?1, ?2)")?
+            .execute(params![key, value])?;
         Ok(())
     }
     fn update(&mut self, key: &[u8], value: &[u8]) -> BenchResult<()> {
-        self.c().prepare_cached("UPDATE kv SET v = ?2 WHERE k = ?1")?.execute(params![key, value])?;
+        self.c()
+            .prepare_cached("UPDATE kv SET v = ?2 WHERE k = ?1")?
+            .execute(params![key, value])?;
         Ok(())
     }
     fn get(&mut self, key: &[u8], buf: &mut Vec<u8>) -> BenchResult<bool> {
@@ -92,6 +107,10 @@ impl KvEngine for Sqlite<'_> {
         Ok(found.is_some())
     }
     fn delete(&mut self, key: &[u8]) -> BenchResult<bool> {
-        Ok(self.c().prepare_cached("DELETE FROM kv WHERE k = ?1")?.execute(params![key])? == 1)
+        Ok(self
+            .c()
+            .prepare_cached("DELETE FROM kv WHERE k = ?1")?
+            .execute(params![key])?
+            == 1)
     }
 }

@@ -38,6 +38,26 @@ pub(crate) const KIND_SEGMENT_END: u8 = 2;
 const MAGIC: &[u8; 8] = b"BeechLog";
 /// A NOSYNC commit leaves its record in the buffer until this much has gathered.
 const BUFFER_LIMIT: usize = 1 << 20;
+/// Longest a group-commit leader waits for announced committers.
+const GATHER_LIMIT: std::time::Duration = std::time::Duration::from_micros(200);
+
+/// A committer's announcement (see [`Wal::arrive`]).
+pub(crate) struct Arrival<'a> {
+    wal: &'a Wal,
+    appended: bool,
+}
+
+impl Drop for Arrival<'_> {
+    fn drop(&mut self) {
+        if !self.appended {
+            let mut g = self.wal.inner.lock();
+            g.arriving -= 1;
+            if g.leader_gathering {
+                self.wal.gather.notify_one();
+            }
+        }
+    }
+}
 
 pub(crate) fn segment_name(no: u64) -> String {
     format!("log.{no:010}")
@@ -139,6 +159,15 @@ struct Inner {
     /// Live segments in order; the last is being appended to.
     segments: Vec<Arc<Segment>>,
     leader: bool,
+    /// A leader is waiting for committers that are on their way to append.
+    leader_gathering: bool,
+    /// Committers between `arrive` and their append.
+    arriving: u64,
+    /// Commits one fsync window saw last time (flushed, plus appended during the fsync): the
+    /// batch a leader expects to gather.
+    expected: u64,
+    /// Average fsync time in nanoseconds (moving average).
+    fsync_nanos: u64,
     written: u64,
     flushed: u64,
     poisoned: Option<String>,
@@ -148,7 +177,10 @@ pub(crate) struct Wal {
     storage: Arc<dyn Storage>,
     segment_size: u64,
     inner: Mutex<Inner>,
+    /// Followers wait here for a flush to finish.
     cond: Condvar,
+    /// A gathering leader waits here for announced committers to append.
+    gather: Condvar,
     pub stats: WalStats,
 }
 
@@ -171,11 +203,16 @@ impl Wal {
                 spare: Vec::new(),
                 segments: segments.into_iter().map(Arc::new).collect(),
                 leader: false,
+                leader_gathering: false,
+                arriving: 0,
+                expected: 1,
+                fsync_nanos: 0,
                 written: end,
                 flushed: end,
                 poisoned: None,
             }),
             cond: Condvar::new(),
+            gather: Condvar::new(),
             stats: WalStats::default(),
         }
     }
@@ -186,9 +223,27 @@ impl Wal {
         }
     }
 
+    /// Announces a committer on its way to `append_commit`: a flush leader waits a moment
+    /// for announced committers so that one write and one fsync cover them all. The returned
+    /// guard withdraws the announcement if the commit fails before appending.
+    pub(crate) fn arrive(&self) -> Arrival<'_> {
+        self.inner.lock().arriving += 1;
+        Arrival {
+            wal: self,
+            appended: false,
+        }
+    }
+
     /// Appends a commit record; returns its end LSN (the commit's LSN).
-    pub(crate) fn append_commit(&self, payload: &[u8]) -> Result<u64> {
+    pub(crate) fn append_commit(&self, arrival: &mut Arrival, payload: &[u8]) -> Result<u64> {
         let mut g = self.inner.lock();
+        if !arrival.appended {
+            arrival.appended = true;
+            g.arriving -= 1;
+            if g.leader_gathering {
+                self.gather.notify_one();
+            }
+        }
         if let Some(p) = &g.poisoned {
             return Err(Wal::poisoned(p));
         }
@@ -294,6 +349,17 @@ impl Wal {
                 continue;
             }
             g.leader = true;
+            if sync && (g.arriving > 0 || g.buf_commits < g.expected) {
+                // Let the committers the last window saw join this fsync. Waiting at most
+                // half an fsync costs less than the extra fsync they would otherwise need.
+                g.leader_gathering = true;
+                let limit = std::time::Duration::from_nanos(g.fsync_nanos / 2).min(GATHER_LIMIT);
+                let deadline = std::time::Instant::now() + limit;
+                while (g.arriving > 0 || g.buf_commits < g.expected)
+                    && !self.gather.wait_until(&mut g, deadline).timed_out()
+                {}
+                g.leader_gathering = false;
+            }
             let (from, to) = (g.buf_lsn, g.next_lsn);
             let spare = std::mem::take(&mut g.spare);
             let data = std::mem::replace(&mut g.buf, spare);
@@ -307,15 +373,19 @@ impl Wal {
                 .cloned()
                 .collect();
             drop(g);
-            let res = self.write_out(
-                &segs,
-                from,
-                &data,
-                if sync { Some(sync_from) } else { None },
-                to,
-            );
+            let started = std::time::Instant::now();
+            let res = self.write_out(&segs, from, &data, sync.then_some(sync_from), to);
+            let took = started.elapsed().as_nanos() as u64;
             g = self.inner.lock();
             g.leader = false;
+            if sync && res.is_ok() {
+                g.fsync_nanos = if g.fsync_nanos == 0 {
+                    took
+                } else {
+                    (g.fsync_nanos * 7 + took) / 8
+                };
+                g.expected = (commits + g.buf_commits).clamp(1, 256);
+            }
             let mut data = data;
             data.clear();
             g.spare = data;
