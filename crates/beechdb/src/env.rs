@@ -12,10 +12,11 @@ use crate::engine::{Engine, Need, NeedResult};
 use crate::error::{Error, Result};
 use crate::stats::{DbStat, EnvStat};
 use crate::storage::{OsStorage, Storage};
+use crate::sync::ReadMostlyLock;
 use crate::txn::{encode_writes, scoped_key, Txn, TxnManager, Write};
 use crate::verify::VerifyReport;
 use crate::wal::{self, segment_name, Wal};
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
 use std::any::Any;
 use std::io;
 use std::ops::RangeBounds;
@@ -24,7 +25,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 pub(crate) struct Shared {
-    pub(crate) engine: RwLock<Engine>,
+    pub(crate) engine: ReadMostlyLock<Engine>,
     /// Bumped by every write: cursors use it to know their copied entries are current.
     data_version: AtomicU64,
     closed: AtomicBool,
@@ -349,7 +350,7 @@ impl Env {
         });
         let env = Env {
             shared: Arc::new(Shared {
-                engine: RwLock::new(engine),
+                engine: ReadMostlyLock::new(engine),
                 data_version: AtomicU64::new(0),
                 closed: AtomicBool::new(false),
                 storage: storage.clone(),

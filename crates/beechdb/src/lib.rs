@@ -38,6 +38,7 @@ mod env;
 mod error;
 mod stats;
 pub mod storage;
+mod sync;
 mod txn;
 mod verify;
 mod wal;

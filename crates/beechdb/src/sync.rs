@@ -1,0 +1,224 @@
+//! A read-mostly lock: readers mark only their own cache line, so reads on different cores
+//! do not bounce a shared lock word (the cost that kept a reader-writer lock from scaling
+//! reads across cores); a writer raises a flag and waits for every reader slot to drain.
+//!
+//! Owns: [`ReadMostlyLock`]. Invariant (Dekker): a reader increments its slot, then checks
+//! the writer flag; a writer sets the flag, then checks the slots; all four accesses are
+//! SeqCst, so in their single total order either the reader sees the flag and backs off, or
+//! the writer sees the reader and waits: they never both proceed. (SeqCst read-modify-writes
+//! are full barriers on x86, so no separate fence instruction is needed.) Writers exclude each other with a mutex,
+//! which readers also use to wait out a writer. The only `unsafe` of the engine's locking is
+//! here: handing out `&T` / `&mut T` from the cell under those guarantees.
+
+use parking_lot::{Mutex, MutexGuard};
+use std::cell::{Cell, UnsafeCell};
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+
+/// Slots 0..64 belong to one live thread each; slot 64 is shared by any threads beyond that.
+const SLOTS: usize = 65;
+const SHARED_SLOT: usize = 64;
+
+/// Which of slots 0..64 a live thread holds. A writer scans only those (and the shared one).
+static IN_USE: AtomicU64 = AtomicU64::new(0);
+
+#[repr(align(64))]
+#[derive(Default)]
+struct Slot(AtomicUsize);
+
+pub(crate) struct ReadMostlyLock<T> {
+    writer: AtomicBool,
+    writers: Mutex<()>,
+    slots: Box<[Slot]>,
+    value: UnsafeCell<T>,
+}
+
+// SAFETY: access to `value` follows the reader-writer discipline described above, so sharing
+// the lock between threads is as safe as sharing a `RwLock<T>`, which needs `T: Send + Sync`.
+unsafe impl<T: Send + Sync> Sync for ReadMostlyLock<T> {}
+unsafe impl<T: Send> Send for ReadMostlyLock<T> {}
+
+/// A thread's claim on a slot, given back when the thread exits.
+struct Claim(Cell<usize>);
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        let s = self.0.get();
+        if s < SHARED_SLOT {
+            IN_USE.fetch_and(!(1u64 << s), Ordering::Release);
+        }
+    }
+}
+
+thread_local! {
+    static SLOT: Claim = const { Claim(Cell::new(usize::MAX)) };
+}
+
+fn my_slot() -> usize {
+    SLOT.with(|c| {
+        if c.0.get() == usize::MAX {
+            let mut m = IN_USE.load(Ordering::Relaxed);
+            let slot = loop {
+                if m == u64::MAX {
+                    break SHARED_SLOT;
+                }
+                let bit = (!m).trailing_zeros() as usize;
+                match IN_USE.compare_exchange_weak(
+                    m,
+                    m | 1 << bit,
+                    Ordering::SeqCst,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => break bit,
+                    Err(now) => m = now,
+                }
+            };
+            c.0.set(slot);
+        }
+        c.0.get()
+    })
+}
+
+impl<T> ReadMostlyLock<T> {
+    pub(crate) fn new(value: T) -> Self {
+        ReadMostlyLock {
+            writer: AtomicBool::new(false),
+            writers: Mutex::new(()),
+            slots: (0..SLOTS).map(|_| Slot::default()).collect(),
+            value: UnsafeCell::new(value),
+        }
+    }
+
+    pub(crate) fn read(&self) -> ReadGuard<'_, T> {
+        let slot = &self.slots[my_slot()].0;
+        loop {
+            slot.fetch_add(1, Ordering::SeqCst);
+            if !self.writer.load(Ordering::SeqCst) {
+                return ReadGuard { lock: self, slot };
+            }
+            slot.fetch_sub(1, Ordering::Release);
+            // Wait for the writer to finish (it holds `writers` while it runs).
+            drop(self.writers.lock());
+        }
+    }
+
+    pub(crate) fn write(&self) -> WriteGuard<'_, T> {
+        let held = self.writers.lock();
+        self.writer.swap(true, Ordering::SeqCst);
+        // A reader that claimed its slot after this load (its claim is SeqCst too) checks
+        // the flag after this swap, so it sees the flag and backs off: skipping it is safe.
+        let mut live = IN_USE.load(Ordering::SeqCst);
+        let mut next = || {
+            if live == 0 {
+                return None;
+            }
+            let i = live.trailing_zeros() as usize;
+            live &= live - 1;
+            Some(i)
+        };
+        let shared = std::iter::once(SHARED_SLOT);
+        for slot in std::iter::from_fn(&mut next)
+            .chain(shared)
+            .map(|i| &self.slots[i])
+        {
+            let mut spins = 0u32;
+            while slot.0.load(Ordering::SeqCst) != 0 {
+                spins += 1;
+                if spins < 64 {
+                    std::hint::spin_loop();
+                } else if spins < 1024 {
+                    std::thread::yield_now();
+                } else {
+                    // A long reader (a scan doing I/O): stop burning a core.
+                    std::thread::sleep(std::time::Duration::from_micros(20));
+                }
+            }
+        }
+        WriteGuard {
+            lock: self,
+            _held: held,
+        }
+    }
+}
+
+pub(crate) struct ReadGuard<'a, T> {
+    lock: &'a ReadMostlyLock<T>,
+    slot: &'a AtomicUsize,
+}
+
+impl<T> Deref for ReadGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: this reader's slot is non-zero and no writer passed the flag check, so no
+        // `&mut T` exists until the guard drops (a writer waits for the slot to drain).
+        unsafe { &*self.lock.value.get() }
+    }
+}
+
+impl<T> Drop for ReadGuard<'_, T> {
+    fn drop(&mut self) {
+        self.slot.fetch_sub(1, Ordering::Release);
+    }
+}
+
+pub(crate) struct WriteGuard<'a, T> {
+    lock: &'a ReadMostlyLock<T>,
+    _held: MutexGuard<'a, ()>,
+}
+
+impl<T> Deref for WriteGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: the writer flag is set and every reader slot drained; other writers wait
+        // on `writers`, which this guard holds.
+        unsafe { &*self.lock.value.get() }
+    }
+}
+
+impl<T> DerefMut for WriteGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: as in `deref`: this guard is the only access.
+        unsafe { &mut *self.lock.value.get() }
+    }
+}
+
+impl<T> Drop for WriteGuard<'_, T> {
+    fn drop(&mut self) {
+        self.lock.writer.store(false, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn readers_never_see_a_half_done_write() {
+        let lock = Arc::new(ReadMostlyLock::new((0u64, 0u64)));
+        let handles: Vec<_> = (0..4)
+            .map(|t| {
+                let lock = lock.clone();
+                std::thread::spawn(move || {
+                    for i in 0..20_000u64 {
+                        if (i + t) % 5 == 0 {
+                            let mut w = lock.write();
+                            w.0 += 1;
+                            std::hint::spin_loop();
+                            w.1 += 1;
+                        } else {
+                            let r = lock.read();
+                            assert_eq!(r.0, r.1, "a reader saw a writer's half-done update");
+                        }
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        let r = lock.read();
+        assert_eq!(r.0, 16_000);
+        assert_eq!(r.1, 16_000);
+    }
+}
