@@ -56,6 +56,25 @@ enum Command {
         #[arg(short = 'n', long)]
         no_overwrite: bool,
     },
+    /// Run recovery: apply the log to the last checkpoint, then checkpoint (like db_recover).
+    Recover {
+        /// Environment directory.
+        dir: PathBuf,
+    },
+    /// Take a checkpoint now and remove log segments it makes unnecessary (like
+    /// db_checkpoint -1).
+    Checkpoint {
+        /// Environment directory.
+        dir: PathBuf,
+    },
+    /// List log segments no longer needed for recovery, kept for archiving (like db_archive).
+    Archive {
+        /// Environment directory.
+        dir: PathBuf,
+        /// Remove them after listing.
+        #[arg(short, long)]
+        remove: bool,
+    },
     /// Check every page, the tree structure and the free space (like db_verify).
     Verify {
         /// Environment directory.
@@ -78,8 +97,21 @@ fn main() -> ExitCode {
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
+/// Opens an existing environment as it was used: transactional (keeping its log) if it has
+/// a log, so that inspecting it changes nothing.
 fn open_existing(dir: &PathBuf) -> Res<Env> {
-    Ok(Env::open(dir, Config::new().create(false))?)
+    let has_log = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .any(|e| e.file_name().to_string_lossy().starts_with("log."))
+        })
+        .unwrap_or(false);
+    let cfg = Config::new()
+        .create(false)
+        .transactional(has_log)
+        .keep_logs(has_log);
+    Ok(Env::open(dir, cfg)?)
 }
 
 fn run(cli: Cli) -> Res<ExitCode> {
@@ -97,6 +129,43 @@ fn run(cli: Cli) -> Res<ExitCode> {
             file,
             no_overwrite,
         } => load(&dir, db, file, no_overwrite),
+        Command::Recover { dir } => {
+            let env = Env::open(
+                &dir,
+                Config::new()
+                    .create(false)
+                    .transactional(true)
+                    .keep_logs(true),
+            )?;
+            println!("recovery replayed {} commits", env.recovered_commits());
+            env.close()?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Checkpoint { dir } => {
+            let env = Env::open(&dir, Config::new().create(false).transactional(true))?;
+            env.sync()?;
+            println!("checkpoint {} taken", env.stat()?.generation);
+            env.close()?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Archive { dir, remove } => {
+            let env = Env::open(
+                &dir,
+                Config::new()
+                    .create(false)
+                    .transactional(true)
+                    .keep_logs(true),
+            )?;
+            let names = env.archive_logs()?;
+            env.close()?;
+            for name in &names {
+                println!("{name}");
+                if remove {
+                    std::fs::remove_file(dir.join(name))?;
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Verify { dir, json } => {
             let report = beechdb::verify_path(&dir)?;
             if json {

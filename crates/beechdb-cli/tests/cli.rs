@@ -108,6 +108,58 @@ fn verify_reports_damage_and_errors_are_clear() {
     assert!(err.contains("line 3"), "{err}");
 }
 
+#[test]
+fn recover_checkpoint_archive() {
+    let live = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    {
+        // Commits that only the log holds when the process "crashes" (no close).
+        let cfg = beechdb::Config::new()
+            .transactional(true)
+            .keep_logs(true)
+            .log_segment_size(64 << 10);
+        let env = beechdb::Env::open(live.path(), cfg).unwrap();
+        let db = env.create_db("t").unwrap();
+        for i in 0..3000u32 {
+            db.put(&i.to_be_bytes(), &[1u8; 100]).unwrap();
+        }
+        env.sync().unwrap(); // checkpoint: earlier segments become archivable
+        for i in 0..50u32 {
+            db.put(&(10_000 + i).to_be_bytes(), b"after the checkpoint")
+                .unwrap();
+        }
+        // The process dies here: what it leaves on disk is copied while it still holds the
+        // environment's lock.
+        for entry in std::fs::read_dir(live.path()).unwrap() {
+            let entry = entry.unwrap();
+            std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
+        }
+        std::mem::forget(db);
+        std::mem::forget(env);
+    }
+    let (code, out, err) = beech(&["recover", d], None);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("replayed 50 commits"), "{out}");
+    let (code, out, _) = beech(&["archive", d], None);
+    assert_eq!(code, 0);
+    assert!(
+        out.lines().count() >= 2 && out.lines().all(|l| l.starts_with("log.")),
+        "{out}"
+    );
+    let (code, out, _) = beech(&["archive", d, "--remove"], None);
+    assert_eq!(code, 0);
+    for name in out.lines() {
+        assert!(!dir.path().join(name).exists());
+    }
+    let (code, _, _) = beech(&["checkpoint", d], None);
+    assert_eq!(code, 0);
+    let (code, out, _) = beech(&["stat", d], None);
+    assert_eq!(code, 0);
+    assert!(out.contains("3050\tEntries"), "{out}");
+    assert_eq!(beech(&["verify", d], None).0, 0);
+}
+
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }

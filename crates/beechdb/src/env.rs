@@ -394,7 +394,22 @@ impl Env {
     /// [`Config::keep_logs`]) for archiving, oldest first, as in Berkeley DB's `db_archive`.
     pub fn archive_logs(&self) -> Result<Vec<String>> {
         self.shared.live()?;
-        Ok(self.shared.tx()?.archived.lock().clone())
+        let tx = self.shared.tx()?;
+        let mut names = tx.archived.lock().clone();
+        // Segments kept by earlier sessions: every existing one before the checkpoint's.
+        let first_needed = self.shared.engine.read().log_segment;
+        let mut older = Vec::new();
+        for no in (1..first_needed).rev() {
+            let name = segment_name(no);
+            match self.shared.storage.exists(&name) {
+                Ok(true) if !names.contains(&name) => older.push(name),
+                Ok(true) => {}
+                _ => break,
+            }
+        }
+        older.reverse();
+        older.append(&mut names);
+        Ok(older)
     }
 
     /// Commits replayed from the log when this environment was opened.

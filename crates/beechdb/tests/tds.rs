@@ -89,6 +89,25 @@ fn snapshot_isolation() {
     assert_eq!(reader.get(&db, b"x").unwrap(), Some(b"0".to_vec()));
     assert_eq!(reader.get(&db, b"y").unwrap(), Some(b"0".to_vec()));
     assert_eq!(reader.get(&db, b"z").unwrap(), None);
+    // Range scans see the same snapshot, plus the transaction's own writes.
+    let all: Vec<Vec<u8>> = reader
+        .range::<&[u8], _>(&db, ..)
+        .unwrap()
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(all, vec![b"x".to_vec(), b"y".to_vec()]);
+    let mut own = env.begin_txn().unwrap();
+    own.put(&db, b"a", b"mine").unwrap();
+    own.delete(&db, b"z").unwrap();
+    let keys: Vec<Vec<u8>> = own
+        .range(&db, &b"a"[..]..&b"zz"[..])
+        .unwrap()
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(keys, vec![b"a".to_vec(), b"x".to_vec()]);
+    own.abort();
     let rc = env.begin_txn_with(Isolation::ReadCommitted).unwrap();
     assert_eq!(rc.get(&db, b"x").unwrap(), Some(b"1".to_vec()));
     drop(reader);

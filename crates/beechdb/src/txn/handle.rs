@@ -6,6 +6,7 @@ use crate::engine::{Engine, Need, NeedResult};
 use crate::env::{Db, Shared};
 use crate::error::{Error, Result};
 use std::collections::BTreeMap;
+use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
@@ -77,6 +78,38 @@ impl Engine {
         }
         self.commit_lsn = lsn;
         Ok(())
+    }
+
+    /// For keys of `db` in `[lo, hi)` written by commits newer than snapshot `at`: the value
+    /// each had at the snapshot (`None`: absent).
+    pub(crate) fn snapshot_overrides(
+        &self,
+        db: u32,
+        lo: &Bound<Vec<u8>>,
+        hi: &Bound<Vec<u8>>,
+        at: u64,
+    ) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+        let scope = |b: &Bound<Vec<u8>>| b.as_ref().map(|k| scoped_key(db, k));
+        let (start, end) = (
+            scope(lo),
+            match scope(hi) {
+                Bound::Unbounded => Bound::Excluded(scoped_key(db + 1, &[])),
+                b => b,
+            },
+        );
+        let start = match start {
+            Bound::Unbounded => Bound::Included(scoped_key(db, &[])),
+            b => b,
+        };
+        self.versions
+            .range((start, end))
+            .filter_map(|(k, chain)| {
+                chain
+                    .iter()
+                    .find(|(lsn, _)| *lsn > at)
+                    .map(|(_, before)| (k[4..].to_vec(), before.clone()))
+            })
+            .collect()
     }
 
     /// Drops versions no active snapshot can read.
@@ -172,6 +205,51 @@ impl Txn {
             .shared
             .read(|e| e.read_at(db.id(), key, self.snapshot))?;
         Ok(v)
+    }
+
+    /// The entries of `db` with keys in `range`, ascending, as this transaction sees them: its
+    /// snapshot (or the latest committed data under read-committed) plus its own writes.
+    /// The range is read into memory when called; later changes by others do not appear.
+    pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(
+        &self,
+        db: &Db,
+        range: R,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.check(db)?;
+        let lo = range.start_bound().map(|k| k.as_ref().to_vec());
+        let hi = range.end_bound().map(|k| k.as_ref().to_vec());
+        let mut view: BTreeMap<Vec<u8>, Vec<u8>> =
+            db.range((lo.clone(), hi.clone())).collect::<Result<_>>()?;
+        if let Some(at) = self.snapshot {
+            // After the scan: every commit the scan could have seen left its older value here.
+            for (k, before) in self
+                .shared
+                .engine
+                .read()
+                .snapshot_overrides(db.id(), &lo, &hi, at)
+            {
+                match before {
+                    Some(v) => view.insert(k, v),
+                    None => view.remove(&k),
+                };
+            }
+        }
+        let scope = |b: &Bound<Vec<u8>>| b.as_ref().map(|k| scoped_key(db.id(), k));
+        let own_end = match scope(&hi) {
+            Bound::Unbounded => Bound::Excluded(scoped_key(db.id() + 1, &[])),
+            b => b,
+        };
+        let own_start = match scope(&lo) {
+            Bound::Unbounded => Bound::Included(scoped_key(db.id(), &[])),
+            b => b,
+        };
+        for (k, v) in self.writes.range((own_start, own_end)) {
+            match v {
+                Some(v) => view.insert(k[4..].to_vec(), v.clone()),
+                None => view.remove(&k[4..]),
+            };
+        }
+        Ok(view.into_iter().collect())
     }
 
     /// Reads `key` and locks it for this transaction (Berkeley DB's `DB_RMW`), so that no
