@@ -33,7 +33,14 @@ fn workload(storage: &MemStorage) -> (Vec<Model>, Option<Error>) {
         let mut t = env.begin_txn().unwrap();
         for j in 0..3u32 {
             let k = format!("{:04}", (i * 37 + j * 101) % 500).into_bytes();
-            let v = vec![i as u8; if j == 0 && i % 25 == 0 { 5000 } else { 80 }];
+            let v = vec![
+                i as u8;
+                if j == 0 && i.is_multiple_of(25) {
+                    5000
+                } else {
+                    80
+                }
+            ];
             t.put(&db, &k, &v).unwrap();
             model.insert(k, v);
         }
@@ -95,7 +102,14 @@ fn io_faults_in_log_and_checkpoint_paths() {
                     for j in 0..3u32 {
                         m.insert(
                             format!("{:04}", (i * 37 + j * 101) % 500).into_bytes(),
-                            vec![i as u8; if j == 0 && i % 25 == 0 { 5000 } else { 80 }],
+                            vec![
+                                i as u8;
+                                if j == 0 && i.is_multiple_of(25) {
+                                    5000
+                                } else {
+                                    80
+                                }
+                            ],
                         );
                     }
                     m
