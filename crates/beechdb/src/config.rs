@@ -61,6 +61,7 @@ pub struct Config {
     pub(crate) lock_timeout: std::time::Duration,
     pub(crate) log_segment_size: u64,
     pub(crate) checkpoint_log_bytes: u64,
+    pub(crate) checkpoint_interval: std::time::Duration,
     pub(crate) keep_logs: bool,
 }
 
@@ -77,6 +78,7 @@ impl Default for Config {
             lock_timeout: std::time::Duration::from_secs(10),
             log_segment_size: DEFAULT_LOG_SEGMENT_SIZE,
             checkpoint_log_bytes: 256 << 20,
+            checkpoint_interval: std::time::Duration::from_secs(60),
             keep_logs: false,
         }
     }
@@ -139,6 +141,11 @@ impl Config {
     /// Run a checkpoint after this many bytes of log (default 256 MiB).
     pub fn checkpoint_log_bytes(mut self, bytes: u64) -> Config {
         self.checkpoint_log_bytes = bytes;
+        self
+    }
+    /// Run a checkpoint at least this often while commits happen (default 60 s).
+    pub fn checkpoint_interval(mut self, every: std::time::Duration) -> Config {
+        self.checkpoint_interval = every;
         self
     }
     /// Keep log segments that checkpoints no longer need, for archiving, instead of

@@ -38,6 +38,44 @@ pub(crate) struct Shared {
     max_key: usize,
 }
 
+/// How committers and `close` reach the background checkpointer.
+#[derive(Default)]
+pub(crate) struct CheckpointSignal {
+    /// (checkpoint requested, stop)
+    state: Mutex<(bool, bool)>,
+    wake: parking_lot::Condvar,
+}
+
+/// The background checkpointer: runs a checkpoint when asked (log volume) or when
+/// `interval` has passed with commits since the last one. While it waits it holds only the
+/// signal and a weak reference, so it never keeps an environment (or its lock) alive;
+/// `close` and drop stop it.
+fn checkpointer(
+    shared: std::sync::Weak<Shared>,
+    signal: Arc<CheckpointSignal>,
+    interval: std::time::Duration,
+) {
+    loop {
+        {
+            let mut st = signal.state.lock();
+            if !st.0 && !st.1 {
+                signal.wake.wait_for(&mut st, interval);
+            }
+            if st.1 {
+                return;
+            }
+            st.0 = false;
+        }
+        let Some(s) = shared.upgrade() else { return };
+        let Some(tx) = &s.tx else { return };
+        let behind = s.engine.read().commit_lsn > tx.last_checkpoint_lsn.load(Ordering::Relaxed);
+        if behind && !s.closed.load(Ordering::Acquire) {
+            // Errors poison the environment and surface on the next write.
+            let _ = s.checkpoint();
+        }
+    }
+}
+
 /// What a transactional environment adds.
 pub(crate) struct Tx {
     /// `None` with an in-memory log.
@@ -54,7 +92,8 @@ pub(crate) struct Tx {
     /// The in-memory log's next LSN.
     inmem_lsn: AtomicU64,
     last_checkpoint_lsn: AtomicU64,
-    checkpoint_running: AtomicBool,
+    /// Wakes the background checkpointer early (log volume reached, or closing).
+    checkpoint_signal: Arc<CheckpointSignal>,
     /// Log segments released by checkpoints and kept for archiving.
     archived: Mutex<Vec<String>>,
     pub recovered_commits: u64,
@@ -156,16 +195,17 @@ impl Shared {
         result
     }
 
+    /// Asks the background checkpointer to run when enough log has gathered.
     fn maybe_checkpoint(&self, tx: &Tx, lsn: u64) {
         if lsn.saturating_sub(tx.last_checkpoint_lsn.load(Ordering::Relaxed))
-            < tx.checkpoint_log_bytes
-            || tx.checkpoint_running.swap(true, Ordering::AcqRel)
+            >= tx.checkpoint_log_bytes
         {
-            return;
+            let mut st = tx.checkpoint_signal.state.lock();
+            if !st.0 {
+                st.0 = true;
+                tx.checkpoint_signal.wake.notify_one();
+            }
         }
-        // Errors poison the environment and surface on the next write.
-        let _ = self.checkpoint();
-        tx.checkpoint_running.store(false, Ordering::Release);
     }
 
     fn live(&self) -> Result<()> {
@@ -248,8 +288,18 @@ impl Shared {
     }
 }
 
+impl Shared {
+    fn stop_checkpointer(&self) {
+        if let Some(tx) = &self.tx {
+            tx.checkpoint_signal.state.lock().1 = true;
+            tx.checkpoint_signal.wake.notify_all();
+        }
+    }
+}
+
 impl Drop for Shared {
     fn drop(&mut self) {
+        self.stop_checkpointer();
         // A handle dropped without close() still ends with a checkpoint, as a clean close
         // would; a poisoned or already closed environment has nothing to save.
         if !self.closed.load(Ordering::Acquire) {
@@ -344,7 +394,7 @@ impl Env {
             checkpoint_log_bytes: config.checkpoint_log_bytes,
             inmem_lsn: AtomicU64::new(start_lsn),
             last_checkpoint_lsn: AtomicU64::new(engine.log_lsn),
-            checkpoint_running: AtomicBool::new(false),
+            checkpoint_signal: Arc::new(CheckpointSignal::default()),
             archived: Mutex::new(Vec::new()),
             recovered_commits,
         });
@@ -373,6 +423,14 @@ impl Env {
             storage
                 .sync_dir()
                 .map_err(|err| Error::io("syncing the environment directory", err))?;
+        }
+        if let Some(tx) = &env.shared.tx {
+            let (weak, signal) = (Arc::downgrade(&env.shared), tx.checkpoint_signal.clone());
+            let interval = config.checkpoint_interval;
+            std::thread::Builder::new()
+                .name("beechdb-checkpointer".into())
+                .spawn(move || checkpointer(weak, signal, interval))
+                .map_err(|e| Error::io("starting the checkpoint thread", e))?;
         }
         Ok(env)
     }
@@ -494,6 +552,7 @@ impl Env {
     /// directory may be opened again.
     pub fn close(self) -> Result<()> {
         self.shared.live()?;
+        self.shared.stop_checkpointer();
         let r = self.shared.checkpoint();
         self.shared.closed.store(true, Ordering::Release);
         self.shared.lock.lock().take();

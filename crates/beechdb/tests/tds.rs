@@ -200,6 +200,46 @@ fn deadlock_is_detected_promptly() {
 }
 
 #[test]
+fn background_checkpoints_by_time_and_volume() {
+    let storage = MemStorage::new();
+    let cfg = tds().checkpoint_interval(Duration::from_millis(50));
+    let env = mem_env(&storage, cfg.clone());
+    let db = env.create_db("d").unwrap();
+    let before = env.stat().unwrap().checkpoints;
+    db.put(b"k", b"v").unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        env.stat().unwrap().checkpoints > before,
+        "a checkpoint by time"
+    );
+    // By volume: 64 KiB of log with a long interval.
+    let env2 = mem_env(
+        &MemStorage::new(),
+        tds()
+            .checkpoint_interval(Duration::from_secs(3600))
+            .checkpoint_log_bytes(64 << 10),
+    );
+    let d2 = env2.create_db("d").unwrap();
+    let start = env2.stat().unwrap().checkpoints;
+    for i in 0..2000u32 {
+        d2.put(&i.to_be_bytes(), &[0u8; 100]).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        env2.stat().unwrap().checkpoints > start,
+        "a checkpoint by log volume"
+    );
+    // Dropping the last handle releases the environment at once (the checkpointer holds none).
+    drop(db);
+    drop(env);
+    let again = Env::open_with_storage(Arc::new(storage), cfg).unwrap();
+    assert_eq!(
+        again.open_db("d").unwrap().get(b"k").unwrap(),
+        Some(b"v".to_vec())
+    );
+}
+
+#[test]
 fn sync_commits_survive_power_loss() {
     for seed in 0..20u64 {
         let storage = MemStorage::new();
