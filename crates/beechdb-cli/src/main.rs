@@ -97,6 +97,18 @@ fn main() -> ExitCode {
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
+/// Opens an existing environment as transactional (running recovery), keeping the log
+/// segments checkpoints no longer need when `keep_logs`.
+fn open_transactional(dir: &PathBuf, keep_logs: bool) -> Res<Env> {
+    Ok(Env::open(
+        dir,
+        Config::new()
+            .create(false)
+            .transactional(true)
+            .keep_logs(keep_logs),
+    )?)
+}
+
 /// Opens an existing environment as it was used: transactional (keeping its log) if it has
 /// a log, so that inspecting it changes nothing.
 fn open_existing(dir: &PathBuf) -> Res<Env> {
@@ -130,32 +142,20 @@ fn run(cli: Cli) -> Res<ExitCode> {
             no_overwrite,
         } => load(&dir, db, file, no_overwrite),
         Command::Recover { dir } => {
-            let env = Env::open(
-                &dir,
-                Config::new()
-                    .create(false)
-                    .transactional(true)
-                    .keep_logs(true),
-            )?;
+            let env = open_transactional(&dir, true)?;
             println!("recovery replayed {} commits", env.recovered_commits());
             env.close()?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Checkpoint { dir } => {
-            let env = Env::open(&dir, Config::new().create(false).transactional(true))?;
+            let env = open_transactional(&dir, false)?;
             env.sync()?;
             println!("checkpoint {} taken", env.stat()?.generation);
             env.close()?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Archive { dir, remove } => {
-            let env = Env::open(
-                &dir,
-                Config::new()
-                    .create(false)
-                    .transactional(true)
-                    .keep_logs(true),
-            )?;
+            let env = open_transactional(&dir, true)?;
             let names = env.archive_logs()?;
             env.close()?;
             for name in &names {

@@ -5,6 +5,8 @@
 //!
 //! `BEECH_POWER_SEEDS` sets the number of seeds (default 1000).
 
+mod common;
+
 use beechdb::storage::MemStorage;
 use beechdb::{Config, Env};
 use rand::{Rng, SeedableRng};
@@ -70,10 +72,7 @@ fn read_all(env: &Env) -> Model {
 
 #[test]
 fn power_cut_at_random_points_leaves_a_synced_state() {
-    let seeds: u64 = std::env::var("BEECH_POWER_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1000);
+    let seeds = common::count_from_env("BEECH_POWER_SEEDS", 1000);
     let mut cut_inside = 0;
     let (mut got_previous, mut got_in_flight) = (0, 0);
     for seed in 0..seeds {

@@ -5,6 +5,8 @@
 //!
 //! `BEECH_KILL_ITERS` sets the number of kills (default 50).
 
+mod common;
+
 use beechdb::{Config, Env};
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
@@ -68,10 +70,7 @@ fn child_writer() {
 
 #[test]
 fn kill_at_random_moments_leaves_a_synced_state() {
-    let iters: u64 = std::env::var("BEECH_KILL_ITERS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(50);
+    let iters = common::count_from_env("BEECH_KILL_ITERS", 50);
     let exe = std::env::current_exe().unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(99);
     let mut syncs_seen = Vec::new();

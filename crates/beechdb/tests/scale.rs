@@ -2,6 +2,8 @@
 //! cache), inserted in random order, then read back, scanned, synced, verified and reopened.
 //! `BEECH_SCALE_RECORDS` changes the count.
 
+mod common;
+
 use beechdb::{Config, Env};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -23,10 +25,7 @@ fn value(i: u64) -> [u8; 32] {
 
 #[test]
 fn million_records_in_a_small_cache() {
-    let n: u64 = std::env::var("BEECH_SCALE_RECORDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1_000_000);
+    let n = common::count_from_env("BEECH_SCALE_RECORDS", 1_000_000);
     let dir = tempfile::tempdir().unwrap();
     let cfg = Config::new().cache_size(4 << 20);
     let env = Env::open(dir.path(), cfg.clone()).unwrap();

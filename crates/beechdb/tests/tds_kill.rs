@@ -7,6 +7,8 @@
 //!
 //! `BEECH_TDS_KILL_ITERS` sets the number of kills (default 100).
 
+mod common;
+
 use beechdb::{Config, Durability, Env};
 use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, HashMap};
@@ -90,10 +92,7 @@ fn read_state(env: &Env) -> State {
 
 #[test]
 fn kill_during_transactions_recovers_every_acknowledged_commit() {
-    let iters: u64 = std::env::var("BEECH_TDS_KILL_ITERS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(100);
+    let iters = common::count_from_env("BEECH_TDS_KILL_ITERS", 100);
     let exe = std::env::current_exe().unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(5);
     let mut acked_total = 0;

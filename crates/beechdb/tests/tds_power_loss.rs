@@ -6,6 +6,8 @@
 //!
 //! `BEECH_TDS_POWER_SEEDS` sets the number of seeds (default 1000).
 
+mod common;
+
 use beechdb::storage::MemStorage;
 use beechdb::{Config, Durability, Env};
 use rand::{Rng, SeedableRng};
@@ -84,10 +86,7 @@ fn recover(image: MemStorage) -> beechdb::Result<Env> {
 
 #[test]
 fn power_cuts_in_commits_checkpoints_and_recovery() {
-    let seeds: u64 = std::env::var("BEECH_TDS_POWER_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1000);
+    let seeds = common::count_from_env("BEECH_TDS_POWER_SEEDS", 1000);
     let (mut inside, mut during_recovery) = (0, 0);
     for seed in 0..seeds {
         let probe = MemStorage::new();

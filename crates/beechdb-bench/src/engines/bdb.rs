@@ -17,13 +17,7 @@ extern "C" {
     fn bdb_open(
         dir: *const c_char,
         cache: c_ulonglong,
-        flags: c_uint,
-        page_size: c_uint,
-        out: *mut *mut BdbHandle,
-    ) -> c_int;
-    fn bdb_open_tds(
-        dir: *const c_char,
-        cache: c_ulonglong,
+        tds: c_int,
         commit_flag: c_uint,
         inmem: c_int,
         log_buffer: c_uint,
@@ -51,8 +45,6 @@ extern "C" {
     fn bdb_strerror(err: c_int) -> *const c_char;
     fn bdb_notfound() -> c_int;
     fn bdb_deadlock() -> c_int;
-    fn bdb_flag_private() -> c_uint;
-    fn bdb_flag_init_mpool() -> c_uint;
     fn bdb_flag_txn_nosync() -> c_uint;
     fn bdb_flag_txn_write_nosync() -> c_uint;
 }
@@ -87,31 +79,25 @@ impl BdbStore {
         let cache = s.cache_bytes as u64;
         // SAFETY: plain FFI calls; `h` is written only on success.
         unsafe {
-            match s.mode {
-                Mode::Ds => check(bdb_open(
-                    cdir.as_ptr(),
-                    cache,
-                    bdb_flag_private() | bdb_flag_init_mpool(),
-                    ps,
-                    &mut h,
-                ))?,
-                m => {
-                    let flag = match m {
-                        Mode::TdsNosync => bdb_flag_txn_nosync(),
-                        Mode::TdsWriteNosync => bdb_flag_txn_write_nosync(),
-                        _ => 0,
-                    };
-                    check(bdb_open_tds(
-                        cdir.as_ptr(),
-                        cache,
-                        flag,
-                        (m == Mode::TdsInmem) as c_int,
-                        128 << 20,
-                        ps,
-                        &mut h,
-                    ))?
-                }
-            }
+            let flag = match s.mode {
+                Mode::TdsNosync => bdb_flag_txn_nosync(),
+                Mode::TdsWriteNosync => bdb_flag_txn_write_nosync(),
+                _ => 0,
+            };
+            let (tds, inmem) = (
+                (s.mode != Mode::Ds) as c_int,
+                (s.mode == Mode::TdsInmem) as c_int,
+            );
+            check(bdb_open(
+                cdir.as_ptr(),
+                cache,
+                tds,
+                flag,
+                inmem,
+                128 << 20,
+                ps,
+                &mut h,
+            ))?;
         }
         Ok(BdbStore {
             h,
