@@ -93,6 +93,8 @@ pub(crate) struct Engine {
     /// (database id big-endian, then the key), `(commit LSN, value before that commit)` in
     /// commit order. A snapshot at LSN `s` reads the first entry newer than `s`, else the tree.
     pub(crate) versions: std::collections::BTreeMap<Vec<u8>, VersionChain>,
+    /// Reused buffer for encoding commit records.
+    pub(crate) commit_scratch: Vec<u8>,
 }
 
 /// The leaf the last write went to, with the key range it covers and its path, so that a
@@ -326,6 +328,7 @@ impl Engine {
             log_segment: meta.log_segment,
             commit_lsn: meta.log_lsn,
             versions: std::collections::BTreeMap::new(),
+            commit_scratch: Vec::new(),
         };
         engine.load_catalog()?;
         engine.shrink_cache();

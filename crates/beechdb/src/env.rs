@@ -81,9 +81,6 @@ pub(crate) struct Tx {
     /// `None` with an in-memory log.
     pub wal: Option<Wal>,
     pub txns: TxnManager,
-    /// Held while a commit is appended to the log and applied to the trees, so that log
-    /// order is commit order; holds the commit-record scratch buffer.
-    pub commit_mutex: Mutex<Vec<u8>>,
     pub durability: Durability,
     pub isolation: Isolation,
     pub lock_timeout: std::time::Duration,
@@ -130,17 +127,21 @@ impl Shared {
         let tx = self.tx()?;
         let mut arrival = tx.wal.as_ref().map(|w| w.arrive());
         let lsn = {
-            let mut scratch = tx.commit_mutex.lock();
-            self.engine.read().check_writable()?;
+            // The exclusive lock covers the log append and the apply, so log order is the
+            // order in which commits become visible.
+            let mut e = self.engine.write();
+            e.check_writable()?;
+            let mut scratch = std::mem::take(&mut e.commit_scratch);
             encode_writes(writes, &mut scratch);
-            let lsn = match (&tx.wal, arrival.as_mut()) {
-                (Some(w), Some(a)) => w.append_commit(a, &scratch)?,
+            let appended = match (&tx.wal, arrival.as_mut()) {
+                (Some(w), Some(a)) => w.append_commit(a, &scratch),
                 _ => {
                     let len = wal::align8(wal::REC_HDR + scratch.len()) as u64;
-                    tx.inmem_lsn.fetch_add(len, Ordering::Relaxed) + len
+                    Ok(tx.inmem_lsn.fetch_add(len, Ordering::Relaxed) + len)
                 }
             };
-            let mut e = self.engine.write();
+            e.commit_scratch = scratch;
+            let lsn = appended?;
             let oldest = tx.txns.oldest();
             if let Err(err) = e.apply_commit(writes, lsn, oldest) {
                 // The log holds the whole commit; memory holds part of it. Only a reopen
@@ -261,7 +262,8 @@ impl Shared {
             return self.engine.write().checkpoint();
         };
         let lsn = {
-            let _commits = tx.commit_mutex.lock();
+            // Holding the exclusive lock, no commit is between its log append and its apply.
+            let mut e = self.engine.write();
             let (lsn, segment) = match &tx.wal {
                 Some(w) => {
                     let lsn = w.flush_all(false)?;
@@ -269,7 +271,6 @@ impl Shared {
                 }
                 None => (tx.inmem_lsn.load(Ordering::Relaxed), 0),
             };
-            let mut e = self.engine.write();
             if e.log_lsn != lsn || e.log_segment != segment {
                 e.changed = true;
             }
@@ -386,7 +387,6 @@ impl Env {
         let tx = config.transactional.then(|| Tx {
             wal: if log_wanted { wal.take() } else { None },
             txns: TxnManager::default(),
-            commit_mutex: Mutex::new(Vec::new()),
             durability: config.durability,
             isolation: config.isolation,
             lock_timeout: config.lock_timeout,
@@ -524,13 +524,8 @@ impl Env {
 
     /// Removes a database and frees its pages. Its handles fail with [`Error::Closed`].
     pub fn remove_db(&self, name: &str) -> Result<()> {
-        if let Some(tx) = &self.shared.tx {
-            // No commit may be between logging and applying while the catalog changes.
-            let _commits = tx.commit_mutex.lock();
-            self.shared.write(|e| e.remove_db(name))?;
-        } else {
-            self.shared.write(|e| e.remove_db(name))?;
-        }
+        // Under the exclusive lock no commit is between its log append and its apply.
+        self.shared.write(|e| e.remove_db(name))?;
         self.after_catalog_change()
     }
 

@@ -5,8 +5,8 @@
 //! encoding of commit records, and the public [`Txn`]. May call: `engine` (under the
 //! environment's lock), `wal`. Design: writes are deferred. A transaction keeps its writes
 //! in a private map; reads look there first, then at the trees as of the snapshot. Commit
-//! appends the write set to the log and applies it to the trees under one mutex, so log order
-//! is commit order and recovery is redo-only. Values a commit overwrites are kept in the
+//! appends the write set to the log and applies it to the trees under the engine's exclusive
+//! lock, so log order is commit order and recovery is redo-only. Values a commit overwrites are kept in the
 //! engine's version map while an older snapshot is active. Invariants:
 //! - a snapshot is taken and registered under the engine's shared lock, and a commit reads
 //!   the oldest active snapshot under the exclusive lock, so no snapshot misses a version;

@@ -38,6 +38,8 @@ pub(crate) const KIND_SEGMENT_END: u8 = 2;
 const MAGIC: &[u8; 8] = b"BeechLog";
 /// A NOSYNC commit leaves its record in the buffer until this much has gathered.
 const BUFFER_LIMIT: usize = 1 << 20;
+/// Leaders gather followers only when an fsync takes at least this long.
+const MIN_GATHER_FSYNC: std::time::Duration = std::time::Duration::from_micros(40);
 /// Longest a group-commit leader waits for announced committers.
 const GATHER_LIMIT: std::time::Duration = std::time::Duration::from_micros(200);
 
@@ -349,7 +351,10 @@ impl Wal {
                 continue;
             }
             g.leader = true;
-            if sync && (g.arriving > 0 || g.buf_commits < g.expected) {
+            // Only worth it when an fsync is slow: a timed wait shorter than the kernel's
+            // timer slack (50 us) would sleep far longer than the fsync it tries to share.
+            let worth_waiting = g.fsync_nanos >= MIN_GATHER_FSYNC.as_nanos() as u64;
+            if sync && worth_waiting && (g.arriving > 0 || g.buf_commits < g.expected) {
                 // Let the committers the last window saw join this fsync. Waiting at most
                 // half an fsync costs less than the extra fsync they would otherwise need.
                 g.leader_gathering = true;
