@@ -11,7 +11,6 @@ use beechdb::{Config, Env};
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -71,20 +70,18 @@ fn child_writer() {
 #[test]
 fn kill_at_random_moments_leaves_a_synced_state() {
     let iters = common::count_from_env("BEECH_KILL_ITERS", 50);
-    let exe = std::env::current_exe().unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(99);
     let mut syncs_seen = Vec::new();
     for iter in 0..iters {
         let dir = tempfile::tempdir().unwrap();
         let seed = rng.gen::<u64>();
-        let mut child = Command::new(&exe)
-            .args(["--exact", "child_writer", "--nocapture", "--test-threads=1"])
-            .env(CHILD_DIR, dir.path())
-            .env(CHILD_SEED, seed.to_string())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = common::spawn_self(
+            "child_writer",
+            &[
+                (CHILD_DIR, dir.path().display().to_string()),
+                (CHILD_SEED, seed.to_string()),
+            ],
+        );
         let stdout = child.stdout.take().unwrap();
         let reader = std::thread::spawn(move || {
             let mut last = 0u64;

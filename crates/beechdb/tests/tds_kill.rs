@@ -13,7 +13,6 @@ use beechdb::{Config, Durability, Env};
 use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -93,23 +92,14 @@ fn read_state(env: &Env) -> State {
 #[test]
 fn kill_during_transactions_recovers_every_acknowledged_commit() {
     let iters = common::count_from_env("BEECH_TDS_KILL_ITERS", 100);
-    let exe = std::env::current_exe().unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(5);
     let mut acked_total = 0;
     for iter in 0..iters {
         let dir = tempfile::tempdir().unwrap();
-        let mut child = Command::new(&exe)
-            .args([
-                "--exact",
-                "child_transactions",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(DIR, dir.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = common::spawn_self(
+            "child_transactions",
+            &[(DIR, dir.path().display().to_string())],
+        );
         let stdout = child.stdout.take().unwrap();
         let reader = std::thread::spawn(move || {
             let mut acks = Vec::new();
