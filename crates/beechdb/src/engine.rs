@@ -487,6 +487,18 @@ impl Engine {
         Ok(())
     }
 
+    /// Writes resident dirty page `pid` to its (fresh) location and marks it clean.
+    fn write_frame(&mut self, pid: u64) -> Result<()> {
+        let frame = self.cache.frame_mut(pid).expect("a resident page");
+        let mut data = std::mem::take(&mut frame.data);
+        let res = self.write_page(pid, &mut data);
+        let frame = self.cache.frame_mut(pid).expect("a resident page");
+        frame.data = data;
+        res?;
+        frame.dirty = false;
+        Ok(())
+    }
+
     /// Evicts pages until the cache is within budget; dirty victims are written first (to
     /// their fresh locations). A write failure poisons the engine and stops eviction.
     pub fn shrink_cache(&mut self) {
@@ -499,14 +511,9 @@ impl Engine {
                 if self.poisoned.is_some() {
                     break;
                 }
-                let mut data = std::mem::take(&mut frame.data);
-                let res = self.write_page(pid, &mut data);
-                let frame = self.cache.frame_mut(pid).unwrap();
-                frame.data = data;
-                if res.is_err() {
+                if self.write_frame(pid).is_err() {
                     break;
                 }
-                frame.dirty = false;
                 self.cache.dirty_evictions += 1;
             }
             self.epoch += 1;
@@ -601,13 +608,7 @@ impl Engine {
         let free = self.space.checkpoint_free_list();
         // (3) Dirty pages, then the free list.
         for pid in self.cache.dirty_pages() {
-            let frame = self.cache.frame_mut(pid).unwrap();
-            let mut data = std::mem::take(&mut frame.data);
-            let res = self.write_page(pid, &mut data);
-            let frame = self.cache.frame_mut(pid).unwrap();
-            frame.data = data;
-            res?;
-            frame.dirty = false;
+            self.write_frame(pid)?;
         }
         let mut buf = vec![0u8; self.layout.page_size];
         let mut chunks = free.chunks(per_page);

@@ -106,19 +106,7 @@ impl Shared {
     }
 
     pub(crate) fn check_sizes(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        if key.len() > self.max_key {
-            return Err(Error::KeyTooLarge {
-                len: key.len(),
-                max: self.max_key,
-            });
-        }
-        if value.len() > crate::MAX_VALUE_LEN {
-            return Err(Error::ValueTooLarge {
-                len: value.len(),
-                max: crate::MAX_VALUE_LEN,
-            });
-        }
-        Ok(())
+        crate::btree::check_sizes(key, value, self.max_key)
     }
 
     /// Logs and applies a write set as one commit; waits for durability `d`.

@@ -138,9 +138,7 @@ impl fmt::Display for EnvStat {
             ),
             ("Databases", self.databases.to_string()),
         ];
-        for (name, value) in rows {
-            writeln!(f, "{value}\t{name}")?;
-        }
+        write_rows(f, &rows)?;
         if let Some(p) = &self.poisoned {
             writeln!(f, "POISONED\t{p}")?;
         }
@@ -177,12 +175,16 @@ impl fmt::Display for EnvStat {
                 ("Largest group commit", t.group_commit_max.to_string()),
             ];
             writeln!(f, "Transactions and log:")?;
-            for (name, value) in rows {
-                writeln!(f, "{value}\t{name}")?;
-            }
+            write_rows(f, &rows)?;
         }
         Ok(())
     }
+}
+
+/// Prints `value<TAB>name` lines, as Berkeley DB's db_stat does.
+fn write_rows(f: &mut fmt::Formatter<'_>, rows: &[(&str, String)]) -> fmt::Result {
+    rows.iter()
+        .try_for_each(|(name, value)| writeln!(f, "{value}\t{name}"))
 }
 
 /// Statistics of one database, gathered by walking its tree.

@@ -321,22 +321,6 @@ impl Engine {
         d.catalog_dirty = db != CATALOG;
     }
 
-    pub(crate) fn check_sizes(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        if key.len() > self.layout.max_key {
-            return Err(Error::KeyTooLarge {
-                len: key.len(),
-                max: self.layout.max_key,
-            });
-        }
-        if value.len() > MAX_VALUE_LEN_USIZE {
-            return Err(Error::ValueTooLarge {
-                len: value.len(),
-                max: MAX_VALUE_LEN_USIZE,
-            });
-        }
-        Ok(())
-    }
-
     /// Stores `value` under `key`; with `no_overwrite` an existing key is `KeyExists`.
     /// Returns whether the key existed.
     pub(crate) fn put(
@@ -346,7 +330,7 @@ impl Engine {
         value: &[u8],
         no_overwrite: bool,
     ) -> Result<bool> {
-        self.check_sizes(key, value)?;
+        check_sizes(key, value, self.layout.max_key)?;
         let mut path = std::mem::take(&mut self.path_buf);
         let r = self.put_inner(db, key, value, no_overwrite, &mut path);
         self.path_buf = path;
@@ -596,6 +580,24 @@ impl Engine {
         }
         Ok(())
     }
+}
+
+/// The size limits every write checks: keys up to `max_key`, values up to
+/// [`MAX_VALUE_LEN_USIZE`].
+pub(crate) fn check_sizes(key: &[u8], value: &[u8], max_key: usize) -> Result<()> {
+    if key.len() > max_key {
+        return Err(Error::KeyTooLarge {
+            len: key.len(),
+            max: max_key,
+        });
+    }
+    if value.len() > MAX_VALUE_LEN_USIZE {
+        return Err(Error::ValueTooLarge {
+            len: value.len(),
+            max: MAX_VALUE_LEN_USIZE,
+        });
+    }
+    Ok(())
 }
 
 /// Copies a separator into a hint's bound, reusing the bound's buffer.

@@ -1,6 +1,6 @@
 //! The public transaction handle, and the engine methods that serve it.
 
-use super::{scoped_key, Write};
+use super::{scoped_key, scoped_range, Write};
 use crate::config::{Durability, Isolation};
 use crate::engine::{Engine, Need, NeedResult};
 use crate::env::{Db, Shared};
@@ -89,18 +89,7 @@ impl Engine {
         hi: &Bound<Vec<u8>>,
         at: u64,
     ) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
-        let scope = |b: &Bound<Vec<u8>>| b.as_ref().map(|k| scoped_key(db, k));
-        let (start, end) = (
-            scope(lo),
-            match scope(hi) {
-                Bound::Unbounded => Bound::Excluded(scoped_key(db + 1, &[])),
-                b => b,
-            },
-        );
-        let start = match start {
-            Bound::Unbounded => Bound::Included(scoped_key(db, &[])),
-            b => b,
-        };
+        let (start, end) = scoped_range(db, lo, hi);
         self.versions
             .range((start, end))
             .filter_map(|(k, chain)| {
@@ -234,15 +223,7 @@ impl Txn {
                 };
             }
         }
-        let scope = |b: &Bound<Vec<u8>>| b.as_ref().map(|k| scoped_key(db.id(), k));
-        let own_end = match scope(&hi) {
-            Bound::Unbounded => Bound::Excluded(scoped_key(db.id() + 1, &[])),
-            b => b,
-        };
-        let own_start = match scope(&lo) {
-            Bound::Unbounded => Bound::Included(scoped_key(db.id(), &[])),
-            b => b,
-        };
+        let (own_start, own_end) = scoped_range(db.id(), &lo, &hi);
         for (k, v) in self.writes.range((own_start, own_end)) {
             match v {
                 Some(v) => view.insert(k[4..].to_vec(), v.clone()),

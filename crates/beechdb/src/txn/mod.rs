@@ -34,6 +34,24 @@ pub(crate) fn scoped_key(db: u32, key: &[u8]) -> Vec<u8> {
     k
 }
 
+/// The range of scoped keys that `[lo, hi)` of database `db` covers.
+pub(crate) fn scoped_range(
+    db: u32,
+    lo: &std::ops::Bound<Vec<u8>>,
+    hi: &std::ops::Bound<Vec<u8>>,
+) -> (std::ops::Bound<Vec<u8>>, std::ops::Bound<Vec<u8>>) {
+    use std::ops::Bound;
+    let start = match lo.as_ref().map(|k| scoped_key(db, k)) {
+        Bound::Unbounded => Bound::Included(scoped_key(db, &[])),
+        b => b,
+    };
+    let end = match hi.as_ref().map(|k| scoped_key(db, k)) {
+        Bound::Unbounded => Bound::Excluded(scoped_key(db + 1, &[])),
+        b => b,
+    };
+    (start, end)
+}
+
 /// Commit record payload: `count u32`, then per write `db u32 | op u8 (1 put, 2 delete) |
 /// klen u32 | vlen u32 | key | value`.
 pub(crate) fn encode_writes(writes: &[Write], out: &mut Vec<u8>) {
