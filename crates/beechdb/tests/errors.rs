@@ -146,6 +146,14 @@ fn faulty_workload(storage: &MemStorage) -> (Vec<Model>, Option<Error>) {
             // Refuses writes from now on, with a clear error.
             assert!(matches!(db.put(b"x", b"y"), Err(Error::Poisoned { .. })));
             assert!(matches!(env.sync(), Err(Error::Poisoned { .. })));
+            // ... and still serves reads, from memory, with the data as written.
+            for (k, v) in model.iter().step_by(37) {
+                assert_eq!(
+                    db.get(k).unwrap().as_ref(),
+                    Some(v),
+                    "a read after the failure"
+                );
+            }
             std::mem::forget(env);
             return (synced, Some(e));
         }
