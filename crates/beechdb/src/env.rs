@@ -580,6 +580,8 @@ impl Env {
                     (r(&ws.bytes), r(&ws.records), r(&ws.writes), r(&ws.fsyncs));
                 (s.group_commit_commits, s.group_commit_max) =
                     (r(&ws.group_commits), r(&ws.max_group));
+                (s.log_flush_micros, s.group_commit_gather_micros) =
+                    (r(&ws.flush_nanos) / 1000, r(&ws.gather_nanos) / 1000);
             }
             s
         });

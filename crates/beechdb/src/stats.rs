@@ -79,6 +79,10 @@ pub struct TxnStat {
     pub group_commit_commits: u64,
     /// The largest number of commits one fsync made durable.
     pub group_commit_max: u64,
+    /// Microseconds spent writing and syncing the log (by group-commit leaders).
+    pub log_flush_micros: u64,
+    /// Microseconds group-commit leaders waited for announced committers before flushing.
+    pub group_commit_gather_micros: u64,
 }
 
 impl EnvStat {
@@ -151,7 +155,7 @@ impl fmt::Display for EnvStat {
             } else {
                 t.group_commit_commits as f64 / t.log_fsyncs as f64
             };
-            let rows: [(&str, String); 15] = [
+            let rows: [(&str, String); 17] = [
                 ("Transactions begun", t.begun.to_string()),
                 ("Commits", t.commits.to_string()),
                 ("Aborts", t.aborts.to_string()),
@@ -173,6 +177,14 @@ impl fmt::Display for EnvStat {
                 ),
                 ("Average commits per fsync", format!("{avg:.2}")),
                 ("Largest group commit", t.group_commit_max.to_string()),
+                (
+                    "Log write and sync time (us)",
+                    t.log_flush_micros.to_string(),
+                ),
+                (
+                    "Group-commit gather wait (us)",
+                    t.group_commit_gather_micros.to_string(),
+                ),
             ];
             writeln!(f, "Transactions and log:")?;
             write_rows(f, &rows)?;

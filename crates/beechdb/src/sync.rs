@@ -1,19 +1,28 @@
+//! Synchronisation the engine builds itself: a read-mostly lock, a broadcast wake-up, and a
+//! bounded poll for short waits.
+//!
 //! A read-mostly lock: readers mark only their own cache line, so reads on different cores
 //! do not bounce a shared lock word (the cost that kept a reader-writer lock from scaling
 //! reads across cores); a writer raises a flag and waits for every reader slot to drain.
 //!
-//! Owns: [`ReadMostlyLock`]. Invariant (Dekker): a reader increments its slot, then checks
-//! the writer flag; a writer sets the flag, then checks the slots; all four accesses are
-//! SeqCst, so in their single total order either the reader sees the flag and backs off, or
-//! the writer sees the reader and waits: they never both proceed. (SeqCst read-modify-writes
-//! are full barriers on x86, so no separate fence instruction is needed.) Writers exclude each other with a mutex,
-//! which readers also use to wait out a writer. The only `unsafe` of the engine's locking is
-//! here: handing out `&T` / `&mut T` from the cell under those guarantees.
+//! Owns: [`ReadMostlyLock`], [`Broadcast`], [`poll_until`]. May call: nothing of the
+//! engine. Invariant of the lock (Dekker): a reader increments its slot, then checks the
+//! writer flag; a writer sets the flag, then checks the slots; all four accesses are SeqCst,
+//! so in their single total order either the reader sees the flag and backs off, or the
+//! writer sees the reader and waits: they never both proceed. (SeqCst read-modify-writes are
+//! full barriers on x86, so no separate fence instruction is needed.) Writers exclude each
+//! other with a mutex, which readers also use to wait out a writer. The engine's locking
+//! keeps its `unsafe` here: handing out `&T` / `&mut T` from the cell under those guarantees.
+//!
+//! [`Broadcast`] wakes every sleeper with one futex call on Linux (the other `unsafe`); its
+//! invariant is the futex's: a sleeper sleeps only while the sequence still holds the value
+//! it read, so a wake-up between reading and sleeping is never lost.
 
 use parking_lot::{Mutex, MutexGuard};
 use std::cell::{Cell, UnsafeCell};
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 /// Slots 0..64 belong to one live thread each; slot 64 is shared by any threads beyond that.
 const SLOTS: usize = 65;
@@ -188,6 +197,109 @@ impl<T> Drop for WriteGuard<'_, T> {
     }
 }
 
+/// Polls `done` for up to `limit`, yielding the CPU between polls to any other runnable
+/// thread; returns whether it became true. For waits shorter than a sleep and a wake-up.
+pub(crate) fn poll_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    if limit.is_zero() {
+        return done();
+    }
+    let started = Instant::now();
+    for polls in 1u32.. {
+        if done() {
+            return true;
+        }
+        if polls.is_multiple_of(8) && started.elapsed() >= limit {
+            break;
+        }
+        std::thread::yield_now();
+    }
+    false
+}
+
+/// A wake-up for many sleepers at once: each waits until the sequence number moves on from
+/// the value it saw, and one `wake_all` wakes them all. On Linux that is one futex system
+/// call whatever the number of sleepers, where per-thread wake-ups cost one call (and on a
+/// virtual machine often one cross-CPU interrupt) each, a cost paid one after another by the
+/// waker. Callers re-check their own condition after waking: wake-ups may be spurious.
+pub(crate) struct Broadcast {
+    seq: AtomicU32,
+    sleepers: AtomicU32,
+    #[cfg(not(target_os = "linux"))]
+    fallback: (Mutex<()>, parking_lot::Condvar),
+}
+
+impl Broadcast {
+    pub(crate) fn new() -> Self {
+        Broadcast {
+            seq: AtomicU32::new(0),
+            sleepers: AtomicU32::new(0),
+            #[cfg(not(target_os = "linux"))]
+            fallback: Default::default(),
+        }
+    }
+
+    /// The sequence number to pass to [`Broadcast::wait`]: read it while the condition
+    /// being waited for is known to be false (under the lock that guards it).
+    pub(crate) fn seq(&self) -> u32 {
+        self.seq.load(Ordering::SeqCst)
+    }
+
+    /// Waits until a `wake_all` after `seen` was read (or returns at once if one came):
+    /// first for up to `poll`, polling and yielding the CPU to any other runnable thread,
+    /// then asleep.
+    pub(crate) fn wait(&self, seen: u32, poll: Duration) {
+        if poll_until(poll, || self.seq.load(Ordering::Acquire) != seen) {
+            return;
+        }
+        self.sleepers.fetch_add(1, Ordering::SeqCst);
+        #[cfg(target_os = "linux")]
+        // SAFETY: FUTEX_WAIT only reads the aligned u32 behind the pointer, which lives as
+        // long as `self`; it sleeps only while that word still equals `seen`.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                self.seq.as_ptr(),
+                libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+                seen,
+                std::ptr::null::<libc::timespec>(),
+            );
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let mut g = self.fallback.0.lock();
+            if self.seq.load(Ordering::SeqCst) == seen {
+                self.fallback.1.wait(&mut g);
+            }
+        }
+        self.sleepers.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Moves the sequence on and wakes every sleeper.
+    pub(crate) fn wake_all(&self) {
+        self.seq.fetch_add(1, Ordering::SeqCst);
+        // A sleeper counted itself before checking the word, so after the increment either
+        // it is counted here or its futex check sees the new word and does not sleep.
+        if self.sleepers.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        #[cfg(target_os = "linux")]
+        // SAFETY: FUTEX_WAKE touches no memory; the address only names the wait queue.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                self.seq.as_ptr(),
+                libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+                i32::MAX,
+            );
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            drop(self.fallback.0.lock());
+            self.fallback.1.notify_all();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -220,5 +332,42 @@ mod tests {
         let r = lock.read();
         assert_eq!(r.0, 16_000);
         assert_eq!(r.1, 16_000);
+    }
+
+    /// Every round, each sleeper (asleep or polling) sees the round's value once woken: none
+    /// misses a wake-up and sleeps on, which would hang the test.
+    #[test]
+    fn one_wake_all_releases_every_sleeper() {
+        let wake = Arc::new(Broadcast::new());
+        let round = Arc::new(AtomicU64::new(0));
+        let sleepers: Vec<_> = (0..6u64)
+            .map(|t| {
+                let (wake, round) = (wake.clone(), round.clone());
+                std::thread::spawn(move || {
+                    let poll = Duration::from_micros(if t % 2 == 0 { 0 } else { 50 });
+                    for r in 1..=200u64 {
+                        loop {
+                            let seen = wake.seq();
+                            if round.load(Ordering::SeqCst) >= r {
+                                break;
+                            }
+                            wake.wait(seen, poll);
+                        }
+                    }
+                })
+            })
+            .collect();
+        for r in 1..=200u64 {
+            std::thread::sleep(Duration::from_micros(100));
+            round.store(r, Ordering::SeqCst);
+            wake.wake_all();
+        }
+        for s in sleepers {
+            s.join().unwrap();
+        }
+        // A sequence that has already moved on does not wait at all.
+        let before = wake.seq();
+        wake.wake_all();
+        wake.wait(before, Duration::ZERO);
     }
 }

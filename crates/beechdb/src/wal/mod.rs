@@ -27,9 +27,13 @@ use crate::config::Durability;
 use crate::error::{Error, Result};
 use crate::storage::page::{wr32, wr64};
 use crate::storage::{Storage, StorageFile};
-use parking_lot::{Condvar, Mutex};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use crate::sync::{poll_until, Broadcast};
+use parking_lot::Mutex;
+use std::sync::atomic::{
+    AtomicBool, AtomicU64, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
+};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 pub(crate) const SEG_HDR: usize = 64;
 pub(crate) const REC_HDR: usize = 32;
@@ -39,9 +43,15 @@ const MAGIC: &[u8; 8] = b"BeechLog";
 /// A NOSYNC commit leaves its record in the buffer until this much has gathered.
 const BUFFER_LIMIT: usize = 1 << 20;
 /// Leaders gather followers only when an fsync takes at least this long.
-const MIN_GATHER_FSYNC: std::time::Duration = std::time::Duration::from_micros(40);
+const MIN_GATHER_FSYNC: Duration = Duration::from_micros(40);
 /// Longest a group-commit leader waits for announced committers.
-const GATHER_LIMIT: std::time::Duration = std::time::Duration::from_micros(200);
+const GATHER_LIMIT: Duration = Duration::from_micros(200);
+/// A committer waiting for a flush polls (yielding the CPU) for up to two average flushes
+/// before it sleeps, when that is at most this long. Sleeping costs a context switch and a
+/// wake-up, which on a virtual machine takes 10-30 us across CPUs: a large share of a fast
+/// fsync, and paid once per waiter. Beside a slower wait it is negligible, and polling through
+/// a long wait would only burn CPU.
+const POLL_LIMIT: Duration = Duration::from_micros(400);
 
 /// A committer's announcement (see [`Wal::arrive`]).
 pub(crate) struct Arrival<'a> {
@@ -52,11 +62,7 @@ pub(crate) struct Arrival<'a> {
 impl Drop for Arrival<'_> {
     fn drop(&mut self) {
         if !self.appended {
-            let mut g = self.wal.inner.lock();
-            g.arriving -= 1;
-            if g.leader_gathering {
-                self.wal.gather.notify_one();
-            }
+            self.wal.arriving.fetch_sub(1, Release);
         }
     }
 }
@@ -149,6 +155,9 @@ pub(crate) struct WalStats {
     /// Commits made durable by group-commit flushes, and the largest single batch.
     pub group_commits: AtomicU64,
     pub max_group: AtomicU64,
+    /// Time spent writing and syncing, and time leaders spent gathering, in nanoseconds.
+    pub flush_nanos: AtomicU64,
+    pub gather_nanos: AtomicU64,
 }
 
 struct Inner {
@@ -156,33 +165,53 @@ struct Inner {
     /// Bytes of `[buf_lsn, next_lsn)`, not yet handed to the OS.
     buf: Vec<u8>,
     buf_lsn: u64,
-    buf_commits: u64,
     spare: Vec<u8>,
     /// Live segments in order; the last is being appended to.
     segments: Vec<Arc<Segment>>,
     leader: bool,
-    /// A leader is waiting for committers that are on their way to append.
-    leader_gathering: bool,
-    /// Committers between `arrive` and their append.
-    arriving: u64,
     /// Commits one fsync window saw last time (flushed, plus appended during the fsync): the
     /// batch a leader expects to gather.
     expected: u64,
-    /// Average fsync time in nanoseconds (moving average).
+    /// Moving averages of the time a flush takes, in nanoseconds: with an fsync, and without.
     fsync_nanos: u64,
+    write_nanos: u64,
     written: u64,
     flushed: u64,
     poisoned: Option<String>,
+}
+
+impl Inner {
+    /// How long a committer waiting for a flush polls before it sleeps (see [`POLL_LIMIT`]).
+    fn poll_budget(&self, sync: bool) -> Duration {
+        let flush = if sync {
+            self.fsync_nanos
+        } else {
+            self.write_nanos
+        };
+        let wait = Duration::from_nanos(flush * 2);
+        if wait <= POLL_LIMIT {
+            wait
+        } else {
+            Duration::ZERO
+        }
+    }
 }
 
 pub(crate) struct Wal {
     storage: Arc<dyn Storage>,
     segment_size: u64,
     inner: Mutex<Inner>,
-    /// Followers wait here for a flush to finish.
-    cond: Condvar,
-    /// A gathering leader waits here for announced committers to append.
-    gather: Condvar,
+    /// `Inner::written` and `Inner::flushed`, and whether the log is poisoned, readable by a
+    /// parked committer without the mutex.
+    written: AtomicU64,
+    flushed: AtomicU64,
+    failed: AtomicBool,
+    /// Followers wait here until a flush ends.
+    flushed_wake: Broadcast,
+    /// Committers between `arrive` and their append, and commits in the buffer (changed under
+    /// the mutex): what a gathering leader polls for.
+    arriving: AtomicU64,
+    buf_commits: AtomicU64,
     pub stats: WalStats,
 }
 
@@ -201,20 +230,22 @@ impl Wal {
                 next_lsn: end,
                 buf: Vec::new(),
                 buf_lsn: end,
-                buf_commits: 0,
                 spare: Vec::new(),
                 segments: segments.into_iter().map(Arc::new).collect(),
                 leader: false,
-                leader_gathering: false,
-                arriving: 0,
                 expected: 1,
                 fsync_nanos: 0,
+                write_nanos: 0,
                 written: end,
                 flushed: end,
                 poisoned: None,
             }),
-            cond: Condvar::new(),
-            gather: Condvar::new(),
+            written: AtomicU64::new(end),
+            flushed: AtomicU64::new(end),
+            failed: AtomicBool::new(false),
+            flushed_wake: Broadcast::new(),
+            arriving: AtomicU64::new(0),
+            buf_commits: AtomicU64::new(0),
             stats: WalStats::default(),
         }
     }
@@ -229,7 +260,7 @@ impl Wal {
     /// for announced committers so that one write and one fsync cover them all. The returned
     /// guard withdraws the announcement if the commit fails before appending.
     pub(crate) fn arrive(&self) -> Arrival<'_> {
-        self.inner.lock().arriving += 1;
+        self.arriving.fetch_add(1, Release);
         Arrival {
             wal: self,
             appended: false,
@@ -239,13 +270,6 @@ impl Wal {
     /// Appends a commit record; returns its end LSN (the commit's LSN).
     pub(crate) fn append_commit(&self, arrival: &mut Arrival, payload: &[u8]) -> Result<u64> {
         let mut g = self.inner.lock();
-        if !arrival.appended {
-            arrival.appended = true;
-            g.arriving -= 1;
-            if g.leader_gathering {
-                self.gather.notify_one();
-            }
-        }
         if let Some(p) = &g.poisoned {
             return Err(Wal::poisoned(p));
         }
@@ -270,7 +294,12 @@ impl Wal {
         }
         let lsn = g.next_lsn;
         push_record(&mut g, KIND_COMMIT, payload, lsn);
-        g.buf_commits += 1;
+        // Counted in the buffer before it stops being counted as arriving, so a gathering
+        // leader never sees neither.
+        self.buf_commits.fetch_add(1, Release);
+        if !std::mem::replace(&mut arrival.appended, true) {
+            self.arriving.fetch_sub(1, Release);
+        }
         self.stats.records.fetch_add(1, Relaxed);
         self.stats.bytes.fetch_add(len as u64, Relaxed);
         Ok(g.next_lsn)
@@ -336,7 +365,7 @@ impl Wal {
     }
 
     /// Leader/follower flush: the first waiter writes (and syncs) everything buffered for
-    /// all waiters; the rest wait for it.
+    /// all waiters; the rest wait for it (polling briefly, then asleep on `flushed_wake`).
     fn flush(&self, end: u64, sync: bool) -> Result<()> {
         let mut g = self.inner.lock();
         loop {
@@ -347,29 +376,42 @@ impl Wal {
                 return Ok(());
             }
             if g.leader {
-                self.cond.wait(&mut g);
+                let seen = self.flushed_wake.seq();
+                let poll = g.poll_budget(sync);
+                drop(g);
+                self.flushed_wake.wait(seen, poll);
+                // Most wake-ups find their commit covered: return without the mutex.
+                let covered = if sync { &self.flushed } else { &self.written };
+                if covered.load(Acquire) >= end && !self.failed.load(Acquire) {
+                    return Ok(());
+                }
+                g = self.inner.lock();
                 continue;
             }
             g.leader = true;
             // Only worth it when an fsync is slow: a timed wait shorter than the kernel's
             // timer slack (50 us) would sleep far longer than the fsync it tries to share.
             let worth_waiting = g.fsync_nanos >= MIN_GATHER_FSYNC.as_nanos() as u64;
-            if sync && worth_waiting && (g.arriving > 0 || g.buf_commits < g.expected) {
+            let expected = g.expected;
+            let gathered =
+                || self.arriving.load(Acquire) == 0 && self.buf_commits.load(Acquire) >= expected;
+            if sync && worth_waiting && !gathered() {
                 // Let the committers the last window saw join this fsync. Waiting at most
                 // half an fsync costs less than the extra fsync they would otherwise need.
-                g.leader_gathering = true;
-                let limit = std::time::Duration::from_nanos(g.fsync_nanos / 2).min(GATHER_LIMIT);
-                let deadline = std::time::Instant::now() + limit;
-                while (g.arriving > 0 || g.buf_commits < g.expected)
-                    && !self.gather.wait_until(&mut g, deadline).timed_out()
-                {}
-                g.leader_gathering = false;
+                // The wait is short, so poll (see `POLL_LIMIT`), yielding to the committers.
+                let limit = Duration::from_nanos(g.fsync_nanos / 2).min(GATHER_LIMIT);
+                drop(g);
+                let started = Instant::now();
+                poll_until(limit, gathered);
+                let waited = started.elapsed().as_nanos() as u64;
+                self.stats.gather_nanos.fetch_add(waited, Relaxed);
+                g = self.inner.lock();
             }
             let (from, to) = (g.buf_lsn, g.next_lsn);
             let spare = std::mem::take(&mut g.spare);
             let data = std::mem::replace(&mut g.buf, spare);
             g.buf_lsn = to;
-            let commits = std::mem::take(&mut g.buf_commits);
+            let commits = self.buf_commits.swap(0, Relaxed);
             let sync_from = g.flushed;
             let segs: Vec<Arc<Segment>> = g
                 .segments
@@ -381,35 +423,45 @@ impl Wal {
             let started = std::time::Instant::now();
             let res = self.write_out(&segs, from, &data, sync.then_some(sync_from), to);
             let took = started.elapsed().as_nanos() as u64;
+            self.stats.flush_nanos.fetch_add(took, Relaxed);
             g = self.inner.lock();
             g.leader = false;
-            if sync && res.is_ok() {
-                g.fsync_nanos = if g.fsync_nanos == 0 {
-                    took
+            if res.is_ok() {
+                let average = |avg: u64| if avg == 0 { took } else { (avg * 7 + took) / 8 };
+                if sync {
+                    g.fsync_nanos = average(g.fsync_nanos);
+                    g.expected = (commits + self.buf_commits.load(Relaxed)).clamp(1, 256);
                 } else {
-                    (g.fsync_nanos * 7 + took) / 8
-                };
-                g.expected = (commits + g.buf_commits).clamp(1, 256);
+                    g.write_nanos = average(g.write_nanos);
+                }
             }
             let mut data = data;
             data.clear();
             g.spare = data;
-            match res {
+            let res = match res {
                 Ok(()) => {
                     g.written = to;
+                    self.written.store(to, Release);
                     if sync {
                         g.flushed = to;
+                        self.flushed.store(to, Release);
                         self.stats.group_commits.fetch_add(commits, Relaxed);
                         self.stats.max_group.fetch_max(commits, Relaxed);
                     }
+                    Ok(())
                 }
                 Err(e) => {
                     g.poisoned = Some(e.to_string());
-                    self.cond.notify_all();
-                    return Err(e);
+                    self.failed.store(true, Release);
+                    Err(e)
                 }
-            }
-            self.cond.notify_all();
+            };
+            // Every follower wakes: those this flush covered return, and the first of the
+            // rest to take the mutex leads the next flush.
+            drop(g);
+            self.flushed_wake.wake_all();
+            // The leader appended its own commit before leading, so its flush covered it.
+            return res;
         }
     }
 
