@@ -51,7 +51,7 @@ pub use config::{
 pub use env::{Db, Env};
 pub use error::{Error, Result};
 pub use stats::{DbStat, EnvStat, TxnStat};
-pub use txn::Txn;
+pub use txn::{Txn, TxnIter};
 pub use verify::{verify_path, Problem, VerifyReport};
 
 /// Largest value accepted (4 GiB - 1); longer values get [`Error::ValueTooLarge`].

@@ -92,9 +92,7 @@ fn snapshot_isolation() {
     // Range scans see the same snapshot, plus the transaction's own writes.
     let all: Vec<Vec<u8>> = reader
         .range::<&[u8], _>(&db, ..)
-        .unwrap()
-        .into_iter()
-        .map(|(k, _)| k)
+        .map(|r| r.unwrap().0)
         .collect();
     assert_eq!(all, vec![b"x".to_vec(), b"y".to_vec()]);
     let mut own = env.begin_txn().unwrap();
@@ -102,9 +100,7 @@ fn snapshot_isolation() {
     own.delete(&db, b"z").unwrap();
     let keys: Vec<Vec<u8>> = own
         .range(&db, &b"a"[..]..&b"zz"[..])
-        .unwrap()
-        .into_iter()
-        .map(|(k, _)| k)
+        .map(|r| r.unwrap().0)
         .collect();
     assert_eq!(keys, vec![b"a".to_vec(), b"x".to_vec()]);
     own.abort();

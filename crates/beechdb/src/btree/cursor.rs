@@ -116,6 +116,29 @@ impl Cursor {
     }
 }
 
+/// Up to one leaf's run of entries (at most `RUN_BYTES`, at least one) from the position
+/// `to` finds, in the direction of travel: ascending from it when `forward`, else descending.
+pub(crate) fn read_run(
+    e: &Engine,
+    db: u32,
+    to: Seek,
+    forward: bool,
+) -> NeedResult<Vec<(Vec<u8>, Vec<u8>)>> {
+    let Some(pos) = e.seek(db, to)? else {
+        return Ok(Vec::new());
+    };
+    let (mut data, mut spans) = (Vec::new(), Vec::new());
+    let at = copy_run(e, &pos, forward, &mut data, &mut spans)?;
+    let entry = |&(ks, kl, vs, vl): &(usize, usize, usize, usize)| {
+        (data[ks..ks + kl].to_vec(), data[vs..vs + vl].to_vec())
+    };
+    Ok(if forward {
+        spans.iter().map(entry).collect()
+    } else {
+        spans[..=at].iter().rev().map(entry).collect()
+    })
+}
+
 /// Copies entries of `pos.leaf` into `data`/`spans`: from `pos.idx` on when moving forward,
 /// up to `pos.idx` when moving back. Returns the index of `pos.idx`'s entry in `spans`.
 fn copy_run(

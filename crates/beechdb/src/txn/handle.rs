@@ -1,5 +1,6 @@
 //! The public transaction handle, and the engine methods that serve it.
 
+use super::scan::TxnIter;
 use super::{scoped_key, scoped_range, Write};
 use crate::config::{Durability, Isolation};
 use crate::engine::{Engine, Need, NeedResult};
@@ -133,9 +134,9 @@ impl Engine {
 pub struct Txn {
     shared: Arc<Shared>,
     id: u64,
-    snapshot: Option<u64>,
+    pub(super) snapshot: Option<u64>,
     registered: Option<u64>,
-    writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    pub(super) writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
     locked: Vec<Vec<u8>>,
     durability: Durability,
     finished: bool,
@@ -197,40 +198,21 @@ impl Txn {
     }
 
     /// The entries of `db` with keys in `range`, ascending, as this transaction sees them: its
-    /// snapshot (or the latest committed data under read-committed) plus its own writes.
-    /// The range is read into memory when called; later changes by others do not appear.
-    pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(
-        &self,
-        db: &Db,
-        range: R,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.check(db)?;
+    /// snapshot (or, under read-committed, the latest committed data as each leaf is read)
+    /// plus its own writes. Streams a leaf at a time; holds no lock between items.
+    pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, db: &Db, range: R) -> TxnIter<'_> {
+        self.scan(db, range, false)
+    }
+
+    /// As [`Txn::range`], descending.
+    pub fn range_rev<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, db: &Db, range: R) -> TxnIter<'_> {
+        self.scan(db, range, true)
+    }
+
+    fn scan<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, db: &Db, range: R, rev: bool) -> TxnIter<'_> {
         let lo = range.start_bound().map(|k| k.as_ref().to_vec());
         let hi = range.end_bound().map(|k| k.as_ref().to_vec());
-        let mut view: BTreeMap<Vec<u8>, Vec<u8>> =
-            db.range((lo.clone(), hi.clone())).collect::<Result<_>>()?;
-        if let Some(at) = self.snapshot {
-            // After the scan: every commit the scan could have seen left its older value here.
-            for (k, before) in self
-                .shared
-                .engine
-                .read()
-                .snapshot_overrides(db.id(), &lo, &hi, at)
-            {
-                match before {
-                    Some(v) => view.insert(k, v),
-                    None => view.remove(&k),
-                };
-            }
-        }
-        let (own_start, own_end) = scoped_range(db.id(), &lo, &hi);
-        for (k, v) in self.writes.range((own_start, own_end)) {
-            match v {
-                Some(v) => view.insert(k[4..].to_vec(), v.clone()),
-                None => view.remove(&k[4..]),
-            };
-        }
-        Ok(view.into_iter().collect())
+        TxnIter::new(self, db.clone(), lo, hi, rev, self.check(db).err())
     }
 
     /// Reads `key` and locks it for this transaction (Berkeley DB's `DB_RMW`), so that no

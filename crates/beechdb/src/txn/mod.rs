@@ -15,8 +15,10 @@
 
 mod handle;
 pub(crate) mod locks;
+mod scan;
 
 pub use handle::Txn;
+pub use scan::TxnIter;
 
 use crate::error::{Error, Result};
 use parking_lot::Mutex;

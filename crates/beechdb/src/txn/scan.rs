@@ -1,0 +1,201 @@
+//! A transaction's range scan, streamed a leaf at a time.
+//!
+//! Owns: [`TxnIter`]. May call: `btree::cursor::read_run` and the engine's version map,
+//! under the environment's shared lock. Invariant: each batch covers an interval of keys
+//! that continues exactly where the previous one ended, and is read in one acquisition of
+//! the shared lock: the tree's entries in the interval, then (under snapshot isolation) the
+//! values that commits newer than the snapshot overwrote there, which restore the snapshot's
+//! view of the whole interval. Commits between batches change only later intervals, and those
+//! are restored the same way when read; the transaction's own writes are merged last.
+
+use super::{scoped_range, Txn};
+use crate::btree::cursor::read_run;
+use crate::btree::Seek;
+use crate::engine::{Engine, NeedResult};
+use crate::env::Db;
+use crate::error::{Error, Result};
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+/// The entries of a key range as a transaction sees them, in key order (or reverse).
+/// Created by [`Txn::range`] and [`Txn::range_rev`]; holds no lock between items.
+pub struct TxnIter<'t> {
+    txn: &'t Txn,
+    db: Db,
+    /// Where the next batch starts: the lower bound going forward, the upper going back.
+    from: Bound<Vec<u8>>,
+    /// The range's far end.
+    to: Bound<Vec<u8>>,
+    reverse: bool,
+    batch: std::vec::IntoIter<(Vec<u8>, Vec<u8>)>,
+    done: bool,
+    /// A misuse found when the scan was created (a finished transaction, another
+    /// environment's database): the first item.
+    misuse: Option<Error>,
+}
+
+impl<'t> TxnIter<'t> {
+    pub(crate) fn new(
+        txn: &'t Txn,
+        db: Db,
+        lo: Bound<Vec<u8>>,
+        hi: Bound<Vec<u8>>,
+        reverse: bool,
+        misuse: Option<Error>,
+    ) -> Self {
+        let empty = is_empty(&lo, &hi);
+        let (from, to) = if reverse { (hi, lo) } else { (lo, hi) };
+        TxnIter {
+            txn,
+            db,
+            from,
+            to,
+            reverse,
+            batch: Vec::new().into_iter(),
+            done: empty,
+            misuse,
+        }
+    }
+
+    /// Whether `key` lies beyond the range's far end.
+    fn past_end(&self, key: &[u8]) -> bool {
+        match (&self.to, self.reverse) {
+            (Bound::Unbounded, _) => false,
+            (Bound::Included(b), false) => key > &b[..],
+            (Bound::Excluded(b), false) => key >= &b[..],
+            (Bound::Included(b), true) => key < &b[..],
+            (Bound::Excluded(b), true) => key <= &b[..],
+        }
+    }
+
+    /// The interval from `from` to `upto`, as (low, high) bounds.
+    fn interval<'a>(
+        &'a self,
+        upto: &'a Bound<Vec<u8>>,
+    ) -> (&'a Bound<Vec<u8>>, &'a Bound<Vec<u8>>) {
+        if self.reverse {
+            (upto, &self.from)
+        } else {
+            (&self.from, upto)
+        }
+    }
+
+    /// Reads the next batch; everything in it comes from one acquisition of the shared lock.
+    fn read_batch(&self, e: &Engine) -> NeedResult<Batch> {
+        let forward = !self.reverse;
+        let db = self.db.id();
+        let successor;
+        let seek = match (&self.from, forward) {
+            (Bound::Unbounded, true) => Seek::First,
+            (Bound::Unbounded, false) => Seek::Last,
+            (Bound::Included(k), true) => Seek::Ge(k),
+            (Bound::Excluded(k), true) => Seek::Gt(k),
+            (Bound::Excluded(k), false) => Seek::Lt(k),
+            // The last key `<= k` is the last one `<` k's successor.
+            (Bound::Included(k), false) => {
+                successor = [&k[..], &[0]].concat();
+                Seek::Lt(&successor)
+            }
+        };
+        let mut run = read_run(e, db, seek, forward)?;
+        let cut = run.iter().position(|(k, _)| self.past_end(k));
+        let last = run.is_empty() || cut.is_some();
+        if let Some(i) = cut {
+            run.truncate(i);
+        }
+        let upto = match (last, run.last()) {
+            (false, Some((k, _))) => Bound::Included(k.clone()),
+            _ => self.to.clone(),
+        };
+        let overrides = match self.txn.snapshot {
+            Some(at) => {
+                let (lo, hi) = self.interval(&upto);
+                e.snapshot_overrides(db, lo, hi, at)
+            }
+            None => Vec::new(),
+        };
+        Ok(Batch {
+            run,
+            overrides,
+            upto,
+            last,
+        })
+    }
+
+    /// Reads the next batch into `self.batch`.
+    fn refill(&mut self) -> Result<()> {
+        let (batch, _) = self.db.read(|e| self.read_batch(e))?;
+        let mut view: BTreeMap<Vec<u8>, Vec<u8>> = batch.run.into_iter().collect();
+        for (k, before) in batch.overrides {
+            match before {
+                Some(v) => view.insert(k, v),
+                None => view.remove(&k),
+            };
+        }
+        let (lo, hi) = self.interval(&batch.upto);
+        for (k, v) in self.txn.writes.range(scoped_range(self.db.id(), lo, hi)) {
+            match v {
+                Some(v) => view.insert(k[4..].to_vec(), v.clone()),
+                None => view.remove(&k[4..]),
+            };
+        }
+        let mut entries: Vec<_> = view.into_iter().collect();
+        if self.reverse {
+            entries.reverse();
+        }
+        self.batch = entries.into_iter();
+        self.done = batch.last;
+        self.from = match batch.upto {
+            Bound::Included(k) => Bound::Excluded(k),
+            _ => Bound::Unbounded,
+        };
+        Ok(())
+    }
+}
+
+/// Whether no key lies in `(lo, hi)` by the bounds alone (an inverted range, say). Intervals
+/// inside a range that is not empty are not empty either, which keeps `BTreeMap::range`
+/// (which panics on inverted bounds) safe.
+fn is_empty(lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> bool {
+    match (lo, hi) {
+        (Bound::Included(a), Bound::Included(b)) => a > b,
+        (Bound::Included(a) | Bound::Excluded(a), Bound::Included(b) | Bound::Excluded(b)) => {
+            a >= b
+        }
+        _ => false,
+    }
+}
+
+/// One interval's worth of a scan (see the module comment).
+struct Batch {
+    /// The tree's entries, in the direction of travel.
+    run: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Keys the snapshot saw differently, with the value it saw (`None`: absent).
+    overrides: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    /// Where the interval ends (included), or the range's end for the last batch.
+    upto: Bound<Vec<u8>>,
+    last: bool,
+}
+
+impl Iterator for TxnIter<'_> {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if let Some(e) = self.misuse.take() {
+            self.done = true;
+            return Some(Err(e));
+        }
+        loop {
+            if let Some(entry) = self.batch.next() {
+                return Some(Ok(entry));
+            }
+            if self.done {
+                return None;
+            }
+            if let Err(e) = self.refill() {
+                self.done = true;
+                return Some(Err(e));
+            }
+        }
+    }
+}
