@@ -41,33 +41,60 @@ pub(crate) struct Shared {
 /// How committers and `close` reach the background checkpointer.
 #[derive(Default)]
 pub(crate) struct CheckpointSignal {
-    /// (checkpoint requested, stop)
-    state: Mutex<(bool, bool)>,
+    state: Mutex<BackgroundWork>,
     wake: parking_lot::Condvar,
 }
 
+#[derive(Default)]
+struct BackgroundWork {
+    checkpoint: bool,
+    /// The log wants its next segment prepared.
+    spare_segment: bool,
+    stop: bool,
+}
+
+impl CheckpointSignal {
+    fn request(&self, what: impl FnOnce(&mut BackgroundWork) -> &mut bool) {
+        let mut st = self.state.lock();
+        let flag = what(&mut st);
+        if !*flag {
+            *flag = true;
+            self.wake.notify_one();
+        }
+    }
+}
+
 /// The background checkpointer: runs a checkpoint when asked (log volume) or when
-/// `interval` has passed with commits since the last one. While it waits it holds only the
-/// signal and a weak reference, so it never keeps an environment (or its lock) alive;
-/// `close` and drop stop it.
+/// `interval` has passed with commits since the last one, and prepares the log's next
+/// segment when asked. While it waits it holds only the signal and a weak reference, so it
+/// never keeps an environment (or its lock) alive; `close` and drop stop it.
 fn checkpointer(
     shared: std::sync::Weak<Shared>,
     signal: Arc<CheckpointSignal>,
     interval: std::time::Duration,
 ) {
     loop {
-        {
+        let spare_only = {
             let mut st = signal.state.lock();
-            if !st.0 && !st.1 {
+            if !st.checkpoint && !st.spare_segment && !st.stop {
                 signal.wake.wait_for(&mut st, interval);
             }
-            if st.1 {
+            if st.stop {
                 return;
             }
-            st.0 = false;
-        }
+            let spare_only = st.spare_segment && !st.checkpoint;
+            (st.checkpoint, st.spare_segment) = (false, false);
+            spare_only
+        };
         let Some(s) = shared.upgrade() else { return };
         let Some(tx) = &s.tx else { return };
+        if let Some(w) = &tx.wal {
+            // On failure the commit that fills the segment creates the next one itself.
+            let _ = w.prepare_spare();
+        }
+        if spare_only {
+            continue;
+        }
         let behind = s.engine.read().commit_lsn > tx.last_checkpoint_lsn.load(Ordering::Relaxed);
         if behind && !s.closed.load(Ordering::Acquire) {
             // Errors poison the environment and surface on the next write.
@@ -148,7 +175,7 @@ impl Shared {
         if let Some(w) = &tx.wal {
             w.wait(lsn, d)?;
         }
-        self.maybe_checkpoint(tx, lsn);
+        self.request_background_work(tx, lsn);
         Ok(lsn)
     }
 
@@ -184,16 +211,16 @@ impl Shared {
         result
     }
 
-    /// Asks the background checkpointer to run when enough log has gathered.
-    fn maybe_checkpoint(&self, tx: &Tx, lsn: u64) {
+    /// Asks the background thread for a checkpoint when enough log has gathered, and for
+    /// the log's next segment when the log wants one.
+    fn request_background_work(&self, tx: &Tx, lsn: u64) {
         if lsn.saturating_sub(tx.last_checkpoint_lsn.load(Ordering::Relaxed))
             >= tx.checkpoint_log_bytes
         {
-            let mut st = tx.checkpoint_signal.state.lock();
-            if !st.0 {
-                st.0 = true;
-                tx.checkpoint_signal.wake.notify_one();
-            }
+            tx.checkpoint_signal.request(|w| &mut w.checkpoint);
+        }
+        if tx.wal.as_ref().is_some_and(|w| w.take_spare_request()) {
+            tx.checkpoint_signal.request(|w| &mut w.spare_segment);
         }
     }
 
@@ -280,7 +307,7 @@ impl Shared {
 impl Shared {
     fn stop_checkpointer(&self) {
         if let Some(tx) = &self.tx {
-            tx.checkpoint_signal.state.lock().1 = true;
+            tx.checkpoint_signal.state.lock().stop = true;
             tx.checkpoint_signal.wake.notify_all();
         }
     }
@@ -582,6 +609,10 @@ impl Env {
                     (r(&ws.group_commits), r(&ws.max_group));
                 (s.log_flush_micros, s.group_commit_gather_micros) =
                     (r(&ws.flush_nanos) / 1000, r(&ws.gather_nanos) / 1000);
+                (s.log_segments_prepared, s.log_segments_created_inline) = (
+                    r(&ws.segments_prepared),
+                    r(&ws.segments_created_inline),
+                );
             }
             s
         });

@@ -83,6 +83,10 @@ pub struct TxnStat {
     pub log_flush_micros: u64,
     /// Microseconds group-commit leaders waited for announced committers before flushing.
     pub group_commit_gather_micros: u64,
+    /// Log segments switched to that were prepared in the background.
+    pub log_segments_prepared: u64,
+    /// Log segments the commit filling the previous one had to create (and zero-fill).
+    pub log_segments_created_inline: u64,
 }
 
 impl EnvStat {
@@ -155,7 +159,7 @@ impl fmt::Display for EnvStat {
             } else {
                 t.group_commit_commits as f64 / t.log_fsyncs as f64
             };
-            let rows: [(&str, String); 17] = [
+            let rows: [(&str, String); 19] = [
                 ("Transactions begun", t.begun.to_string()),
                 ("Commits", t.commits.to_string()),
                 ("Aborts", t.aborts.to_string()),
@@ -184,6 +188,14 @@ impl fmt::Display for EnvStat {
                 (
                     "Group-commit gather wait (us)",
                     t.group_commit_gather_micros.to_string(),
+                ),
+                (
+                    "Log segments prepared ahead",
+                    t.log_segments_prepared.to_string(),
+                ),
+                (
+                    "Log segments created by a commit",
+                    t.log_segments_created_inline.to_string(),
                 ),
             ];
             writeln!(f, "Transactions and log:")?;

@@ -236,6 +236,33 @@ fn background_checkpoints_by_time_and_volume() {
 }
 
 #[test]
+fn log_segments_are_prepared_ahead_and_recover_like_any_other() {
+    let storage = MemStorage::new();
+    let cfg = tds().log_segment_size(64 << 10).keep_logs(true);
+    let env = mem_env(&storage, cfg.clone());
+    let db = env.create_db("d").unwrap();
+    for i in 0..3000u32 {
+        db.put(&i.to_be_bytes(), &[i as u8; 100]).unwrap();
+        if i % 100 == 0 {
+            // Time for the background thread, as commits on other threads would give it.
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    let t = env.stat().unwrap().txn.unwrap();
+    assert!(t.log_segments_prepared >= 3, "segments prepared ahead: {t:?}");
+    drop(db);
+    // The log as a crash leaves it (no checkpoint since the start) replays in full.
+    let image = storage.crash_image(1);
+    drop(env);
+    let again = mem_env(&image, cfg);
+    let db = again.open_db("d").unwrap();
+    for i in (0..3000u32).step_by(7) {
+        assert_eq!(db.get(&i.to_be_bytes()).unwrap(), Some(vec![i as u8; 100]));
+    }
+    assert!(again.verify().unwrap().is_clean());
+}
+
+#[test]
 fn sync_commits_survive_power_loss() {
     for seed in 0..20u64 {
         let storage = MemStorage::new();

@@ -118,23 +118,27 @@ impl Segment {
     /// durable a new segment. It is built under a temporary name and renamed into place, so
     /// a segment file that exists always has a valid header.
     pub(crate) fn create(storage: &dyn Storage, no: u64, start: u64, cap: u64) -> Result<Segment> {
+        let tmp = format!("{}.tmp", segment_name(no));
+        let file = zero_filled(storage, &tmp, cap)
+            .map_err(|e| Error::io(format!("creating log segment {}", segment_name(no)), e))?;
+        Segment::install(storage, file, &tmp, no, start, cap)
+    }
+
+    /// Gives a zero-filled, synced file named `from` its header and its segment name.
+    fn install(
+        storage: &dyn Storage,
+        file: Box<dyn StorageFile>,
+        from: &str,
+        no: u64,
+        start: u64,
+        cap: u64,
+    ) -> Result<Segment> {
         let name = segment_name(no);
-        let tmp = format!("{name}.tmp");
         let io = |e| Error::io(format!("creating log segment {name}"), e);
-        let file = storage.open(&tmp, true).map_err(io)?;
-        file.set_len(0).map_err(io)?;
-        let zeros = vec![0u8; 1 << 20];
-        let total = SEG_HDR as u64 + cap;
-        let mut at = SEG_HDR as u64;
-        while at < total {
-            let n = (total - at).min(zeros.len() as u64) as usize;
-            file.write_at(&zeros[..n], at).map_err(io)?;
-            at += n as u64;
-        }
         file.write_at(&Segment::encode_header(no, start, cap), 0)
             .map_err(io)?;
-        file.sync_all().map_err(io)?;
-        storage.rename(&tmp, &name).map_err(io)?;
+        file.sync_data().map_err(io)?;
+        storage.rename(from, &name).map_err(io)?;
         storage.sync_dir().map_err(io)?;
         Ok(Segment {
             no,
@@ -144,6 +148,29 @@ impl Segment {
         })
     }
 }
+
+/// A file `name` of a segment's size (header and `cap` bytes), zero-filled and synced.
+fn zero_filled(
+    storage: &dyn Storage,
+    name: &str,
+    cap: u64,
+) -> std::io::Result<Box<dyn StorageFile>> {
+    let file = storage.open(name, true)?;
+    file.set_len(0)?;
+    let zeros = vec![0u8; 1 << 20];
+    let total = SEG_HDR as u64 + cap;
+    let mut at = 0;
+    while at < total {
+        let n = (total - at).min(zeros.len() as u64) as usize;
+        file.write_at(&zeros[..n], at)?;
+        at += n as u64;
+    }
+    file.sync_all()?;
+    Ok(file)
+}
+
+/// The next segment, zero-filled ahead of time by the background thread.
+const SPARE_SEGMENT: &str = "log.spare";
 
 /// Counters for `beech stat`.
 #[derive(Default)]
@@ -158,6 +185,9 @@ pub(crate) struct WalStats {
     /// Time spent writing and syncing, and time leaders spent gathering, in nanoseconds.
     pub flush_nanos: AtomicU64,
     pub gather_nanos: AtomicU64,
+    /// Segments switched to that were prepared ahead, and that the commit had to create.
+    pub segments_prepared: AtomicU64,
+    pub segments_created_inline: AtomicU64,
 }
 
 struct Inner {
@@ -212,6 +242,12 @@ pub(crate) struct Wal {
     /// the mutex): what a gathering leader polls for.
     arriving: AtomicU64,
     buf_commits: AtomicU64,
+    /// A zero-filled file of a segment's size for the next segment (`log.spare`), so that
+    /// the commit which fills a segment only writes a header and renames. Held while it is
+    /// being prepared and while it is being installed.
+    spare: Mutex<Option<Box<dyn StorageFile>>>,
+    /// Set when the current segment is half full and no spare is ready.
+    spare_request: AtomicBool,
     pub stats: WalStats,
 }
 
@@ -246,6 +282,8 @@ impl Wal {
             flushed_wake: Broadcast::new(),
             arriving: AtomicU64::new(0),
             buf_commits: AtomicU64::new(0),
+            spare: Mutex::new(None),
+            spare_request: AtomicBool::new(false),
             stats: WalStats::default(),
         }
     }
@@ -284,7 +322,7 @@ impl Wal {
             push_record(&mut g, KIND_SEGMENT_END, &[], end_rec);
             let start = g.next_lsn;
             let cap = self.segment_size.max((len + REC_HDR) as u64);
-            match Segment::create(self.storage.as_ref(), cur.no + 1, start, cap) {
+            match self.next_segment(cur.no + 1, start, cap) {
                 Ok(seg) => g.segments.push(Arc::new(seg)),
                 Err(e) => {
                     g.poisoned = Some(e.to_string());
@@ -294,6 +332,11 @@ impl Wal {
         }
         let lsn = g.next_lsn;
         push_record(&mut g, KIND_COMMIT, payload, lsn);
+        if (g.next_lsn - cur.start) * 2 > cur.cap
+            && self.spare.try_lock().is_some_and(|s| s.is_none())
+        {
+            self.spare_request.store(true, Relaxed);
+        }
         // Counted in the buffer before it stops being counted as arriving, so a gathering
         // leader never sees neither.
         self.buf_commits.fetch_add(1, Release);
@@ -361,7 +404,48 @@ impl Wal {
         for s in &g.segments {
             self.storage.remove(&segment_name(s.no))?;
         }
+        if self.spare.lock().take().is_some() {
+            self.storage.remove(SPARE_SEGMENT)?;
+        }
         Ok(())
+    }
+
+    /// Whether the log has asked for its next segment since the last call.
+    pub(crate) fn take_spare_request(&self) -> bool {
+        self.spare_request.load(Relaxed) && self.spare_request.swap(false, Relaxed)
+    }
+
+    /// Prepares the next segment's file, unless one is ready (run off the commit path).
+    pub(crate) fn prepare_spare(&self) -> Result<()> {
+        let mut spare = self.spare.lock();
+        if spare.is_none() {
+            let file = zero_filled(self.storage.as_ref(), SPARE_SEGMENT, self.segment_size)
+                .map_err(|e| Error::io("preparing the next log segment", e))?;
+            *spare = Some(file);
+        }
+        Ok(())
+    }
+
+    /// Segment `no`: the prepared spare when one is ready and the size fits, else a new file.
+    fn next_segment(&self, no: u64, start: u64, cap: u64) -> Result<Segment> {
+        if cap == self.segment_size {
+            // Not waiting for a spare being prepared: creating one here is no slower.
+            if let Some(mut spare) = self.spare.try_lock() {
+                if let Some(file) = spare.take() {
+                    self.stats.segments_prepared.fetch_add(1, Relaxed);
+                    return Segment::install(
+                        self.storage.as_ref(),
+                        file,
+                        SPARE_SEGMENT,
+                        no,
+                        start,
+                        cap,
+                    );
+                }
+            }
+        }
+        self.stats.segments_created_inline.fetch_add(1, Relaxed);
+        Segment::create(self.storage.as_ref(), no, start, cap)
     }
 
     /// Leader/follower flush: the first waiter writes (and syncs) everything buffered for
