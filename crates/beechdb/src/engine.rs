@@ -3,8 +3,9 @@
 //! Owns: opening and creating the page file, loading pages (checked on every read), writing
 //! dirty pages on eviction, and the copy-on-write checkpoint. May call: `storage`, `cache`,
 //! `btree` (for the catalog). Invariants:
-//! - every dirty page is fresh (allocated since the durable checkpoint), so writing it
-//!   never touches a page that checkpoint references;
+//! - every dirty page is fresh (allocated since the durable checkpoint), or captured by the
+//!   checkpoint in flight and holding exactly the image that checkpoint writes; so writing
+//!   it never touches a page the durable checkpoint references;
 //! - the ancestors of a fresh page are fresh (relocating a page relocates its path);
 //! - after a failed write or sync the engine is poisoned and refuses every further write.
 //!
@@ -13,6 +14,9 @@
 //! list; (4) `sync_data`; (5) write the meta slot not used by the durable checkpoint; (6)
 //! `sync_data`. Only then do pages freed since the last checkpoint become reusable. A crash
 //! before (6) completes leaves the previous meta, and every page it references, untouched.
+//! Steps (3)-(6) run without the exclusive lock ([`CheckpointWork::write`]): the checkpoint
+//! seals free space when it begins, so what it captured is relocated, never changed in
+//! place, and frames it has still to write are retired rather than dropped.
 
 use crate::btree::node::{self, Layout};
 use crate::cache::Cache;
@@ -24,6 +28,7 @@ use crate::storage::page::{self, rd32, rd64, wr32, wr64, HDR, KIND_FREELIST, KIN
 use crate::storage::{Storage, StorageFile};
 use std::collections::BTreeMap;
 use std::io;
+use std::sync::Arc;
 
 pub(crate) const DB_FILE: &str = "beech.db";
 const DB_FILE_TMP: &str = "beech.db.tmp";
@@ -60,7 +65,7 @@ pub(crate) struct DbState {
 
 pub(crate) struct Engine {
     pub layout: Layout,
-    pub file: Box<dyn StorageFile>,
+    pub file: Arc<dyn StorageFile>,
     pub cache: Cache,
     pub space: FreeSpace,
     /// Indexed by database id; `None` for removed ids. Id 0 is the catalog.
@@ -95,6 +100,10 @@ pub(crate) struct Engine {
     pub(crate) versions: std::collections::BTreeMap<Vec<u8>, VersionChain>,
     /// Reused buffer for encoding commit records.
     pub(crate) commit_scratch: Vec<u8>,
+    /// A checkpoint is between its first and last phase.
+    checkpoint_in_flight: bool,
+    /// Pages relocated or freed whose frames the checkpoint in flight still has to write.
+    retired: Vec<u64>,
 }
 
 /// The leaf the last write went to, with the key range it covers and its path, so that a
@@ -298,7 +307,7 @@ impl Engine {
         let capacity = (cfg.cache_size_value() / ps).max(MIN_CACHE_PAGES);
         let mut engine = Engine {
             layout: Layout::new(ps),
-            file,
+            file: Arc::from(file),
             cache: Cache::new(ps, capacity),
             space: FreeSpace::new(meta.page_count, free),
             dbs: vec![Some(DbState {
@@ -329,6 +338,8 @@ impl Engine {
             commit_lsn: meta.log_lsn,
             versions: std::collections::BTreeMap::new(),
             commit_scratch: Vec::new(),
+            checkpoint_in_flight: false,
+            retired: Vec::new(),
         };
         engine.load_catalog()?;
         engine.shrink_cache();
@@ -472,7 +483,9 @@ impl Engine {
     /// Frees a page: out of the cache, back to free space.
     pub fn free_page(&mut self, pid: u64) {
         self.epoch += 1;
-        self.cache.discard(pid);
+        if !self.retire_frame(pid) {
+            self.cache.discard(pid);
+        }
         self.space.release(pid);
         self.changed = true;
     }
@@ -568,11 +581,28 @@ impl Engine {
         Ok(())
     }
 
-    /// Makes everything durable: the copy-on-write checkpoint described in the module doc.
+    /// Makes everything durable: the copy-on-write checkpoint described in the module doc,
+    /// all three phases under this exclusive borrow.
     pub fn checkpoint(&mut self) -> Result<()> {
+        let Some(work) = self.begin_checkpoint()? else {
+            return Ok(());
+        };
+        match work.write(|| &*self) {
+            Ok(written) => self.end_checkpoint(work, written),
+            Err((context, e)) => return Err(self.poison(context, e)),
+        }
+        Ok(())
+    }
+
+    /// Phase 1 of a checkpoint (steps 1-2 and the choice of pages to write), under the
+    /// exclusive lock. From here on the pages it captures are the next checkpoint's: none is
+    /// fresh any more, so writes relocate them instead of changing them in place, and
+    /// [`Engine::retire_frame`] keeps their images until they are written. `None`: nothing
+    /// changed since the durable checkpoint.
+    pub(crate) fn begin_checkpoint(&mut self) -> Result<Option<CheckpointWork>> {
         self.check_writable()?;
         if !self.changed {
-            return Ok(());
+            return Ok(None);
         }
         // (1) Catalog records of changed databases. This may itself relocate catalog pages.
         let dirty: Vec<(u32, String, u64, u64)> = self
@@ -606,39 +636,20 @@ impl Engine {
             list_pages.push(self.space.allocate());
         }
         let free = self.space.checkpoint_free_list();
-        // (3) Dirty pages, then the free list.
-        for pid in self.cache.dirty_pages() {
-            self.write_frame(pid)?;
-        }
-        let mut buf = vec![0u8; self.layout.page_size];
         let mut chunks = free.chunks(per_page);
-        for (i, &pid) in list_pages.iter().enumerate() {
-            page::init(&mut buf, KIND_FREELIST);
-            let chunk = chunks.next().unwrap_or(&[]);
-            wr32(&mut buf, 32, chunk.len() as u32);
-            for (j, f) in chunk.iter().enumerate() {
-                wr64(&mut buf, HDR + 8 * j, *f);
-            }
-            page::set_link(&mut buf, list_pages.get(i + 1).copied().unwrap_or(0));
-            self.write_page(pid, &mut buf)?;
-        }
-        // Free pages at the tail may never have been written: the file must still cover
-        // every page the meta counts.
-        let want = self.space.page_count() * self.layout.page_size as u64;
-        match self.file.len() {
-            Ok(len) if len >= want => {}
-            Ok(_) => {
-                if let Err(e) = self.file.set_len(want) {
-                    return Err(self.poison("extending the page file".into(), e));
+        let list_images = (0..list_pages.len())
+            .map(|i| {
+                let mut buf = vec![0u8; self.layout.page_size].into_boxed_slice();
+                page::init(&mut buf, KIND_FREELIST);
+                let chunk = chunks.next().unwrap_or(&[]);
+                wr32(&mut buf, 32, chunk.len() as u32);
+                for (j, f) in chunk.iter().enumerate() {
+                    wr64(&mut buf, HDR + 8 * j, *f);
                 }
-            }
-            Err(e) => return Err(self.poison("reading the page file size".into(), e)),
-        }
-        // (4) Everything the new meta will reference is durable before the meta is written.
-        if let Err(e) = self.file.sync_data() {
-            return Err(self.poison("syncing the page file".into(), e));
-        }
-        // (5), (6) The meta page flip.
+                page::set_link(&mut buf, list_pages.get(i + 1).copied().unwrap_or(0));
+                buf
+            })
+            .collect();
         let generation = self.generation + 1;
         let meta = Meta {
             page_size: self.layout.page_size as u32,
@@ -651,22 +662,140 @@ impl Engine {
             log_lsn: self.log_lsn,
             log_segment: self.log_segment,
         };
-        let slot = generation % 2;
-        if let Err(e) = self
-            .file
-            .write_at(&meta.encode(), slot * self.layout.page_size as u64)
-        {
-            return Err(self.poison("writing the meta page".into(), e));
-        }
-        if let Err(e) = self.file.sync_data() {
-            return Err(self.poison("syncing the meta page".into(), e));
-        }
-        self.generation = generation;
-        self.freelist_pages = list_pages;
-        self.space.checkpoint_done();
+        let reusable_when_durable = self.space.seal();
+        self.epoch += 1;
         self.changed = false;
+        self.checkpoint_in_flight = true;
+        Ok(Some(CheckpointWork {
+            pages: self.cache.dirty_pages(),
+            file: self.file.clone(),
+            page_size: self.layout.page_size,
+            meta,
+            list_pages,
+            list_images,
+            reusable_when_durable,
+        }))
+    }
+
+    /// Phase 3, under the exclusive lock, once the new meta page is durable: the new
+    /// checkpoint is the durable one.
+    pub(crate) fn end_checkpoint(&mut self, work: CheckpointWork, pages_written: u64) {
+        self.pages_written += pages_written;
+        for &pid in &work.pages {
+            // Still dirty: it holds the image just written (captured pages are never changed
+            // in place), unless eviction wrote it first.
+            if let Some(f) = self.cache.frame_mut(pid) {
+                f.dirty = false;
+            }
+        }
+        for pid in std::mem::take(&mut self.retired) {
+            self.cache.discard(pid);
+        }
+        self.space.reusable(work.reusable_when_durable);
+        self.generation = work.meta.generation;
+        self.freelist_pages = work.list_pages;
+        self.checkpoint_in_flight = false;
         self.checkpoints += 1;
-        Ok(())
+    }
+
+    /// Whether the frame of `pid`, which is being relocated or freed, must stay resident
+    /// until the checkpoint in flight has written it: it is dirty but not fresh, so that
+    /// checkpoint captured it. Such frames are retired: dropped when the checkpoint ends.
+    pub(crate) fn retire_frame(&mut self, pid: u64) -> bool {
+        let keep = self.checkpoint_in_flight
+            && !self.space.is_fresh(pid)
+            && self.cache.frame_mut(pid).is_some_and(|f| f.dirty);
+        if keep {
+            self.retired.push(pid);
+        }
+        keep
+    }
+}
+
+/// A checkpoint between its first and last phase: what it writes, without the engine's lock
+/// (see the module doc).
+pub(crate) struct CheckpointWork {
+    /// Dirty pages when it began; written from the cache unless eviction wrote them first.
+    pages: Vec<u64>,
+    file: Arc<dyn StorageFile>,
+    page_size: usize,
+    meta: Meta,
+    list_pages: Vec<u64>,
+    list_images: Vec<Box<[u8]>>,
+    /// Pages the durable checkpoint references but this one does not.
+    reusable_when_durable: Vec<u64>,
+}
+
+/// Pages copied out of the cache per hold of the engine's lock while a checkpoint writes.
+const CHECKPOINT_BATCH: usize = 64;
+
+impl CheckpointWork {
+    /// Phase 2 (steps 3-6): writes the captured pages and the free list, syncs, writes the
+    /// meta page and syncs, taking the engine's shared lock (through `engine`) only to copy
+    /// a batch of pages out of the cache and to extend the file. Returns the pages written;
+    /// on failure, what failed.
+    pub(crate) fn write<'a, E: std::ops::Deref<Target = Engine> + 'a>(
+        &self,
+        engine: impl Fn() -> E,
+    ) -> std::result::Result<u64, (String, io::Error)> {
+        let ps = self.page_size as u64;
+        let mut written = self.list_pages.len() as u64;
+        let generation = self.meta.generation;
+        let write = |pid: u64, data: &mut [u8]| {
+            page::seal(data, pid, generation);
+            self.file
+                .write_at(data, pid * ps)
+                .map_err(|e| (format!("writing page {pid}"), e))
+        };
+        // (3) Captured pages, then the free list.
+        let mut batch: Vec<(u64, Box<[u8]>)> = Vec::new();
+        for pids in self.pages.chunks(CHECKPOINT_BATCH) {
+            {
+                let e = engine();
+                for &pid in pids {
+                    // Not resident, or clean: eviction has written it.
+                    if let Some(data) = e.cache.dirty_image(pid) {
+                        batch.push((pid, data.into()));
+                    }
+                }
+            }
+            for (pid, data) in batch.iter_mut() {
+                write(*pid, data)?;
+            }
+            written += batch.len() as u64;
+            batch.clear();
+        }
+        for (&pid, image) in self.list_pages.iter().zip(&self.list_images) {
+            write(pid, &mut image.clone())?;
+        }
+        // Free pages at the tail may never have been written: the file must still cover
+        // every page the meta counts. Under the lock, so that no eviction extends it meanwhile.
+        {
+            let _e = engine();
+            let want = self.meta.page_count * ps;
+            let len = self
+                .file
+                .len()
+                .map_err(|e| ("reading the page file size".to_string(), e))?;
+            if len < want {
+                self.file
+                    .set_len(want)
+                    .map_err(|e| ("extending the page file".to_string(), e))?;
+            }
+        }
+        // (4) Everything the new meta will reference is durable before the meta is written.
+        self.file
+            .sync_data()
+            .map_err(|e| ("syncing the page file".to_string(), e))?;
+        // (5), (6) The meta page flip.
+        let slot = generation % 2;
+        self.file
+            .write_at(&self.meta.encode(), slot * ps)
+            .map_err(|e| ("writing the meta page".to_string(), e))?;
+        self.file
+            .sync_data()
+            .map_err(|e| ("syncing the meta page".to_string(), e))?;
+        Ok(written)
     }
 }
 

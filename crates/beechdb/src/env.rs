@@ -269,29 +269,44 @@ impl Shared {
         r
     }
 
-    /// A checkpoint. In a transactional environment it covers every commit so far: commits
-    /// wait while it runs, and log segments it makes unnecessary are removed (or kept).
+    /// A checkpoint of everything committed so far. The exclusive lock is held only to begin
+    /// and to end it: pages are written and synced while reads and commits go on. In a
+    /// transactional environment, log segments it makes unnecessary are then removed (or
+    /// kept for archiving).
     pub(crate) fn checkpoint(&self) -> Result<()> {
         let _ckpt = self.checkpoint_mutex.lock();
-        let Some(tx) = &self.tx else {
-            return self.engine.write().checkpoint();
-        };
-        let lsn = {
+        let (work, lsn) = {
             // Holding the exclusive lock, no commit is between its log append and its apply.
             let mut e = self.engine.write();
-            let (lsn, segment) = match &tx.wal {
-                Some(w) => {
-                    let lsn = w.flush_all(false)?;
-                    (lsn, w.segment_of(lsn))
+            let lsn = match &self.tx {
+                None => None,
+                Some(tx) => {
+                    let (lsn, segment) = match &tx.wal {
+                        Some(w) => {
+                            let lsn = w.flush_all(false)?;
+                            (lsn, w.segment_of(lsn))
+                        }
+                        None => (tx.inmem_lsn.load(Ordering::Relaxed), 0),
+                    };
+                    if e.log_lsn != lsn || e.log_segment != segment {
+                        e.changed = true;
+                    }
+                    (e.log_lsn, e.log_segment) = (lsn, segment);
+                    Some(lsn)
                 }
-                None => (tx.inmem_lsn.load(Ordering::Relaxed), 0),
             };
-            if e.log_lsn != lsn || e.log_segment != segment {
-                e.changed = true;
+            (e.begin_checkpoint()?, lsn)
+        };
+        if let Some(work) = work {
+            let written = work.write(|| self.engine.read());
+            let mut e = self.engine.write();
+            match written {
+                Ok(pages) => e.end_checkpoint(work, pages),
+                Err((context, err)) => return Err(e.poison(context, err)),
             }
-            (e.log_lsn, e.log_segment) = (lsn, segment);
-            e.checkpoint()?;
-            lsn
+        }
+        let (Some(tx), Some(lsn)) = (&self.tx, lsn) else {
+            return Ok(());
         };
         tx.last_checkpoint_lsn.store(lsn, Ordering::Relaxed);
         if let Some(w) = &tx.wal {
@@ -609,10 +624,8 @@ impl Env {
                     (r(&ws.group_commits), r(&ws.max_group));
                 (s.log_flush_micros, s.group_commit_gather_micros) =
                     (r(&ws.flush_nanos) / 1000, r(&ws.gather_nanos) / 1000);
-                (s.log_segments_prepared, s.log_segments_created_inline) = (
-                    r(&ws.segments_prepared),
-                    r(&ws.segments_created_inline),
-                );
+                (s.log_segments_prepared, s.log_segments_created_inline) =
+                    (r(&ws.segments_prepared), r(&ws.segments_created_inline));
             }
             s
         });

@@ -249,7 +249,10 @@ fn log_segments_are_prepared_ahead_and_recover_like_any_other() {
         }
     }
     let t = env.stat().unwrap().txn.unwrap();
-    assert!(t.log_segments_prepared >= 3, "segments prepared ahead: {t:?}");
+    assert!(
+        t.log_segments_prepared >= 3,
+        "segments prepared ahead: {t:?}"
+    );
     drop(db);
     // The log as a crash leaves it (no checkpoint since the start) replays in full.
     let image = storage.crash_image(1);

@@ -271,7 +271,14 @@ impl Engine {
         }
         self.epoch += 1;
         let new = self.space.allocate();
-        self.cache.rekey(pid, new);
+        if self.retire_frame(pid) {
+            // The old image stays for the checkpoint in flight; the copy moves on.
+            let mut copy = self.cache.buffer();
+            copy.copy_from_slice(self.cache.get(pid).expect("a resident page"));
+            self.cache.insert(new, copy, true);
+        } else {
+            self.cache.rekey(pid, new);
+        }
         self.space.release(pid);
         new
     }

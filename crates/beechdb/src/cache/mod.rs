@@ -58,6 +58,15 @@ impl Cache {
         Some(&f.data)
     }
 
+    /// The image of `pid` if it is resident and dirty.
+    pub fn dirty_image(&self, pid: u64) -> Option<&[u8]> {
+        let &i = self.map.get(&pid)?;
+        self.frames[i as usize]
+            .as_ref()
+            .filter(|f| f.dirty)
+            .map(|f| &f.data[..])
+    }
+
     #[inline]
     pub fn contains(&self, pid: u64) -> bool {
         self.map.contains_key(&pid)

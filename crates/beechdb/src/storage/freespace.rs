@@ -81,11 +81,17 @@ impl FreeSpace {
         self.free.len() + self.pending.len()
     }
 
-    /// The checkpoint is durable: pages it no longer references become reusable, and
-    /// nothing is fresh any more.
-    pub fn checkpoint_done(&mut self) {
-        self.free.extend(self.pending.drain(..));
+    /// A checkpoint begins: the pages allocated so far are its own from now on (none is
+    /// fresh), and pages freed so far will be reusable once it is durable: returned, for
+    /// [`FreeSpace::reusable`] then. Pages freed from here on wait for the checkpoint after.
+    pub fn seal(&mut self) -> Vec<u64> {
         self.fresh.clear();
+        std::mem::take(&mut self.pending)
+    }
+
+    /// The checkpoint that sealed `pages` is durable, and no longer references them.
+    pub fn reusable(&mut self, pages: Vec<u64>) {
+        self.free.extend(pages);
     }
 }
 
@@ -108,8 +114,19 @@ mod tests {
             "page 7 is still referenced by the durable checkpoint"
         );
         assert_eq!(fs.checkpoint_free_list(), vec![7]);
-        fs.checkpoint_done();
+        let sealed = fs.seal();
         assert!(!fs.is_fresh(10));
+        fs.release(10);
+        assert_eq!(
+            fs.allocate(),
+            11,
+            "page 10 belongs to the checkpoint being written"
+        );
+        fs.reusable(sealed);
         assert_eq!(fs.allocate(), 7);
+        assert_eq!(fs.allocate(), 12, "page 10 waits for the checkpoint after");
+        let sealed = fs.seal();
+        fs.reusable(sealed);
+        assert_eq!(fs.allocate(), 10);
     }
 }
