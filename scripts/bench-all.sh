@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates every measurement behind docs/benchmarks.md: JSON records in docs/results/ and
 # the printed tables in docs/results/*.md. Needs Berkeley DB 5.3 headers (libdb5.3-dev).
-# Takes about 40 minutes on a 2-core machine. Run from the repository root.
+# Takes about 50 minutes on a 2-core machine. Run from the repository root.
 set -euo pipefail
 out=docs/results
 mkdir -p "$out"
@@ -22,3 +22,7 @@ run tds-fetch-threads --mode tds-nosync --threads 1,2 --runs 5 --engines beechdb
 run tds-table4 --mode tds --threads 1 --scale 0.02 --runs 5
 # Table 5: SYNC commits from 1 to 16 threads (group commit), same size.
 run tds-table5 --mode tds-sync --threads 1,2,3,4,8,12,16 --engines beechdb,bdb --scale 0.02 --runs 5
+# Table 5, NOSYNC: commits from 1 to 16 threads.
+run tds-nosync-threads --mode tds-nosync --threads 1,2,3,4,8,12,16 --engines beechdb,bdb --scale 0.02 --runs 5
+# Cheap durability over 4 threads (the weakness group commit's polling waits fixed).
+run tds-cheap-4threads --mode tds-write-nosync,tds-tmpfs-sync --threads 4 --engines beechdb,bdb --scale 0.02 --runs 5

@@ -313,11 +313,15 @@ pub type Samples = BTreeMap<(usize, usize, usize, usize), Vec<f64>>;
 
 /// Runs every configuration `runs` times, interleaving engines (run 1 of each engine, then
 /// run 2, ...) so that slow drifts of a shared machine fall on all engines alike.
-pub fn run(opts: &KvOptions) -> BenchResult<Samples> {
+pub fn run(
+    opts: &KvOptions,
+    before_run: &mut dyn FnMut(Mode, usize) -> BenchResult<()>,
+) -> BenchResult<Samples> {
     let mut samples = Samples::new();
     for (mi, &mode) in opts.modes.iter().enumerate() {
         for (ti, &threads) in opts.threads.iter().enumerate() {
             for run in 0..opts.runs {
+                before_run(mode, threads)?;
                 for (ei, &engine) in opts.engines.iter().enumerate() {
                     if !engine.supports(mode, threads) {
                         continue;

@@ -191,19 +191,21 @@ fn run(cli: Cli) -> BenchResult<()> {
                 dir: dir.clone(),
                 tmpfs_dir,
             };
-            // Seed 002's ceiling, measured in the same run on the same disk.
-            let ceiling = if opts.modes.contains(&Mode::TdsSync) {
-                let d = dir.clone().unwrap_or_else(std::env::temp_dir);
-                let rates = (0..3)
-                    .map(|_| testfile(&d, 256, 1000))
-                    .collect::<BenchResult<Vec<f64>>>()?;
-                Some(Summary::of(&rates))
-            } else {
-                None
-            };
-            let samples = kv::run(&opts)?;
+            // Seed 002's ceiling, measured on the same disk before each SYNC run at the fewest
+            // threads, so that it sees the disk as those runs do (its fsync rate drifts).
+            let testfile_dir = dir.clone().unwrap_or_else(std::env::temp_dir);
+            let fewest = opts.threads.iter().copied().min().unwrap_or(1);
+            let mut rates = Vec::new();
+            let samples = kv::run(&opts, &mut |mode, threads| {
+                if mode == Mode::TdsSync && threads == fewest {
+                    rates.push(testfile(&testfile_dir, 256, 1000)?);
+                }
+                Ok(())
+            })?;
+            let ceiling = (!rates.is_empty()).then(|| Summary::of(&rates));
             let (mut table, records) = kv::report(&opts, &samples);
-            table.push_str(&targets(&opts, &samples, ceiling.as_ref()));
+            let ceiling = ceiling.as_ref().map(|c| (c, rates.len()));
+            table.push_str(&targets(&opts, &samples, ceiling));
             println!("{table}");
             if let Some(path) = json {
                 std::fs::write(&path, serde_json::to_string_pretty(&records)?)?;
@@ -215,7 +217,11 @@ fn run(cli: Cli) -> BenchResult<()> {
 }
 
 /// Lines for the targets that compare configurations with each other.
-fn targets(opts: &kv::KvOptions, samples: &kv::Samples, ceiling: Option<&Summary>) -> String {
+fn targets(
+    opts: &kv::KvOptions,
+    samples: &kv::Samples,
+    ceiling: Option<(&Summary, usize)>,
+) -> String {
     let mut out = String::new();
     let find = |mode: Mode, threads: usize, engine: Engine, op: usize| -> Option<Summary> {
         let mi = opts.modes.iter().position(|&m| m == mode)?;
@@ -224,10 +230,11 @@ fn targets(opts: &kv::KvOptions, samples: &kv::Samples, ceiling: Option<&Summary
         samples.get(&(mi, ti, ei, op)).map(|v| Summary::of(v))
     };
     let (insert, fetch) = (0, 1);
-    if let Some(c) = ceiling {
+    if let Some((c, runs)) = ceiling {
         out.push_str(&format!(
-            "\nseed 002 testfile -b256 -o1000 on this disk, same run: {} ops/s (3 runs, median {}, {}–{})\n",
+            "\nseed 002 testfile -b256 -o1000 on this disk, before each SYNC run: {} ops/s ({} runs, median {}, {}–{})\n",
             report::thousands(c.mean),
+            runs,
             report::thousands(c.median),
             report::thousands(c.min),
             report::thousands(c.max)
