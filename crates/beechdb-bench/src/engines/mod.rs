@@ -131,7 +131,8 @@ impl Engine {
 pub struct Setup {
     pub cache_bytes: usize,
     pub page_size: usize,
-    /// Berkeley DB's page size; 0 keeps its default.
+    /// Berkeley DB's page size; 0 keeps its default. (Read only by the peers build.)
+    #[cfg_attr(not(feature = "peers"), allow(dead_code))]
     pub bdb_page_size: usize,
     pub mode: Mode,
 }
