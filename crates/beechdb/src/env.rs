@@ -74,7 +74,7 @@ fn checkpointer(
     interval: std::time::Duration,
 ) {
     loop {
-        let spare_only = {
+        let (spare, spare_only) = {
             let mut st = signal.state.lock();
             if !st.checkpoint && !st.spare_segment && !st.stop {
                 signal.wake.wait_for(&mut st, interval);
@@ -82,13 +82,13 @@ fn checkpointer(
             if st.stop {
                 return;
             }
-            let spare_only = st.spare_segment && !st.checkpoint;
+            let wanted = (st.spare_segment, st.spare_segment && !st.checkpoint);
             (st.checkpoint, st.spare_segment) = (false, false);
-            spare_only
+            wanted
         };
         let Some(s) = shared.upgrade() else { return };
         let Some(tx) = &s.tx else { return };
-        if let Some(w) = &tx.wal {
+        if let (true, Some(w)) = (spare, &tx.wal) {
             // On failure the commit that fills the segment creates the next one itself.
             let _ = w.prepare_spare();
         }
@@ -580,6 +580,10 @@ impl Env {
         self.shared.stop_checkpointer();
         let r = self.shared.checkpoint();
         self.shared.closed.store(true, Ordering::Release);
+        if let Some(w) = self.shared.tx.as_ref().and_then(|tx| tx.wal.as_ref()) {
+            // No file of this environment may change once its directory is released.
+            w.stop_preparing();
+        }
         self.shared.lock.lock().take();
         r
     }

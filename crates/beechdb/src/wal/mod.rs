@@ -248,6 +248,8 @@ pub(crate) struct Wal {
     spare: Mutex<Option<Box<dyn StorageFile>>>,
     /// Set when the current segment is half full and no spare is ready.
     spare_request: AtomicBool,
+    /// Set (under `spare`) when the environment closes: no spare is prepared after that.
+    closing: AtomicBool,
     pub stats: WalStats,
 }
 
@@ -284,6 +286,7 @@ impl Wal {
             buf_commits: AtomicU64::new(0),
             spare: Mutex::new(None),
             spare_request: AtomicBool::new(false),
+            closing: AtomicBool::new(false),
             stats: WalStats::default(),
         }
     }
@@ -410,6 +413,12 @@ impl Wal {
         Ok(())
     }
 
+    /// Waits for a spare being prepared, and prevents any more.
+    pub(crate) fn stop_preparing(&self) {
+        let _spare = self.spare.lock();
+        self.closing.store(true, Relaxed);
+    }
+
     /// Whether the log has asked for its next segment since the last call.
     pub(crate) fn take_spare_request(&self) -> bool {
         self.spare_request.load(Relaxed) && self.spare_request.swap(false, Relaxed)
@@ -418,7 +427,7 @@ impl Wal {
     /// Prepares the next segment's file, unless one is ready (run off the commit path).
     pub(crate) fn prepare_spare(&self) -> Result<()> {
         let mut spare = self.spare.lock();
-        if spare.is_none() {
+        if spare.is_none() && !self.closing.load(Relaxed) {
             let file = zero_filled(self.storage.as_ref(), SPARE_SEGMENT, self.segment_size)
                 .map_err(|e| Error::io("preparing the next log segment", e))?;
             *spare = Some(file);
