@@ -205,9 +205,9 @@ struct Inner {
     /// Moving averages of the time a flush takes, in nanoseconds: with an fsync, and without.
     fsync_nanos: u64,
     write_nanos: u64,
-    written: u64,
-    flushed: u64,
     poisoned: Option<String>,
+    /// The current segment has asked for a spare (reset when a segment begins).
+    spare_asked: bool,
 }
 
 impl Inner {
@@ -231,10 +231,11 @@ pub(crate) struct Wal {
     storage: Arc<dyn Storage>,
     segment_size: u64,
     inner: Mutex<Inner>,
-    /// `Inner::written` and `Inner::flushed`, and whether the log is poisoned, readable by a
-    /// parked committer without the mutex.
+    /// The log end handed to the OS and the end made durable: changed only by a flush
+    /// leader under the mutex, read by waiting committers without it.
     written: AtomicU64,
     flushed: AtomicU64,
+    /// `Inner::poisoned` is set, readable without the mutex.
     failed: AtomicBool,
     /// Followers wait here until a flush ends.
     flushed_wake: Broadcast,
@@ -274,9 +275,8 @@ impl Wal {
                 expected: 1,
                 fsync_nanos: 0,
                 write_nanos: 0,
-                written: end,
-                flushed: end,
                 poisoned: None,
+                spare_asked: false,
             }),
             written: AtomicU64::new(end),
             flushed: AtomicU64::new(end),
@@ -315,6 +315,8 @@ impl Wal {
             return Err(Wal::poisoned(p));
         }
         let len = align8(REC_HDR + payload.len());
+        // Written into each record: the durable end when it was appended (see the module doc).
+        let synced = self.flushed.load(Relaxed);
         let cur = g
             .segments
             .last()
@@ -322,11 +324,14 @@ impl Wal {
             .clone();
         if g.next_lsn + (len + REC_HDR) as u64 > cur.end() {
             let end_rec = g.next_lsn;
-            push_record(&mut g, KIND_SEGMENT_END, &[], end_rec);
+            push_record(&mut g, KIND_SEGMENT_END, &[], end_rec, synced);
             let start = g.next_lsn;
             let cap = self.segment_size.max((len + REC_HDR) as u64);
             match self.next_segment(cur.no + 1, start, cap) {
-                Ok(seg) => g.segments.push(Arc::new(seg)),
+                Ok(seg) => {
+                    g.segments.push(Arc::new(seg));
+                    g.spare_asked = false;
+                }
                 Err(e) => {
                     g.poisoned = Some(e.to_string());
                     return Err(e);
@@ -334,10 +339,10 @@ impl Wal {
             }
         }
         let lsn = g.next_lsn;
-        push_record(&mut g, KIND_COMMIT, payload, lsn);
-        if (g.next_lsn - cur.start) * 2 > cur.cap
-            && self.spare.try_lock().is_some_and(|s| s.is_none())
-        {
+        push_record(&mut g, KIND_COMMIT, payload, lsn, synced);
+        // Once per segment, at half full (or at once after a switch): ask for the next.
+        if !g.spare_asked && (g.next_lsn - cur.start) * 2 > cur.cap {
+            g.spare_asked = true;
             self.spare_request.store(true, Relaxed);
         }
         // Counted in the buffer before it stops being counted as arriving, so a gathering
@@ -465,7 +470,8 @@ impl Wal {
             if let Some(p) = &g.poisoned {
                 return Err(Wal::poisoned(p));
             }
-            if g.flushed >= end || (!sync && g.written >= end) {
+            let covered = if sync { &self.flushed } else { &self.written };
+            if covered.load(Acquire) >= end {
                 return Ok(());
             }
             if g.leader {
@@ -474,7 +480,6 @@ impl Wal {
                 drop(g);
                 self.flushed_wake.wait(seen, poll);
                 // Most wake-ups find their commit covered: return without the mutex.
-                let covered = if sync { &self.flushed } else { &self.written };
                 if covered.load(Acquire) >= end && !self.failed.load(Acquire) {
                     return Ok(());
                 }
@@ -505,7 +510,7 @@ impl Wal {
             let data = std::mem::replace(&mut g.buf, spare);
             g.buf_lsn = to;
             let commits = self.buf_commits.swap(0, Relaxed);
-            let sync_from = g.flushed;
+            let sync_from = self.flushed.load(Relaxed);
             let segs: Vec<Arc<Segment>> = g
                 .segments
                 .iter()
@@ -513,7 +518,7 @@ impl Wal {
                 .cloned()
                 .collect();
             drop(g);
-            let started = std::time::Instant::now();
+            let started = Instant::now();
             let res = self.write_out(&segs, from, &data, sync.then_some(sync_from), to);
             let took = started.elapsed().as_nanos() as u64;
             self.stats.flush_nanos.fetch_add(took, Relaxed);
@@ -533,10 +538,8 @@ impl Wal {
             g.spare = data;
             let res = match res {
                 Ok(()) => {
-                    g.written = to;
                     self.written.store(to, Release);
                     if sync {
-                        g.flushed = to;
                         self.flushed.store(to, Release);
                         self.stats.group_commits.fetch_add(commits, Relaxed);
                         self.stats.max_group.fetch_max(commits, Relaxed);
@@ -592,7 +595,7 @@ impl Wal {
     }
 }
 
-fn push_record(g: &mut Inner, kind: u8, payload: &[u8], lsn: u64) {
+fn push_record(g: &mut Inner, kind: u8, payload: &[u8], lsn: u64, synced: u64) {
     let len = align8(REC_HDR + payload.len());
     let at = g.buf.len();
     g.buf.resize(at + len, 0);
@@ -600,7 +603,7 @@ fn push_record(g: &mut Inner, kind: u8, payload: &[u8], lsn: u64) {
     let exact = REC_HDR + payload.len();
     wr32(rec, 4, exact as u32);
     wr64(rec, 8, lsn);
-    wr64(rec, 16, g.flushed);
+    wr64(rec, 16, synced);
     rec[24] = kind;
     rec[REC_HDR..REC_HDR + payload.len()].copy_from_slice(payload);
     let crc = crc32c::crc32c(&rec[4..exact]);
