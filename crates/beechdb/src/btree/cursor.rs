@@ -116,6 +116,32 @@ impl Cursor {
     }
 }
 
+/// Runs `f` with the seek that finds the first entry within `from` going forward (or the
+/// last going back), where `from` is the bound a range walk starts at.
+pub(crate) fn seek_from<R>(from: &Bound<Vec<u8>>, forward: bool, f: impl FnOnce(Seek) -> R) -> R {
+    match (from, forward) {
+        (Bound::Unbounded, true) => f(Seek::First),
+        (Bound::Unbounded, false) => f(Seek::Last),
+        (Bound::Included(k), true) => f(Seek::Ge(k)),
+        (Bound::Excluded(k), true) => f(Seek::Gt(k)),
+        (Bound::Excluded(k), false) => f(Seek::Lt(k)),
+        // The last key `<= k` is the last one `<` k's successor.
+        (Bound::Included(k), false) => f(Seek::Lt(&[&k[..], &[0]].concat())),
+    }
+}
+
+/// Whether `key` lies beyond `end`, the far end of a range walked forward or, with
+/// `reverse`, backward.
+pub(crate) fn beyond(end: &Bound<Vec<u8>>, key: &[u8], reverse: bool) -> bool {
+    match (end, reverse) {
+        (Bound::Unbounded, _) => false,
+        (Bound::Included(b), false) => key > &b[..],
+        (Bound::Excluded(b), false) => key >= &b[..],
+        (Bound::Included(b), true) => key < &b[..],
+        (Bound::Excluded(b), true) => key <= &b[..],
+    }
+}
+
 /// Up to one leaf's run of entries (at most `RUN_BYTES`, at least one) from the position
 /// `to` finds, in the direction of travel: ascending from it when `forward`, else descending.
 pub(crate) fn read_run(
@@ -218,54 +244,14 @@ impl Iter {
             };
         }
         self.started = true;
-        if self.reverse {
-            match &self.end {
-                Bound::Unbounded => self.cursor.last(),
-                Bound::Included(k) => {
-                    let mut succ = k.clone();
-                    succ.push(0);
-                    let k = succ;
-                    self.cursor.fill(Seek::Lt(&k))
-                }
-                Bound::Excluded(k) => {
-                    let k = k.clone();
-                    self.cursor.fill(Seek::Lt(&k))
-                }
-            }
-        } else {
-            match &self.start {
-                Bound::Unbounded => self.cursor.first(),
-                Bound::Included(k) => {
-                    let k = k.clone();
-                    self.cursor.fill(Seek::Ge(&k))
-                }
-                Bound::Excluded(k) => {
-                    let k = k.clone();
-                    self.cursor.fill(Seek::Gt(&k))
-                }
-            }
-        }
+        let from = if self.reverse { &self.end } else { &self.start };
+        let cursor = &mut self.cursor;
+        seek_from(from, !self.reverse, |seek| cursor.fill(seek))
     }
 
     fn in_range(&self, key: &[u8]) -> bool {
-        let bound = if self.reverse { &self.start } else { &self.end };
-        match bound {
-            Bound::Unbounded => true,
-            Bound::Included(b) => {
-                if self.reverse {
-                    key >= &b[..]
-                } else {
-                    key <= &b[..]
-                }
-            }
-            Bound::Excluded(b) => {
-                if self.reverse {
-                    key > &b[..]
-                } else {
-                    key < &b[..]
-                }
-            }
-        }
+        let end = if self.reverse { &self.start } else { &self.end };
+        !beyond(end, key, self.reverse)
     }
 }
 

@@ -9,8 +9,7 @@
 //! are restored the same way when read; the transaction's own writes are merged last.
 
 use super::{scoped_range, Txn};
-use crate::btree::cursor::read_run;
-use crate::btree::Seek;
+use crate::btree::cursor::{beyond, read_run, seek_from};
 use crate::engine::{Engine, NeedResult};
 use crate::env::Db;
 use crate::error::{Error, Result};
@@ -57,17 +56,6 @@ impl<'t> TxnIter<'t> {
         }
     }
 
-    /// Whether `key` lies beyond the range's far end.
-    fn past_end(&self, key: &[u8]) -> bool {
-        match (&self.to, self.reverse) {
-            (Bound::Unbounded, _) => false,
-            (Bound::Included(b), false) => key > &b[..],
-            (Bound::Excluded(b), false) => key >= &b[..],
-            (Bound::Included(b), true) => key < &b[..],
-            (Bound::Excluded(b), true) => key <= &b[..],
-        }
-    }
-
     /// The interval from `from` to `upto`, as (low, high) bounds.
     fn interval<'a>(
         &'a self,
@@ -84,21 +72,10 @@ impl<'t> TxnIter<'t> {
     fn read_batch(&self, e: &Engine) -> NeedResult<Batch> {
         let forward = !self.reverse;
         let db = self.db.id();
-        let successor;
-        let seek = match (&self.from, forward) {
-            (Bound::Unbounded, true) => Seek::First,
-            (Bound::Unbounded, false) => Seek::Last,
-            (Bound::Included(k), true) => Seek::Ge(k),
-            (Bound::Excluded(k), true) => Seek::Gt(k),
-            (Bound::Excluded(k), false) => Seek::Lt(k),
-            // The last key `<= k` is the last one `<` k's successor.
-            (Bound::Included(k), false) => {
-                successor = [&k[..], &[0]].concat();
-                Seek::Lt(&successor)
-            }
-        };
-        let mut run = read_run(e, db, seek, forward)?;
-        let cut = run.iter().position(|(k, _)| self.past_end(k));
+        let mut run = seek_from(&self.from, forward, |seek| read_run(e, db, seek, forward))?;
+        let cut = run
+            .iter()
+            .position(|(k, _)| beyond(&self.to, k, self.reverse));
         let last = run.is_empty() || cut.is_some();
         if let Some(i) = cut {
             run.truncate(i);
