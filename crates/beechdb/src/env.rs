@@ -713,28 +713,24 @@ impl Db {
     /// Stores `value` under `key`, replacing any previous value. In a transactional
     /// environment this is a transaction of its own, committed with the default durability.
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        if self.shared.tx.is_some() {
-            return self
-                .shared
-                .autocommit(self.id, key, Some(value), false)
-                .map(drop);
-        }
-        self.shared
-            .write(|e| e.put(self.id, key, value, false))
-            .map(drop)
+        self.store(key, value, false)
     }
 
     /// Stores `value` under `key` only if the key is absent; [`Error::KeyExists`] otherwise.
     pub fn insert(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.store(key, value, true)
+    }
+
+    fn store(&self, key: &[u8], value: &[u8], no_overwrite: bool) -> Result<()> {
         if self.shared.tx.is_some() {
-            return self
-                .shared
-                .autocommit(self.id, key, Some(value), true)
-                .map(drop);
+            self.shared
+                .autocommit(self.id, key, Some(value), no_overwrite)
+                .map(drop)
+        } else {
+            self.shared
+                .write(|e| e.put(self.id, key, value, no_overwrite))
+                .map(drop)
         }
-        self.shared
-            .write(|e| e.put(self.id, key, value, true))
-            .map(drop)
     }
 
     /// Removes `key`; returns whether it was present.
