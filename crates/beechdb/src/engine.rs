@@ -647,6 +647,7 @@ impl Engine {
                     wr64(&mut buf, HDR + 8 * j, *f);
                 }
                 page::set_link(&mut buf, list_pages.get(i + 1).copied().unwrap_or(0));
+                page::seal(&mut buf, list_pages[i], self.generation + 1);
                 buf
             })
             .collect();
@@ -747,26 +748,33 @@ impl CheckpointWork {
                 .write_at(data, pid * ps)
                 .map_err(|e| (format!("writing page {pid}"), e))
         };
-        // (3) Captured pages, then the free list.
-        let mut batch: Vec<(u64, Box<[u8]>)> = Vec::new();
+        // (3) Captured pages, copied out a batch at a time into one buffer, then the free
+        // list (sealed when the checkpoint began).
+        let size = self.page_size;
+        let mut buf = vec![0u8; CHECKPOINT_BATCH * size];
+        let mut copied = Vec::with_capacity(CHECKPOINT_BATCH);
         for pids in self.pages.chunks(CHECKPOINT_BATCH) {
+            copied.clear();
             {
                 let e = engine();
                 for &pid in pids {
                     // Not resident, or clean: eviction has written it.
                     if let Some(data) = e.cache.dirty_image(pid) {
-                        batch.push((pid, data.into()));
+                        let at = copied.len() * size;
+                        buf[at..at + size].copy_from_slice(data);
+                        copied.push(pid);
                     }
                 }
             }
-            for (pid, data) in batch.iter_mut() {
-                write(*pid, data)?;
+            for (i, &pid) in copied.iter().enumerate() {
+                write(pid, &mut buf[i * size..(i + 1) * size])?;
             }
-            written += batch.len() as u64;
-            batch.clear();
+            written += copied.len() as u64;
         }
         for (&pid, image) in self.list_pages.iter().zip(&self.list_images) {
-            write(pid, &mut image.clone())?;
+            self.file
+                .write_at(image, pid * ps)
+                .map_err(|e| (format!("writing free-list page {pid}"), e))?;
         }
         // Free pages at the tail may never have been written: the file must still cover
         // every page the meta counts. Under the lock, so that no eviction extends it meanwhile.
