@@ -253,6 +253,7 @@ fn log_segments_are_prepared_ahead_and_recover_like_any_other() {
         t.log_segments_prepared >= 3,
         "segments prepared ahead: {t:?}"
     );
+    assert!(t.log_flush_micros > 0, "flush time is counted: {t:?}");
     drop(db);
     // The log as a crash leaves it (no checkpoint since the start) replays in full.
     let image = storage.crash_image(1);
@@ -263,6 +264,67 @@ fn log_segments_are_prepared_ahead_and_recover_like_any_other() {
         assert_eq!(db.get(&i.to_be_bytes()).unwrap(), Some(vec![i as u8; 100]));
     }
     assert!(again.verify().unwrap().is_clean());
+}
+
+/// Segments of 8 MiB, and NOSYNC commits (each test commit is 1 MiB of log).
+fn disk_log_config() -> Config {
+    tds()
+        .log_segment_size(8 << 20)
+        .durability(Durability::NoSync)
+}
+
+#[test]
+fn a_spare_that_cannot_be_prepared_leaves_commits_to_create_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    // A directory where the spare file would go: preparing it fails every time.
+    std::fs::create_dir(dir.path().join("log.spare")).unwrap();
+    let env = Env::open(dir.path(), disk_log_config()).unwrap();
+    let db = env.create_db("d").unwrap();
+    let value = vec![5u8; 1 << 20];
+    for i in 0..20u32 {
+        db.put(&i.to_be_bytes(), &value).unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let t = env.stat().unwrap().txn.unwrap();
+    assert_eq!(t.log_segments_prepared, 0);
+    assert!(t.log_segments_created_inline >= 2, "{t:?}");
+    drop(db);
+    env.close().unwrap();
+    let env = Env::open(dir.path(), disk_log_config()).unwrap();
+    let db = env.open_db("d").unwrap();
+    assert_eq!(db.get(&19u32.to_be_bytes()).unwrap(), Some(value));
+}
+
+#[test]
+fn close_waits_for_a_spare_being_prepared() {
+    // 64 MiB segments: zero-filling the spare takes longer than the small checkpoint of
+    // close, which therefore has to wait for it.
+    let cfg = disk_log_config().log_segment_size(64 << 20);
+    for round in 0..3 {
+        let dir = tempfile::tempdir().unwrap();
+        let env = Env::open(dir.path(), cfg.clone()).unwrap();
+        let db = env.create_db("d").unwrap();
+        // Past half of the first segment with one key rewritten (a lot of log, a small
+        // tree): the background thread starts on the spare.
+        for _ in 0..33 {
+            db.put(b"k", &vec![1u8; 1 << 20]).unwrap();
+        }
+        drop(db);
+        env.close().unwrap();
+        // Once closed, no file of the environment changes: a spare is whole or absent.
+        let spare = dir.path().join("log.spare");
+        let len = std::fs::metadata(&spare).map(|m| m.len()).ok();
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(
+            std::fs::metadata(&spare).map(|m| m.len()).ok(),
+            len,
+            "round {round}: the spare changed after close"
+        );
+        assert!(
+            len.is_none_or(|l| l == 64 + (64 << 20)),
+            "round {round}: {len:?}"
+        );
+    }
 }
 
 #[test]
