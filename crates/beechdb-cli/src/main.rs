@@ -1,18 +1,33 @@
 //! `beech`: command-line utilities for BeechDB environments, after Berkeley DB's db_stat,
 //! db_dump, db_load and db_verify.
 //!
-//! Exit status: 0 on success, 1 when `verify` finds problems, 2 on any error.
+//! Exit status: 0 on success, 1 when `verify` finds problems or `stat` opens an older
+//! checkpoint than the newest (accepted with `--accept-fallback`), 2 on any error.
+//!
+//! Every command opens an existing environment in the mode it was created in; none creates
+//! one except `load`, and none converts one to another mode.
 
 use beechdb::dump::{write_section, DumpHeader, DumpReader};
-use beechdb::{Config, Env};
+use beechdb::{Config, Env, Mode};
 use clap::{Parser, Subcommand};
 use std::io::{BufRead, BufReader, BufWriter, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "beech", version, about = "BeechDB utilities")]
+#[command(
+    name = "beech",
+    version,
+    about = "BeechDB utilities",
+    after_help = "Exit status: 0 success, 1 problems found (verify) or an older checkpoint \
+                  opened (stat --accept-fallback), 2 error."
+)]
 struct Cli {
+    /// Open an environment whose newest meta page is damaged from the older checkpoint that
+    /// the other meta page names (its newest changes are lost; a command that writes makes
+    /// that permanent).
+    #[arg(long, global = true)]
+    accept_fallback: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -97,71 +112,79 @@ fn main() -> ExitCode {
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
-/// Opens an existing environment as transactional (running recovery), keeping the log
-/// segments checkpoints no longer need when `keep_logs`.
-fn open_transactional(dir: &PathBuf, keep_logs: bool) -> Res<Env> {
-    Ok(Env::open(
-        dir,
-        Config::new()
-            .create(false)
-            .transactional(true)
-            .keep_logs(keep_logs),
-    )?)
-}
-
-/// Opens an existing environment as it was used: transactional (keeping its log) if it has
-/// a log, so that inspecting it changes nothing.
-fn open_existing(dir: &PathBuf) -> Res<Env> {
-    let has_log = std::fs::read_dir(dir)
-        .map(|entries| {
-            entries
-                .flatten()
-                .any(|e| e.file_name().to_string_lossy().starts_with("log."))
-        })
-        .unwrap_or(false);
+/// Opens an existing environment in the mode it was created in, keeping every log segment
+/// unless `keep_logs` is false. Warns on standard error when it opened an older checkpoint.
+fn open_existing(dir: &Path, keep_logs: bool, accept_fallback: bool) -> Res<Env> {
     let cfg = Config::new()
         .create(false)
-        .transactional(has_log)
-        .keep_logs(has_log);
-    Ok(Env::open(dir, cfg)?)
+        .adopt_mode(true)
+        .keep_logs(keep_logs)
+        .accept_meta_fallback(accept_fallback);
+    let env = Env::open(dir, cfg)?;
+    for w in env.stat()?.meta_warnings {
+        eprintln!("beech: WARNING: {}: {w}", dir.display());
+    }
+    Ok(env)
+}
+
+/// The environment's log, for commands that work on it: a Data Store environment has none.
+fn require_log(env: &Env, dir: &Path, command: &str) -> Res<()> {
+    match env.mode() {
+        Mode::Transactional => Ok(()),
+        mode => Err(format!(
+            "{}: {command} works on a transactional environment's log, and this one was created \
+             in {} mode, which keeps no log files; nothing was changed",
+            dir.display(),
+            match mode {
+                Mode::DataStore => "Data Store",
+                _ => "in-memory log",
+            }
+        )
+        .into()),
+    }
 }
 
 fn run(cli: Cli) -> Res<ExitCode> {
+    let accept = cli.accept_fallback;
     match cli.command {
-        Command::Stat { dir, db, json } => stat(&dir, db, json),
+        Command::Stat { dir, db, json } => stat(&dir, db, json, accept),
         Command::Dump {
             dir,
             db,
             printable,
             output,
-        } => dump(&dir, db, printable, output),
+        } => dump(&dir, db, printable, output, accept),
         Command::Load {
             dir,
             db,
             file,
             no_overwrite,
-        } => load(&dir, db, file, no_overwrite),
+        } => load(&dir, db, file, no_overwrite, accept),
         Command::Recover { dir } => {
-            let env = open_transactional(&dir, true)?;
+            let env = open_existing(&dir, true, accept)?;
+            require_log(&env, &dir, "recover")?;
             println!("recovery replayed {} commits", env.recovered_commits());
             env.close()?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Checkpoint { dir } => {
-            let env = open_transactional(&dir, false)?;
+            let env = open_existing(&dir, false, accept)?;
             env.sync()?;
             println!("checkpoint {} taken", env.stat()?.generation);
             env.close()?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Archive { dir, remove } => {
-            let env = open_transactional(&dir, true)?;
+            let env = open_existing(&dir, true, accept)?;
+            require_log(&env, &dir, "archive")?;
             let names = env.archive_logs()?;
             env.close()?;
             for name in &names {
                 println!("{name}");
                 if remove {
-                    std::fs::remove_file(dir.join(name))?;
+                    let path = dir.join(name);
+                    std::fs::remove_file(&path)
+                        .map_err(|e| format!("removing {}: {e}", path.display()))?;
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -200,8 +223,8 @@ fn run(cli: Cli) -> Res<ExitCode> {
     }
 }
 
-fn stat(dir: &PathBuf, only: Option<String>, json: bool) -> Res<ExitCode> {
-    let env = open_existing(dir)?;
+fn stat(dir: &Path, only: Option<String>, json: bool, accept: bool) -> Res<ExitCode> {
+    let env = open_existing(dir, true, accept)?;
     let names = match only {
         Some(n) => vec![n],
         None => env.db_names()?,
@@ -211,6 +234,7 @@ fn stat(dir: &PathBuf, only: Option<String>, json: bool) -> Res<ExitCode> {
         dbs.push(env.open_db(&name)?.stat()?);
     }
     let env_stat = env.stat()?;
+    let fell_back = !env_stat.meta_warnings.is_empty();
     if json {
         let v = serde_json::json!({ "environment": env_stat, "databases": dbs });
         println!("{}", serde_json::to_string_pretty(&v)?);
@@ -220,16 +244,21 @@ fn stat(dir: &PathBuf, only: Option<String>, json: bool) -> Res<ExitCode> {
             print!("\n{d}");
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(if fell_back {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 fn dump(
-    dir: &PathBuf,
+    dir: &Path,
     only: Option<String>,
     printable: bool,
     output: Option<PathBuf>,
+    accept: bool,
 ) -> Res<ExitCode> {
-    let env = open_existing(dir)?;
+    let env = open_existing(dir, true, accept)?;
     let names = match only {
         Some(n) => vec![n],
         None => env.db_names()?,
@@ -252,17 +281,19 @@ fn dump(
 }
 
 fn load(
-    dir: &PathBuf,
+    dir: &Path,
     target: Option<String>,
     file: Option<PathBuf>,
     no_overwrite: bool,
+    accept: bool,
 ) -> Res<ExitCode> {
     let input: Box<dyn BufRead> = match file {
         Some(p) => Box::new(BufReader::new(std::fs::File::open(p)?)),
         None => Box::new(BufReader::new(std::io::stdin().lock())),
     };
     let mut reader = DumpReader::new(input);
-    let mut config = Config::new();
+    // A new environment is a Data Store one; an existing one is loaded in its own mode.
+    let mut config = Config::new().adopt_mode(true).accept_meta_fallback(accept);
     let mut env: Option<Env> = None;
     let progress = indicatif::ProgressBar::new_spinner();
     progress.set_style(indicatif::ProgressStyle::with_template(

@@ -40,6 +40,54 @@ pub enum Isolation {
     ReadCommitted,
 }
 
+/// How an environment keeps its changes, fixed when it is created. Opening it in another
+/// mode is refused (see [`Config::adopt_mode`]), because each mode's files mean something
+/// different: a Data Store environment has no log, a transactional one needs its log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum Mode {
+    /// Data Store: no transactions and no log; changes are durable at each checkpoint.
+    DataStore,
+    /// Transactional Data Store with its write-ahead log on disk.
+    Transactional,
+    /// Transactional Data Store with the log in memory only: commits are durable at the
+    /// next checkpoint.
+    TransactionalInMemoryLog,
+}
+
+impl Mode {
+    pub(crate) fn code(self) -> u32 {
+        match self {
+            Mode::DataStore => 0,
+            Mode::Transactional => 1,
+            Mode::TransactionalInMemoryLog => 2,
+        }
+    }
+
+    pub(crate) fn from_code(code: u32) -> Mode {
+        match code {
+            0 => Mode::DataStore,
+            1 => Mode::Transactional,
+            _ => Mode::TransactionalInMemoryLog,
+        }
+    }
+
+    /// Whether the mode keeps a log on disk.
+    pub(crate) fn has_log_files(self) -> bool {
+        self == Mode::Transactional
+    }
+
+    /// How to ask for this mode in a [`Config`], for messages.
+    pub(crate) fn config_words(self) -> &'static str {
+        match self {
+            Mode::DataStore => "Data Store mode (the default Config)",
+            Mode::Transactional => "transactional mode (Config::transactional(true))",
+            Mode::TransactionalInMemoryLog => {
+                "transactional mode with an in-memory log (Config::in_memory_log(true))"
+            }
+        }
+    }
+}
+
 /// Default size of a log segment file: 64 MiB.
 pub const DEFAULT_LOG_SEGMENT_SIZE: u64 = 64 << 20;
 
@@ -63,6 +111,8 @@ pub struct Config {
     pub(crate) checkpoint_log_bytes: u64,
     pub(crate) checkpoint_interval: std::time::Duration,
     pub(crate) keep_logs: bool,
+    pub(crate) adopt_mode: bool,
+    pub(crate) accept_meta_fallback: bool,
 }
 
 impl Default for Config {
@@ -80,6 +130,8 @@ impl Default for Config {
             checkpoint_log_bytes: 256 << 20,
             checkpoint_interval: std::time::Duration::from_secs(60),
             keep_logs: false,
+            adopt_mode: false,
+            accept_meta_fallback: false,
         }
     }
 }
@@ -153,6 +205,32 @@ impl Config {
     pub fn keep_logs(mut self, on: bool) -> Config {
         self.keep_logs = on;
         self
+    }
+    /// Open an existing environment in the [`Mode`] it was created in, whatever this
+    /// configuration asks for (a new environment is still created in the configured mode).
+    /// Tools that inspect any environment use this; by default a mismatch is refused.
+    pub fn adopt_mode(mut self, on: bool) -> Config {
+        self.adopt_mode = on;
+        self
+    }
+    /// Open an environment whose newest meta page is unusable from the other one, which
+    /// names an older checkpoint (default off: such an open fails with [`crate::Error::Corrupt`]).
+    ///
+    /// A meta page is written within one disk sector, which a crash does not tear, so an
+    /// unusable one means damage: the changes of the newest checkpoint are lost, and the next
+    /// checkpoint, written over the damaged page, makes that permanent. Accept it knowingly;
+    /// the loss is reported in [`crate::EnvStat::meta_warnings`] and by `verify`.
+    pub fn accept_meta_fallback(mut self, on: bool) -> Config {
+        self.accept_meta_fallback = on;
+        self
+    }
+    /// The mode this configuration asks for.
+    pub fn mode(&self) -> Mode {
+        match (self.transactional, self.in_memory_log) {
+            (false, _) => Mode::DataStore,
+            (true, false) => Mode::Transactional,
+            (true, true) => Mode::TransactionalInMemoryLog,
+        }
     }
     /// The configured page size.
     pub fn page_size_value(&self) -> usize {

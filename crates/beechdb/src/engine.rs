@@ -20,8 +20,10 @@
 
 use crate::btree::node::{self, Layout};
 use crate::cache::Cache;
-use crate::config::{Config, MIN_CACHE_PAGES};
+use crate::config::{Config, Mode, MIN_CACHE_PAGES};
 use crate::error::{Error, Result};
+pub(crate) use crate::files::DB_FILE;
+use crate::files::DB_FILE_TMP;
 use crate::storage::freespace::FreeSpace;
 use crate::storage::meta::{Meta, META_LEN};
 use crate::storage::page::{self, rd32, rd64, wr32, wr64, HDR, KIND_FREELIST, KIND_LEAF};
@@ -30,8 +32,6 @@ use std::collections::BTreeMap;
 use std::io;
 use std::sync::Arc;
 
-pub(crate) const DB_FILE: &str = "beech.db";
-const DB_FILE_TMP: &str = "beech.db.tmp";
 /// Database id of the catalog tree (names -> database records).
 pub(crate) const CATALOG: u32 = 0;
 pub(crate) const CATALOG_RECORD_LEN: usize = 20;
@@ -89,9 +89,16 @@ pub(crate) struct Engine {
     pub(crate) hint: LeafHint,
     /// Unique among all engines of the process: names this engine in thread-local read hints.
     pub(crate) instance: u64,
-    /// Log position the durable checkpoint covers, and its segment.
+    /// Log position the next (or the in-flight) checkpoint covers, its segment and the log's
+    /// chain value there.
     pub(crate) log_lsn: u64,
     pub(crate) log_segment: u64,
+    pub(crate) log_chain: u32,
+    /// The log segment the durable checkpoint begins in: older segments are not needed.
+    pub(crate) durable_log_segment: u64,
+    /// Fixed at creation: salts the log's checksums.
+    pub(crate) env_id: u64,
+    pub(crate) mode: Mode,
     /// End LSN of the last commit applied to the trees: the newest snapshot.
     pub(crate) commit_lsn: u64,
     /// Values overwritten by commits while older snapshots were active: for each key
@@ -137,8 +144,9 @@ fn io_err(what: &str) -> impl FnOnce(io::Error) -> Error + '_ {
     move |e| Error::io(what, e)
 }
 
-/// Reads the meta slots of `file`: the chosen meta and warnings about the other slot.
-pub(crate) fn read_metas(file: &dyn StorageFile) -> Result<(Meta, Vec<String>)> {
+/// Reads the meta slots of `file`: the chosen meta, the slot it was read from, and warnings
+/// about the other slot.
+pub(crate) fn read_metas(file: &dyn StorageFile) -> Result<(Meta, u64, Vec<String>)> {
     let len = file.len().map_err(io_err("reading the file size"))?;
     let mut buf = [0u8; META_LEN];
     let mut slot0 = Err("file too short".to_string());
@@ -173,28 +181,30 @@ pub(crate) fn read_metas(file: &dyn StorageFile) -> Result<(Meta, Vec<String>)> 
     let mut warnings = Vec::new();
     let chosen = match (slot0, slot1) {
         (Ok(a), Ok(b)) => {
-            if a.page_size != b.page_size {
-                warnings.push("meta pages disagree on the page size".to_string());
+            if a.page_size != b.page_size || a.env_id != b.env_id {
+                warnings.push("meta pages disagree on the page size or the environment".into());
             }
             if a.generation >= b.generation {
-                a
+                (a, 0)
             } else {
-                b
+                (b, 1)
             }
         }
         (Ok(a), Err(e)) => {
             warnings.push(format!(
-                "meta page 1 unusable ({e}); opened checkpoint {} from meta page 0",
+                "meta page 1 unusable ({e}); opened checkpoint {} from meta page 0, which may \
+                 be older than the last one taken",
                 a.generation
             ));
-            a
+            (a, 0)
         }
         (Err(e), Ok(b)) => {
             warnings.push(format!(
-                "meta page 0 unusable ({e}); opened checkpoint {} from meta page 1",
+                "meta page 0 unusable ({e}); opened checkpoint {} from meta page 1, which may \
+                 be older than the last one taken",
                 b.generation
             ));
-            b
+            (b, 1)
         }
         (Err(a), Err(b)) => {
             return Err(Error::Corrupt {
@@ -203,7 +213,7 @@ pub(crate) fn read_metas(file: &dyn StorageFile) -> Result<(Meta, Vec<String>)> 
             })
         }
     };
-    Ok((chosen, warnings))
+    Ok((chosen.0, chosen.1, warnings))
 }
 
 /// Reads and checks the free-list chain of `meta`.
@@ -283,25 +293,50 @@ pub(crate) fn read_checked(
 }
 
 impl Engine {
-    /// Opens (creating if allowed) the page file in `storage`.
-    pub fn open(storage: &dyn Storage, cfg: &Config) -> Result<Engine> {
+    /// Opens the page file in `storage`, creating a new environment first when `create`.
+    ///
+    /// The checkpoint it opens is made durable before anything is built on it: an earlier
+    /// process may have been killed after writing its meta page but before syncing it, or
+    /// its sync may have failed and the kernel dropped the page while still serving it from
+    /// the page cache. So the meta page is written again and synced, and the file's length
+    /// is set to the checkpoint's page count and synced, before any page is written.
+    pub fn open(storage: &dyn Storage, cfg: &Config, create: bool) -> Result<Engine> {
         cfg.validate()?;
-        let exists = storage
-            .exists(DB_FILE)
-            .map_err(io_err("looking for the page file"))?;
-        if !exists {
-            if !cfg.create_value() {
-                return Err(Error::InvalidArgument(format!(
-                    "no environment at {} and creation is off",
-                    storage.describe()
-                )));
-            }
-            create(storage, cfg.page_size_value())?;
+        if create {
+            create_page_file(storage, cfg.page_size_value(), cfg.mode())?;
+        } else {
+            // An earlier open may have created it and failed to sync the directory.
+            storage
+                .sync_dir()
+                .map_err(io_err("syncing the environment directory"))?;
         }
         let file = storage
             .open(DB_FILE, false)
             .map_err(io_err("opening the page file"))?;
-        let (meta, meta_warnings) = read_metas(file.as_ref())?;
+        let (meta, slot, meta_warnings) = read_metas(file.as_ref())?;
+        if !meta_warnings.is_empty() && !cfg.accept_meta_fallback {
+            return Err(Error::Corrupt {
+                page: Some(1 - slot),
+                detail: format!(
+                    "{}; the changes of the newest checkpoint may be lost. Nothing was changed: \
+                     open with Config::accept_meta_fallback(true) (beech --accept-fallback) to \
+                     use checkpoint {} anyway",
+                    meta_warnings.join("; "),
+                    meta.generation
+                ),
+            });
+        }
+        let mode = Mode::from_code(meta.mode);
+        if mode != cfg.mode() && !cfg.adopt_mode {
+            return Err(Error::InvalidArgument(format!(
+                "the environment at {} was created in {}; it cannot be opened in {} (open it \
+                 in its own mode, or with Config::adopt_mode(true))",
+                storage.describe(),
+                mode.config_words(),
+                cfg.mode().config_words()
+            )));
+        }
+        make_durable(file.as_ref(), &meta, slot, meta_warnings.is_empty())?;
         let (free, freelist_pages) = read_free_list(file.as_ref(), &meta)?;
         let ps = meta.page_size as usize;
         let capacity = (cfg.cache_size_value() / ps).max(MIN_CACHE_PAGES);
@@ -335,6 +370,10 @@ impl Engine {
             },
             log_lsn: meta.log_lsn,
             log_segment: meta.log_segment,
+            log_chain: meta.log_chain,
+            durable_log_segment: meta.log_segment,
+            env_id: meta.env_id,
+            mode,
             commit_lsn: meta.log_lsn,
             versions: std::collections::BTreeMap::new(),
             commit_scratch: Vec::new(),
@@ -581,19 +620,6 @@ impl Engine {
         Ok(())
     }
 
-    /// Makes everything durable: the copy-on-write checkpoint described in the module doc,
-    /// all three phases under this exclusive borrow.
-    pub fn checkpoint(&mut self) -> Result<()> {
-        let Some(work) = self.begin_checkpoint()? else {
-            return Ok(());
-        };
-        match work.write(|| &*self) {
-            Ok(written) => self.end_checkpoint(work, written),
-            Err((context, e)) => return Err(self.poison(context, e)),
-        }
-        Ok(())
-    }
-
     /// Phase 1 of a checkpoint (steps 1-2 and the choice of pages to write), under the
     /// exclusive lock. From here on the pages it captures are the next checkpoint's: none is
     /// fresh any more, so writes relocate them instead of changing them in place, and
@@ -662,6 +688,9 @@ impl Engine {
             page_count: self.space.page_count(),
             log_lsn: self.log_lsn,
             log_segment: self.log_segment,
+            mode: self.mode.code(),
+            log_chain: self.log_chain,
+            env_id: self.env_id,
         };
         let reusable_when_durable = self.space.seal();
         self.epoch += 1;
@@ -694,6 +723,7 @@ impl Engine {
         }
         self.space.reusable(work.reusable_when_durable);
         self.generation = work.meta.generation;
+        self.durable_log_segment = work.meta.log_segment;
         self.freelist_pages = work.list_pages;
         self.checkpoint_in_flight = false;
         self.checkpoints += 1;
@@ -778,7 +808,7 @@ impl CheckpointWork {
         }
         // Free pages at the tail may never have been written: the file must still cover
         // every page the meta counts. Under the lock, so that no eviction extends it meanwhile.
-        {
+        let extended = {
             let _e = engine();
             let want = self.meta.page_count * ps;
             let len = self
@@ -790,11 +820,16 @@ impl CheckpointWork {
                     .set_len(want)
                     .map_err(|e| ("extending the page file".to_string(), e))?;
             }
-        }
-        // (4) Everything the new meta will reference is durable before the meta is written.
-        self.file
-            .sync_data()
-            .map_err(|e| ("syncing the page file".to_string(), e))?;
+            len < want
+        };
+        // (4) Everything the new meta will reference is durable before the meta is written;
+        // a length set without writing is durable only through `sync_all`.
+        let sync = if extended {
+            self.file.sync_all()
+        } else {
+            self.file.sync_data()
+        };
+        sync.map_err(|e| ("syncing the page file".to_string(), e))?;
         // (5), (6) The meta page flip.
         let slot = generation % 2;
         self.file
@@ -807,9 +842,40 @@ impl CheckpointWork {
     }
 }
 
+/// Makes the checkpoint of `meta` (read from `slot`) durable whatever an earlier process
+/// left unsynced: writes its meta page again and, when `trim` (no meta page was unusable, so
+/// no newer checkpoint may need them), sets the file's length to its page count, then syncs
+/// everything. Pages it references were synced before the meta page was first written.
+fn make_durable(file: &dyn StorageFile, meta: &Meta, slot: u64, trim: bool) -> Result<()> {
+    let ps = meta.page_size as u64;
+    file.write_at(&meta.encode(), slot * ps)
+        .map_err(io_err("writing the meta page"))?;
+    let want = meta.page_count * ps;
+    let len = file.len().map_err(io_err("reading the file size"))?;
+    if trim && len > want {
+        file.set_len(want)
+            .map_err(io_err("trimming the page file"))?;
+    }
+    file.sync_all().map_err(io_err("syncing the page file"))
+}
+
+/// A random environment id, from the operating system's randomness (through the standard
+/// library's hash seeds), the time and the process id.
+fn new_env_id() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.write_u32(std::process::id());
+    h.finish()
+}
+
 /// Writes a new, empty environment: a temporary file made durable, then renamed into place,
 /// so that a page file that exists always has a valid meta page.
-fn create(storage: &dyn Storage, page_size: usize) -> Result<()> {
+fn create_page_file(storage: &dyn Storage, page_size: usize, mode: Mode) -> Result<()> {
     let f = storage
         .open(DB_FILE_TMP, true)
         .map_err(io_err("creating the page file"))?;
@@ -817,17 +883,21 @@ fn create(storage: &dyn Storage, page_size: usize) -> Result<()> {
     let mut buf = vec![0u8; page_size * 3];
     let root = &mut buf[2 * page_size..];
     node::init(root, KIND_LEAF);
-    page::seal(root, 2, 1);
+    // Generation 0, so that either meta page may reference it.
+    page::seal(root, 2, 0);
+    // Checkpoint 1 in slot 1, and an identical checkpoint 0 in slot 0.
     let mut meta = Meta {
         page_size: page_size as u32,
         next_db_id: 1,
-        generation: 1,
+        generation: 0,
         catalog_root: 2,
         page_count: 3,
+        mode: mode.code(),
+        env_id: new_env_id(),
         ..Meta::default()
     };
     buf[..META_LEN].copy_from_slice(&meta.encode());
-    meta.generation = 0;
+    meta.generation = 1;
     buf[page_size..page_size + META_LEN].copy_from_slice(&meta.encode());
     f.write_at(&buf, 0)
         .map_err(io_err("writing the new page file"))?;

@@ -7,9 +7,10 @@
 //! `stats`.
 
 use crate::btree::{Cursor, Iter};
-use crate::config::{Config, Durability, Isolation};
-use crate::engine::{Engine, Need, NeedResult};
+use crate::config::{Config, Durability, Isolation, Mode};
+use crate::engine::{Engine, Need, NeedResult, DB_FILE};
 use crate::error::{Error, Result};
+use crate::files::Listing;
 use crate::stats::{DbStat, EnvStat};
 use crate::storage::{OsStorage, Storage};
 use crate::sync::ReadMostlyLock;
@@ -118,8 +119,6 @@ pub(crate) struct Tx {
     last_checkpoint_lsn: AtomicU64,
     /// Wakes the background checkpointer early (log volume reached, or closing).
     checkpoint_signal: Arc<CheckpointSignal>,
-    /// Log segments released by checkpoints and kept for archiving.
-    archived: Mutex<Vec<String>>,
     pub recovered_commits: u64,
 }
 
@@ -281,17 +280,14 @@ impl Shared {
             let lsn = match &self.tx {
                 None => None,
                 Some(tx) => {
-                    let (lsn, segment) = match &tx.wal {
-                        Some(w) => {
-                            let lsn = w.flush_all(false)?;
-                            (lsn, w.segment_of(lsn))
-                        }
-                        None => (tx.inmem_lsn.load(Ordering::Relaxed), 0),
+                    let (lsn, chain, segment) = match &tx.wal {
+                        Some(w) => w.flush_all()?,
+                        None => (tx.inmem_lsn.load(Ordering::Relaxed), 0, 0),
                     };
                     if e.log_lsn != lsn || e.log_segment != segment {
                         e.changed = true;
                     }
-                    (e.log_lsn, e.log_segment) = (lsn, segment);
+                    (e.log_lsn, e.log_segment, e.log_chain) = (lsn, segment, chain);
                     Some(lsn)
                 }
             };
@@ -310,10 +306,7 @@ impl Shared {
         };
         tx.last_checkpoint_lsn.store(lsn, Ordering::Relaxed);
         if let Some(w) = &tx.wal {
-            let released = w.release_before(lsn, tx.keep_logs)?;
-            if tx.keep_logs {
-                tx.archived.lock().extend(released);
-            }
+            w.release_before(lsn, tx.keep_logs)?;
         }
         Ok(())
     }
@@ -363,41 +356,89 @@ pub struct Env {
 
 impl Env {
     /// Opens (or, if `config` allows, creates) the environment in directory `path`.
-    /// Fails with [`Error::Locked`] if another handle or process has it open.
+    /// Fails with [`Error::Locked`] if another handle or process has it open. With creation
+    /// off, a missing directory or environment is an error and nothing is created.
     pub fn open(path: impl AsRef<Path>, config: Config) -> Result<Env> {
-        let storage = OsStorage::new(path.as_ref())
-            .map_err(|e| Error::io(format!("creating directory {}", path.as_ref().display()), e))?;
+        let path = path.as_ref();
+        let storage = if config.create_value() {
+            OsStorage::new(path)
+                .map_err(|e| Error::io(format!("creating directory {}", path.display()), e))?
+        } else {
+            OsStorage::existing(path).map_err(|e| match e.kind() {
+                io::ErrorKind::NotFound => Error::InvalidArgument(format!(
+                    "no environment at {}: no such directory, and creation is off",
+                    path.display()
+                )),
+                _ => Error::io(format!("opening directory {}", path.display()), e),
+            })?
+        };
         Env::open_with_storage(Arc::new(storage), config)
     }
 
     /// Opens an environment on any [`Storage`] implementation.
+    ///
+    /// Opening makes the environment's state durable before it acknowledges anything: the
+    /// directory is synced (the page file's creation may not have been), the checkpoint it
+    /// starts from is written again and synced, and when the log held commits after that
+    /// checkpoint, they are replayed and a checkpoint is taken, so that nothing an earlier
+    /// process left unsynced (or whose sync failed) is built upon. Files an interrupted step
+    /// left behind, and log segments the durable checkpoint no longer needs (unless
+    /// [`Config::keep_logs`]), are removed.
     pub fn open_with_storage(storage: Arc<dyn Storage>, config: Config) -> Result<Env> {
-        let guard = match storage.lock() {
+        config.validate()?;
+        let st = storage.as_ref();
+        let exists = st
+            .exists(DB_FILE)
+            .map_err(|e| Error::io("looking for the page file", e))?;
+        if !exists && !config.create_value() {
+            // Refused before the lock is taken: nothing is created, not even the lock file.
+            let listing = Listing::read(st)?;
+            return Err(listing.no_environment(st, false).expect("creation is off"));
+        }
+        let guard = match st.lock() {
             Ok(g) => g,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 return Err(Error::Locked {
-                    path: storage.describe(),
+                    path: st.describe(),
                 })
             }
             Err(e) => return Err(Error::io("taking the environment lock", e)),
         };
-        let mut engine = Engine::open(storage.as_ref(), &config)?;
+        let listing = Listing::read(st)?;
+        if !listing.page_file {
+            if let Some(e) = listing.no_environment(st, config.create_value()) {
+                return Err(e);
+            }
+        }
+        let mut engine = Engine::open(st, &config, !listing.page_file)?;
         let max_key = engine.layout.max_key;
-        let first_segment = segment_name(engine.log_segment.max(1));
-        let has_log = storage
-            .exists(&first_segment)
-            .map_err(|e| Error::io("looking for the log", e))?;
-        // Recovery: the checkpoint plus every commit logged after it. It runs whatever the
-        // mode asked for, so that no logged commit is ever skipped.
+        // Leftovers are harmless (each is rebuilt from nothing when next needed): removing
+        // them is tidying, and a failure to remove one is ignored.
+        for name in &listing.leftovers {
+            let _ = st.remove(name);
+        }
+        let mut stale = Vec::new();
         let mut wal = None;
         let mut recovered_commits = 0;
-        if has_log || (config.transactional && !config.in_memory_log) {
-            let rec = wal::recover(
-                storage.as_ref(),
-                engine.log_lsn,
-                engine.log_segment,
-                config.log_segment_size,
-            )?;
+        if engine.mode.has_log_files() {
+            // Recovery: the checkpoint plus every commit logged after it.
+            let first_needed = engine.log_segment.max(1);
+            if !config.keep_logs {
+                stale.extend(
+                    listing
+                        .segments
+                        .range(..first_needed)
+                        .map(|&n| segment_name(n)),
+                );
+            }
+            remove_files(st, &stale)?;
+            let from = wal::LogStart {
+                lsn: engine.log_lsn,
+                chain: engine.log_chain,
+                segment: engine.log_segment,
+            };
+            let present = listing.segments.range(first_needed..).copied().collect();
+            let rec = wal::recover(st, engine.env_id, from, &present, config.log_segment_size)?;
             for (lsn, payload) in &rec.commits {
                 let writes = crate::txn::decode_writes(payload)?;
                 engine.apply_commit(&writes, *lsn, None)?;
@@ -408,14 +449,26 @@ impl Env {
             wal = Some(Wal::new(
                 storage.clone(),
                 config.log_segment_size,
-                vec![rec.segment],
-                rec.end,
+                engine.env_id,
+                rec.segments,
+                (rec.end, rec.chain),
             ));
+        } else if let Some(&n) = listing.segments.iter().next() {
+            return Err(Error::Corrupt {
+                page: None,
+                detail: format!(
+                    "the environment at {} was created in {}, which keeps no log, yet it holds \
+                     log segment {}; nothing was changed",
+                    st.describe(),
+                    engine.mode.config_words(),
+                    segment_name(n)
+                ),
+            });
         }
-        let log_wanted = config.transactional && !config.in_memory_log;
+        let replayed = engine.commit_lsn != engine.log_lsn;
         let start_lsn = engine.commit_lsn;
-        let tx = config.transactional.then(|| Tx {
-            wal: if log_wanted { wal.take() } else { None },
+        let tx = (engine.mode != Mode::DataStore).then(|| Tx {
+            wal,
             txns: TxnManager::default(),
             durability: config.durability,
             isolation: config.isolation,
@@ -425,7 +478,6 @@ impl Env {
             inmem_lsn: AtomicU64::new(start_lsn),
             last_checkpoint_lsn: AtomicU64::new(engine.log_lsn),
             checkpoint_signal: Arc::new(CheckpointSignal::default()),
-            archived: Mutex::new(Vec::new()),
             recovered_commits,
         });
         let env = Env {
@@ -440,19 +492,11 @@ impl Env {
                 max_key,
             }),
         };
-        // A log this mode does not keep (Data Store, in-memory log): make what it recovered
-        // durable in a checkpoint, then drop the log files.
-        if let Some(w) = wal {
-            {
-                let mut e = env.shared.engine.write();
-                (e.log_lsn, e.log_segment, e.changed) = (start_lsn, 0, true);
-                e.checkpoint()?;
-            }
-            w.remove_all()
-                .map_err(|err| Error::io("removing the log", err))?;
-            storage
-                .sync_dir()
-                .map_err(|err| Error::io("syncing the environment directory", err))?;
+        if replayed {
+            // The replayed log was read through the page cache: it may never have been
+            // durable. A checkpoint makes what was replayed durable before anything new is
+            // logged after it.
+            env.shared.checkpoint()?;
         }
         if let Some(tx) = &env.shared.tx {
             let (weak, signal) = (Arc::downgrade(&env.shared), tx.checkpoint_signal.clone());
@@ -463,6 +507,11 @@ impl Env {
                 .map_err(|e| Error::io("starting the checkpoint thread", e))?;
         }
         Ok(env)
+    }
+
+    /// The mode the environment was created in (and is open in).
+    pub fn mode(&self) -> Mode {
+        self.shared.engine.read().mode
     }
 
     /// Begins a transaction with the environment's default isolation.
@@ -478,26 +527,21 @@ impl Env {
         Txn::begin(self.shared.clone(), isolation)
     }
 
-    /// Log segments that checkpoints no longer need and that were kept (with
-    /// [`Config::keep_logs`]) for archiving, oldest first, as in Berkeley DB's `db_archive`.
+    /// Log segments that the durable checkpoint no longer needs, kept (with
+    /// [`Config::keep_logs`], or by another program) for archiving, oldest first, as in
+    /// Berkeley DB's `db_archive`. Removing them is safe: recovery never reads them.
     pub fn archive_logs(&self) -> Result<Vec<String>> {
         self.shared.live()?;
-        let tx = self.shared.tx()?;
-        let mut names = tx.archived.lock().clone();
-        // Segments kept by earlier sessions: every existing one before the checkpoint's.
-        let first_needed = self.shared.engine.read().log_segment;
-        let mut older = Vec::new();
-        for no in (1..first_needed).rev() {
-            let name = segment_name(no);
-            match self.shared.storage.exists(&name) {
-                Ok(true) if !names.contains(&name) => older.push(name),
-                Ok(true) => {}
-                _ => break,
-            }
-        }
-        older.reverse();
-        older.append(&mut names);
-        Ok(older)
+        self.shared.tx()?;
+        // Read before the listing: a checkpoint completing meanwhile only makes more
+        // segments unnecessary.
+        let durable = self.shared.engine.read().durable_log_segment;
+        let listing = Listing::read(self.shared.storage.as_ref())?;
+        Ok(listing
+            .segments
+            .range(..durable)
+            .map(|&n| segment_name(n))
+            .collect())
     }
 
     /// Commits replayed from the log when this environment was opened.
@@ -646,6 +690,21 @@ impl Env {
     pub fn max_key_len(&self) -> usize {
         self.shared.engine.read().layout.max_key
     }
+}
+
+/// Removes `names` and makes the removals durable.
+fn remove_files(storage: &dyn Storage, names: &[String]) -> Result<()> {
+    for name in names {
+        storage
+            .remove(name)
+            .map_err(|e| Error::io(format!("removing {name}"), e))?;
+    }
+    if !names.is_empty() {
+        storage
+            .sync_dir()
+            .map_err(|e| Error::io("syncing the environment directory", e))?;
+    }
+    Ok(())
 }
 
 fn check_name(name: &str) -> Result<()> {

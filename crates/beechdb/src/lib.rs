@@ -36,6 +36,7 @@ pub mod dump;
 mod engine;
 mod env;
 mod error;
+mod files;
 mod stats;
 pub mod storage;
 mod sync;
@@ -45,8 +46,8 @@ mod wal;
 
 pub use btree::{Cursor, Iter};
 pub use config::{
-    Config, Durability, Isolation, DEFAULT_CACHE_SIZE, DEFAULT_LOG_SEGMENT_SIZE, DEFAULT_PAGE_SIZE,
-    MAX_PAGE_SIZE, MIN_CACHE_PAGES, MIN_PAGE_SIZE,
+    Config, Durability, Isolation, Mode, DEFAULT_CACHE_SIZE, DEFAULT_LOG_SEGMENT_SIZE,
+    DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, MIN_CACHE_PAGES, MIN_PAGE_SIZE,
 };
 pub use env::{Db, Env};
 pub use error::{Error, Result};

@@ -68,9 +68,20 @@ impl VerifyReport {
 
 /// Verifies the environment in directory `path` without opening it for use (so damage that
 /// would stop [`crate::Env::open`] is still reported). Takes the environment's lock.
+/// Nothing is created: a directory without an environment is an error.
 pub fn verify_path(path: impl AsRef<Path>) -> Result<VerifyReport> {
-    let storage =
-        OsStorage::new(path.as_ref()).map_err(|e| Error::io("opening the directory", e))?;
+    let path = path.as_ref();
+    let storage = OsStorage::existing(path)
+        .map_err(|e| Error::io(format!("opening directory {}", path.display()), e))?;
+    let exists = storage
+        .exists(DB_FILE)
+        .map_err(|e| Error::io("looking for the page file", e))?;
+    if !exists {
+        let listing = crate::files::Listing::read(&storage)?;
+        return Err(listing
+            .no_environment(&storage, false)
+            .expect("creation is off"));
+    }
     let _lock = match storage.lock() {
         Ok(g) => g,
         Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -89,7 +100,7 @@ pub(crate) fn verify_storage(storage: &dyn Storage) -> Result<VerifyReport> {
         .map_err(|e| Error::io("opening the page file", e))?;
     let mut report = VerifyReport::default();
     let (meta, warnings) = match read_metas(file.as_ref()) {
-        Ok(m) => m,
+        Ok((m, _, w)) => (m, w),
         Err(Error::Corrupt { page, detail }) => {
             report.problems.push(Problem {
                 page,

@@ -168,14 +168,24 @@ fn every_flip_in_every_page_kind_is_reported() {
 }
 
 #[test]
-fn a_damaged_meta_falls_back_to_the_previous_sync_and_says_so() {
+fn a_damaged_meta_is_refused_unless_the_fallback_is_accepted() {
     let (storage, _, _) = build();
     let damaged = storage.crash_image(0);
     // The newest meta: generation 3 (create=1, sync=2, close=3) sits in slot 3 % 2 = 1.
     damaged
         .edit_file("beech.db", |b| b[PS + 30] ^= 0xff)
         .unwrap();
-    let env = Env::open_with_storage(Arc::new(damaged), config()).unwrap();
+    // Refused unless accepted, and nothing is changed by the refusal.
+    let before = damaged.file_bytes("beech.db").unwrap();
+    let refused = Env::open_with_storage(Arc::new(damaged.clone()), config());
+    assert!(
+        matches!(&refused, Err(beechdb::Error::Corrupt { detail, .. }) if detail.contains("accept_meta_fallback")),
+        "{:?}",
+        refused.err()
+    );
+    assert_eq!(damaged.file_bytes("beech.db").unwrap(), before);
+    let env =
+        Env::open_with_storage(Arc::new(damaged), config().accept_meta_fallback(true)).unwrap();
     let stat = env.stat().unwrap();
     assert_eq!(stat.generation, 2);
     assert_eq!(stat.meta_warnings.len(), 1, "{:?}", stat.meta_warnings);

@@ -128,10 +128,15 @@ type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
 /// Puts and syncs until the first error; returns the synced states and that error.
 fn faulty_workload(storage: &MemStorage) -> (Vec<Model>, Option<Error>) {
-    let env = mem_env(storage);
+    let mut synced = vec![Model::new()];
+    // Opening writes too (it makes its checkpoint durable): it may meet the fault.
+    let config = Config::new().page_size(4096).cache_size(0);
+    let env = match Env::open_with_storage(Arc::new(storage.clone()), config) {
+        Ok(env) => env,
+        Err(e) => return (synced, Some(e)),
+    };
     let db = env.open_or_create_db("d").unwrap();
     let mut model = Model::new();
-    let mut synced = vec![Model::new()];
     for round in 0..6u32 {
         for i in 0..150u32 {
             let k = format!("{:05}", (i * 7919 + round * 13) % 1000).into_bytes();

@@ -1,12 +1,22 @@
 //! In-memory storage that can simulate power loss and inject I/O faults, for tests and for
 //! outside checkers.
 //!
-//! Model: each file has a durable image and a list of writes and size changes made since its
-//! last sync; the directory has a durable name table and the creates, renames and removes
-//! made since the last directory sync. [`MemStorage::crash_image`] builds what a disk could
-//! hold after power is cut: every durable byte, plus any subset of the pending writes (in
-//! order, some torn at 512-byte sector granularity, others lost: reordering), size changes
-//! kept or lost, and a prefix of the pending directory operations.
+//! Model, exactly the promises of the [`Storage`] traits and no more:
+//! - each file has a durable image and the writes and size changes made since; the directory
+//!   has a durable name table and the creates, renames and removes made since its last sync;
+//! - `sync_data` makes the pending writes durable, not `set_len` changes; `sync_all` makes
+//!   the whole file durable, size included;
+//! - a sync that fails (an injected fault) drops the file's pending changes the way Linux
+//!   does after a failed `fsync`: they stay visible (the page cache) but will never become
+//!   durable unless written again. A failed `sync_dir` leaves the directory operations
+//!   pending (file systems journal them; the next successful `sync_dir` makes them durable);
+//! - [`MemStorage::restart_process`] ends the process using the storage (every handle it
+//!   holds fails from then on, its lock is released) and starts another on the same machine:
+//!   it sees the page cache, not only what is durable;
+//! - [`MemStorage::crash_image`] builds what a disk could hold after power is cut: every
+//!   durable byte, plus any subset of the pending writes (in order, some torn at 512-byte
+//!   sector granularity, others lost: reordering), size changes kept or lost, and the pending
+//!   directory operations either as a prefix or each kept or lost independently.
 
 use super::{Storage, StorageFile};
 use parking_lot::Mutex;
@@ -27,10 +37,12 @@ pub enum FaultKind {
     Sync,
 }
 
-/// Simulated storage; clones share the same files.
+/// Simulated storage; clones share the same files (and the same process).
 #[derive(Clone, Default)]
 pub struct MemStorage {
     inner: Arc<Mutex<MemState>>,
+    /// The simulated process this handle belongs to.
+    process: u64,
 }
 
 impl fmt::Debug for MemStorage {
@@ -45,11 +57,16 @@ struct MemState {
     names: BTreeMap<String, usize>,
     durable_names: BTreeMap<String, usize>,
     pending_dir: Vec<DirOp>,
-    locked: bool,
+    /// The process holding the environment lock.
+    locked: Option<u64>,
+    /// The live process: handles of earlier ones fail.
+    process: u64,
     /// Mutating calls made so far.
     mutations: u64,
     /// Power goes off when `mutations` reaches this.
     cut_at: Option<u64>,
+    /// The live process ends when `mutations` reaches this.
+    end_at: Option<u64>,
     power_off: bool,
     faults: Vec<(FaultKind, u64, i32)>,
     write_calls: u64,
@@ -82,6 +99,28 @@ impl MemStorage {
         MemStorage::default()
     }
 
+    /// Simulates the end of the process using this storage (a kill or a crash, not a power
+    /// loss) and the start of a new one on the same machine: every handle of the old process
+    /// (this one, its clones, files it opened) fails from now on and its lock is released. The
+    /// returned handle belongs to the new process, which sees every file as the old one left
+    /// it, durable or not, as a restarted process sees the operating system's page cache.
+    pub fn restart_process(&self) -> MemStorage {
+        let mut s = self.inner.lock();
+        s.end_process();
+        MemStorage {
+            inner: self.inner.clone(),
+            process: s.process,
+        }
+    }
+
+    /// Ends the live process (as a SIGKILL would) at its `n`th next mutating call: that call
+    /// and every later one of the process fails, and nothing is lost from the page cache.
+    /// Continue with [`MemStorage::restart_process`].
+    pub fn end_process_after(&self, n: u64) {
+        let mut s = self.inner.lock();
+        s.end_at = Some(s.mutations + n);
+    }
+
     /// Cuts the power after `n` more mutating calls (writes, size changes, syncs, directory
     /// operations): that call and every later one fail, and [`MemStorage::crash_image`] then
     /// describes the disk at that instant.
@@ -97,7 +136,8 @@ impl MemStorage {
 
     /// Makes the `nth` (1-based) next call of `kind` fail with the OS error `errno` (for
     /// example `libc::EIO` = 5 or `libc::ENOSPC` = 28). A failed write changes nothing; a
-    /// failed sync makes nothing durable.
+    /// failed file sync drops the file's pending changes (visible, never durable); a failed
+    /// directory sync makes nothing durable.
     pub fn inject_fault(&self, kind: FaultKind, nth: u64, errno: i32) {
         let mut s = self.inner.lock();
         let base = match kind {
@@ -118,8 +158,18 @@ impl MemStorage {
         let s = self.inner.lock();
         let mut rng = SplitMix(seed);
         let mut names = s.durable_names.clone();
+        // Directory operations survive as a prefix, or each independently of the others.
+        let independent = rng.below(2) == 0;
         let applied = rng.below(s.pending_dir.len() as u64 + 1) as usize;
-        for op in &s.pending_dir[..applied] {
+        for (i, op) in s.pending_dir.iter().enumerate() {
+            let kept = if independent {
+                rng.below(2) == 0
+            } else {
+                i < applied
+            };
+            if !kept {
+                continue;
+            }
             match op {
                 DirOp::Link(n, i) => {
                     names.insert(n.clone(), *i);
@@ -169,12 +219,13 @@ impl MemStorage {
         out.durable_names = out.names.clone();
         MemStorage {
             inner: Arc::new(Mutex::new(out)),
+            process: 0,
         }
     }
 
     /// Lets a test damage a file directly: `f` edits the bytes, which become durable.
     pub fn edit_file(&self, name: &str, f: impl FnOnce(&mut Vec<u8>)) -> io::Result<()> {
-        let mut s = self.inner.lock();
+        let mut s = self.state()?;
         let ino = *s.names.get(name).ok_or(io::ErrorKind::NotFound)?;
         let inode = &mut s.inodes[ino];
         f(&mut inode.data);
@@ -185,9 +236,18 @@ impl MemStorage {
 
     /// The current contents of a file.
     pub fn file_bytes(&self, name: &str) -> io::Result<Vec<u8>> {
-        let s = self.inner.lock();
+        let s = self.state()?;
         let ino = *s.names.get(name).ok_or(io::ErrorKind::NotFound)?;
         Ok(s.inodes[ino].data.clone())
+    }
+}
+
+impl MemStorage {
+    /// The state, for a call of this handle's process.
+    fn state(&self) -> io::Result<parking_lot::MutexGuard<'_, MemState>> {
+        let s = self.inner.lock();
+        s.alive(self.process)?;
+        Ok(s)
     }
 }
 
@@ -208,6 +268,10 @@ impl MemState {
         if self.cut_at.is_some_and(|c| self.mutations >= c) {
             self.power_off = true;
             return Err(power_off());
+        }
+        if self.end_at.is_some_and(|c| self.mutations >= c) {
+            self.end_process();
+            return Err(process_ended());
         }
         let n = match kind {
             FaultKind::Write => {
@@ -237,6 +301,24 @@ impl MemState {
             Ok(())
         }
     }
+
+    /// Fails calls from a process that has ended.
+    fn alive(&self, process: u64) -> io::Result<()> {
+        if process != self.process {
+            return Err(process_ended());
+        }
+        self.live()
+    }
+
+    fn end_process(&mut self) {
+        self.process += 1;
+        self.locked = None;
+        self.end_at = None;
+    }
+}
+
+fn process_ended() -> io::Error {
+    io::Error::other("simulated process has ended")
 }
 
 fn power_off() -> io::Error {
@@ -245,8 +327,7 @@ fn power_off() -> io::Error {
 
 impl Storage for MemStorage {
     fn open(&self, name: &str, create: bool) -> io::Result<Box<dyn StorageFile>> {
-        let mut s = self.inner.lock();
-        s.live()?;
+        let mut s = self.state()?;
         let ino = match s.names.get(name) {
             Some(&i) => i,
             None if create => {
@@ -261,18 +342,21 @@ impl Storage for MemStorage {
         };
         Ok(Box::new(MemFile {
             storage: self.inner.clone(),
+            process: self.process,
             ino,
         }))
     }
 
     fn exists(&self, name: &str) -> io::Result<bool> {
-        let s = self.inner.lock();
-        s.live()?;
-        Ok(s.names.contains_key(name))
+        Ok(self.state()?.names.contains_key(name))
+    }
+
+    fn list(&self) -> io::Result<Vec<String>> {
+        Ok(self.state()?.names.keys().cloned().collect())
     }
 
     fn remove(&self, name: &str) -> io::Result<()> {
-        let mut s = self.inner.lock();
+        let mut s = self.state()?;
         s.mutate(FaultKind::Write)?;
         s.names.remove(name).ok_or(io::ErrorKind::NotFound)?;
         s.pending_dir.push(DirOp::Unlink(name.to_string()));
@@ -280,7 +364,7 @@ impl Storage for MemStorage {
     }
 
     fn rename(&self, from: &str, to: &str) -> io::Result<()> {
-        let mut s = self.inner.lock();
+        let mut s = self.state()?;
         s.mutate(FaultKind::Write)?;
         let ino = s.names.remove(from).ok_or(io::ErrorKind::NotFound)?;
         s.names.insert(to.to_string(), ino);
@@ -290,7 +374,7 @@ impl Storage for MemStorage {
     }
 
     fn sync_dir(&self) -> io::Result<()> {
-        let mut s = self.inner.lock();
+        let mut s = self.state()?;
         s.mutate(FaultKind::Sync)?;
         s.durable_names = s.names.clone();
         s.pending_dir.clear();
@@ -298,12 +382,12 @@ impl Storage for MemStorage {
     }
 
     fn lock(&self) -> io::Result<Box<dyn Any + Send + Sync>> {
-        let mut s = self.inner.lock();
-        if s.locked {
+        let mut s = self.state()?;
+        if s.locked.is_some() {
             return Err(io::ErrorKind::WouldBlock.into());
         }
-        s.locked = true;
-        Ok(Box::new(MemLock(self.inner.clone())))
+        s.locked = Some(self.process);
+        Ok(Box::new(MemLock(self.inner.clone(), self.process)))
     }
 
     fn describe(&self) -> String {
@@ -311,23 +395,60 @@ impl Storage for MemStorage {
     }
 }
 
-struct MemLock(Arc<Mutex<MemState>>);
+struct MemLock(Arc<Mutex<MemState>>, u64);
 
 impl Drop for MemLock {
     fn drop(&mut self) {
-        self.0.lock().locked = false;
+        let mut s = self.0.lock();
+        if s.locked == Some(self.1) {
+            s.locked = None;
+        }
     }
 }
 
 struct MemFile {
     storage: Arc<Mutex<MemState>>,
+    process: u64,
     ino: usize,
+}
+
+impl MemFile {
+    fn state(&self) -> io::Result<parking_lot::MutexGuard<'_, MemState>> {
+        let s = self.storage.lock();
+        s.alive(self.process)?;
+        Ok(s)
+    }
+
+    /// A sync: `all` makes size changes durable too. On failure the pending changes are
+    /// dropped: visible, never durable (see the module doc).
+    fn sync(&self, all: bool) -> io::Result<()> {
+        let mut s = self.state()?;
+        if let Err(e) = s.mutate(FaultKind::Sync) {
+            if !s.power_off {
+                s.inodes[self.ino].pending.clear();
+            }
+            return Err(e);
+        }
+        let inode = &mut s.inodes[self.ino];
+        let pending = std::mem::take(&mut inode.pending);
+        if all {
+            inode.durable = inode.data.clone();
+        } else {
+            for p in pending {
+                match p {
+                    Pending::Write { offset, bytes } => put(&mut inode.durable, offset, &bytes),
+                    // Not made durable by `sync_data`; still pending.
+                    Pending::SetLen(len) => inode.pending.push(Pending::SetLen(len)),
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 impl StorageFile for MemFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        let s = self.storage.lock();
-        s.live()?;
+        let s = self.state()?;
         let data = &s.inodes[self.ino].data;
         let start = offset as usize;
         let end = start
@@ -341,7 +462,7 @@ impl StorageFile for MemFile {
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        let mut s = self.storage.lock();
+        let mut s = self.state()?;
         s.mutate(FaultKind::Write)?;
         let inode = &mut s.inodes[self.ino];
         put(&mut inode.data, offset as usize, buf);
@@ -353,13 +474,12 @@ impl StorageFile for MemFile {
     }
 
     fn len(&self) -> io::Result<u64> {
-        let s = self.storage.lock();
-        s.live()?;
+        let s = self.state()?;
         Ok(s.inodes[self.ino].data.len() as u64)
     }
 
     fn set_len(&self, len: u64) -> io::Result<()> {
-        let mut s = self.storage.lock();
+        let mut s = self.state()?;
         s.mutate(FaultKind::Write)?;
         let inode = &mut s.inodes[self.ino];
         inode.data.resize(len as usize, 0);
@@ -368,16 +488,11 @@ impl StorageFile for MemFile {
     }
 
     fn sync_data(&self) -> io::Result<()> {
-        let mut s = self.storage.lock();
-        s.mutate(FaultKind::Sync)?;
-        let inode = &mut s.inodes[self.ino];
-        inode.durable = inode.data.clone();
-        inode.pending.clear();
-        Ok(())
+        self.sync(false)
     }
 
     fn sync_all(&self) -> io::Result<()> {
-        self.sync_data()
+        self.sync(true)
     }
 }
 
@@ -434,6 +549,64 @@ mod tests {
         assert!(st.open("b", true).is_err());
         assert!(st.is_power_off());
         assert!(st.exists("a").is_err());
+    }
+
+    #[test]
+    fn set_len_is_durable_only_through_sync_all() {
+        let st = MemStorage::new();
+        let f = st.open("a", true).unwrap();
+        st.sync_dir().unwrap();
+        f.set_len(4096).unwrap();
+        f.sync_data().unwrap();
+        assert!((0..32).any(|s| st.crash_image(s).file_bytes("a").unwrap().is_empty()));
+        f.sync_all().unwrap();
+        assert!((0..32).all(|s| st.crash_image(s).file_bytes("a").unwrap().len() == 4096));
+    }
+
+    #[test]
+    fn a_failed_sync_drops_the_data_it_should_have_saved() {
+        let st = MemStorage::new();
+        let f = st.open("a", true).unwrap();
+        st.sync_dir().unwrap();
+        f.write_at(b"lost", 0).unwrap();
+        st.inject_fault(FaultKind::Sync, 1, 5);
+        assert!(f.sync_data().is_err());
+        // Still visible (the page cache), but a later successful sync does not save it.
+        assert_eq!(st.file_bytes("a").unwrap(), b"lost");
+        f.sync_data().unwrap();
+        assert!((0..32).all(|s| st.crash_image(s).file_bytes("a").unwrap().is_empty()));
+    }
+
+    #[test]
+    fn directory_operations_may_survive_out_of_order() {
+        let st = MemStorage::new();
+        st.open("a", true).unwrap();
+        st.open("b", true).unwrap();
+        let only_b = (0..64).any(|s| {
+            let img = st.crash_image(s);
+            !img.exists("a").unwrap() && img.exists("b").unwrap()
+        });
+        assert!(
+            only_b,
+            "the later create may survive without the earlier one"
+        );
+    }
+
+    #[test]
+    fn a_restarted_process_sees_the_page_cache_and_the_old_one_is_dead() {
+        let st = MemStorage::new();
+        let _lock = st.lock().unwrap();
+        let f = st.open("a", true).unwrap();
+        f.write_at(b"unsynced", 0).unwrap();
+        let next = st.restart_process();
+        assert!(f.write_at(b"x", 0).is_err());
+        assert!(st.exists("a").is_err());
+        assert_eq!(next.file_bytes("a").unwrap(), b"unsynced");
+        let _again = next.lock().expect("the old process's lock is released");
+        next.end_process_after(1);
+        assert!(next.open("b", true).is_err());
+        assert!(next.exists("a").is_err());
+        assert!(next.restart_process().exists("a").unwrap());
     }
 
     #[test]

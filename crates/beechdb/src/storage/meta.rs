@@ -8,7 +8,7 @@
 //! |---|---|---|
 //! | 0 | 4 | crc32c of bytes 4..128 |
 //! | 4 | 8 | magic `BeechDB\0` |
-//! | 12 | 4 | format version (1) |
+//! | 12 | 4 | format version (2) |
 //! | 16 | 4 | page size |
 //! | 20 | 4 | next database id |
 //! | 24 | 8 | generation (checkpoint number, from 1) |
@@ -17,14 +17,17 @@
 //! | 48 | 8 | free-list page count |
 //! | 56 | 8 | page count (file high-water mark) |
 //! | 64 | 8 | log position the checkpoint covers (0 in Data Store mode) |
-//! | 72 | 8 | log segment holding that position (0: the first) |
-//! | 80..128 | | zero |
+//! | 72 | 8 | log segment holding that position (0: none created yet) |
+//! | 80 | 4 | mode the environment was created in: 0 Data Store, 1 transactional, 2 transactional with an in-memory log |
+//! | 84 | 4 | log chain value at that position (checksum of the record before it) |
+//! | 88 | 8 | environment id (random, fixed at creation) |
+//! | 96..128 | | zero |
 
 use super::page::{rd32, rd64, wr32, wr64};
 
 pub(crate) const META_LEN: usize = 128;
 const MAGIC: &[u8; 8] = b"BeechDB\0";
-pub(crate) const FORMAT_VERSION: u32 = 1;
+pub(crate) const FORMAT_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Meta {
@@ -37,6 +40,9 @@ pub(crate) struct Meta {
     pub page_count: u64,
     pub log_lsn: u64,
     pub log_segment: u64,
+    pub mode: u32,
+    pub log_chain: u32,
+    pub env_id: u64,
 }
 
 /// Why a meta slot could not be used.
@@ -46,6 +52,7 @@ pub(crate) enum MetaProblem {
     Magic,
     Version(u32),
     PageSize(u32),
+    Mode(u32),
 }
 
 impl std::fmt::Display for MetaProblem {
@@ -55,6 +62,7 @@ impl std::fmt::Display for MetaProblem {
             MetaProblem::Magic => write!(f, "not a BeechDB meta page (bad magic)"),
             MetaProblem::Version(v) => write!(f, "unsupported format version {v}"),
             MetaProblem::PageSize(s) => write!(f, "invalid page size {s}"),
+            MetaProblem::Mode(m) => write!(f, "unknown environment mode {m}"),
         }
     }
 }
@@ -73,6 +81,9 @@ impl Meta {
         wr64(&mut b, 56, self.page_count);
         wr64(&mut b, 64, self.log_lsn);
         wr64(&mut b, 72, self.log_segment);
+        wr32(&mut b, 80, self.mode);
+        wr32(&mut b, 84, self.log_chain);
+        wr64(&mut b, 88, self.env_id);
         let crc = crc32c::crc32c(&b[4..]);
         wr32(&mut b, 0, crc);
         b
@@ -93,6 +104,10 @@ impl Meta {
         if !crate::config::valid_page_size(page_size as usize) {
             return Err(MetaProblem::PageSize(page_size));
         }
+        let mode = rd32(b, 80);
+        if mode > 2 {
+            return Err(MetaProblem::Mode(mode));
+        }
         Ok(Meta {
             page_size,
             next_db_id: rd32(b, 20),
@@ -103,6 +118,9 @@ impl Meta {
             page_count: rd64(b, 56),
             log_lsn: rd64(b, 64),
             log_segment: rd64(b, 72),
+            mode,
+            log_chain: rd32(b, 84),
+            env_id: rd64(b, 88),
         })
     }
 }
@@ -123,6 +141,9 @@ mod tests {
             page_count: 10,
             log_lsn: 0,
             log_segment: 0,
+            mode: 1,
+            log_chain: 0xdead_beef,
+            env_id: 0x0123_4567_89ab_cdef,
         };
         let b = m.encode();
         assert_eq!(Meta::decode(&b).unwrap(), m);

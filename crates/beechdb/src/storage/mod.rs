@@ -29,6 +29,8 @@ pub trait Storage: Send + Sync + Debug {
     fn open(&self, name: &str, create: bool) -> io::Result<Box<dyn StorageFile>>;
     /// Whether a file named `name` exists.
     fn exists(&self, name: &str) -> io::Result<bool>;
+    /// The names of the files in the directory, in any order.
+    fn list(&self) -> io::Result<Vec<String>>;
     /// Removes the file `name`; durable after [`Storage::sync_dir`].
     fn remove(&self, name: &str) -> io::Result<()>;
     /// Atomically renames `from` to `to`, replacing `to`; durable after [`Storage::sync_dir`].

@@ -14,9 +14,24 @@ pub struct OsStorage {
 }
 
 impl OsStorage {
-    /// Storage rooted at `dir`, which is created if missing.
+    /// Storage rooted at `dir`, which is created if missing. A directory it creates is made
+    /// durable (its parent synced), so an environment built in it cannot vanish with it.
     pub fn new(dir: impl AsRef<Path>) -> io::Result<OsStorage> {
-        fs::create_dir_all(dir.as_ref())?;
+        create_dir_durably(dir.as_ref())?;
+        Ok(OsStorage {
+            dir: dir.as_ref().to_path_buf(),
+        })
+    }
+
+    /// Storage rooted at the existing directory `dir`; [`io::ErrorKind::NotFound`] if it is
+    /// missing. Nothing is created.
+    pub fn existing(dir: impl AsRef<Path>) -> io::Result<OsStorage> {
+        if !fs::metadata(dir.as_ref())?.is_dir() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotADirectory,
+                format!("{} is not a directory", dir.as_ref().display()),
+            ));
+        }
         Ok(OsStorage {
             dir: dir.as_ref().to_path_buf(),
         })
@@ -40,6 +55,16 @@ impl Storage for OsStorage {
 
     fn exists(&self, name: &str) -> io::Result<bool> {
         self.dir.join(name).try_exists()
+    }
+
+    fn list(&self) -> io::Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in fs::read_dir(&self.dir)? {
+            if let Ok(name) = entry?.file_name().into_string() {
+                names.push(name);
+            }
+        }
+        Ok(names)
     }
 
     fn remove(&self, name: &str) -> io::Result<()> {
@@ -71,6 +96,23 @@ impl Storage for OsStorage {
     fn describe(&self) -> String {
         self.dir.display().to_string()
     }
+}
+
+/// Creates `dir` and any missing parents, syncing the parent of each directory created.
+fn create_dir_durably(dir: &Path) -> io::Result<()> {
+    if dir.as_os_str().is_empty() || dir.is_dir() {
+        return Ok(());
+    }
+    let parent = dir.parent().filter(|p| !p.as_os_str().is_empty());
+    if let Some(parent) = parent {
+        create_dir_durably(parent)?;
+    }
+    match fs::create_dir(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => return Ok(()),
+        Err(e) => return Err(e),
+    }
+    File::open(parent.unwrap_or(Path::new(".")))?.sync_all()
 }
 
 struct OsFile {

@@ -11,17 +11,25 @@
 //!   damage in the middle of the log, not a torn tail;
 //! - after a failed write or sync the log is poisoned: nothing more is acknowledged.
 //!
-//! Segment header (64 bytes): `magic "BeechLog" | version u32 | 0 u32 | segment number u64 |
-//! start LSN u64 | capacity u64 | crc32c of bytes 0..40 u32 | zero`. Records follow at byte
-//! 64; the record at LSN `l` sits at byte `64 + l - start`.
+//! - a segment is made durable before anything is written into the next one, so a log damaged
+//!   in one segment with anything written in a later one is damage, never a torn tail;
+//! - records carry the environment's id (a salt of their checksum) and the checksum of the
+//!   record before them (a chain), so a segment of another environment, or of a copy of
+//!   this one that has since diverged, is refused instead of replayed.
+//!
+//! Segment header (64 bytes): `magic "BeechLog" | version u32 (2) | 0 u32 | segment number
+//! u64 | start LSN u64 | capacity u64 | environment id u64 | crc32c of bytes 0..48 u32 |
+//! zero`. Records follow at byte 64; the record at LSN `l` sits at byte `64 + l - start`.
 //! Record (starting 8-byte aligned, `len` exact, padded with zeros to a multiple of 8):
-//! `crc32c of bytes 4..len u32 | len u32 | lsn u64 | synced u64 | kind u8 | 7 zero bytes |
-//! payload`. Kinds: 1 commit, 2 segment end (continue at the next
-//! segment, whose start LSN is this record's end).
+//! `crc u32 | len u32 | lsn u64 | synced u64 | kind u8 | 3 zero bytes | prev u32 | payload`,
+//! where `crc` is crc32c of bytes 4..len seeded with the crc32c of the environment id, and
+//! `prev` is the `crc` of the record before it in the log (the chain; the meta page keeps
+//! the chain value at the checkpoint's position). Kinds: 1 commit, 2 segment end (continue
+//! at the next segment, whose start LSN is this record's end).
 
 mod scan;
 
-pub(crate) use scan::recover;
+pub(crate) use scan::{recover, LogStart};
 
 use crate::config::Durability;
 use crate::error::{Error, Result};
@@ -40,6 +48,7 @@ pub(crate) const REC_HDR: usize = 32;
 pub(crate) const KIND_COMMIT: u8 = 1;
 pub(crate) const KIND_SEGMENT_END: u8 = 2;
 const MAGIC: &[u8; 8] = b"BeechLog";
+const VERSION: u32 = 2;
 /// A NOSYNC commit leaves its record in the buffer until this much has gathered.
 const BUFFER_LIMIT: usize = 1 << 20;
 /// Leaders gather followers only when an fsync takes at least this long.
@@ -90,52 +99,59 @@ impl Segment {
         SEG_HDR as u64 + (lsn - self.start)
     }
 
-    pub(crate) fn encode_header(no: u64, start: u64, cap: u64) -> [u8; SEG_HDR] {
+    pub(crate) fn encode_header(no: u64, start: u64, cap: u64, env_id: u64) -> [u8; SEG_HDR] {
         let mut h = [0u8; SEG_HDR];
         h[..8].copy_from_slice(MAGIC);
-        wr32(&mut h, 8, 1);
+        wr32(&mut h, 8, VERSION);
         wr64(&mut h, 16, no);
         wr64(&mut h, 24, start);
         wr64(&mut h, 32, cap);
-        let crc = crc32c::crc32c(&h[..40]);
-        wr32(&mut h, 40, crc);
+        wr64(&mut h, 40, env_id);
+        let crc = crc32c::crc32c(&h[..48]);
+        wr32(&mut h, 48, crc);
         h
     }
 
-    pub(crate) fn decode_header(h: &[u8]) -> Option<(u64, u64, u64)> {
+    /// `(segment number, start LSN, capacity, environment id)` of a valid header.
+    pub(crate) fn decode_header(h: &[u8]) -> Option<(u64, u64, u64, u64)> {
         use crate::storage::page::{rd32, rd64};
         if h.len() < SEG_HDR
             || &h[..8] != MAGIC
-            || rd32(h, 8) != 1
-            || crc32c::crc32c(&h[..40]) != rd32(h, 40)
+            || rd32(h, 8) != VERSION
+            || crc32c::crc32c(&h[..48]) != rd32(h, 48)
         {
             return None;
         }
-        Some((rd64(h, 16), rd64(h, 24), rd64(h, 32)))
+        Some((rd64(h, 16), rd64(h, 24), rd64(h, 32), rd64(h, 40)))
     }
 
     /// Creates, zero-fills (so later syncs change no file size or allocation) and makes
     /// durable a new segment. It is built under a temporary name and renamed into place, so
     /// a segment file that exists always has a valid header.
-    pub(crate) fn create(storage: &dyn Storage, no: u64, start: u64, cap: u64) -> Result<Segment> {
+    pub(crate) fn create(
+        storage: &dyn Storage,
+        no: u64,
+        start: u64,
+        cap: u64,
+        env_id: u64,
+    ) -> Result<Segment> {
         let tmp = format!("{}.tmp", segment_name(no));
         let file = zero_filled(storage, &tmp, cap)
             .map_err(|e| Error::io(format!("creating log segment {}", segment_name(no)), e))?;
-        Segment::install(storage, file, &tmp, no, start, cap)
+        Segment::install(storage, file, &tmp, (no, start, cap, env_id))
     }
 
-    /// Gives a zero-filled, synced file named `from` its header and its segment name.
+    /// Gives a zero-filled, synced file named `from` its header `(number, start, capacity,
+    /// environment id)` and its segment name, durably (the directory is synced).
     fn install(
         storage: &dyn Storage,
         file: Box<dyn StorageFile>,
         from: &str,
-        no: u64,
-        start: u64,
-        cap: u64,
+        (no, start, cap, env_id): (u64, u64, u64, u64),
     ) -> Result<Segment> {
         let name = segment_name(no);
         let io = |e| Error::io(format!("creating log segment {name}"), e);
-        file.write_at(&Segment::encode_header(no, start, cap), 0)
+        file.write_at(&Segment::encode_header(no, start, cap, env_id), 0)
             .map_err(io)?;
         file.sync_data().map_err(io)?;
         storage.rename(from, &name).map_err(io)?;
@@ -170,7 +186,12 @@ fn zero_filled(
 }
 
 /// The next segment, zero-filled ahead of time by the background thread.
-const SPARE_SEGMENT: &str = "log.spare";
+pub(crate) const SPARE_SEGMENT: &str = "log.spare";
+
+/// The checksum seed of an environment's records.
+pub(crate) fn salt(env_id: u64) -> u32 {
+    crc32c::crc32c(&env_id.to_le_bytes())
+}
 
 /// Counters for `beech stat`.
 #[derive(Default)]
@@ -192,6 +213,8 @@ pub(crate) struct WalStats {
 
 struct Inner {
     next_lsn: u64,
+    /// Checksum of the last record appended (the chain value at `next_lsn`).
+    chain: u32,
     /// Bytes of `[buf_lsn, next_lsn)`, not yet handed to the OS.
     buf: Vec<u8>,
     buf_lsn: u64,
@@ -230,6 +253,8 @@ impl Inner {
 pub(crate) struct Wal {
     storage: Arc<dyn Storage>,
     segment_size: u64,
+    env_id: u64,
+    salt: u32,
     inner: Mutex<Inner>,
     /// The log end handed to the OS and the end made durable: changed only by a flush
     /// leader under the mutex, read by waiting committers without it.
@@ -255,18 +280,23 @@ pub(crate) struct Wal {
 }
 
 impl Wal {
-    /// A log continuing at `end` (from recovery) in `segments` (the last holds `end`).
+    /// A log continuing at `end`, with chain value `chain` (from recovery), in `segments`
+    /// (every live one, oldest first; the last holds `end`).
     pub(crate) fn new(
         storage: Arc<dyn Storage>,
         segment_size: u64,
+        env_id: u64,
         segments: Vec<Segment>,
-        end: u64,
+        (end, chain): (u64, u32),
     ) -> Wal {
         Wal {
             storage,
             segment_size,
+            env_id,
+            salt: salt(env_id),
             inner: Mutex::new(Inner {
                 next_lsn: end,
+                chain,
                 buf: Vec::new(),
                 buf_lsn: end,
                 spare: Vec::new(),
@@ -324,7 +354,7 @@ impl Wal {
             .clone();
         if g.next_lsn + (len + REC_HDR) as u64 > cur.end() {
             let end_rec = g.next_lsn;
-            push_record(&mut g, KIND_SEGMENT_END, &[], end_rec, synced);
+            push_record(&mut g, self.salt, KIND_SEGMENT_END, &[], end_rec, synced);
             let start = g.next_lsn;
             let cap = self.segment_size.max((len + REC_HDR) as u64);
             match self.next_segment(cur.no + 1, start, cap) {
@@ -339,7 +369,7 @@ impl Wal {
             }
         }
         let lsn = g.next_lsn;
-        push_record(&mut g, KIND_COMMIT, payload, lsn, synced);
+        push_record(&mut g, self.salt, KIND_COMMIT, payload, lsn, synced);
         // Once per segment, at half full (or at once after a switch): ask for the next.
         if !g.spare_asked && (g.next_lsn - cur.start) * 2 > cur.cap {
             g.spare_asked = true;
@@ -371,28 +401,23 @@ impl Wal {
         }
     }
 
-    /// Everything appended so far is written (and synced if `sync`).
-    pub(crate) fn flush_all(&self, sync: bool) -> Result<u64> {
-        let end = self.inner.lock().next_lsn;
-        self.flush(end, sync)?;
-        Ok(end)
+    /// Writes everything appended so far (no sync). Returns where a checkpoint taken now
+    /// begins its log: `(end LSN, chain value there, segment holding it)`.
+    pub(crate) fn flush_all(&self) -> Result<(u64, u32, u64)> {
+        let (end, chain, segment) = {
+            let g = self.inner.lock();
+            let seg = g.segments.last().expect("a log always has a segment").no;
+            (g.next_lsn, g.chain, seg)
+        };
+        self.flush(end, false)?;
+        Ok((end, chain, segment))
     }
 
-    /// The segment holding `lsn`.
-    pub(crate) fn segment_of(&self, lsn: u64) -> u64 {
-        let g = self.inner.lock();
-        g.segments
-            .iter()
-            .rev()
-            .find(|s| s.start <= lsn)
-            .map_or(0, |s| s.no)
-    }
-
-    /// Segments wholly before `lsn` (a durable checkpoint's): no longer needed by recovery.
-    /// They are removed, or with `keep` left in place and returned for archiving.
-    pub(crate) fn release_before(&self, lsn: u64, keep: bool) -> Result<Vec<String>> {
+    /// Segments wholly before `lsn` (a durable checkpoint's) are no longer needed by
+    /// recovery: they are removed, or with `keep` left in place for archiving. Removals need
+    /// no directory sync: a segment that comes back after a crash is removed again at open.
+    pub(crate) fn release_before(&self, lsn: u64, keep: bool) -> Result<()> {
         let mut g = self.inner.lock();
-        let mut done = Vec::new();
         while g.segments.len() > 1 && g.segments[1].start <= lsn {
             let seg = g.segments.remove(0);
             let name = segment_name(seg.no);
@@ -401,19 +426,6 @@ impl Wal {
                     .remove(&name)
                     .map_err(|e| Error::io(format!("removing {name}"), e))?;
             }
-            done.push(name);
-        }
-        Ok(done)
-    }
-
-    /// Removes every segment file (the log is no longer kept).
-    pub(crate) fn remove_all(&self) -> std::io::Result<()> {
-        let g = self.inner.lock();
-        for s in &g.segments {
-            self.storage.remove(&segment_name(s.no))?;
-        }
-        if self.spare.lock().take().is_some() {
-            self.storage.remove(SPARE_SEGMENT)?;
         }
         Ok(())
     }
@@ -447,19 +459,13 @@ impl Wal {
             if let Some(mut spare) = self.spare.try_lock() {
                 if let Some(file) = spare.take() {
                     self.stats.segments_prepared.fetch_add(1, Relaxed);
-                    return Segment::install(
-                        self.storage.as_ref(),
-                        file,
-                        SPARE_SEGMENT,
-                        no,
-                        start,
-                        cap,
-                    );
+                    let header = (no, start, cap, self.env_id);
+                    return Segment::install(self.storage.as_ref(), file, SPARE_SEGMENT, header);
                 }
             }
         }
         self.stats.segments_created_inline.fetch_add(1, Relaxed);
-        Segment::create(self.storage.as_ref(), no, start, cap)
+        Segment::create(self.storage.as_ref(), no, start, cap, self.env_id)
     }
 
     /// Leader/follower flush: the first waiter writes (and syncs) everything buffered for
@@ -519,7 +525,7 @@ impl Wal {
                 .collect();
             drop(g);
             let started = Instant::now();
-            let res = self.write_out(&segs, from, &data, sync.then_some(sync_from), to);
+            let res = self.write_out(&segs, (from, to), &data, sync_from, sync);
             let took = started.elapsed().as_nanos() as u64;
             self.stats.flush_nanos.fetch_add(took, Relaxed);
             g = self.inner.lock();
@@ -561,13 +567,16 @@ impl Wal {
         }
     }
 
+    /// Writes `data` (the log from `from` to `to`) into the segments `segs` cover, all of
+    /// them from the one holding `durable` (the log is durable before it), and syncs when
+    /// `sync`. A segment is synced before anything is written into a later one.
     fn write_out(
         &self,
         segs: &[Arc<Segment>],
-        from: u64,
+        (from, to): (u64, u64),
         data: &[u8],
-        sync_from: Option<u64>,
-        to: u64,
+        mut durable: u64,
+        sync: bool,
     ) -> Result<()> {
         let fail = |what: &str, no: u64, e| {
             Error::io(format!("{what} log segment {}", segment_name(no)), e)
@@ -575,27 +584,37 @@ impl Wal {
         if !data.is_empty() {
             self.stats.writes.fetch_add(1, Relaxed);
         }
-        for s in segs {
+        let sync_segment = |s: &Segment| {
+            self.stats.fsyncs.fetch_add(1, Relaxed);
+            s.file.sync_data().map_err(|e| fail("syncing", s.no, e))
+        };
+        for (i, s) in segs.iter().enumerate() {
             let lo = from.max(s.start);
             let hi = to.min(s.end());
-            if lo < hi {
-                let part = &data[(lo - from) as usize..(hi - from) as usize];
-                s.file
-                    .write_at(part, s.offset(lo))
-                    .map_err(|e| fail("writing", s.no, e))?;
+            if lo >= hi {
+                continue;
             }
+            if durable < s.start {
+                for earlier in segs[..i].iter().filter(|e| e.end() > durable) {
+                    sync_segment(earlier)?;
+                }
+                durable = s.start;
+            }
+            let part = &data[(lo - from) as usize..(hi - from) as usize];
+            s.file
+                .write_at(part, s.offset(lo))
+                .map_err(|e| fail("writing", s.no, e))?;
         }
-        if let Some(sync_from) = sync_from {
-            for s in segs.iter().filter(|s| s.end() > sync_from && s.start < to) {
-                s.file.sync_data().map_err(|e| fail("syncing", s.no, e))?;
-                self.stats.fsyncs.fetch_add(1, Relaxed);
+        if sync {
+            for s in segs.iter().filter(|s| s.end() > durable && s.start < to) {
+                sync_segment(s)?;
             }
         }
         Ok(())
     }
 }
 
-fn push_record(g: &mut Inner, kind: u8, payload: &[u8], lsn: u64, synced: u64) {
+fn push_record(g: &mut Inner, salt: u32, kind: u8, payload: &[u8], lsn: u64, synced: u64) {
     let len = align8(REC_HDR + payload.len());
     let at = g.buf.len();
     g.buf.resize(at + len, 0);
@@ -605,8 +624,10 @@ fn push_record(g: &mut Inner, kind: u8, payload: &[u8], lsn: u64, synced: u64) {
     wr64(rec, 8, lsn);
     wr64(rec, 16, synced);
     rec[24] = kind;
+    wr32(rec, 28, g.chain);
     rec[REC_HDR..REC_HDR + payload.len()].copy_from_slice(payload);
-    let crc = crc32c::crc32c(&rec[4..exact]);
+    let crc = crc32c::crc32c_append(salt, &rec[4..exact]);
     wr32(rec, 0, crc);
+    g.chain = crc;
     g.next_lsn += len as u64;
 }

@@ -1,41 +1,90 @@
 //! Recovery's reading of the log: from a checkpoint's position to the last whole record.
+//!
+//! Owns: telling a torn tail (writes after the last fsync, lost or reordered by a crash) from
+//! damage, and cutting the former. May call: `storage`. Rules, each resting on an invariant
+//! of the writer (`wal/mod.rs`):
+//! - a segment that the log switched to exists with the next start LSN (it is installed
+//!   durably before the switch is written): a missing one, or a gap, is damage;
+//! - a segment is durable before anything is written into a later one: if the log stops in
+//!   one segment while a later one holds anything, that is damage;
+//! - a record after the stopping point that claims the stopping point was already durable
+//!   proves damage;
+//! - a whole record at the expected position that does not chain from the record before it,
+//!   or a segment of another environment, is a foreign file.
+//!
+//! On damage nothing is changed: every file stays as it was for inspection. Only a torn tail
+//! is cut (zeroed and synced), and the all-zero segments after it removed.
 
-use super::{align8, segment_name, Segment, KIND_COMMIT, KIND_SEGMENT_END, REC_HDR, SEG_HDR};
+use super::{align8, salt, segment_name, Segment, KIND_COMMIT, KIND_SEGMENT_END, REC_HDR, SEG_HDR};
 use crate::error::{Error, Result};
 use crate::storage::page::{rd32, rd64};
-use crate::storage::Storage;
+use crate::storage::{Storage, StorageFile};
+use std::collections::BTreeSet;
 use std::io;
+
+/// Where a log begins for recovery: a durable checkpoint's position.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LogStart {
+    pub lsn: u64,
+    /// The chain value (checksum of the record before `lsn`).
+    pub chain: u32,
+    /// The segment holding `lsn` (0: no segment created yet).
+    pub segment: u64,
+}
 
 pub(crate) struct Recovered {
     /// Committed write sets after the checkpoint, in log order: (commit LSN, payload).
     pub commits: Vec<(u64, Vec<u8>)>,
-    /// Where the log continues.
+    /// Where the log continues, and the chain value there.
     pub end: u64,
-    pub segment: Segment,
+    pub chain: u32,
+    /// The live segments, from the checkpoint's to the one holding `end`.
+    pub segments: Vec<Segment>,
+}
+
+fn corrupt(detail: String) -> Error {
+    Error::Corrupt { page: None, detail }
 }
 
 /// A segment file's bytes and its handle.
-type SegmentFile = (Vec<u8>, Box<dyn crate::storage::StorageFile>);
-
-fn read_all(storage: &dyn Storage, no: u64) -> Result<Option<SegmentFile>> {
+fn read_all(storage: &dyn Storage, no: u64) -> Result<(Vec<u8>, Box<dyn StorageFile>)> {
     let name = segment_name(no);
-    let file = match storage.open(&name, false) {
-        Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(Error::io(format!("opening {name}"), e)),
-    };
+    let file = storage.open(&name, false).map_err(|e| {
+        if e.kind() == io::ErrorKind::NotFound {
+            corrupt(format!("log segment {name} is missing"))
+        } else {
+            Error::io(format!("opening {name}"), e)
+        }
+    })?;
     let len = file
         .len()
         .map_err(|e| Error::io(format!("reading {name}"), e))?;
     let mut buf = vec![0u8; len as usize];
     file.read_at(&mut buf, 0)
         .map_err(|e| Error::io(format!("reading {name}"), e))?;
-    Ok(Some((buf, file)))
+    Ok((buf, file))
 }
 
-/// A whole record at file offset `off` of a segment starting at LSN `start`:
-/// (kind, exact length, synced). It occupies `align8(length)` bytes.
-fn record_at(buf: &[u8], start: u64, off: usize) -> Option<(u8, usize, u64)> {
+/// The checked header of segment `no`: `(start LSN, capacity)`.
+fn header(buf: &[u8], no: u64, env_id: u64) -> Result<(u64, u64)> {
+    let name = segment_name(no);
+    match Segment::decode_header(buf) {
+        Some((n, start, cap, id)) if n == no && buf.len() as u64 >= SEG_HDR as u64 + cap => {
+            if id != env_id {
+                return Err(corrupt(format!(
+                    "log segment {name} belongs to another environment (id {id:016x}, this \
+                     environment's is {env_id:016x})"
+                )));
+            }
+            Ok((start, cap))
+        }
+        _ => Err(corrupt(format!("log segment {name} has a bad header"))),
+    }
+}
+
+/// A whole record at file offset `off` of a segment starting at LSN `start`, checked on its
+/// own: `(kind, exact length, synced, prev, crc)`. It occupies `align8(length)` bytes.
+fn record_at(buf: &[u8], start: u64, off: usize, salt: u32) -> Option<(u8, usize, u64, u32, u32)> {
     if off + REC_HDR > buf.len() {
         return None;
     }
@@ -45,119 +94,133 @@ fn record_at(buf: &[u8], start: u64, off: usize) -> Option<(u8, usize, u64)> {
         return None;
     }
     let kind = buf[off + 24];
+    let crc = rd32(buf, off);
     if (kind != KIND_COMMIT && kind != KIND_SEGMENT_END)
-        || crc32c::crc32c(&buf[off + 4..off + len]) != rd32(buf, off)
+        || crc32c::crc32c_append(salt, &buf[off + 4..off + len]) != crc
     {
         return None;
     }
-    Some((kind, len, rd64(buf, off + 16)))
+    Some((kind, len, rd64(buf, off + 16), rd32(buf, off + 28), crc))
 }
 
-/// Reads the log from `lsn` in segment `no` (0: the log's first segment, 1) to its end,
-/// cuts a torn tail (zeroing it, removing later segments), and reports damage in the middle
-/// as `Error::Corrupt`.
+/// Reads the log from `from` to its end, given the numbers of the segment files present.
+/// Cuts a torn tail (zeroing it, removing the empty segments after it) and reports damage or
+/// a foreign file as `Error::Corrupt`, changing nothing.
 pub(crate) fn recover(
     storage: &dyn Storage,
-    lsn: u64,
-    no: u64,
+    env_id: u64,
+    from: LogStart,
+    present: &BTreeSet<u64>,
     segment_size: u64,
 ) -> Result<Recovered> {
-    let no_log_yet = no == 0;
-    let mut no = no.max(1);
-    let Some((mut buf, mut file)) = read_all(storage, no)? else {
-        if no_log_yet {
-            let segment = Segment::create(storage, 1, lsn, segment_size)?;
-            return Ok(Recovered {
-                commits: Vec::new(),
-                end: lsn,
-                segment,
-            });
+    let salt = salt(env_id);
+    if from.segment == 0 && !present.contains(&1) {
+        // No log yet: the first segment was never made. Nothing may follow it.
+        if let Some(&no) = present.iter().next() {
+            return Err(corrupt(format!(
+                "log segment {} is missing before {}",
+                segment_name(1),
+                segment_name(no)
+            )));
         }
-        return Err(Error::Corrupt {
-            page: None,
-            detail: format!("log segment {} is missing", segment_name(no)),
-        });
-    };
-    let header = |buf: &[u8], no: u64| -> Result<(u64, u64)> {
-        match Segment::decode_header(buf) {
-            Some((n, start, cap)) if n == no && buf.len() as u64 >= SEG_HDR as u64 + cap => {
-                Ok((start, cap))
-            }
-            _ => Err(Error::Corrupt {
-                page: None,
-                detail: format!("log segment {} has a bad header", segment_name(no)),
-            }),
-        }
-    };
-    let (mut start, mut cap) = header(&buf, no)?;
-    if lsn < start || lsn > start + cap {
-        return Err(Error::Corrupt {
-            page: None,
-            detail: format!("checkpoint LSN {lsn} is not in {}", segment_name(no)),
+        let segment = Segment::create(storage, 1, from.lsn, segment_size, env_id)?;
+        return Ok(Recovered {
+            commits: Vec::new(),
+            end: from.lsn,
+            chain: from.chain,
+            segments: vec![segment],
         });
     }
+    let mut no = from.segment.max(1);
+    let (mut buf, mut file) = read_all(storage, no)?;
+    let (mut start, mut cap) = header(&buf, no, env_id)?;
+    if from.lsn < start || from.lsn > start + cap {
+        return Err(corrupt(format!(
+            "checkpoint LSN {} is not in {}",
+            from.lsn,
+            segment_name(no)
+        )));
+    }
+    let mut segments = Vec::new();
     let mut commits = Vec::new();
-    let mut pos = lsn;
+    let (mut pos, mut chain) = (from.lsn, from.chain);
     loop {
         let off = SEG_HDR + (pos - start) as usize;
-        match record_at(&buf, start, off) {
-            Some((KIND_COMMIT, len, _)) => {
-                pos += align8(len) as u64;
-                commits.push((pos, buf[off + REC_HDR..off + len].to_vec()));
-            }
-            Some((_, len, _)) => {
-                // Segment end: continue in the next segment, if it was made durable.
-                pos += align8(len) as u64;
-                match read_all(storage, no + 1)? {
-                    Some((nbuf, nfile))
-                        if header(&nbuf, no + 1).ok().is_some_and(|(s, _)| s == pos) =>
-                    {
-                        (start, cap) = header(&nbuf, no + 1)?;
-                        (buf, file, no) = (nbuf, nfile, no + 1);
-                    }
-                    _ => {
-                        // The switch happened but the new segment did not survive: make it again.
-                        let _ = storage.remove(&segment_name(no + 1));
-                        let segment = Segment::create(storage, no + 1, pos, segment_size)?;
-                        return Ok(Recovered {
-                            commits,
-                            end: pos,
-                            segment,
-                        });
-                    }
-                }
-            }
-            None => break,
-        }
-    }
-    // `pos` is the first position without a whole record. Torn tail, or damage?
-    let off = SEG_HDR + (pos - start) as usize;
-    let claims_durable = |buf: &[u8], start: u64, from: usize| {
-        (from..buf.len().saturating_sub(REC_HDR))
-            .step_by(8)
-            .any(|o| record_at(buf, start, o).is_some_and(|(_, _, synced)| synced > pos))
-    };
-    let mut later = no + 1;
-    let mut damaged = claims_durable(&buf, start, off + 8);
-    while !damaged {
-        match read_all(storage, later)? {
-            Some((b, _)) => {
-                if let Some((_, s, _)) = Segment::decode_header(&b) {
-                    damaged = claims_durable(&b, s, SEG_HDR);
-                }
-                later += 1;
-            }
-            None => break,
-        }
-    }
-    if damaged {
-        return Err(Error::Corrupt {
-            page: None,
-            detail: format!(
-                "log damaged at LSN {pos} in {}: later records show it had been made durable",
+        let Some((kind, len, _, prev, crc)) = record_at(&buf, start, off, salt) else {
+            break;
+        };
+        if prev != chain {
+            return Err(corrupt(format!(
+                "log record at LSN {pos} in {} does not follow the record before it: the \
+                 segment comes from a copy of this environment with another history",
                 segment_name(no)
-            ),
+            )));
+        }
+        chain = crc;
+        pos += align8(len) as u64;
+        if kind == KIND_COMMIT {
+            commits.push((pos, buf[off + REC_HDR..off + len].to_vec()));
+            continue;
+        }
+        // Segment end: the log continues at the start of the next segment.
+        let next = no + 1;
+        if !present.contains(&next) {
+            return Err(corrupt(format!(
+                "log segment {} is missing: {} ends with a switch to it at LSN {pos}",
+                segment_name(next),
+                segment_name(no)
+            )));
+        }
+        let (nbuf, nfile) = read_all(storage, next)?;
+        let (nstart, ncap) = header(&nbuf, next, env_id)?;
+        if nstart != pos {
+            return Err(corrupt(format!(
+                "log segment {} starts at LSN {nstart}, but {} ends at LSN {pos}",
+                segment_name(next),
+                segment_name(no)
+            )));
+        }
+        segments.push(Segment {
+            no,
+            start,
+            cap,
+            file,
         });
+        (buf, file, no, start, cap) = (nbuf, nfile, next, nstart, ncap);
+    }
+    // `pos` is the first position without a whole record: a torn tail, or damage?
+    let off = SEG_HDR + (pos - start) as usize;
+    let here = segment_name(no);
+    let damaged = |why: String| {
+        corrupt(format!(
+            "log damaged at LSN {pos} in {here}: {why}; every file is left as it was"
+        ))
+    };
+    let claims_durable = (off + 8..buf.len().saturating_sub(REC_HDR))
+        .step_by(8)
+        .any(|o| record_at(&buf, start, o, salt).is_some_and(|(_, _, synced, _, _)| synced > pos));
+    if claims_durable {
+        return Err(damaged(
+            "later records show it had been made durable".to_string(),
+        ));
+    }
+    let later: Vec<u64> = present.range(no + 1..).copied().collect();
+    for (i, &n) in later.iter().enumerate() {
+        if n != no + 1 + i as u64 {
+            return Err(damaged(format!(
+                "{} follows it but {} is missing",
+                segment_name(n),
+                segment_name(n - 1)
+            )));
+        }
+        let (b, _) = read_all(storage, n)?;
+        header(&b, n, env_id)?;
+        if b[SEG_HDR..].iter().any(|&x| x != 0) {
+            return Err(damaged(format!(
+                "{} after it holds log records",
+                segment_name(n)
+            )));
+        }
     }
     let cut = buf[off..]
         .iter()
@@ -165,28 +228,30 @@ pub(crate) fn recover(
         .map_or(0, |p| p as u64 + 1);
     if cut > 0 {
         let zeros = vec![0u8; cut as usize];
-        let io = |e| Error::io(format!("cutting the torn tail of {}", segment_name(no)), e);
+        let io = |e| Error::io(format!("cutting the torn tail of {here}"), e);
         file.write_at(&zeros, off as u64).map_err(io)?;
         file.sync_data().map_err(io)?;
     }
-    for n in no + 1..later {
+    for &n in &later {
         storage
             .remove(&segment_name(n))
             .map_err(|e| Error::io(format!("removing {}", segment_name(n)), e))?;
     }
-    if later > no + 1 {
+    if !later.is_empty() {
         storage
             .sync_dir()
             .map_err(|e| Error::io("syncing the environment directory", e))?;
     }
+    segments.push(Segment {
+        no,
+        start,
+        cap,
+        file,
+    });
     Ok(Recovered {
         commits,
         end: pos,
-        segment: Segment {
-            no,
-            start,
-            cap,
-            file,
-        },
+        chain,
+        segments,
     })
 }
