@@ -12,12 +12,8 @@ fn beech(args: &[&str], stdin: Option<&str>) -> (i32, String, String) {
         .spawn()
         .unwrap();
     if let Some(input) = stdin {
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.as_bytes())
-            .unwrap();
+        // A command that fails early stops reading: a broken pipe here is no failure.
+        let _ = child.stdin.take().unwrap().write_all(input.as_bytes());
     }
     drop(child.stdin.take());
     let out = child.wait_with_output().unwrap();
@@ -158,6 +154,177 @@ fn recover_checkpoint_archive() {
     assert_eq!(code, 0);
     assert!(out.contains("3050\tEntries"), "{out}");
     assert_eq!(beech(&["verify", d], None).0, 0);
+}
+
+/// Each file of `dir` with its size and a hash of its bytes.
+fn files(dir: &std::path::Path) -> Vec<(String, usize, u64)> {
+    use std::hash::{Hash, Hasher};
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let b = std::fs::read(e.path()).unwrap_or_default();
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            b.hash(&mut h);
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                b.len(),
+                h.finish(),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// A transactional environment in `dir` as a killed process leaves it: `n` commits over
+/// 64 KiB log segments, the last one SYNC, none checkpointed.
+fn killed_transactional(dir: &std::path::Path, n: u32) {
+    let live = tempfile::tempdir().unwrap();
+    let cfg = beechdb::Config::new()
+        .transactional(true)
+        .log_segment_size(64 << 10)
+        .durability(beechdb::Durability::NoSync);
+    let env = beechdb::Env::open(live.path(), cfg).unwrap();
+    let db = env.create_db("t").unwrap();
+    for i in 0..n {
+        let mut t = env.begin_txn().unwrap();
+        t.put(&db, &i.to_be_bytes(), b"v").unwrap();
+        let d = if i + 1 == n {
+            beechdb::Durability::Sync
+        } else {
+            beechdb::Durability::NoSync
+        };
+        t.commit_with(d).unwrap();
+    }
+    // Copied while the "dead" process still holds the lock.
+    for entry in std::fs::read_dir(live.path()).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
+    }
+    std::mem::forget(db);
+    std::mem::forget(env);
+}
+
+#[test]
+fn recover_leaves_a_log_damaged_in_the_middle_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    killed_transactional(dir.path(), 20_001);
+    let middle = dir.path().join("log.0000000004");
+    let mut bytes = std::fs::read(&middle).unwrap();
+    bytes[9000..9004].copy_from_slice(b"XXXX");
+    std::fs::write(&middle, bytes).unwrap();
+    let before = files(dir.path());
+    let (code, out, err) = beech(&["recover", dir.path().to_str().unwrap()], None);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        err.contains("log damaged") && err.contains("log.0000000004"),
+        "{err}"
+    );
+    let mut after = files(dir.path());
+    after.retain(|f| f.0 != "beech.lock");
+    let mut before = before;
+    before.retain(|f| f.0 != "beech.lock");
+    assert_eq!(after, before, "recovery changed files");
+}
+
+#[test]
+fn a_damaged_meta_page_is_loud_and_not_made_permanent() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let mut dump = String::from("VERSION=3\nformat=print\ntype=btree\nHEADER=END\n");
+    for i in 0..2000 {
+        dump.push_str(&format!(" key{i:05}\n value\n"));
+    }
+    dump.push_str("DATA=END\n");
+    assert_eq!(beech(&["load", d, "x"], Some(&dump)).0, 0);
+    // The newest meta page: each checkpoint writes the slot its generation names.
+    let path = dir.path().join("beech.db");
+    let mut bytes = std::fs::read(&path).unwrap();
+    let (gen0, gen1) = (
+        u64::from_le_bytes(bytes[24..32].try_into().unwrap()),
+        u64::from_le_bytes(bytes[16384 + 24..16384 + 32].try_into().unwrap()),
+    );
+    let newest = if gen0 > gen1 { 0 } else { 16384 };
+    bytes[newest..newest + 16384].fill(0);
+    std::fs::write(&path, &bytes).unwrap();
+    let before = files(dir.path());
+    for cmd in [
+        &["dump", d][..],
+        &["stat", d],
+        &["recover", d],
+        &["checkpoint", d],
+    ] {
+        let (code, out, err) = beech(cmd, None);
+        assert_eq!(code, 2, "{cmd:?}: {out}");
+        assert!(err.contains("--accept-fallback"), "{cmd:?}: {err}");
+        assert!(out.is_empty(), "{cmd:?} printed data: {out}");
+    }
+    assert_eq!(files(dir.path()), before, "a refusal changed files");
+    // Accepted: loud on standard error, and stat says so in its exit status.
+    let (code, out, err) = beech(&["--accept-fallback", "stat", d], None);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        err.contains("WARNING") && err.contains("meta page"),
+        "{err}"
+    );
+    let (code, _, err) = beech(&["dump", "--accept-fallback", d], None);
+    assert_eq!(code, 0);
+    assert!(err.contains("WARNING"), "{err}");
+}
+
+#[test]
+fn inspecting_tools_create_and_convert_nothing() {
+    // A Data Store environment: recover and archive have no log to work on.
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let dump = "VERSION=3\nformat=print\ntype=btree\nHEADER=END\n a\n b\nDATA=END\n";
+    assert_eq!(beech(&["load", d, "x"], Some(dump)).0, 0);
+    for cmd in ["recover", "archive"] {
+        let (code, _, err) = beech(&[cmd, d], None);
+        assert_eq!(code, 2);
+        assert!(err.contains("Data Store"), "{cmd}: {err}");
+    }
+    assert_eq!(beech(&["checkpoint", d], None).0, 0);
+    assert_eq!(beech(&["stat", d], None).0, 0);
+    assert!(
+        files(dir.path()).iter().all(|f| !f.0.starts_with("log.")),
+        "{:?}",
+        files(dir.path())
+    );
+    // A missing directory, and an empty one: nothing is created in either.
+    let parent = tempfile::tempdir().unwrap();
+    let missing = parent.path().join("missing");
+    let empty = parent.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    for target in [&missing, &empty] {
+        for cmd in ["stat", "verify", "dump", "recover", "archive", "checkpoint"] {
+            let (code, _, err) = beech(&[cmd, target.to_str().unwrap()], None);
+            assert_eq!(code, 2, "{cmd}");
+            assert!(err.contains("no environment"), "{cmd}: {err}");
+        }
+    }
+    assert!(!missing.exists());
+    assert!(files(&empty).is_empty(), "{:?}", files(&empty));
+    // A Berkeley DB environment's directory: a clear error, nothing created.
+    let bdb = tempfile::tempdir().unwrap();
+    std::fs::write(bdb.path().join("log.0000000001"), b"Berkeley DB log").unwrap();
+    std::fs::write(bdb.path().join("__db.001"), b"region").unwrap();
+    std::fs::write(bdb.path().join("data.db"), b"btree").unwrap();
+    let before = files(bdb.path());
+    let b = bdb.path().to_str().unwrap();
+    for cmd in [
+        &["stat", b][..],
+        &["verify", b],
+        &["dump", b],
+        &["recover", b],
+        &["load", b, "x"],
+    ] {
+        let (code, _, err) = beech(cmd, Some(dump));
+        assert_eq!(code, 2, "{cmd:?}");
+        assert!(err.contains("Berkeley DB"), "{cmd:?}: {err}");
+    }
+    assert_eq!(files(bdb.path()), before);
 }
 
 fn hex(b: &[u8]) -> String {

@@ -111,6 +111,8 @@ pub(crate) struct Engine {
     checkpoint_in_flight: bool,
     /// Pages relocated or freed whose frames the checkpoint in flight still has to write.
     retired: Vec<u64>,
+    /// The meta record the environment was opened from, and its slot.
+    opened_from: (Meta, u64),
 }
 
 /// The leaf the last write went to, with the key range it covers and its path, so that a
@@ -294,12 +296,8 @@ pub(crate) fn read_checked(
 
 impl Engine {
     /// Opens the page file in `storage`, creating a new environment first when `create`.
-    ///
-    /// The checkpoint it opens is made durable before anything is built on it: an earlier
-    /// process may have been killed after writing its meta page but before syncing it, or
-    /// its sync may have failed and the kernel dropped the page while still serving it from
-    /// the page cache. So the meta page is written again and synced, and the file's length
-    /// is set to the checkpoint's page count and synced, before any page is written.
+    /// Writes nothing else: the caller makes the checkpoint durable
+    /// ([`Engine::make_checkpoint_durable`]) once it has decided to use it.
     pub fn open(storage: &dyn Storage, cfg: &Config, create: bool) -> Result<Engine> {
         cfg.validate()?;
         if create {
@@ -336,7 +334,6 @@ impl Engine {
                 cfg.mode().config_words()
             )));
         }
-        make_durable(file.as_ref(), &meta, slot, meta_warnings.is_empty())?;
         let (free, freelist_pages) = read_free_list(file.as_ref(), &meta)?;
         let ps = meta.page_size as usize;
         let capacity = (cfg.cache_size_value() / ps).max(MIN_CACHE_PAGES);
@@ -379,6 +376,7 @@ impl Engine {
             commit_scratch: Vec::new(),
             checkpoint_in_flight: false,
             retired: Vec::new(),
+            opened_from: (meta, slot),
         };
         engine.load_catalog()?;
         engine.shrink_cache();
@@ -424,6 +422,28 @@ impl Engine {
             self.names.insert(name, id);
         }
         Ok(())
+    }
+
+    /// Makes the checkpoint the environment was opened from durable, whatever an earlier
+    /// process left unsynced: it may have been killed after writing the meta page but before
+    /// syncing it, or its sync may have failed and the kernel dropped the page while still
+    /// serving it from the page cache. So the meta page is written again and, when no meta
+    /// page was unusable (no newer checkpoint may need them), pages past the checkpoint's
+    /// count are cut off; then everything is synced. Pages the checkpoint references were
+    /// synced before its meta page was first written. Call before writing any page.
+    pub fn make_checkpoint_durable(&mut self) -> Result<()> {
+        let (meta, slot) = self.opened_from;
+        let ps = meta.page_size as u64;
+        let file = self.file.as_ref();
+        file.write_at(&meta.encode(), slot * ps)
+            .map_err(io_err("writing the meta page"))?;
+        let want = meta.page_count * ps;
+        let len = file.len().map_err(io_err("reading the file size"))?;
+        if self.meta_warnings.is_empty() && len > want {
+            file.set_len(want)
+                .map_err(io_err("trimming the page file"))?;
+        }
+        file.sync_all().map_err(io_err("syncing the page file"))
     }
 
     pub fn check_writable(&self) -> Result<()> {
@@ -840,23 +860,6 @@ impl CheckpointWork {
             .map_err(|e| ("syncing the meta page".to_string(), e))?;
         Ok(written)
     }
-}
-
-/// Makes the checkpoint of `meta` (read from `slot`) durable whatever an earlier process
-/// left unsynced: writes its meta page again and, when `trim` (no meta page was unusable, so
-/// no newer checkpoint may need them), sets the file's length to its page count, then syncs
-/// everything. Pages it references were synced before the meta page was first written.
-fn make_durable(file: &dyn StorageFile, meta: &Meta, slot: u64, trim: bool) -> Result<()> {
-    let ps = meta.page_size as u64;
-    file.write_at(&meta.encode(), slot * ps)
-        .map_err(io_err("writing the meta page"))?;
-    let want = meta.page_count * ps;
-    let len = file.len().map_err(io_err("reading the file size"))?;
-    if trim && len > want {
-        file.set_len(want)
-            .map_err(io_err("trimming the page file"))?;
-    }
-    file.sync_all().map_err(io_err("syncing the page file"))
 }
 
 /// A random environment id, from the operating system's randomness (through the standard

@@ -364,13 +364,7 @@ impl Env {
             OsStorage::new(path)
                 .map_err(|e| Error::io(format!("creating directory {}", path.display()), e))?
         } else {
-            OsStorage::existing(path).map_err(|e| match e.kind() {
-                io::ErrorKind::NotFound => Error::InvalidArgument(format!(
-                    "no environment at {}: no such directory, and creation is off",
-                    path.display()
-                )),
-                _ => Error::io(format!("opening directory {}", path.display()), e),
-            })?
+            crate::files::existing_dir(path)?
         };
         Env::open_with_storage(Arc::new(storage), config)
     }
@@ -390,10 +384,13 @@ impl Env {
         let exists = st
             .exists(DB_FILE)
             .map_err(|e| Error::io("looking for the page file", e))?;
-        if !exists && !config.create_value() {
-            // Refused before the lock is taken: nothing is created, not even the lock file.
+        if !exists {
+            // Checked before the lock is taken, so that a refusal creates nothing, not even
+            // the lock file; checked again under the lock.
             let listing = Listing::read(st)?;
-            return Err(listing.no_environment(st, false).expect("creation is off"));
+            if let Some(e) = listing.no_environment(st, config.create_value()) {
+                return Err(e);
+            }
         }
         let guard = match st.lock() {
             Ok(g) => g,
@@ -412,26 +409,12 @@ impl Env {
         }
         let mut engine = Engine::open(st, &config, !listing.page_file)?;
         let max_key = engine.layout.max_key;
-        // Leftovers are harmless (each is rebuilt from nothing when next needed): removing
-        // them is tidying, and a failure to remove one is ignored.
-        for name in &listing.leftovers {
-            let _ = st.remove(name);
-        }
-        let mut stale = Vec::new();
         let mut wal = None;
         let mut recovered_commits = 0;
         if engine.mode.has_log_files() {
-            // Recovery: the checkpoint plus every commit logged after it.
+            // Recovery: the checkpoint plus every commit logged after it. The log is judged
+            // before anything is written: damage leaves every file as it was.
             let first_needed = engine.log_segment.max(1);
-            if !config.keep_logs {
-                stale.extend(
-                    listing
-                        .segments
-                        .range(..first_needed)
-                        .map(|&n| segment_name(n)),
-                );
-            }
-            remove_files(st, &stale)?;
             let from = wal::LogStart {
                 lsn: engine.log_lsn,
                 chain: engine.log_chain,
@@ -439,6 +422,13 @@ impl Env {
             };
             let present = listing.segments.range(first_needed..).copied().collect();
             let rec = wal::recover(st, engine.env_id, from, &present, config.log_segment_size)?;
+            engine.make_checkpoint_durable()?;
+            if !config.keep_logs {
+                let unneeded: Vec<String> = (listing.segments.range(..first_needed))
+                    .map(|&n| segment_name(n))
+                    .collect();
+                remove_files(st, &unneeded)?;
+            }
             for (lsn, payload) in &rec.commits {
                 let writes = crate::txn::decode_writes(payload)?;
                 engine.apply_commit(&writes, *lsn, None)?;
@@ -464,6 +454,13 @@ impl Env {
                     segment_name(n)
                 ),
             });
+        } else {
+            engine.make_checkpoint_durable()?;
+        }
+        // Leftovers are harmless (each is rebuilt from nothing when next needed): removing
+        // them is tidying, and a failure to remove one is ignored.
+        for name in &listing.leftovers {
+            let _ = st.remove(name);
         }
         let replayed = engine.commit_lsn != engine.log_lsn;
         let start_lsn = engine.commit_lsn;

@@ -6,8 +6,10 @@
 //! exact form `log.` followed by ten digits; anything else is never read as log.
 
 use crate::error::{Error, Result};
-use crate::storage::Storage;
+use crate::storage::{OsStorage, Storage};
 use std::collections::BTreeSet;
+use std::io;
+use std::path::Path;
 
 pub(crate) const DB_FILE: &str = "beech.db";
 pub(crate) const DB_FILE_TMP: &str = "beech.db.tmp";
@@ -23,6 +25,17 @@ pub(crate) struct Listing {
     pub leftovers: Vec<String>,
     /// Files of Berkeley DB (`__db.NNN` region files).
     pub berkeley_db: Vec<String>,
+}
+
+/// The storage of the existing directory `path`; creates nothing.
+pub(crate) fn existing_dir(path: &Path) -> Result<OsStorage> {
+    OsStorage::existing(path).map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound => Error::InvalidArgument(format!(
+            "no environment at {}: no such directory, and creation is off",
+            path.display()
+        )),
+        _ => Error::io(format!("opening directory {}", path.display()), e),
+    })
 }
 
 /// The number of a log segment file name.

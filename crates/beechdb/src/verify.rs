@@ -11,7 +11,7 @@ use crate::engine::{decode_catalog_record, read_checked, read_free_list, read_me
 use crate::error::{Error, Result};
 use crate::storage::meta::Meta;
 use crate::storage::page::{self, rd32, HDR, KIND_OVERFLOW};
-use crate::storage::{OsStorage, Storage, StorageFile};
+use crate::storage::{Storage, StorageFile};
 use serde::Serialize;
 use std::io;
 use std::path::Path;
@@ -70,9 +70,7 @@ impl VerifyReport {
 /// would stop [`crate::Env::open`] is still reported). Takes the environment's lock.
 /// Nothing is created: a directory without an environment is an error.
 pub fn verify_path(path: impl AsRef<Path>) -> Result<VerifyReport> {
-    let path = path.as_ref();
-    let storage = OsStorage::existing(path)
-        .map_err(|e| Error::io(format!("opening directory {}", path.display()), e))?;
+    let storage = crate::files::existing_dir(path.as_ref())?;
     let exists = storage
         .exists(DB_FILE)
         .map_err(|e| Error::io("looking for the page file", e))?;
