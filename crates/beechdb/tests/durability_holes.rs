@@ -667,12 +667,11 @@ fn s14_damage_in_a_middle_segment_is_an_error_that_changes_nothing() {
     let segs = segments(&storage);
     assert!(segs.len() >= 6, "{segs:?}");
     let middle = segs[3].clone();
-    let damages: [(&str, Box<dyn Fn(&mut Vec<u8>)>); 2] = [
-        (
-            "four bytes overwritten",
-            Box::new(|b| b[5000..5004].copy_from_slice(b"XXXX")),
-        ),
-        ("header zeroed", Box::new(|b| b[..64].fill(0))),
+    let overwrite = |b: &mut Vec<u8>| b[5000..5004].copy_from_slice(b"XXXX");
+    let zero_header = |b: &mut Vec<u8>| b[..64].fill(0);
+    let damages: [(&str, &dyn Fn(&mut Vec<u8>)); 2] = [
+        ("four bytes overwritten", &overwrite),
+        ("header zeroed", &zero_header),
     ];
     for (what, damage) in damages {
         let image = storage.crash_image(0);
