@@ -669,7 +669,8 @@ fn s14_damage_in_a_middle_segment_is_an_error_that_changes_nothing() {
     let middle = segs[3].clone();
     let overwrite = |b: &mut Vec<u8>| b[5000..5004].copy_from_slice(b"XXXX");
     let zero_header = |b: &mut Vec<u8>| b[..64].fill(0);
-    let damages: [(&str, &dyn Fn(&mut Vec<u8>)); 2] = [
+    type Damage<'a> = &'a dyn Fn(&mut Vec<u8>);
+    let damages: [(&str, Damage); 2] = [
         ("four bytes overwritten", &overwrite),
         ("header zeroed", &zero_header),
     ];
