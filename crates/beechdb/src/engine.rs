@@ -299,7 +299,6 @@ impl Engine {
     /// Writes nothing else: the caller makes the checkpoint durable
     /// ([`Engine::make_checkpoint_durable`]) once it has decided to use it.
     pub fn open(storage: &dyn Storage, cfg: &Config, create: bool) -> Result<Engine> {
-        cfg.validate()?;
         if create {
             create_page_file(storage, cfg.page_size_value(), cfg.mode())?;
         } else {

@@ -424,10 +424,15 @@ impl Env {
             let rec = wal::recover(st, engine.env_id, from, &present, config.log_segment_size)?;
             engine.make_checkpoint_durable()?;
             if !config.keep_logs {
-                let unneeded: Vec<String> = (listing.segments.range(..first_needed))
+                // No directory sync: a segment that comes back is removed at the next open.
+                for name in listing
+                    .segments
+                    .range(..first_needed)
                     .map(|&n| segment_name(n))
-                    .collect();
-                remove_files(st, &unneeded)?;
+                {
+                    st.remove(&name)
+                        .map_err(|e| Error::io(format!("removing {name}"), e))?;
+                }
             }
             for (lsn, payload) in &rec.commits {
                 let writes = crate::txn::decode_writes(payload)?;
@@ -687,21 +692,6 @@ impl Env {
     pub fn max_key_len(&self) -> usize {
         self.shared.engine.read().layout.max_key
     }
-}
-
-/// Removes `names` and makes the removals durable.
-fn remove_files(storage: &dyn Storage, names: &[String]) -> Result<()> {
-    for name in names {
-        storage
-            .remove(name)
-            .map_err(|e| Error::io(format!("removing {name}"), e))?;
-    }
-    if !names.is_empty() {
-        storage
-            .sync_dir()
-            .map_err(|e| Error::io("syncing the environment directory", e))?;
-    }
-    Ok(())
 }
 
 fn check_name(name: &str) -> Result<()> {

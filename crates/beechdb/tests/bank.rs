@@ -2,6 +2,8 @@
 //! conflict and deadlock); snapshot readers must always see the same total; the total holds
 //! after the run, after a clean reopen, and after a power cut in the middle of the run.
 
+mod common;
+
 use beechdb::storage::MemStorage;
 use beechdb::{Config, Db, Durability, Env};
 use rand::{Rng, SeedableRng};
@@ -153,8 +155,8 @@ fn power_cut_in_the_middle_keeps_the_total() {
             storage.is_power_off(),
             "seed {seed}: the cut should land inside the run"
         );
-        std::mem::forget(db);
-        std::mem::forget(env);
+        drop(db);
+        common::kill(&storage, env);
         let image = storage.crash_image(seed);
         let env = match Env::open_with_storage(Arc::new(image), config()) {
             Ok(env) => env,

@@ -116,8 +116,8 @@ fn commits_during_checkpoints_recover_after_power_loss() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         storage.cut_power_after(rng.gen_range(50..3000));
         let histories = run(&env, &db, seed, 200);
-        std::mem::forget(db);
-        std::mem::forget(env);
+        drop(db);
+        common::kill(&storage, env);
         let image = storage.crash_image(seed);
         let env = Env::open_with_storage(Arc::new(image), config())
             .unwrap_or_else(|e| panic!("seed {seed}: recovery failed: {e}"));

@@ -77,12 +77,16 @@ impl Oracle {
     }
 }
 
-fn read_state(env: &Env) -> Model {
+fn try_read_state(env: &Env) -> beechdb::Result<Model> {
     match env.open_db("d") {
-        Ok(db) => db.iter().map(|kv| kv.unwrap()).collect(),
-        Err(Error::DbNotFound(_)) => Model::new(),
-        Err(e) => panic!("reading the state: {e}"),
+        Ok(db) => db.iter().collect(),
+        Err(Error::DbNotFound(_)) => Ok(Model::new()),
+        Err(e) => Err(e),
     }
+}
+
+fn read_state(env: &Env) -> Model {
+    try_read_state(env).unwrap_or_else(|e| panic!("reading the state: {e}"))
 }
 
 fn random_key_value(rng: &mut StdRng) -> (Vec<u8>, Vec<u8>) {
@@ -154,8 +158,13 @@ fn session(
         Err(e) if fault_error(&e) => return End::Killed,
         Err(e) => panic!("{context}: open failed: {e}"),
     };
-    // What it recovered is a state the history allows, and is durable now.
-    let state = read_state(&env);
+    // What it recovered is a state the history allows, and is durable now. (Reading may
+    // meet the power cut: the background checkpointer does I/O too.)
+    let state = match try_read_state(&env) {
+        Ok(state) => state,
+        Err(e) if fault_error(&e) => return end_badly(env, storage, rng),
+        Err(e) => panic!("{context}: reading after open: {e}"),
+    };
     let p = oracle.find(&state, oracle.written, &format!("{context}: after open"));
     oracle.history.truncate(p + 1);
     (oracle.durable, oracle.written) = (p, p);
@@ -256,7 +265,7 @@ fn session(
         }
         _ => {
             drop(db);
-            kill(env)
+            kill(env, storage)
         }
     }
 }
@@ -270,7 +279,7 @@ fn end_badly(env: Env, storage: &MemStorage, rng: &mut StdRng) -> End {
         drop(env);
         End::Dropped
     } else {
-        kill(env)
+        kill(env, storage)
     }
 }
 
@@ -290,9 +299,9 @@ fn archive(env: &Env, storage: &MemStorage, context: &str) {
     }
 }
 
-fn kill(env: Env) -> End {
-    // The caller restarts the process before the next session; the handle dies with it.
-    std::mem::forget(env);
+fn kill(env: Env, storage: &MemStorage) -> End {
+    // The caller takes a handle of the next process.
+    common::kill(storage, env);
     End::Killed
 }
 

@@ -102,8 +102,7 @@ fn unclosed_log(n: u32, ckpt_at: u32, keep_logs: bool) -> MemStorage {
         }
         commit(&env, i, Durability::Sync).unwrap();
     }
-    std::mem::forget(env);
-    storage.restart_process()
+    common::kill(&storage, env)
 }
 
 #[test]
@@ -154,7 +153,7 @@ fn s02_archive_during_a_checkpoint_then_a_power_cut() {
                     gone.lock().unwrap().push(n);
                 }
                 store.cut_power_after(1);
-                std::mem::forget(env);
+                drop(env); // a clone: the test holds the environment
             }
         }
     });
@@ -176,7 +175,7 @@ fn s02_archive_during_a_checkpoint_then_a_power_cut() {
         !deleted.lock().unwrap().is_empty(),
         "the segments before the durable checkpoint were archived"
     );
-    std::mem::forget(env);
+    common::kill(&inner, env);
     for seed in 0..8 {
         let env = open(&inner.crash_image(seed), tds()).unwrap();
         assert_eq!(state(&env), model(0..500), "seed {seed}");
@@ -209,14 +208,14 @@ fn s03_opening_in_another_mode_is_refused_and_changes_nothing() {
                     (storage, model(0..200))
                 }
                 _ => {
-                    std::mem::forget(env);
+                    let next = common::kill(&storage, env);
                     let acked = match created {
                         // Every auto-commit was SYNC.
                         Mode::Transactional => model(0..200),
                         _ => model(0..101),
                     };
                     match how {
-                        "killed" => (storage.restart_process(), acked),
+                        "killed" => (next, acked),
                         _ => (storage.crash_image(3), acked),
                     }
                 }
@@ -258,8 +257,7 @@ fn s04_reopen_after_a_failed_log_fsync_then_power_cut() {
     // them from the page cache.
     storage.inject_fault(FaultKind::Sync, 1, libc::EIO);
     assert!(commit(&env, 20, Durability::Sync).is_err());
-    std::mem::forget(env);
-    let storage = storage.restart_process();
+    let storage = common::kill(&storage, env);
     let env = open(&storage, tds()).unwrap();
     let seen = state(&env);
     assert!(seen == model(0..20) || seen == model(0..21));
@@ -268,7 +266,7 @@ fn s04_reopen_after_a_failed_log_fsync_then_power_cut() {
     }
     let mut expected = seen;
     expected.extend(model(21..30));
-    std::mem::forget(env);
+    common::kill(&storage, env);
     for seed in 0..32 {
         let env = open(&storage.crash_image(seed), tds()).unwrap();
         assert_eq!(state(&env), expected, "seed {seed}");
@@ -314,8 +312,7 @@ fn checkpoint_fault_run(
     let first_base = storage.mutation_count();
     let completed = env.sync().is_ok();
     let first_calls = storage.mutation_count() - first_base;
-    std::mem::forget(env);
-    let storage = storage.restart_process();
+    let storage = common::kill(&storage, env);
     // The next process in the same boot sees the page cache.
     let env = open(&storage, config.clone()).unwrap();
     let reopened = state(&env);
@@ -339,7 +336,7 @@ fn checkpoint_fault_run(
     }
     let _ = env.sync();
     let calls = storage.mutation_count() - base;
-    std::mem::forget(env);
+    common::kill(&storage, env);
     (storage, synced, attempted, [first_calls, calls])
 }
 
@@ -398,8 +395,7 @@ fn s06_restart_then_power_loss_across_segments() {
         commit(&env, i, Durability::WriteNoSync).unwrap();
     }
     assert!(segments(&storage).len() >= 2);
-    std::mem::forget(env);
-    let storage = storage.restart_process();
+    let storage = common::kill(&storage, env);
     let env = open(&storage, tds()).unwrap();
     assert_eq!(
         state(&env),
@@ -407,7 +403,7 @@ fn s06_restart_then_power_loss_across_segments() {
         "a kill loses no WRITE_NOSYNC commit"
     );
     commit(&env, 250, Durability::Sync).unwrap();
-    std::mem::forget(env);
+    common::kill(&storage, env);
     for seed in 0..64 {
         let env = open(&storage.crash_image(seed), tds()).unwrap();
         assert_eq!(state(&env), model(0..251), "seed {seed}");
@@ -447,7 +443,7 @@ fn switching_workload(storage: &MemStorage) -> u32 {
         return 0;
     };
     if env.create_db("d").is_err() {
-        std::mem::forget(env);
+        common::kill(storage, env);
         return 0;
     }
     let mut acked = 0;
@@ -460,7 +456,7 @@ fn switching_workload(storage: &MemStorage) -> u32 {
             break;
         }
     }
-    std::mem::forget(env);
+    common::kill(storage, env);
     acked
 }
 
@@ -515,7 +511,7 @@ fn s09_a_failed_directory_sync_at_creation_loses_nothing_later() {
         db.put(&key(i), &value(i)).unwrap();
     }
     env.sync().unwrap();
-    std::mem::forget(env);
+    common::kill(&storage, env);
     for seed in 0..32 {
         let env = open(&storage.crash_image(seed), ds().create(false)).unwrap();
         assert_eq!(state(&env), model(0..100), "seed {seed}");
@@ -564,7 +560,7 @@ fn s12_a_file_from_another_environment_or_a_diverged_copy_is_refused() {
                 env.sync().unwrap();
             }
         }
-        std::mem::forget(env);
+        common::kill(storage, env);
     }
     let (a, b) = (a.restart_process(), b.restart_process());
     // And an environment of its own, with the same shape.
@@ -662,8 +658,7 @@ fn s14_damage_in_a_middle_segment_is_an_error_that_changes_nothing() {
         t.put(&db, &key(i), b"v").unwrap();
         t.commit_with(d).unwrap();
     }
-    std::mem::forget(env);
-    let storage = storage.restart_process();
+    let storage = common::kill(&storage, env);
     let segs = segments(&storage);
     assert!(segs.len() >= 6, "{segs:?}");
     let middle = segs[3].clone();

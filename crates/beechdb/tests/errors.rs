@@ -1,6 +1,8 @@
 //! Bad input and misuse get typed errors; I/O faults poison the environment without losing
 //! what was synced.
 
+mod common;
+
 use beechdb::storage::{FaultKind, MemStorage};
 use beechdb::{Config, Env, Error};
 use std::collections::BTreeMap;
@@ -159,11 +161,11 @@ fn faulty_workload(storage: &MemStorage) -> (Vec<Model>, Option<Error>) {
                     "a read after the failure"
                 );
             }
-            std::mem::forget(env);
+            common::kill(storage, env);
             return (synced, Some(e));
         }
     }
-    std::mem::forget(env);
+    common::kill(storage, env);
     (synced, None)
 }
 

@@ -58,7 +58,7 @@ fn workload(storage: &MemStorage, seed: u64) -> (Vec<Model>, bool) {
             return (synced, false);
         }
     }
-    std::mem::forget(env); // the machine dies: no clean close
+    common::kill(storage, env); // the machine dies: no clean close
     (synced, true)
 }
 

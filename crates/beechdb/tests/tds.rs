@@ -1,5 +1,7 @@
 //! Transactional Data Store: commit, abort, isolation, deadlocks, durability and recovery.
 
+mod common;
+
 use beechdb::storage::MemStorage;
 use beechdb::{Config, Durability, Env, Error, Isolation};
 use std::sync::Arc;
@@ -346,7 +348,7 @@ fn sync_commits_survive_power_loss() {
             t.commit_with(d).unwrap();
             acked.push((i, d));
         }
-        std::mem::forget(env);
+        common::kill(&storage, env);
         let image = storage.crash_image(seed);
         let env = mem_env(&image, tds());
         let db = env.open_db("d").unwrap();

@@ -3,6 +3,8 @@
 //! a clear error, refuse later commits, lose no acknowledged commit, and leave an environment
 //! that recovers cleanly.
 
+mod common;
+
 use beechdb::storage::{FaultKind, MemStorage};
 use beechdb::{Config, Durability, Env, Error};
 use std::collections::BTreeMap;
@@ -65,12 +67,12 @@ fn workload(storage: &MemStorage) -> (Vec<Model>, Option<Error>) {
                         "a read after the failure"
                     );
                 }
-                std::mem::forget(env);
+                common::kill(storage, env);
                 return (models, Some(e));
             }
         }
     }
-    std::mem::forget(env);
+    common::kill(storage, env);
     (models, None)
 }
 

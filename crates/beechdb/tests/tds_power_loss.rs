@@ -59,7 +59,7 @@ fn workload(storage: &MemStorage, seed: u64) -> (Vec<Model>, Vec<bool>) {
                 t.put(&db, &k, &v)
             };
             if r.is_err() {
-                std::mem::forget(env);
+                common::kill(storage, env);
                 return (models, synced);
             }
         }
@@ -76,7 +76,7 @@ fn workload(storage: &MemStorage, seed: u64) -> (Vec<Model>, Vec<bool>) {
         }
         model = next;
     }
-    std::mem::forget(env);
+    common::kill(storage, env);
     (models, synced)
 }
 

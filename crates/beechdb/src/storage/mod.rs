@@ -35,7 +35,8 @@ pub trait Storage: Send + Sync + Debug {
     fn remove(&self, name: &str) -> io::Result<()>;
     /// Atomically renames `from` to `to`, replacing `to`; durable after [`Storage::sync_dir`].
     fn rename(&self, from: &str, to: &str) -> io::Result<()>;
-    /// Makes every create, rename and remove so far durable.
+    /// Makes every create, rename and remove so far durable. Until it returns, any subset of
+    /// them may be lost by a crash, in any order; a failed call leaves them pending.
     fn sync_dir(&self) -> io::Result<()>;
     /// Takes the environment's exclusive lock, held until the returned guard is dropped.
     /// Fails with [`io::ErrorKind::WouldBlock`] when another holder has it.
@@ -49,7 +50,8 @@ pub trait StorageFile: Send + Sync {
     /// Fills `buf` from `offset`; reading past the end is an [`io::ErrorKind::UnexpectedEof`].
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
     /// Writes all of `buf` at `offset`, extending the file if needed. Not durable until a
-    /// sync; after a crash an unsynced write may be absent, torn or reordered with others.
+    /// sync; after a crash an unsynced write may be absent, torn at any 512-byte sector
+    /// boundary or reordered with others, but one aligned sector is kept whole or lost.
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
     /// The file's current length in bytes.
     fn len(&self) -> io::Result<u64>;
@@ -60,8 +62,10 @@ pub trait StorageFile: Send + Sync {
     /// Truncates or extends the file; durable after [`StorageFile::sync_all`].
     fn set_len(&self, len: u64) -> io::Result<()>;
     /// Makes every completed write durable, and the length when it is needed to read them
-    /// back (`fdatasync`). An error means durability of earlier writes is unknown.
+    /// back (`fdatasync`), but not a [`StorageFile::set_len`]. An error means the writes
+    /// since the last successful sync may never become durable, even though reads (in this
+    /// process or a later one in the same boot) still return them.
     fn sync_data(&self) -> io::Result<()>;
-    /// As [`StorageFile::sync_data`], and all metadata too (`fsync`).
+    /// As [`StorageFile::sync_data`], and the length and all metadata too (`fsync`).
     fn sync_all(&self) -> io::Result<()>;
 }

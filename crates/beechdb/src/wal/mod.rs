@@ -9,8 +9,7 @@
 //! - each record carries the durable LSN at the moment it was appended ("synced"): a valid
 //!   record after an unreadable one that claims the unreadable one was already durable proves
 //!   damage in the middle of the log, not a torn tail;
-//! - after a failed write or sync the log is poisoned: nothing more is acknowledged.
-//!
+//! - after a failed write or sync the log is poisoned: nothing more is acknowledged;
 //! - a segment is made durable before anything is written into the next one, so a log damaged
 //!   in one segment with anything written in a later one is damage, never a torn tail;
 //! - records carry the environment's id (a salt of their checksum) and the checksum of the

@@ -158,3 +158,16 @@ pub mod hook {
         }
     }
 }
+
+/// The process using `storage` dies, as a kill would: every handle it holds, `env` among
+/// them, fails from now on, and `env` is dropped without writing anything (its background
+/// thread stops). Returns a handle for the next process, which sees the page cache.
+#[allow(dead_code)] // each test binary uses a part of this module
+pub fn kill(
+    storage: &beechdb::storage::MemStorage,
+    env: beechdb::Env,
+) -> beechdb::storage::MemStorage {
+    let next = storage.restart_process();
+    drop(env);
+    next
+}
