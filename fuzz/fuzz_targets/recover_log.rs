@@ -1,7 +1,8 @@
 //! Any bytes in a log segment: recovery must replay, cut a torn tail, or refuse with a typed
 //! error, never panic, hang or replay a record that is not whole. The first byte picks how
 //! the input lands: as the whole segment file, or written over a valid segment after its
-//! header (so that the record decoder, the chain and the damage rules see it).
+//! header (so that the record decoder, the chain and the damage rules see it). The same
+//! bytes go through `print_log`, which decodes every record kind it finds.
 #![no_main]
 
 use beechdb::storage::MemStorage;
@@ -53,6 +54,7 @@ fuzz_target!(|data: &[u8]| {
             }
         })
         .unwrap();
+    let _ = beechdb::print_log(&storage, &mut std::io::sink());
     if let Ok(env) = Env::open_with_storage(Arc::new(storage), config().create(false)) {
         if let Ok(db) = env.open_db("d") {
             for kv in db.iter() {

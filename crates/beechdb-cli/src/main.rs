@@ -90,6 +90,12 @@ enum Command {
         #[arg(short, long)]
         remove: bool,
     },
+    /// Print every record of the log, one per line: LSN, kind and fields (like
+    /// db_printlog). Reads only; works beside a process that has the environment open.
+    Printlog {
+        /// Environment directory.
+        dir: PathBuf,
+    },
     /// Check every page, the tree structure and the free space (like db_verify).
     Verify {
         /// Environment directory.
@@ -188,6 +194,27 @@ fn run(cli: Cli) -> Res<ExitCode> {
                 }
             }
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Printlog { dir } => {
+            let storage = beechdb::storage::OsStorage::existing(&dir)
+                .map_err(|e| format!("{}: {e}", dir.display()))?;
+            let mut out = BufWriter::new(std::io::stdout().lock());
+            match beechdb::print_log(&storage, &mut out).and_then(|n| {
+                out.flush().map_err(|e| beechdb::Error::Io {
+                    context: "writing".into(),
+                    source: e,
+                })?;
+                Ok(n)
+            }) {
+                Ok(_) => Ok(ExitCode::SUCCESS),
+                // `beech printlog DIR | head` ends quietly, as Unix tools do.
+                Err(beechdb::Error::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::BrokenPipe =>
+                {
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(e) => Err(e.into()),
+            }
         }
         Command::Verify { dir, json } => {
             let report = beechdb::verify_path(&dir)?;

@@ -327,6 +327,34 @@ fn inspecting_tools_create_and_convert_nothing() {
     assert_eq!(files(bdb.path()), before);
 }
 
+#[test]
+fn printlog_lists_every_record() {
+    let dir = tempfile::tempdir().unwrap();
+    killed_transactional(dir.path(), 3000);
+    let (code, out, err) = beech(&["printlog", dir.path().to_str().unwrap()], None);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    // The database's creation, then one commit per transaction.
+    assert!(
+        lines[0].contains("create-db") && lines[0].contains("name=\"t\""),
+        "{}",
+        lines[0]
+    );
+    let commits = lines.iter().filter(|l| l.contains("\tcommit ")).count();
+    assert_eq!(commits, 3001, "{}", lines[..3].join("\n"));
+    assert!(
+        lines[1].contains("commit") && lines[1].contains("ops=0"),
+        "{}",
+        lines[1]
+    );
+    assert!(lines[2].contains("ops=1 ops | put"), "{}", lines[2]);
+    let lsns: Vec<u64> = lines
+        .iter()
+        .map(|l| l.split('\t').next().unwrap().parse().unwrap())
+        .collect();
+    assert!(lsns.windows(2).all(|w| w[0] < w[1]));
+}
+
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }

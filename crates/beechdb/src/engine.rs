@@ -105,8 +105,6 @@ pub(crate) struct Engine {
     /// (database id big-endian, then the key), `(commit LSN, value before that commit)` in
     /// commit order. A snapshot at LSN `s` reads the first entry newer than `s`, else the tree.
     pub(crate) versions: std::collections::BTreeMap<Vec<u8>, VersionChain>,
-    /// Reused buffer for encoding commit records.
-    pub(crate) commit_scratch: Vec<u8>,
     /// A checkpoint is between its first and last phase.
     checkpoint_in_flight: bool,
     /// Pages relocated or freed whose frames the checkpoint in flight still has to write.
@@ -372,7 +370,6 @@ impl Engine {
             mode,
             commit_lsn: meta.log_lsn,
             versions: std::collections::BTreeMap::new(),
-            commit_scratch: Vec::new(),
             checkpoint_in_flight: false,
             retired: Vec::new(),
             opened_from: (meta, slot),
@@ -598,9 +595,28 @@ impl Engine {
         if self.names.contains_key(name) {
             return Err(Error::DbExists(name.to_string()));
         }
+        let id = self.alloc_db_id();
+        self.create_db_with_id(id, name)?;
+        Ok(id)
+    }
+
+    /// A database id no database has had.
+    pub fn alloc_db_id(&mut self) -> u32 {
         let id = self.next_db_id;
-        let root = self.new_node(KIND_LEAF);
         self.next_db_id += 1;
+        id
+    }
+
+    /// Creates database `name` with id `id` (allocated earlier, or read from the log).
+    pub fn create_db_with_id(&mut self, id: u32, name: &str) -> Result<()> {
+        if self.names.contains_key(name) || self.dbs.get(id as usize).is_some_and(Option::is_some) {
+            return Err(Error::Corrupt {
+                page: None,
+                detail: format!("database {name:?} (id {id}) is created twice"),
+            });
+        }
+        let root = self.new_node(KIND_LEAF);
+        self.next_db_id = self.next_db_id.max(id + 1);
         if self.dbs.len() <= id as usize {
             self.dbs.resize(id as usize + 1, None);
         }
@@ -617,7 +633,7 @@ impl Engine {
             &encode_catalog_record(id, root, 0),
             false,
         )?;
-        Ok(id)
+        Ok(())
     }
 
     /// Removes database `name` and frees all its pages.
@@ -627,6 +643,17 @@ impl Engine {
             .names
             .get(name)
             .ok_or_else(|| Error::DbNotFound(name.to_string()))?;
+        self.remove_db_with_id(id, name)
+    }
+
+    /// Removes database `name`, whose id must be `id`, and frees all its pages.
+    pub fn remove_db_with_id(&mut self, id: u32, name: &str) -> Result<()> {
+        if self.names.get(name) != Some(&id) {
+            return Err(Error::Corrupt {
+                page: None,
+                detail: format!("database {name:?} (id {id}) is removed but does not exist"),
+            });
+        }
         let root = self.db(id)?.root;
         let mut pages = Vec::new();
         self.collect_pages(root, &mut pages)?;
@@ -894,6 +921,7 @@ fn create_page_file(storage: &dyn Storage, page_size: usize, mode: Mode) -> Resu
         generation: 0,
         catalog_root: 2,
         page_count: 3,
+        log_lsn: crate::wal::FIRST_LSN,
         mode: mode.code(),
         env_id: new_env_id(),
         ..Meta::default()

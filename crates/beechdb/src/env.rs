@@ -14,9 +14,10 @@ use crate::files::Listing;
 use crate::stats::{DbStat, EnvStat};
 use crate::storage::{OsStorage, Storage};
 use crate::sync::ReadMostlyLock;
-use crate::txn::{encode_writes, scoped_key, Txn, TxnManager, Write};
+use crate::txn::{Txn, TxnManager};
 use crate::verify::VerifyReport;
-use crate::wal::{self, segment_name, Wal};
+use crate::wal::reader::LogReader;
+use crate::wal::{self, segment_name, Record, Wal};
 use parking_lot::Mutex;
 use std::any::Any;
 use std::io;
@@ -28,7 +29,7 @@ use std::sync::Arc;
 pub(crate) struct Shared {
     pub(crate) engine: ReadMostlyLock<Engine>,
     /// Bumped by every write: cursors use it to know their copied entries are current.
-    data_version: AtomicU64,
+    pub(crate) data_version: AtomicU64,
     closed: AtomicBool,
     pub(crate) storage: Arc<dyn Storage>,
     lock: Mutex<Option<Box<dyn Any + Send + Sync>>>,
@@ -113,13 +114,23 @@ pub(crate) struct Tx {
     pub isolation: Isolation,
     pub lock_timeout: std::time::Duration,
     keep_logs: bool,
-    checkpoint_log_bytes: u64,
+    pub checkpoint_log_bytes: u64,
     /// The in-memory log's next LSN.
-    inmem_lsn: AtomicU64,
-    last_checkpoint_lsn: AtomicU64,
+    pub inmem_lsn: AtomicU64,
+    pub last_checkpoint_lsn: AtomicU64,
     /// Wakes the background checkpointer early (log volume reached, or closing).
     checkpoint_signal: Arc<CheckpointSignal>,
     pub recovered_commits: u64,
+}
+
+impl Tx {
+    pub(crate) fn request_checkpoint(&self) {
+        self.checkpoint_signal.request(|w| &mut w.checkpoint);
+    }
+
+    pub(crate) fn request_spare_segment(&self) {
+        self.checkpoint_signal.request(|w| &mut w.spare_segment);
+    }
 }
 
 impl Shared {
@@ -135,95 +146,7 @@ impl Shared {
         crate::btree::check_sizes(key, value, self.max_key)
     }
 
-    /// Logs and applies a write set as one commit; waits for durability `d`.
-    pub(crate) fn commit_writes(&self, writes: &[Write], d: Durability) -> Result<u64> {
-        self.live()?;
-        let tx = self.tx()?;
-        let mut arrival = tx.wal.as_ref().map(|w| w.arrive());
-        let lsn = {
-            // The exclusive lock covers the log append and the apply, so log order is the
-            // order in which commits become visible.
-            let mut e = self.engine.write();
-            e.check_writable()?;
-            let mut scratch = std::mem::take(&mut e.commit_scratch);
-            encode_writes(writes, &mut scratch);
-            let appended = match (&tx.wal, arrival.as_mut()) {
-                (Some(w), Some(a)) => w.append_commit(a, &scratch),
-                _ => {
-                    let len = wal::align8(wal::REC_HDR + scratch.len()) as u64;
-                    Ok(tx.inmem_lsn.fetch_add(len, Ordering::Relaxed) + len)
-                }
-            };
-            e.commit_scratch = scratch;
-            let lsn = appended?;
-            let oldest = tx.txns.oldest();
-            if let Err(err) = e.apply_commit(writes, lsn, oldest) {
-                // The log holds the whole commit; memory holds part of it. Only a reopen
-                // (recovery) can make the two agree again.
-                e.poisoned
-                    .get_or_insert_with(|| format!("a commit failed half-applied: {err}"));
-                return Err(err);
-            }
-            if !e.versions.is_empty() && (oldest.is_none() || lsn % 64 < 8) {
-                e.gc_versions(oldest);
-            }
-            self.data_version.fetch_add(1, Ordering::Release);
-            e.shrink_cache();
-            lsn
-        };
-        if let Some(w) = &tx.wal {
-            w.wait(lsn, d)?;
-        }
-        self.request_background_work(tx, lsn);
-        Ok(lsn)
-    }
-
-    /// One write as its own transaction. `Some(true)` insert-only: fails if present.
-    fn autocommit(
-        &self,
-        db: u32,
-        key: &[u8],
-        value: Option<&[u8]>,
-        no_overwrite: bool,
-    ) -> Result<bool> {
-        let tx = self.tx()?;
-        if let Some(v) = value {
-            self.check_sizes(key, v)?;
-        }
-        let id = tx.txns.new_id();
-        let sk = scoped_key(db, key);
-        tx.txns.locks.lock(id, &sk, tx.lock_timeout)?;
-        let result = (|| {
-            let need_check = value.is_none() || no_overwrite;
-            let existed = need_check && self.read(|e| Ok(e.locate(db, key)?.is_some()))?.0;
-            if no_overwrite && existed {
-                return Err(Error::KeyExists);
-            }
-            if value.is_none() && !existed {
-                return Ok(false);
-            }
-            self.commit_writes(&[(db, key, value)], tx.durability)?;
-            tx.txns.stats.commits.fetch_add(1, Ordering::Relaxed);
-            Ok(existed)
-        })();
-        tx.txns.locks.release(id, &[sk]);
-        result
-    }
-
-    /// Asks the background thread for a checkpoint when enough log has gathered, and for
-    /// the log's next segment when the log wants one.
-    fn request_background_work(&self, tx: &Tx, lsn: u64) {
-        if lsn.saturating_sub(tx.last_checkpoint_lsn.load(Ordering::Relaxed))
-            >= tx.checkpoint_log_bytes
-        {
-            tx.checkpoint_signal.request(|w| &mut w.checkpoint);
-        }
-        if tx.wal.as_ref().is_some_and(|w| w.take_spare_request()) {
-            tx.checkpoint_signal.request(|w| &mut w.spare_segment);
-        }
-    }
-
-    fn live(&self) -> Result<()> {
+    pub(crate) fn live(&self) -> Result<()> {
         if self.closed.load(Ordering::Acquire) {
             Err(Error::Closed)
         } else {
@@ -281,7 +204,14 @@ impl Shared {
                 None => None,
                 Some(tx) => {
                     let (lsn, chain, segment) = match &tx.wal {
-                        Some(w) => w.flush_all()?,
+                        Some(w) => {
+                            if e.changed || w.end() != e.log_lsn {
+                                // Marks, for readers of the log, where this checkpoint begins.
+                                let generation = e.generation + 1;
+                                w.append(&mut w.arrive(), &[Record::Checkpoint { generation }])?;
+                            }
+                            w.flush_all()?
+                        }
                         None => (tx.inmem_lsn.load(Ordering::Relaxed), 0, 0),
                     };
                     if e.log_lsn != lsn || e.log_segment != segment {
@@ -434,9 +364,17 @@ impl Env {
                         .map_err(|e| Error::io(format!("removing {name}"), e))?;
                 }
             }
-            for (lsn, payload) in &rec.commits {
-                let writes = crate::txn::decode_writes(payload)?;
-                engine.apply_commit(&writes, *lsn, None)?;
+            let live: Vec<u64> = rec.segments.iter().map(|s| s.no).collect();
+            let mut reader = LogReader::new(
+                st,
+                engine.env_id,
+                live,
+                (from.lsn, Some(from.chain)),
+                rec.end,
+            )?;
+            while let Some(c) = reader.next_commit()? {
+                reader.for_each_op(&c, |op| engine.apply_op(op, c.end, false))?;
+                engine.commit_lsn = c.end;
                 engine.shrink_cache();
                 recovered_commits += 1;
             }
@@ -447,6 +385,7 @@ impl Env {
                 engine.env_id,
                 rec.segments,
                 (rec.end, rec.chain),
+                from.lsn,
             ));
         } else if let Some(&n) = listing.segments.iter().next() {
             return Err(Error::Corrupt {
@@ -511,6 +450,11 @@ impl Env {
         Ok(env)
     }
 
+    #[cfg(test)]
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
     /// The mode the environment was created in (and is open in).
     pub fn mode(&self) -> Mode {
         self.shared.engine.read().mode
@@ -552,11 +496,7 @@ impl Env {
     }
 
     fn handle(&self, id: u32, name: &str) -> Db {
-        Db {
-            shared: self.shared.clone(),
-            id,
-            name: name.into(),
-        }
+        Db::new(self.shared.clone(), id, name)
     }
 
     /// Opens an existing database; [`Error::DbNotFound`] if there is none of that name.
@@ -568,41 +508,39 @@ impl Env {
     }
 
     /// Creates a database; [`Error::DbExists`] if the name is taken. Names are 1 to 255
-    /// bytes of UTF-8.
+    /// bytes of UTF-8. In a transactional environment this is a transaction of its own.
     pub fn create_db(&self, name: &str) -> Result<Db> {
         check_name(name)?;
-        let id = self.shared.write(|e| e.create_db(name))?;
-        self.after_catalog_change()?;
-        Ok(self.handle(id, name))
-    }
-
-    /// Catalog changes are not logged: in a transactional environment a checkpoint makes
-    /// them durable before any logged commit can refer to them.
-    fn after_catalog_change(&self) -> Result<()> {
         if self.shared.tx.is_some() {
-            self.shared.checkpoint()?;
+            let mut t = self.begin_txn_with(Isolation::ReadCommitted)?;
+            let db = t.create_db(name)?;
+            t.commit()?;
+            return Ok(db);
         }
-        Ok(())
+        let id = self.shared.write(|e| e.create_db(name))?;
+        Ok(self.handle(id, name))
     }
 
     /// Opens the database, creating it if missing.
     pub fn open_or_create_db(&self, name: &str) -> Result<Db> {
-        check_name(name)?;
-        let (id, created) = self.shared.write(|e| match e.names.get(name) {
-            Some(&id) => Ok((id, false)),
-            None => e.create_db(name).map(|id| (id, true)),
-        })?;
-        if created {
-            self.after_catalog_change()?;
+        if let Ok(db) = self.open_db(name) {
+            return Ok(db);
         }
-        Ok(self.handle(id, name))
+        match self.create_db(name) {
+            Err(Error::DbExists(_)) => self.open_db(name),
+            r => r,
+        }
     }
 
-    /// Removes a database and frees its pages. Its handles fail with [`Error::Closed`].
+    /// Removes a database and frees its pages. Its handles fail with [`Error::Closed`]. In a
+    /// transactional environment this is a transaction of its own.
     pub fn remove_db(&self, name: &str) -> Result<()> {
-        // Under the exclusive lock no commit is between its log append and its apply.
-        self.shared.write(|e| e.remove_db(name))?;
-        self.after_catalog_change()
+        if self.shared.tx.is_some() {
+            let mut t = self.begin_txn_with(Isolation::ReadCommitted)?;
+            t.remove_db(name)?;
+            return t.commit().map(drop);
+        }
+        self.shared.write(|e| e.remove_db(name))
     }
 
     /// The names of all databases, sorted.
@@ -694,7 +632,7 @@ impl Env {
     }
 }
 
-fn check_name(name: &str) -> Result<()> {
+pub(crate) fn check_name(name: &str) -> Result<()> {
     if name.is_empty() || name.len() > 255 {
         return Err(Error::InvalidArgument(format!(
             "database name must be 1 to 255 bytes, not {}",
@@ -713,6 +651,14 @@ pub struct Db {
 }
 
 impl Db {
+    pub(crate) fn new(shared: Arc<Shared>, id: u32, name: &str) -> Db {
+        Db {
+            shared,
+            id,
+            name: name.into(),
+        }
+    }
+
     pub(crate) fn id(&self) -> u32 {
         self.id
     }

@@ -58,6 +58,14 @@ pub enum Error {
         /// The environment's location.
         path: String,
     },
+    /// A log record would be longer than the log's 32-bit length field can describe (a
+    /// value close to 4 GiB in a transactional environment). Nothing was written.
+    RecordTooLarge {
+        /// Bytes the record would take.
+        len: usize,
+        /// Largest possible.
+        max: usize,
+    },
     /// The configuration or an argument is not acceptable; the message says why.
     InvalidArgument(String),
     /// No database of that name exists in the environment (Berkeley DB: `ENOENT`).
@@ -102,9 +110,10 @@ impl Error {
             Error::Locked { .. } => "EBUSY",
             Error::DbNotFound(_) => "ENOENT",
             Error::DbExists(_) => "EEXIST",
-            Error::KeyTooLarge { .. } | Error::ValueTooLarge { .. } | Error::InvalidArgument(_) => {
-                "EINVAL"
-            }
+            Error::KeyTooLarge { .. }
+            | Error::ValueTooLarge { .. }
+            | Error::RecordTooLarge { .. }
+            | Error::InvalidArgument(_) => "EINVAL",
             Error::Closed => "EINVAL",
             Error::Conflict | Error::Deadlock => "DB_LOCK_DEADLOCK",
             Error::LockTimeout => "DB_LOCK_NOTGRANTED",
@@ -128,6 +137,10 @@ impl fmt::Display for Error {
             Error::ValueTooLarge { len, max } => {
                 write!(f, "value of {len} bytes is longer than the maximum of {max} bytes")
             }
+            Error::RecordTooLarge { len, max } => write!(
+                f,
+                "a log record of {len} bytes is longer than the maximum of {max} bytes"
+            ),
             Error::Corrupt { page: Some(p), detail } => write!(f, "corrupt data in page {p}: {detail}"),
             Error::Corrupt { page: None, detail } => write!(f, "corrupt data: {detail}"),
             Error::Io { context, source } => write!(f, "I/O error while {context}: {source}"),

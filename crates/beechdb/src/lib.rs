@@ -54,6 +54,7 @@ pub use error::{Error, Result};
 pub use stats::{DbStat, EnvStat, TxnStat};
 pub use txn::{Txn, TxnIter};
 pub use verify::{verify_path, Problem, VerifyReport};
+pub use wal::print_log;
 
 /// Largest value accepted (4 GiB - 1); longer values get [`Error::ValueTooLarge`].
 pub const MAX_VALUE_LEN: usize = btree::MAX_VALUE_LEN_USIZE;

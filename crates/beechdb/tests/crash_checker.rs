@@ -77,13 +77,25 @@ impl Oracle {
     }
 }
 
+/// Keys of database "d", and, while it exists, the database "extra" (created and removed by
+/// transactions): a marker key `extra/` and its keys under that prefix.
 fn try_read_state(env: &Env) -> beechdb::Result<Model> {
-    match env.open_db("d") {
-        Ok(db) => db.iter().collect(),
-        Err(Error::DbNotFound(_)) => Ok(Model::new()),
-        Err(e) => Err(e),
+    let mut m = match env.open_db("d") {
+        Ok(db) => db.iter().collect::<beechdb::Result<Model>>()?,
+        Err(Error::DbNotFound(_)) => Model::new(),
+        Err(e) => return Err(e),
+    };
+    if let Ok(extra) = env.open_db("extra") {
+        m.insert(EXTRA.to_vec(), Vec::new());
+        for kv in extra.iter() {
+            let (k, v) = kv?;
+            m.insert([EXTRA, &k[..]].concat(), v);
+        }
     }
+    Ok(m)
 }
+
+const EXTRA: &[u8] = b"extra/";
 
 fn read_state(env: &Env) -> Model {
     try_read_state(env).unwrap_or_else(|e| panic!("reading the state: {e}"))
@@ -179,6 +191,22 @@ fn session(
             Kind::Transactional => {
                 let mut t = env.begin_txn().unwrap();
                 let mut next = model.clone();
+                if rng.gen_ratio(1, 10) {
+                    // Create or remove a database, logged with the transaction's writes.
+                    let r = if next.contains_key(EXTRA) {
+                        next.retain(|k, _| !k.starts_with(EXTRA));
+                        t.remove_db("extra")
+                    } else {
+                        next.insert(EXTRA.to_vec(), Vec::new());
+                        next.insert([EXTRA, b"k"].concat(), b"v".to_vec());
+                        t.create_db("extra").and_then(|x| t.put(&x, b"k", b"v"))
+                    };
+                    if let Err(e) = r {
+                        assert!(fault_error(&e), "{context}: creating or removing: {e}");
+                        drop(t);
+                        return end_badly(env, storage, rng);
+                    }
+                }
                 for _ in 0..rng.gen_range(1..5) {
                     let (k, v) = random_key_value(rng);
                     let r = if rng.gen_ratio(1, 4) {

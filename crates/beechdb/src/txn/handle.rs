@@ -1,12 +1,17 @@
 //! The public transaction handle, and the engine methods that serve it.
 
 use super::scan::TxnIter;
-use super::{scoped_key, scoped_range, Write};
+use super::{scoped_key, scoped_range, Ddl};
 use crate::config::{Durability, Isolation};
 use crate::engine::{Engine, Need, NeedResult};
 use crate::env::{Db, Shared};
 use crate::error::{Error, Result};
+use crate::wal::{Op, OpsBuilder};
 use std::collections::BTreeMap;
+
+/// The lock-table "database" of database names: creating or removing a database locks its
+/// name, so two transactions cannot both create (or remove) the same one.
+const CATALOG_LOCK: u32 = crate::engine::CATALOG;
 use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -42,7 +47,7 @@ impl Engine {
                 .is_some_and(|(lsn, _)| *lsn > at)
     }
 
-    fn read_latest_loading(&mut self, db: u32, key: &[u8]) -> Result<Option<Vec<u8>>> {
+    pub(crate) fn read_latest_loading(&mut self, db: u32, key: &[u8]) -> Result<Option<Vec<u8>>> {
         loop {
             match self.read_at(db, key, None) {
                 Ok(v) => return Ok(v),
@@ -50,35 +55,6 @@ impl Engine {
                 Err(Need::Fail(e)) => return Err(e),
             }
         }
-    }
-
-    /// Applies a committed write set with commit LSN `lsn`, keeping overwritten values when
-    /// a snapshot older than `lsn` is active (`oldest`).
-    pub(crate) fn apply_commit(
-        &mut self,
-        writes: &[Write],
-        lsn: u64,
-        oldest: Option<u64>,
-    ) -> Result<()> {
-        let keep = oldest.is_some_and(|o| o < lsn);
-        for &(db, key, value) in writes {
-            if self.db(db).is_err() {
-                continue; // removed after this commit was logged
-            }
-            if keep {
-                let before = self.read_latest_loading(db, key)?;
-                self.versions
-                    .entry(scoped_key(db, key))
-                    .or_default()
-                    .push((lsn, before));
-            }
-            match value {
-                Some(v) => drop(self.put(db, key, v, false)?),
-                None => drop(self.delete(db, key)?),
-            }
-        }
-        self.commit_lsn = lsn;
-        Ok(())
     }
 
     /// For keys of `db` in `[lo, hi)` written by commits newer than snapshot `at`: the value
@@ -138,6 +114,10 @@ pub struct Txn {
     registered: Option<u64>,
     pub(super) writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
     locked: Vec<Vec<u8>>,
+    /// Databases created and removed, in order.
+    ddl: Vec<Ddl>,
+    /// Databases written (each once).
+    dbs: Vec<u32>,
     durability: Durability,
     finished: bool,
 }
@@ -163,19 +143,92 @@ impl Txn {
             registered: snapshot,
             writes: BTreeMap::new(),
             locked: Vec::new(),
+            ddl: Vec::new(),
+            dbs: Vec::new(),
             durability,
             finished: false,
         })
     }
 
-    fn check(&self, db: &Db) -> Result<()> {
+    /// Whether this transaction created database `db` (and has not removed it).
+    pub(super) fn created(&self, db: u32) -> bool {
+        self.ddl
+            .iter()
+            .any(|d| matches!(d, Ddl::Create { db: c, .. } if *c == db))
+            && !self.removed(db)
+    }
+
+    fn removed(&self, db: u32) -> bool {
+        self.ddl
+            .iter()
+            .any(|d| matches!(d, Ddl::Remove { db: r, .. } if *r == db))
+    }
+
+    /// Creates database `name` when the transaction commits; the handle works in this
+    /// transaction at once, and everywhere after the commit. [`Error::DbExists`] if the
+    /// name is taken.
+    pub fn create_db(&mut self, name: &str) -> Result<Db> {
+        self.check_open()?;
+        crate::env::check_name(name)?;
+        self.lock(CATALOG_LOCK, name.as_bytes())?;
+        let exists = self.shared.engine.read().names.contains_key(name);
+        let ours = self.ddl.iter().rev().find_map(|d| match d {
+            Ddl::Create { name: n, .. } if n == name => Some(true),
+            Ddl::Remove { name: n, .. } if n == name => Some(false),
+            _ => None,
+        });
+        if ours.unwrap_or(exists) {
+            return Err(Error::DbExists(name.to_string()));
+        }
+        let db = self.shared.write(|e| Ok(e.alloc_db_id()))?;
+        self.ddl.push(Ddl::Create {
+            db,
+            name: name.to_string(),
+        });
+        Ok(Db::new(self.shared.clone(), db, name))
+    }
+
+    /// Removes database `name` when the transaction commits; the transaction's own writes
+    /// to it are discarded, and its handles fail with [`Error::Closed`] afterwards.
+    pub fn remove_db(&mut self, name: &str) -> Result<()> {
+        self.check_open()?;
+        self.lock(CATALOG_LOCK, name.as_bytes())?;
+        let ours = self.ddl.iter().rev().find_map(|d| match d {
+            Ddl::Create { db, name: n } if n == name => Some(Some(*db)),
+            Ddl::Remove { name: n, .. } if n == name => Some(None),
+            _ => None,
+        });
+        let db = match ours {
+            Some(found) => found,
+            None => self.shared.engine.read().names.get(name).copied(),
+        }
+        .ok_or_else(|| Error::DbNotFound(name.to_string()))?;
+        let prefix = db.to_be_bytes();
+        self.writes.retain(|k, _| k[..4] != prefix);
+        self.dbs.retain(|&d| d != db);
+        self.ddl.push(Ddl::Remove {
+            db,
+            name: name.to_string(),
+        });
+        Ok(())
+    }
+
+    fn check_open(&self) -> Result<()> {
         if self.finished {
             return Err(Error::Closed);
         }
+        Ok(())
+    }
+
+    fn check(&self, db: &Db) -> Result<()> {
+        self.check_open()?;
         if !db.same_env(&self.shared) {
             return Err(Error::InvalidArgument(
                 "database handle belongs to another environment".into(),
             ));
+        }
+        if self.removed(db.id()) {
+            return Err(Error::Closed);
         }
         Ok(())
     }
@@ -191,6 +244,9 @@ impl Txn {
         if let Some(w) = self.writes.get(&scoped_key(db.id(), key)) {
             return Ok(w.clone());
         }
+        if self.created(db.id()) {
+            return Ok(None);
+        }
         let (v, _) = self
             .shared
             .read(|e| e.read_at(db.id(), key, self.snapshot))?;
@@ -202,6 +258,11 @@ impl Txn {
     /// plus its own writes. Streams a leaf at a time; holds no lock between items.
     pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, db: &Db, range: R) -> TxnIter<'_> {
         self.scan(db, range, false)
+    }
+
+    /// Every entry of `db`, ascending, as this transaction sees it.
+    pub fn iter(&self, db: &Db) -> TxnIter<'_> {
+        self.scan::<&[u8], _>(db, .., false)
     }
 
     /// As [`Txn::range`], descending.
@@ -228,6 +289,7 @@ impl Txn {
         self.check(db)?;
         self.shared.check_sizes(key, value)?;
         self.lock(db.id(), key)?;
+        self.note_db(db.id());
         self.writes
             .insert(scoped_key(db.id(), key), Some(value.to_vec()));
         Ok(())
@@ -237,9 +299,16 @@ impl Txn {
     pub fn delete(&mut self, db: &Db, key: &[u8]) -> Result<bool> {
         self.check(db)?;
         self.lock(db.id(), key)?;
+        self.note_db(db.id());
         let existed = self.get(db, key)?.is_some();
         self.writes.insert(scoped_key(db.id(), key), None);
         Ok(existed)
+    }
+
+    fn note_db(&mut self, db: u32) {
+        if !self.dbs.contains(&db) {
+            self.dbs.push(db);
+        }
     }
 
     fn lock(&mut self, db: u32, key: &[u8]) -> Result<()> {
@@ -268,28 +337,23 @@ impl Txn {
     /// Commits with durability `d`; returns the commit's LSN (for a transaction that wrote
     /// nothing, the LSN of the data it read).
     pub fn commit_with(mut self, d: Durability) -> Result<u64> {
-        if self.finished {
-            return Err(Error::Closed);
-        }
-        let writes: Vec<Write> = self
-            .writes
-            .iter()
-            .map(|(k, v)| {
-                (
-                    u32::from_be_bytes(k[..4].try_into().unwrap()),
-                    &k[4..],
-                    v.as_deref(),
-                )
-            })
-            .collect();
-        let result = if writes.is_empty() {
+        self.check_open()?;
+        let result = if self.writes.is_empty() && self.ddl.is_empty() {
             Ok(self
                 .snapshot
                 .unwrap_or_else(|| self.shared.engine.read().commit_lsn))
         } else {
-            self.shared.commit_writes(&writes, d)
+            let mut ops = OpsBuilder::default();
+            for (k, v) in &self.writes {
+                let (db, key) = (u32::from_be_bytes(k[..4].try_into().unwrap()), &k[4..]);
+                ops.push(match v {
+                    Some(value) => Op::Put { db, key, value },
+                    None => Op::Delete { db, key },
+                });
+            }
+            self.shared
+                .commit_txn(self.id, &self.ddl, ops.ops(), &self.dbs, d)
         };
-        drop(writes);
         self.finish(result.is_ok());
         result
     }

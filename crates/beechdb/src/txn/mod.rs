@@ -1,32 +1,33 @@
 //! Transactions: snapshot isolation over the trees, key locks for writers, and commit
 //! through the log.
 //!
-//! Owns: transaction ids, the registry of active snapshots, the lock table, the write-set
-//! encoding of commit records, and the public [`Txn`]. May call: `engine` (under the
+//! Owns: transaction ids, the registry of active snapshots, the lock table, the commit
+//! pipeline (`commit.rs`), and the public [`Txn`]. May call: `engine` (under the
 //! environment's lock), `wal`. Design: writes are deferred. A transaction keeps its writes
 //! in a private map; reads look there first, then at the trees as of the snapshot. Commit
-//! appends the write set to the log and applies it to the trees under the engine's exclusive
-//! lock, so log order is commit order and recovery is redo-only. Values a commit overwrites are kept in the
-//! engine's version map while an older snapshot is active. Invariants:
+//! appends the transaction's records to the log and applies them to the trees under the
+//! engine's exclusive lock, so log order is commit order and recovery is redo-only. Values a
+//! commit overwrites are kept in the engine's version map while an older snapshot is
+//! active. Databases are created and removed by transactions too (logged, replayed).
+//! Invariants:
 //! - a snapshot is taken and registered under the engine's shared lock, and a commit reads
 //!   the oldest active snapshot under the exclusive lock, so no snapshot misses a version;
 //! - a writer holds the key's lock from its first write to commit or abort; under snapshot
 //!   isolation it then fails with `Conflict` if the key was committed after its snapshot.
 
+mod commit;
 mod handle;
 pub(crate) mod locks;
 mod scan;
 
+pub(crate) use commit::Ddl;
+
 pub use handle::Txn;
 pub use scan::TxnIter;
 
-use crate::error::{Error, Result};
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-
-/// One write of a write set: database id, key, new value (`None` deletes).
-pub(crate) type Write<'a> = (u32, &'a [u8], Option<&'a [u8]>);
 
 /// The lock-table and version-map key of `key` in database `db`.
 pub(crate) fn scoped_key(db: u32, key: &[u8]) -> Vec<u8> {
@@ -52,58 +53,6 @@ pub(crate) fn scoped_range(
         b => b,
     };
     (start, end)
-}
-
-/// Commit record payload: `count u32`, then per write `db u32 | op u8 (1 put, 2 delete) |
-/// klen u32 | vlen u32 | key | value`.
-pub(crate) fn encode_writes(writes: &[Write], out: &mut Vec<u8>) {
-    out.clear();
-    out.extend_from_slice(&(writes.len() as u32).to_le_bytes());
-    for (db, k, v) in writes {
-        out.extend_from_slice(&db.to_le_bytes());
-        out.push(if v.is_some() { 1 } else { 2 });
-        out.extend_from_slice(&(k.len() as u32).to_le_bytes());
-        out.extend_from_slice(&(v.map_or(0, |v| v.len()) as u32).to_le_bytes());
-        out.extend_from_slice(k);
-        if let Some(v) = v {
-            out.extend_from_slice(v);
-        }
-    }
-}
-
-pub(crate) fn decode_writes(p: &[u8]) -> Result<Vec<Write<'_>>> {
-    let bad = || Error::Corrupt {
-        page: None,
-        detail: "malformed commit record in the log".into(),
-    };
-    let u32_at = |at: usize| -> Result<usize> {
-        Ok(u32::from_le_bytes(p.get(at..at + 4).ok_or_else(bad)?.try_into().unwrap()) as usize)
-    };
-    let n = u32_at(0)?;
-    let mut at = 4;
-    let mut out = Vec::with_capacity(n.min(1 << 16));
-    for _ in 0..n {
-        let db = u32_at(at)? as u32;
-        let op = *p.get(at + 4).ok_or_else(bad)?;
-        let (kl, vl) = (u32_at(at + 5)?, u32_at(at + 9)?);
-        at += 13;
-        let key = p.get(at..at + kl).ok_or_else(bad)?;
-        at += kl;
-        let value = match op {
-            1 => {
-                let v = p.get(at..at + vl).ok_or_else(bad)?;
-                at += vl;
-                Some(v)
-            }
-            2 => None,
-            _ => return Err(bad()),
-        };
-        out.push((db, key, value));
-    }
-    if at != p.len() {
-        return Err(bad());
-    }
-    Ok(out)
 }
 
 #[derive(Default)]
@@ -147,28 +96,5 @@ impl TxnManager {
     /// The oldest active snapshot; call under the engine's exclusive lock.
     pub(crate) fn oldest(&self) -> Option<u64> {
         self.active.lock().keys().next().copied()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn write_sets_round_trip_and_garbage_is_rejected() {
-        let writes: Vec<Write> = vec![
-            (1, b"k1", Some(b"v1")),
-            (2, b"", None),
-            (1, b"k3", Some(b"")),
-        ];
-        let mut buf = Vec::new();
-        encode_writes(&writes, &mut buf);
-        assert_eq!(decode_writes(&buf).unwrap(), writes);
-        for cut in 0..buf.len() {
-            assert!(decode_writes(&buf[..cut]).is_err());
-        }
-        let mut bad = buf.clone();
-        bad[8] = 9;
-        assert!(decode_writes(&bad).is_err());
     }
 }

@@ -101,7 +101,17 @@ impl<'t> TxnIter<'t> {
 
     /// Reads the next batch into `self.batch`.
     fn refill(&mut self) -> Result<()> {
-        let (batch, _) = self.db.read(|e| self.read_batch(e))?;
+        let batch = if self.txn.created(self.db.id()) {
+            // Created by this transaction: only its own writes are there.
+            Batch {
+                run: Vec::new(),
+                overrides: Vec::new(),
+                upto: self.to.clone(),
+                last: true,
+            }
+        } else {
+            self.db.read(|e| self.read_batch(e))?.0
+        };
         let mut view: BTreeMap<Vec<u8>, Vec<u8>> = batch.run.into_iter().collect();
         for (k, before) in batch.overrides {
             match before {

@@ -19,15 +19,19 @@
 //! Segment header (64 bytes): `magic "BeechLog" | version u32 (2) | 0 u32 | segment number
 //! u64 | start LSN u64 | capacity u64 | environment id u64 | crc32c of bytes 0..48 u32 |
 //! zero`. Records follow at byte 64; the record at LSN `l` sits at byte `64 + l - start`.
-//! Record (starting 8-byte aligned, `len` exact, padded with zeros to a multiple of 8):
-//! `crc u32 | len u32 | lsn u64 | synced u64 | kind u8 | 3 zero bytes | prev u32 | payload`,
-//! where `crc` is crc32c of bytes 4..len seeded with the crc32c of the environment id, and
-//! `prev` is the `crc` of the record before it in the log (the chain; the meta page keeps
-//! the chain value at the checkpoint's position). Kinds: 1 commit, 2 segment end (continue
-//! at the next segment, whose start LSN is this record's end).
+//! Records start 8-byte aligned (their framing and kinds: `record.rs`); a record's `crc` is
+//! crc32c of bytes 4..len seeded with the crc32c of the environment id, and its `prev` the
+//! `crc` of the record before it in the log (the chain; the meta page keeps the chain value
+//! at the checkpoint's position). A new log begins at LSN [`FIRST_LSN`], so that no record
+//! starts at 0 and a record's `prev` LSN field (its transaction's previous record) can use
+//! 0 for "none".
 
+pub(crate) mod reader;
+pub(crate) mod record;
 mod scan;
 
+use reader::LogReader;
+pub(crate) use record::{align8, Op, Ops, OpsBuilder, Record, REC_HDR};
 pub(crate) use scan::{recover, LogStart};
 
 use crate::config::Durability;
@@ -43,9 +47,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub(crate) const SEG_HDR: usize = 64;
-pub(crate) const REC_HDR: usize = 32;
-pub(crate) const KIND_COMMIT: u8 = 1;
-pub(crate) const KIND_SEGMENT_END: u8 = 2;
+/// The LSN at which a new environment's log begins.
+pub(crate) const FIRST_LSN: u64 = 8;
 const MAGIC: &[u8; 8] = b"BeechLog";
 const VERSION: u32 = 2;
 /// A NOSYNC commit leaves its record in the buffer until this much has gathered.
@@ -77,10 +80,6 @@ impl Drop for Arrival<'_> {
 
 pub(crate) fn segment_name(no: u64) -> String {
     format!("log.{no:010}")
-}
-
-pub(crate) fn align8(n: usize) -> usize {
-    (n + 7) & !7
 }
 
 pub(crate) struct Segment {
@@ -184,6 +183,42 @@ fn zero_filled(
     Ok(file)
 }
 
+/// Prints every readable record of the log in `storage`, from the start of its oldest
+/// segment, one per line (`LSN <tab> kind and fields`), as Berkeley DB's `db_printlog`
+/// does. Reads only: works beside a process that has the environment open. Returns the
+/// number of records printed; damage stops it with an error after what could be read.
+pub fn print_log(storage: &dyn Storage, out: &mut dyn std::io::Write) -> Result<u64> {
+    let file = storage
+        .open(crate::files::DB_FILE, false)
+        .map_err(|e| Error::io("opening the page file", e))?;
+    let (meta, _, _) = crate::engine::read_metas(file.as_ref())?;
+    let listing = crate::files::Listing::read(storage)?;
+    let Some(&first) = listing.segments.iter().next() else {
+        return Ok(0);
+    };
+    let mut h = [0u8; SEG_HDR];
+    let name = segment_name(first);
+    storage
+        .open(&name, false)
+        .and_then(|f| f.read_at(&mut h, 0))
+        .map_err(|e| Error::io(format!("reading {name}"), e))?;
+    let Some((_, start, _, _)) = Segment::decode_header(&h) else {
+        return Err(Error::Corrupt {
+            page: None,
+            detail: format!("log segment {name} has a bad header"),
+        });
+    };
+    let segments = listing.segments.iter().copied();
+    let mut reader = LogReader::new(storage, meta.env_id, segments, (start, None), u64::MAX)?;
+    let mut n = 0;
+    while let Some(rec) = reader.next_record()? {
+        writeln!(out, "{}\t{}", rec.lsn, rec.record())
+            .map_err(|e| Error::io("writing the log listing", e))?;
+        n += 1;
+    }
+    Ok(n)
+}
+
 /// The next segment, zero-filled ahead of time by the background thread.
 pub(crate) const SPARE_SEGMENT: &str = "log.spare";
 
@@ -280,13 +315,17 @@ pub(crate) struct Wal {
 
 impl Wal {
     /// A log continuing at `end`, with chain value `chain` (from recovery), in `segments`
-    /// (every live one, oldest first; the last holds `end`).
+    /// (every live one, oldest first; the last holds `end`), known durable up to `durable`:
+    /// the checkpoint's position, since what recovery read after it came through the page
+    /// cache and may never have reached the disk. Records claim no more than that until an
+    /// fsync of this process proves more.
     pub(crate) fn new(
         storage: Arc<dyn Storage>,
         segment_size: u64,
         env_id: u64,
         segments: Vec<Segment>,
         (end, chain): (u64, u32),
+        durable: u64,
     ) -> Wal {
         Wal {
             storage,
@@ -308,7 +347,7 @@ impl Wal {
                 spare_asked: false,
             }),
             written: AtomicU64::new(end),
-            flushed: AtomicU64::new(end),
+            flushed: AtomicU64::new(durable),
             failed: AtomicBool::new(false),
             flushed_wake: Broadcast::new(),
             arriving: AtomicU64::new(0),
@@ -326,7 +365,7 @@ impl Wal {
         }
     }
 
-    /// Announces a committer on its way to `append_commit`: a flush leader waits a moment
+    /// Announces a committer on its way to [`Wal::append`]: a flush leader waits a moment
     /// for announced committers so that one write and one fsync cover them all. The returned
     /// guard withdraws the announcement if the commit fails before appending.
     pub(crate) fn arrive(&self) -> Arrival<'_> {
@@ -337,25 +376,50 @@ impl Wal {
         }
     }
 
-    /// Appends a commit record; returns its end LSN (the commit's LSN).
-    pub(crate) fn append_commit(&self, arrival: &mut Arrival, payload: &[u8]) -> Result<u64> {
+    /// Appends `records` as one unit (no other record comes between them). Each record of
+    /// a transaction after the first gets as `prev` the LSN of the one before it; the first
+    /// keeps its own. Returns the end of the log after the last (a commit's LSN). A record
+    /// too large for the log is refused before anything is appended.
+    pub(crate) fn append(&self, arrival: &mut Arrival, records: &[Record]) -> Result<u64> {
+        if records.len() > 1 {
+            for r in records {
+                record::framed_size(r)?;
+            }
+        }
         let mut g = self.inner.lock();
         if let Some(p) = &g.poisoned {
             return Err(Wal::poisoned(p));
         }
-        let len = align8(REC_HDR + payload.len());
         // Written into each record: the durable end when it was appended (see the module doc).
         let synced = self.flushed.load(Relaxed);
+        let mut last = 0;
+        for (i, rec) in records.iter().enumerate() {
+            let rec = if i == 0 { *rec } else { rec.with_prev(last) };
+            last = self.push(&mut g, &rec, synced)?;
+        }
+        // Counted in the buffer before it stops being counted as arriving, so a gathering
+        // leader never sees neither.
+        self.buf_commits.fetch_add(1, Release);
+        if !std::mem::replace(&mut arrival.appended, true) {
+            self.arriving.fetch_sub(1, Release);
+        }
+        Ok(g.next_lsn)
+    }
+
+    /// Frames one record into the buffer, switching to the next segment first when it does
+    /// not fit with room left for a segment end. Returns its LSN.
+    fn push(&self, g: &mut Inner, rec: &Record, synced: u64) -> Result<u64> {
+        let size = record::framed_size(rec)?;
         let cur = g
             .segments
             .last()
             .expect("a log always has a segment")
             .clone();
-        if g.next_lsn + (len + REC_HDR) as u64 > cur.end() {
+        if g.next_lsn + (size + REC_HDR) as u64 > cur.end() {
             let end_rec = g.next_lsn;
-            push_record(&mut g, self.salt, KIND_SEGMENT_END, &[], end_rec, synced);
+            self.frame(g, &Record::SegmentEnd {}, end_rec, synced)?;
             let start = g.next_lsn;
-            let cap = self.segment_size.max((len + REC_HDR) as u64);
+            let cap = self.segment_size.max((size + REC_HDR) as u64);
             match self.next_segment(cur.no + 1, start, cap) {
                 Ok(seg) => {
                     g.segments.push(Arc::new(seg));
@@ -368,21 +432,23 @@ impl Wal {
             }
         }
         let lsn = g.next_lsn;
-        push_record(&mut g, self.salt, KIND_COMMIT, payload, lsn, synced);
+        self.frame(g, rec, lsn, synced)?;
+        let cur = g.segments.last().expect("a log always has a segment");
         // Once per segment, at half full (or at once after a switch): ask for the next.
         if !g.spare_asked && (g.next_lsn - cur.start) * 2 > cur.cap {
             g.spare_asked = true;
             self.spare_request.store(true, Relaxed);
         }
-        // Counted in the buffer before it stops being counted as arriving, so a gathering
-        // leader never sees neither.
-        self.buf_commits.fetch_add(1, Release);
-        if !std::mem::replace(&mut arrival.appended, true) {
-            self.arriving.fetch_sub(1, Release);
-        }
         self.stats.records.fetch_add(1, Relaxed);
-        self.stats.bytes.fetch_add(len as u64, Relaxed);
-        Ok(g.next_lsn)
+        self.stats.bytes.fetch_add(size as u64, Relaxed);
+        Ok(lsn)
+    }
+
+    fn frame(&self, g: &mut Inner, rec: &Record, lsn: u64, synced: u64) -> Result<()> {
+        let before = g.buf.len();
+        g.chain = record::frame(&mut g.buf, rec, lsn, synced, g.chain, self.salt)?;
+        g.next_lsn += (g.buf.len() - before) as u64;
+        Ok(())
     }
 
     /// Waits until the commit ending at `end` is as durable as `mode` asks.
@@ -400,6 +466,11 @@ impl Wal {
         }
     }
 
+    /// The end of the log: where the next record goes.
+    pub(crate) fn end(&self) -> u64 {
+        self.inner.lock().next_lsn
+    }
+
     /// Writes everything appended so far (no sync). Returns where a checkpoint taken now
     /// begins its log: `(end LSN, chain value there, segment holding it)`.
     pub(crate) fn flush_all(&self) -> Result<(u64, u32, u64)> {
@@ -410,6 +481,35 @@ impl Wal {
         };
         self.flush(end, false)?;
         Ok((end, chain, segment))
+    }
+
+    /// A reader of this log from the record at `from` (its predecessor's checksum `chain`,
+    /// if known) to everything appended so far: the segments, and a copy of the tail not yet
+    /// handed to the operating system. While a flush is writing, it reads what was handed
+    /// over before it.
+    #[allow(dead_code)] // for replication's log shipping (issue #11); tested in reader.rs
+    pub(crate) fn reader(&self, from: u64, chain: Option<u32>) -> Result<LogReader> {
+        let (segments, tail, limit) = {
+            let g = self.inner.lock();
+            let segments: Vec<u64> = g.segments.iter().map(|s| s.no).collect();
+            let written = self.written.load(Acquire);
+            if written == g.buf_lsn {
+                (segments, Some((g.buf_lsn, g.buf.clone())), g.next_lsn)
+            } else {
+                (segments, None, written)
+            }
+        };
+        let reader = LogReader::new(
+            self.storage.as_ref(),
+            self.env_id,
+            segments,
+            (from, chain),
+            limit,
+        )?;
+        Ok(match tail {
+            Some((start, bytes)) => reader.with_tail(start, bytes),
+            None => reader,
+        })
     }
 
     /// Segments wholly before `lsn` (a durable checkpoint's) are no longer needed by
@@ -611,22 +711,4 @@ impl Wal {
         }
         Ok(())
     }
-}
-
-fn push_record(g: &mut Inner, salt: u32, kind: u8, payload: &[u8], lsn: u64, synced: u64) {
-    let len = align8(REC_HDR + payload.len());
-    let at = g.buf.len();
-    g.buf.resize(at + len, 0);
-    let rec = &mut g.buf[at..];
-    let exact = REC_HDR + payload.len();
-    wr32(rec, 4, exact as u32);
-    wr64(rec, 8, lsn);
-    wr64(rec, 16, synced);
-    rec[24] = kind;
-    wr32(rec, 28, g.chain);
-    rec[REC_HDR..REC_HDR + payload.len()].copy_from_slice(payload);
-    let crc = crc32c::crc32c_append(salt, &rec[4..exact]);
-    wr32(rec, 0, crc);
-    g.chain = crc;
-    g.next_lsn += len as u64;
 }

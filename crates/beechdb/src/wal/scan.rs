@@ -12,12 +12,15 @@
 //! - a whole record at the expected position that does not chain from the record before it,
 //!   or a segment of another environment, is a foreign file.
 //!
+//! - a whole record whose payload does not decode is damage.
+//!
 //! On damage nothing is changed: every file stays as it was for inspection. Only a torn tail
-//! is cut (zeroed and synced), and the all-zero segments after it removed.
+//! is cut (zeroed and synced), and the all-zero segments after it removed. This pass judges
+//! the log; applying what it holds is the log reader's (`reader.rs`).
 
-use super::{align8, salt, segment_name, Segment, KIND_COMMIT, KIND_SEGMENT_END, REC_HDR, SEG_HDR};
+use super::record::{unframe, Framed, Kind, Record, REC_HDR};
+use super::{salt, segment_name, Segment, SEG_HDR};
 use crate::error::{Error, Result};
-use crate::storage::page::{rd32, rd64};
 use crate::storage::{Storage, StorageFile};
 use std::collections::BTreeSet;
 use std::io;
@@ -33,8 +36,6 @@ pub(crate) struct LogStart {
 }
 
 pub(crate) struct Recovered {
-    /// Committed write sets after the checkpoint, in log order: (commit LSN, payload).
-    pub commits: Vec<(u64, Vec<u8>)>,
     /// Where the log continues, and the chain value there.
     pub end: u64,
     pub chain: u32,
@@ -83,24 +84,19 @@ fn header(buf: &[u8], no: u64, env_id: u64) -> Result<(u64, u64)> {
 }
 
 /// A whole record at file offset `off` of a segment starting at LSN `start`, checked on its
-/// own: `(kind, exact length, synced, prev, crc)`. It occupies `align8(length)` bytes.
-fn record_at(buf: &[u8], start: u64, off: usize, salt: u32) -> Option<(u8, usize, u64, u32, u32)> {
-    if off + REC_HDR > buf.len() {
-        return None;
-    }
-    let len = rd32(buf, off + 4) as usize;
+/// own (not against the record before it); damage if its payload does not decode.
+fn record_at(buf: &[u8], start: u64, off: usize, salt: u32) -> Result<Option<Framed<'_>>> {
     let lsn = start + (off - SEG_HDR) as u64;
-    if len < REC_HDR || off + align8(len) > buf.len() || rd64(buf, off + 8) != lsn {
-        return None;
+    let Some(f) = unframe(buf, off, lsn, salt) else {
+        return Ok(None);
+    };
+    if Record::decode(f.kind, f.payload).is_none() {
+        return Err(corrupt(format!(
+            "log record at LSN {lsn} is whole but its {} payload does not decode",
+            f.kind.name()
+        )));
     }
-    let kind = buf[off + 24];
-    let crc = rd32(buf, off);
-    if (kind != KIND_COMMIT && kind != KIND_SEGMENT_END)
-        || crc32c::crc32c_append(salt, &buf[off + 4..off + len]) != crc
-    {
-        return None;
-    }
-    Some((kind, len, rd64(buf, off + 16), rd32(buf, off + 28), crc))
+    Ok(Some(f))
 }
 
 /// Reads the log from `from` to its end, given the numbers of the segment files present.
@@ -125,7 +121,6 @@ pub(crate) fn recover(
         }
         let segment = Segment::create(storage, 1, from.lsn, segment_size, env_id)?;
         return Ok(Recovered {
-            commits: Vec::new(),
             end: from.lsn,
             chain: from.chain,
             segments: vec![segment],
@@ -142,24 +137,22 @@ pub(crate) fn recover(
         )));
     }
     let mut segments = Vec::new();
-    let mut commits = Vec::new();
     let (mut pos, mut chain) = (from.lsn, from.chain);
     loop {
         let off = SEG_HDR + (pos - start) as usize;
-        let Some((kind, len, _, prev, crc)) = record_at(&buf, start, off, salt) else {
+        let Some(f) = record_at(&buf, start, off, salt)? else {
             break;
         };
-        if prev != chain {
+        if f.prev_crc != chain {
             return Err(corrupt(format!(
                 "log record at LSN {pos} in {} does not follow the record before it: the \
                  segment comes from a copy of this environment with another history",
                 segment_name(no)
             )));
         }
-        chain = crc;
-        pos += align8(len) as u64;
-        if kind == KIND_COMMIT {
-            commits.push((pos, buf[off + REC_HDR..off + len].to_vec()));
+        chain = f.crc;
+        pos += f.size();
+        if f.kind != Kind::SegmentEnd {
             continue;
         }
         // Segment end: the log continues at the start of the next segment.
@@ -198,7 +191,10 @@ pub(crate) fn recover(
     };
     let claims_durable = (off + 8..buf.len().saturating_sub(REC_HDR))
         .step_by(8)
-        .any(|o| record_at(&buf, start, o, salt).is_some_and(|(_, _, synced, _, _)| synced > pos));
+        .any(|o| {
+            let lsn = start + (o - SEG_HDR) as u64;
+            unframe(&buf, o, lsn, salt).is_some_and(|f| f.synced > pos)
+        });
     if claims_durable {
         return Err(damaged(
             "later records show it had been made durable".to_string(),
@@ -249,7 +245,6 @@ pub(crate) fn recover(
         file,
     });
     Ok(Recovered {
-        commits,
         end: pos,
         chain,
         segments,

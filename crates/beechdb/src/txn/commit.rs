@@ -1,0 +1,223 @@
+//! The commit pipeline: log a transaction's records, apply them to the trees, wait for the
+//! durability asked for; and auto-commit of single operations.
+//!
+//! Owns: [`Shared::commit_txn`], [`Shared::autocommit`], applying a committed operation
+//! ([`Engine::apply_op`]). May call: `engine` (under the environment's exclusive lock),
+//! `wal`. Invariants: a commit's records are appended and its operations applied under one
+//! hold of the exclusive lock, so log order is the order in which commits become visible;
+//! every database a commit writes is checked to exist before anything is logged, so
+//! applying a logged commit never fails for a reason that replaying it would meet again.
+
+use super::scoped_key;
+use crate::config::Durability;
+use crate::engine::Engine;
+use crate::env::{Shared, Tx};
+use crate::error::{Error, Result};
+use crate::wal::reader::TxnOp;
+use crate::wal::{Op, Ops, OpsBuilder, Record};
+use std::cell::RefCell;
+use std::sync::atomic::Ordering::{Relaxed, Release};
+
+/// A database created or removed by a transaction.
+#[derive(Debug, Clone)]
+pub(crate) enum Ddl {
+    Create { db: u32, name: String },
+    Remove { db: u32, name: String },
+}
+
+impl Ddl {
+    fn record(&self, txn: u64) -> Record<'_> {
+        match self {
+            Ddl::Create { db, name } => Record::CreateDb {
+                txn,
+                prev: 0,
+                db: *db,
+                name,
+            },
+            Ddl::Remove { db, name } => Record::RemoveDb {
+                txn,
+                prev: 0,
+                db: *db,
+                name,
+            },
+        }
+    }
+
+    fn op(&self) -> TxnOp<'_> {
+        match self {
+            Ddl::Create { db, name } => TxnOp::CreateDb { db: *db, name },
+            Ddl::Remove { db, name } => TxnOp::RemoveDb { db: *db, name },
+        }
+    }
+}
+
+impl Engine {
+    /// Applies one operation of a transaction committed at `lsn`, keeping the value a write
+    /// replaces when `keep` (a snapshot older than `lsn` is active). A write to a database
+    /// that does not exist means a damaged log: the commit path checks before logging.
+    pub(crate) fn apply_op(&mut self, op: TxnOp, lsn: u64, keep: bool) -> Result<()> {
+        match op {
+            TxnOp::Write(op) => {
+                let (db, key) = (op.db(), op.key());
+                if self.db(db).is_err() {
+                    return Err(Error::Corrupt {
+                        page: None,
+                        detail: format!(
+                            "the commit at LSN {lsn} writes database id {db}, which does not exist"
+                        ),
+                    });
+                }
+                if keep {
+                    let before = self.read_latest_loading(db, key)?;
+                    self.versions
+                        .entry(scoped_key(db, key))
+                        .or_default()
+                        .push((lsn, before));
+                }
+                match op.value() {
+                    Some(v) => drop(self.put(db, key, v, false)?),
+                    None => drop(self.delete(db, key)?),
+                }
+                Ok(())
+            }
+            TxnOp::CreateDb { db, name } => self.create_db_with_id(db, name),
+            TxnOp::RemoveDb { db, name } => self.remove_db_with_id(db, name),
+        }
+    }
+}
+
+thread_local! {
+    /// The one-operation write set of an auto-commit, reused.
+    static AUTOCOMMIT_OPS: RefCell<OpsBuilder> = RefCell::new(OpsBuilder::default());
+}
+
+impl Shared {
+    /// Logs and applies transaction `txn` as one commit: its databases created or removed
+    /// (`ddl`, in order), then its writes `ops`, which touch the databases `dbs`; waits for
+    /// durability `d`. Returns the commit's LSN.
+    pub(crate) fn commit_txn(
+        &self,
+        txn: u64,
+        ddl: &[Ddl],
+        ops: Ops,
+        dbs: &[u32],
+        d: Durability,
+    ) -> Result<u64> {
+        self.live()?;
+        let tx = self.tx()?;
+        let mut arrival = tx.wal.as_ref().map(|w| w.arrive());
+        let lsn = {
+            let mut e = self.engine.write();
+            e.check_writable()?;
+            for &db in dbs {
+                let created = ddl
+                    .iter()
+                    .any(|d| matches!(d, Ddl::Create { db: c, .. } if *c == db));
+                if e.db(db).is_err() && !created {
+                    return Err(Error::Closed);
+                }
+            }
+            let commit = Record::Commit { txn, prev: 0, ops };
+            let appended = match (&tx.wal, arrival.as_mut()) {
+                (Some(w), Some(a)) if ddl.is_empty() => w.append(a, &[commit]),
+                (Some(w), Some(a)) => {
+                    let mut records: Vec<Record> = ddl.iter().map(|d| d.record(txn)).collect();
+                    records.push(commit);
+                    w.append(a, &records)
+                }
+                _ => in_memory_lsn(tx, txn, ddl, commit),
+            };
+            let lsn = appended?;
+            let oldest = tx.txns.oldest();
+            let keep = oldest.is_some_and(|o| o < lsn);
+            let applied = ddl
+                .iter()
+                .try_for_each(|d| e.apply_op(d.op(), lsn, keep))
+                .and_then(|()| {
+                    ops.iter()
+                        .try_for_each(|op| e.apply_op(TxnOp::Write(op), lsn, keep))
+                });
+            if let Err(err) = applied {
+                // The log holds the whole commit; memory holds part of it. Only a reopen
+                // (recovery) can make the two agree again.
+                e.poisoned
+                    .get_or_insert_with(|| format!("a commit failed half-applied: {err}"));
+                return Err(err);
+            }
+            e.commit_lsn = lsn;
+            if !e.versions.is_empty() && (oldest.is_none() || lsn % 64 < 8) {
+                e.gc_versions(oldest);
+            }
+            self.data_version.fetch_add(1, Release);
+            e.shrink_cache();
+            lsn
+        };
+        if let Some(w) = &tx.wal {
+            w.wait(lsn, d)?;
+        }
+        self.request_background_work(tx, lsn);
+        Ok(lsn)
+    }
+
+    /// One write as its own transaction: `value` `None` deletes; with `no_overwrite` it
+    /// fails if the key is present. Returns whether the key was present.
+    pub(crate) fn autocommit(
+        &self,
+        db: u32,
+        key: &[u8],
+        value: Option<&[u8]>,
+        no_overwrite: bool,
+    ) -> Result<bool> {
+        let tx = self.tx()?;
+        if let Some(v) = value {
+            self.check_sizes(key, v)?;
+        }
+        let id = tx.txns.new_id();
+        let sk = scoped_key(db, key);
+        tx.txns.locks.lock(id, &sk, tx.lock_timeout)?;
+        let result = (|| {
+            let need_check = value.is_none() || no_overwrite;
+            let existed = need_check && self.read(|e| Ok(e.locate(db, key)?.is_some()))?.0;
+            if no_overwrite && existed {
+                return Err(Error::KeyExists);
+            }
+            if value.is_none() && !existed {
+                return Ok(false);
+            }
+            let op = match value {
+                Some(value) => Op::Put { db, key, value },
+                None => Op::Delete { db, key },
+            };
+            AUTOCOMMIT_OPS.with(|b| {
+                let mut b = b.borrow_mut();
+                b.clear();
+                b.push(op);
+                self.commit_txn(id, &[], b.ops(), &[db], tx.durability)
+            })?;
+            tx.txns.stats.commits.fetch_add(1, Relaxed);
+            Ok(existed)
+        })();
+        tx.txns.locks.release(id, &[sk]);
+        result
+    }
+
+    /// Asks the background thread for a checkpoint when enough log has gathered, and for
+    /// the log's next segment when the log wants one.
+    fn request_background_work(&self, tx: &Tx, lsn: u64) {
+        if lsn.saturating_sub(tx.last_checkpoint_lsn.load(Relaxed)) >= tx.checkpoint_log_bytes {
+            tx.request_checkpoint();
+        }
+        if tx.wal.as_ref().is_some_and(|w| w.take_spare_request()) {
+            tx.request_spare_segment();
+        }
+    }
+}
+
+/// With the log in memory only, a commit takes the LSNs its records would take.
+fn in_memory_lsn(tx: &Tx, txn: u64, ddl: &[Ddl], commit: Record) -> Result<u64> {
+    let mut len = crate::wal::record::framed_size(&commit)? as u64;
+    for d in ddl {
+        len += crate::wal::record::framed_size(&d.record(txn))? as u64;
+    }
+    Ok(tx.inmem_lsn.fetch_add(len, Relaxed) + len)
+}
