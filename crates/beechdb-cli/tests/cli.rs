@@ -188,7 +188,7 @@ fn killed_transactional(dir: &std::path::Path, n: u32) {
     let env = beechdb::Env::open(live.path(), cfg).unwrap();
     let db = env.create_db("t").unwrap();
     for i in 0..n {
-        let mut t = env.begin_txn().unwrap();
+        let t = env.begin_txn().unwrap();
         t.put(&db, &i.to_be_bytes(), b"v").unwrap();
         let d = if i + 1 == n {
             beechdb::Durability::Sync

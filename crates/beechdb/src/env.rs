@@ -512,7 +512,7 @@ impl Env {
     pub fn create_db(&self, name: &str) -> Result<Db> {
         check_name(name)?;
         if self.shared.tx.is_some() {
-            let mut t = self.begin_txn_with(Isolation::ReadCommitted)?;
+            let t = self.begin_txn_with(Isolation::ReadCommitted)?;
             let db = t.create_db(name)?;
             t.commit()?;
             return Ok(db);
@@ -536,7 +536,7 @@ impl Env {
     /// transactional environment this is a transaction of its own.
     pub fn remove_db(&self, name: &str) -> Result<()> {
         if self.shared.tx.is_some() {
-            let mut t = self.begin_txn_with(Isolation::ReadCommitted)?;
+            let t = self.begin_txn_with(Isolation::ReadCommitted)?;
             t.remove_db(name)?;
             return t.commit().map(drop);
         }

@@ -52,7 +52,7 @@ pub use config::{
 pub use env::{Db, Env};
 pub use error::{Error, Result};
 pub use stats::{DbStat, EnvStat, TxnStat};
-pub use txn::{Txn, TxnIter};
+pub use txn::{Savepoint, Txn, TxnIter};
 pub use verify::{verify_path, Problem, VerifyReport};
 pub use wal::print_log;
 

@@ -43,7 +43,7 @@ fn transfer(env: &Env, db: &Db, rng: &mut impl Rng, retries: &AtomicU64) -> bool
             continue;
         }
         let attempt = (|| -> beechdb::Result<u64> {
-            let mut t = env.begin_txn()?;
+            let t = env.begin_txn()?;
             let from = balance(t.get_for_update(db, &a.to_be_bytes())?);
             let to = balance(t.get_for_update(db, &b.to_be_bytes())?);
             let amount = rng.gen_range(0..=from.min(100));
@@ -68,7 +68,7 @@ fn transfer(env: &Env, db: &Db, rng: &mut impl Rng, retries: &AtomicU64) -> bool
 
 fn setup(env: &Env) -> Db {
     let db = env.open_or_create_db("accounts").unwrap();
-    let mut t = env.begin_txn().unwrap();
+    let t = env.begin_txn().unwrap();
     for a in 0..ACCOUNTS {
         t.put(&db, &a.to_be_bytes(), &INITIAL.to_le_bytes())
             .unwrap();

@@ -43,7 +43,7 @@ fn writer(env: &Env, db: &Db, thread: u64, seed: u64, commits: usize) -> History
         acked: 0,
     };
     for _ in 0..commits {
-        let Ok(mut t) = env.begin_txn() else { break };
+        let Ok(t) = env.begin_txn() else { break };
         let mut next = h.models[h.acked].clone();
         for _ in 0..rng.gen_range(1..5) {
             let k = format!("t{thread}-{:04}", rng.gen_range(0..300)).into_bytes();

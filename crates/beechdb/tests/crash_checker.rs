@@ -189,7 +189,7 @@ fn session(
     for _ in 0..rng.gen_range(1..60) {
         match kind {
             Kind::Transactional => {
-                let mut t = env.begin_txn().unwrap();
+                let t = env.begin_txn().unwrap();
                 let mut next = model.clone();
                 if rng.gen_ratio(1, 10) {
                     // Create or remove a database, logged with the transaction's writes.

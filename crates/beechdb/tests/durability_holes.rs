@@ -45,7 +45,7 @@ fn value(i: u32) -> Vec<u8> {
 /// Commits key `i` as a transaction of its own.
 fn commit(env: &Env, i: u32, d: Durability) -> beechdb::Result<u64> {
     let db = env.open_db("d")?;
-    let mut t = env.begin_txn()?;
+    let t = env.begin_txn()?;
     t.put(&db, &key(i), &value(i))?;
     t.commit_with(d)
 }
@@ -553,7 +553,7 @@ fn s12_a_file_from_another_environment_or_a_diverged_copy_is_refused() {
         let env = open(storage, tds()).unwrap();
         let db = env.open_db("d").unwrap();
         for i in 100..160u32 {
-            let mut t = env.begin_txn().unwrap();
+            let t = env.begin_txn().unwrap();
             t.put(&db, &key(i), &vec![fill; 500]).unwrap();
             t.commit().unwrap();
             if i == 120 {
@@ -654,7 +654,7 @@ fn s14_damage_in_a_middle_segment_is_an_error_that_changes_nothing() {
         } else {
             Durability::NoSync
         };
-        let mut t = env.begin_txn().unwrap();
+        let t = env.begin_txn().unwrap();
         t.put(&db, &key(i), b"v").unwrap();
         t.commit_with(d).unwrap();
     }

@@ -25,7 +25,7 @@ fn commit_abort_and_drop() {
     let env = mem_env(&storage, tds());
     let a = env.create_db("a").unwrap();
     let b = env.create_db("b").unwrap();
-    let mut t = env.begin_txn().unwrap();
+    let t = env.begin_txn().unwrap();
     t.put(&a, b"k", b"1").unwrap();
     t.put(&b, b"k", b"2").unwrap();
     assert_eq!(
@@ -39,11 +39,11 @@ fn commit_abort_and_drop() {
         (a.get(b"k").unwrap(), b.get(b"k").unwrap()),
         (Some(b"1".to_vec()), Some(b"2".to_vec()))
     );
-    let mut t = env.begin_txn().unwrap();
+    let t = env.begin_txn().unwrap();
     t.put(&a, b"k", b"x").unwrap();
     assert!(t.delete(&b, b"k").unwrap());
     t.abort();
-    let mut t = env.begin_txn().unwrap();
+    let t = env.begin_txn().unwrap();
     t.put(&a, b"k", b"y").unwrap();
     drop(t); // aborts
     assert_eq!(
@@ -51,7 +51,7 @@ fn commit_abort_and_drop() {
         (Some(b"1".to_vec()), Some(b"2".to_vec()))
     );
     let lsn2 = {
-        let mut t = env.begin_txn().unwrap();
+        let t = env.begin_txn().unwrap();
         t.delete(&a, b"k").unwrap();
         t.commit().unwrap()
     };
@@ -77,7 +77,7 @@ fn snapshot_isolation() {
     db.put(b"x", b"0").unwrap();
     db.put(b"y", b"0").unwrap();
     let reader = env.begin_txn().unwrap();
-    let mut writer = env.begin_txn().unwrap();
+    let writer = env.begin_txn().unwrap();
     writer.put(&db, b"x", b"1").unwrap();
     writer.delete(&db, b"y").unwrap();
     writer.put(&db, b"z", b"new").unwrap();
@@ -97,7 +97,7 @@ fn snapshot_isolation() {
         .map(|r| r.unwrap().0)
         .collect();
     assert_eq!(all, vec![b"x".to_vec(), b"y".to_vec()]);
-    let mut own = env.begin_txn().unwrap();
+    let own = env.begin_txn().unwrap();
     own.put(&db, b"a", b"mine").unwrap();
     own.delete(&db, b"z").unwrap();
     let keys: Vec<Vec<u8>> = own
@@ -119,8 +119,8 @@ fn lost_update_is_prevented_and_waiters_follow_the_holder() {
     let db = env.create_db("d").unwrap();
     db.put(b"counter", b"0").unwrap();
     // Both read, both write: the second writer must not overwrite blindly.
-    let mut t1 = env.begin_txn().unwrap();
-    let mut t2 = env.begin_txn().unwrap();
+    let t1 = env.begin_txn().unwrap();
+    let t2 = env.begin_txn().unwrap();
     t1.get_for_update(&db, b"counter").unwrap();
     let env2 = env.clone();
     let db2 = db.clone();
@@ -140,10 +140,10 @@ fn lost_update_is_prevented_and_waiters_follow_the_holder() {
     assert!(matches!(&r, Err(e) if e.is_retryable()));
     t2.abort(); // as after any retryable error
                 // If the holder aborts instead, the waiter proceeds.
-    let mut t3 = env.begin_txn().unwrap();
+    let t3 = env.begin_txn().unwrap();
     t3.put(&db, b"counter", b"3").unwrap();
     let db3 = db.clone();
-    let mut t4 = env.begin_txn().unwrap();
+    let t4 = env.begin_txn().unwrap();
     let waiter = std::thread::spawn(move || {
         t4.put(&db3, b"counter", b"4").unwrap();
         t4.commit().unwrap()
@@ -161,8 +161,8 @@ fn deadlock_is_detected_promptly() {
         tds().lock_timeout(Duration::from_secs(30)),
     );
     let db = env.create_db("d").unwrap();
-    let mut t1 = env.begin_txn().unwrap();
-    let mut t2 = env.begin_txn().unwrap();
+    let t1 = env.begin_txn().unwrap();
+    let t2 = env.begin_txn().unwrap();
     t1.put(&db, b"a", b"1").unwrap();
     t2.put(&db, b"b", b"2").unwrap();
     let db1 = db.clone();
@@ -184,16 +184,16 @@ fn deadlock_is_detected_promptly() {
         start.elapsed()
     );
     assert_eq!(db.get(b"b").unwrap(), Some(b"1".to_vec()));
-    let mut t5 = env.begin_txn().unwrap();
+    let t5 = env.begin_txn().unwrap();
     t5.put(&db, b"c", b"5").unwrap();
     let env_short = mem_env(
         &MemStorage::new(),
         tds().lock_timeout(Duration::from_millis(30)),
     );
     let d2 = env_short.create_db("d").unwrap();
-    let mut h1 = env_short.begin_txn().unwrap();
+    let h1 = env_short.begin_txn().unwrap();
     h1.put(&d2, b"k", b"v").unwrap();
-    let mut h2 = env_short.begin_txn().unwrap();
+    let h2 = env_short.begin_txn().unwrap();
     assert!(matches!(h2.put(&d2, b"k", b"w"), Err(Error::LockTimeout)));
 }
 
@@ -337,7 +337,7 @@ fn sync_commits_survive_power_loss() {
         let db = env.create_db("d").unwrap();
         let mut acked = Vec::new();
         for i in 0..200u64 {
-            let mut t = env.begin_txn().unwrap();
+            let t = env.begin_txn().unwrap();
             t.put(&db, &i.to_be_bytes(), &[seed as u8; 100]).unwrap();
             t.put(&db, &(i + 1_000_000).to_be_bytes(), b"pair").unwrap();
             let d = match i % 3 {

@@ -31,7 +31,7 @@ fn create_and_remove_in_a_transaction() {
     let storage = MemStorage::new();
     let env = open(&storage, tds());
     let checkpoints = env.stat().unwrap().checkpoints;
-    let mut t = env.begin_txn().unwrap();
+    let t = env.begin_txn().unwrap();
     let orders = t.create_db("orders").unwrap();
     t.put(&orders, b"o1", b"apple").unwrap();
     assert_eq!(t.get(&orders, b"o1").unwrap(), Some(b"apple".to_vec()));
@@ -45,7 +45,7 @@ fn create_and_remove_in_a_transaction() {
     // A second creator of the same name waits for the first, then finds it taken.
     let env2 = env.clone();
     let racer = std::thread::spawn(move || {
-        let mut t2 = env2.begin_txn().unwrap();
+        let t2 = env2.begin_txn().unwrap();
         t2.create_db("orders").map(drop)
     });
     std::thread::sleep(Duration::from_millis(50));
@@ -61,13 +61,13 @@ fn create_and_remove_in_a_transaction() {
         "no checkpoint per create"
     );
     // An aborted create leaves nothing, and its name free.
-    let mut t = env.begin_txn().unwrap();
+    let t = env.begin_txn().unwrap();
     t.create_db("scratch").unwrap();
     t.abort();
     assert!(matches!(env.open_db("scratch"), Err(Error::DbNotFound(_))));
     env.create_db("scratch").unwrap();
     // Remove in a transaction: the removing transaction's own writes go with it.
-    let mut t = env.begin_txn().unwrap();
+    let t = env.begin_txn().unwrap();
     let scratch = env.open_db("scratch").unwrap();
     t.put(&scratch, b"k", b"v").unwrap();
     t.remove_db("scratch").unwrap();
@@ -78,7 +78,7 @@ fn create_and_remove_in_a_transaction() {
     assert_eq!(env.db_names().unwrap(), vec!["orders".to_string()]);
     // Writes to a database another transaction removed fail at commit, cleanly.
     let orders = env.open_db("orders").unwrap();
-    let mut writer = env.begin_txn().unwrap();
+    let writer = env.begin_txn().unwrap();
     writer.put(&orders, b"o2", b"pear").unwrap();
     env.remove_db("orders").unwrap();
     assert!(matches!(writer.commit(), Err(Error::Closed)));
@@ -86,7 +86,7 @@ fn create_and_remove_in_a_transaction() {
     let t = env.begin_txn().unwrap();
     let recreated = {
         drop(t);
-        let mut t = env.begin_txn().unwrap();
+        let t = env.begin_txn().unwrap();
         let db = t.create_db("orders").unwrap();
         t.put(&db, b"o3", b"plum").unwrap();
         t.commit().unwrap();
@@ -129,7 +129,7 @@ fn workload(storage: &MemStorage, seed: u64) -> (Vec<Model>, Vec<bool>) {
     let mut model = Model::new();
     for _ in 0..rng.gen_range(1..80) {
         let mut next = model.clone();
-        let mut t = env.begin_txn().unwrap();
+        let t = env.begin_txn().unwrap();
         let mut wrote = false;
         let result = (|| {
             for _ in 0..rng.gen_range(1..4) {

@@ -32,7 +32,7 @@ fn workload(storage: &MemStorage) -> (Vec<Model>, Option<Error>) {
     let db = env.open_db("d").unwrap();
     let mut model = Model::new();
     for i in 0..120u32 {
-        let mut t = env.begin_txn().unwrap();
+        let t = env.begin_txn().unwrap();
         for j in 0..3u32 {
             let k = format!("{:04}", (i * 37 + j * 101) % 500).into_bytes();
             let v = vec![
@@ -50,7 +50,7 @@ fn workload(storage: &MemStorage) -> (Vec<Model>, Option<Error>) {
             Ok(_) => models.push(model.clone()),
             Err(e) => {
                 // Refuses further commits with a clear error, and stays readable.
-                let mut again = env.begin_txn().unwrap();
+                let again = env.begin_txn().unwrap();
                 again.put(&db, b"after", b"failure").unwrap();
                 let r = again.commit();
                 assert!(

@@ -52,7 +52,7 @@ fn child_transactions() {
                         1 => Durability::NoSync,
                         _ => Durability::Sync,
                     };
-                    let mut txn = env.begin_txn().unwrap();
+                    let txn = env.begin_txn().unwrap();
                     let value = vec![seq as u8; rng.gen_range(1..300)];
                     txn.put(&a, &key(t, seq), &value).unwrap();
                     txn.put(&b, &key(t, seq), &value).unwrap();

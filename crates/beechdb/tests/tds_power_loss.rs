@@ -39,7 +39,7 @@ fn workload(storage: &MemStorage, seed: u64) -> (Vec<Model>, Vec<bool>) {
     };
     let mut model = Model::new();
     for _ in 0..rng.gen_range(1..150) {
-        let Ok(mut t) = env.begin_txn() else { break };
+        let Ok(t) = env.begin_txn() else { break };
         let mut next = model.clone();
         for _ in 0..rng.gen_range(1..6) {
             let k = format!("k{:04}", rng.gen_range(0..400)).into_bytes();

@@ -35,7 +35,7 @@ fn bound(rng: &mut StdRng) -> Bound<Vec<u8>> {
 /// A commit by another transaction: a few puts and deletes anywhere in the key space, but
 /// for the keys the scanning transaction holds locks on (`owned`).
 fn commit_elsewhere(env: &Env, db: &Db, rng: &mut StdRng, latest: &mut Model, owned: &Model) {
-    let mut t = env.begin_txn().unwrap();
+    let t = env.begin_txn().unwrap();
     for _ in 0..rng.gen_range(1..6) {
         let k = key(rng.gen_range(0..2200));
         if owned.contains_key(&k) {
@@ -77,7 +77,7 @@ fn snapshot_scans_see_the_snapshot_and_own_writes_whatever_commits_meanwhile() {
     let env = env();
     let db = env.create_db("d").unwrap();
     let mut latest = Model::new();
-    let mut fill = env.begin_txn().unwrap();
+    let fill = env.begin_txn().unwrap();
     for i in (0..2000).step_by(2) {
         let v = vec![(i % 251) as u8; 1 + (i as usize * 7) % 150];
         fill.put(&db, &key(i), &v).unwrap();
@@ -86,7 +86,7 @@ fn snapshot_scans_see_the_snapshot_and_own_writes_whatever_commits_meanwhile() {
     fill.commit().unwrap();
     for seed in 0..40u64 {
         let rng = &mut StdRng::seed_from_u64(seed);
-        let mut txn = env.begin_txn().unwrap();
+        let txn = env.begin_txn().unwrap();
         let mut view = latest.clone();
         let mut owned = Model::new();
         // Own writes, some inside and some outside the range.

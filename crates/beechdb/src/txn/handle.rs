@@ -1,125 +1,212 @@
-//! The public transaction handle, and the engine methods that serve it.
+//! The public transaction handle.
+//!
+//! Owns: [`Txn`], [`Savepoint`] and a transaction's private state (its write set, the undo
+//! of writes since its oldest live savepoint, its held locks, its databases created and
+//! removed). May call: `env` (reads through the engine's locks), `txn::commit`, the lock
+//! table. Invariants: every method takes `&self`, the state sitting behind a mutex that is
+//! never held while the engine's lock is taken by anything but the commit (so an iterator,
+//! which takes the engine's lock and then the state's, never waits on a cycle); a key is
+//! in `locked` exactly when the lock table holds it for this transaction; `undo` is empty
+//! when no savepoint is live.
 
 use super::scan::TxnIter;
-use super::{scoped_key, scoped_range, Ddl};
+use super::{scoped_key, Ddl};
 use crate::config::{Durability, Isolation};
-use crate::engine::{Engine, Need, NeedResult};
 use crate::env::{Db, Shared};
 use crate::error::{Error, Result};
 use crate::wal::{Op, OpsBuilder};
+use parking_lot::{Mutex, MutexGuard};
+use rustc_hash::FxHashSet;
 use std::collections::BTreeMap;
+use std::ops::RangeBounds;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 
 /// The lock-table "database" of database names: creating or removing a database locks its
 /// name, so two transactions cannot both create (or remove) the same one.
 const CATALOG_LOCK: u32 = crate::engine::CATALOG;
-use std::ops::{Bound, RangeBounds};
-use std::sync::atomic::Ordering::Relaxed;
-use std::sync::Arc;
-
-impl Engine {
-    /// The value of `key` as of snapshot `at` (`None`: the latest committed).
-    pub(crate) fn read_at(
-        &self,
-        db: u32,
-        key: &[u8],
-        at: Option<u64>,
-    ) -> NeedResult<Option<Vec<u8>>> {
-        if let (Some(s), false) = (at, self.versions.is_empty()) {
-            if let Some(chain) = self.versions.get(&scoped_key(db, key)) {
-                if let Some((_, before)) = chain.iter().find(|(lsn, _)| *lsn > s) {
-                    return Ok(before.clone());
-                }
-            }
-        }
-        match self.locate(db, key)? {
-            None => Ok(None),
-            Some((leaf, idx)) => self.with_value(leaf, idx, |v| v.to_vec()).map(Some),
-        }
-    }
-
-    /// Whether a commit newer than snapshot `at` wrote `key`.
-    pub(crate) fn committed_after(&self, db: u32, key: &[u8], at: u64) -> bool {
-        !self.versions.is_empty()
-            && self
-                .versions
-                .get(&scoped_key(db, key))
-                .and_then(|c| c.last())
-                .is_some_and(|(lsn, _)| *lsn > at)
-    }
-
-    pub(crate) fn read_latest_loading(&mut self, db: u32, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        loop {
-            match self.read_at(db, key, None) {
-                Ok(v) => return Ok(v),
-                Err(Need::Page(pid)) => self.load(pid)?,
-                Err(Need::Fail(e)) => return Err(e),
-            }
-        }
-    }
-
-    /// For keys of `db` in `[lo, hi)` written by commits newer than snapshot `at`: the value
-    /// each had at the snapshot (`None`: absent).
-    pub(crate) fn snapshot_overrides(
-        &self,
-        db: u32,
-        lo: &Bound<Vec<u8>>,
-        hi: &Bound<Vec<u8>>,
-        at: u64,
-    ) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
-        let (start, end) = scoped_range(db, lo, hi);
-        self.versions
-            .range((start, end))
-            .filter_map(|(k, chain)| {
-                chain
-                    .iter()
-                    .find(|(lsn, _)| *lsn > at)
-                    .map(|(_, before)| (k[4..].to_vec(), before.clone()))
-            })
-            .collect()
-    }
-
-    /// Drops versions no active snapshot can read.
-    pub(crate) fn gc_versions(&mut self, oldest: Option<u64>) {
-        match oldest {
-            None => self.versions.clear(),
-            Some(o) => self.versions.retain(|_, chain| {
-                chain.retain(|(lsn, _)| *lsn > o);
-                !chain.is_empty()
-            }),
-        }
-    }
-}
 
 /// A transaction over any databases of one environment. Reads see a snapshot taken at
 /// [`crate::Env::begin_txn`] (or the latest committed data under read-committed isolation)
-/// plus the transaction's own writes. Dropping an unfinished transaction aborts it.
+/// plus the transaction's own writes. Every method takes `&self`, so a transaction can be
+/// shared (between threads too), written while it is being iterated, and held by bindings;
+/// once committed or aborted, every call fails with [`Error::Closed`]. Dropping an
+/// unfinished transaction aborts it (when its iterators are gone too).
 ///
 /// ```
 /// use beechdb::{Config, Env};
 /// let dir = tempfile::tempdir()?;
 /// let env = Env::open(dir.path(), Config::new().transactional(true))?;
 /// let accounts = env.open_or_create_db("accounts")?;
-/// let mut txn = env.begin_txn()?;
+/// let txn = env.begin_txn()?;
 /// txn.put(&accounts, b"alice", b"100")?;
+/// let before_bob = txn.savepoint()?;
 /// txn.put(&accounts, b"bob", b"50")?;
+/// txn.rollback_to(&before_bob)?; // bob's write is undone, alice's kept
 /// let lsn = txn.commit()?; // durable (fsynced) when this returns
 /// assert!(lsn > 0);
 /// assert_eq!(accounts.get(b"alice")?, Some(b"100".to_vec()));
+/// assert_eq!(accounts.get(b"bob")?, None);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct Txn {
-    shared: Arc<Shared>,
+    inner: Arc<TxnInner>,
+}
+
+/// A point in a transaction to roll back to ([`Txn::rollback_to`]) or to release
+/// ([`Txn::release`]), as SQL's `SAVEPOINT`.
+#[derive(Debug)]
+pub struct Savepoint {
+    txn: u64,
+    id: u64,
+}
+
+pub(crate) struct TxnInner {
+    pub(super) shared: Arc<Shared>,
     id: u64,
     pub(super) snapshot: Option<u64>,
-    registered: Option<u64>,
+    state: Mutex<State>,
+}
+
+pub(super) struct State {
+    /// The latest write of each key (scoped by database), `None` deleting it.
     pub(super) writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
-    locked: Vec<Vec<u8>>,
+    /// For each write made while a savepoint is live, in order: the key and the entry it
+    /// replaced in `writes` (`None`: there was none).
+    undo: Vec<Undo>,
+    /// Live savepoints, oldest first.
+    marks: Vec<Mark>,
+    next_mark: u64,
+    locked: FxHashSet<Vec<u8>>,
     /// Databases created and removed, in order.
     ddl: Vec<Ddl>,
     /// Databases written (each once).
     dbs: Vec<u32>,
     durability: Durability,
+    registered: Option<u64>,
     finished: bool,
+}
+
+/// A write made while a savepoint was live: the key, and the entry it replaced in the write
+/// set (`None`: none; `Some(None)`: a delete).
+type Undo = (Vec<u8>, Option<Option<Vec<u8>>>);
+
+/// Where a savepoint was taken: the lengths of the undo log, the DDL list and the written
+/// databases at that moment.
+struct Mark {
+    id: u64,
+    undo: usize,
+    ddl: usize,
+    dbs: usize,
+}
+
+impl State {
+    /// Whether this transaction created database `db` (and has not removed it).
+    pub(super) fn created(&self, db: u32) -> bool {
+        self.ddl
+            .iter()
+            .any(|d| matches!(d, Ddl::Create { db: c, .. } if *c == db))
+            && !self.removed(db)
+    }
+
+    pub(super) fn removed(&self, db: u32) -> bool {
+        self.ddl
+            .iter()
+            .any(|d| matches!(d, Ddl::Remove { db: r, .. } if *r == db))
+    }
+
+    fn write(&mut self, db: u32, key: &[u8], value: Option<Vec<u8>>) {
+        if !self.dbs.contains(&db) {
+            self.dbs.push(db);
+        }
+        let sk = scoped_key(db, key);
+        let before = self.writes.insert(sk.clone(), value);
+        if !self.marks.is_empty() {
+            self.undo.push((sk, before));
+        }
+    }
+
+    /// The name's latest state in this transaction: `Some(Some(db))` created, `Some(None)`
+    /// removed, `None` untouched.
+    fn ddl_of(&self, name: &str) -> Option<Option<u32>> {
+        self.ddl.iter().rev().find_map(|d| match d {
+            Ddl::Create { db, name: n } if n == name => Some(Some(*db)),
+            Ddl::Remove { name: n, .. } if n == name => Some(None),
+            _ => None,
+        })
+    }
+}
+
+impl TxnInner {
+    pub(super) fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock()
+    }
+
+    /// The state of a transaction still going; [`Error::Closed`] after commit or abort.
+    pub(super) fn open_state(&self) -> Result<MutexGuard<'_, State>> {
+        let st = self.state.lock();
+        if st.finished {
+            return Err(Error::Closed);
+        }
+        Ok(st)
+    }
+
+    /// The state, if `db` may be used by this transaction.
+    pub(super) fn checked(&self, db: &Db) -> Result<MutexGuard<'_, State>> {
+        if !db.same_env(&self.shared) {
+            return Err(Error::InvalidArgument(
+                "database handle belongs to another environment".into(),
+            ));
+        }
+        let st = self.open_state()?;
+        if st.removed(db.id()) {
+            return Err(Error::Closed);
+        }
+        Ok(st)
+    }
+
+    fn finish(&self, st: &mut State, committed: bool) {
+        if st.finished {
+            return;
+        }
+        st.finished = true;
+        if let Ok(tx) = self.shared.tx() {
+            tx.txns.locks.release(self.id, st.locked.drain());
+            if let Some(s) = st.registered.take() {
+                tx.txns.unregister(s);
+            }
+            let counter = if committed {
+                &tx.txns.stats.commits
+            } else {
+                &tx.txns.stats.aborts
+            };
+            counter.fetch_add(1, Relaxed);
+        }
+    }
+}
+
+impl Drop for TxnInner {
+    fn drop(&mut self) {
+        let mut st = std::mem::replace(self.state.get_mut(), State::empty());
+        self.finish(&mut st, false);
+    }
+}
+
+impl State {
+    fn empty() -> State {
+        State {
+            writes: BTreeMap::new(),
+            undo: Vec::new(),
+            marks: Vec::new(),
+            next_mark: 0,
+            locked: FxHashSet::default(),
+            ddl: Vec::new(),
+            dbs: Vec::new(),
+            durability: Durability::Sync,
+            registered: None,
+            finished: true,
+        }
+    }
 }
 
 impl Txn {
@@ -135,192 +222,155 @@ impl Txn {
             }
         };
         tx.txns.stats.begun.fetch_add(1, Relaxed);
-        let durability = tx.durability;
-        Ok(Txn {
-            shared,
-            id,
-            snapshot,
+        let state = State {
+            durability: tx.durability,
             registered: snapshot,
-            writes: BTreeMap::new(),
-            locked: Vec::new(),
-            ddl: Vec::new(),
-            dbs: Vec::new(),
-            durability,
             finished: false,
+            ..State::empty()
+        };
+        Ok(Txn {
+            inner: Arc::new(TxnInner {
+                shared,
+                id,
+                snapshot,
+                state: Mutex::new(state),
+            }),
         })
     }
 
-    /// Whether this transaction created database `db` (and has not removed it).
-    pub(super) fn created(&self, db: u32) -> bool {
-        self.ddl
-            .iter()
-            .any(|d| matches!(d, Ddl::Create { db: c, .. } if *c == db))
-            && !self.removed(db)
-    }
-
-    fn removed(&self, db: u32) -> bool {
-        self.ddl
-            .iter()
-            .any(|d| matches!(d, Ddl::Remove { db: r, .. } if *r == db))
+    /// The LSN of the snapshot this transaction reads (`None` under read-committed).
+    pub fn snapshot_lsn(&self) -> Option<u64> {
+        self.inner.snapshot
     }
 
     /// Creates database `name` when the transaction commits; the handle works in this
     /// transaction at once, and everywhere after the commit. [`Error::DbExists`] if the
     /// name is taken.
-    pub fn create_db(&mut self, name: &str) -> Result<Db> {
-        self.check_open()?;
+    pub fn create_db(&self, name: &str) -> Result<Db> {
+        drop(self.inner.open_state()?);
         crate::env::check_name(name)?;
         self.lock(CATALOG_LOCK, name.as_bytes())?;
-        let exists = self.shared.engine.read().names.contains_key(name);
-        let ours = self.ddl.iter().rev().find_map(|d| match d {
-            Ddl::Create { name: n, .. } if n == name => Some(true),
-            Ddl::Remove { name: n, .. } if n == name => Some(false),
-            _ => None,
-        });
-        if ours.unwrap_or(exists) {
+        let committed = self.inner.shared.engine.read().names.contains_key(name);
+        let mut st = self.inner.open_state()?;
+        if st.ddl_of(name).map_or(committed, |d| d.is_some()) {
             return Err(Error::DbExists(name.to_string()));
         }
-        let db = self.shared.write(|e| Ok(e.alloc_db_id()))?;
-        self.ddl.push(Ddl::Create {
+        let db = self.inner.shared.write(|e| Ok(e.alloc_db_id()))?;
+        st.ddl.push(Ddl::Create {
             db,
             name: name.to_string(),
         });
-        Ok(Db::new(self.shared.clone(), db, name))
+        Ok(Db::new(self.inner.shared.clone(), db, name))
     }
 
-    /// Removes database `name` when the transaction commits; the transaction's own writes
-    /// to it are discarded, and its handles fail with [`Error::Closed`] afterwards.
-    pub fn remove_db(&mut self, name: &str) -> Result<()> {
-        self.check_open()?;
+    /// Removes database `name` when the transaction commits; its handles fail with
+    /// [`Error::Closed`] in this transaction at once, and everywhere after the commit.
+    pub fn remove_db(&self, name: &str) -> Result<()> {
+        drop(self.inner.open_state()?);
         self.lock(CATALOG_LOCK, name.as_bytes())?;
-        let ours = self.ddl.iter().rev().find_map(|d| match d {
-            Ddl::Create { db, name: n } if n == name => Some(Some(*db)),
-            Ddl::Remove { name: n, .. } if n == name => Some(None),
-            _ => None,
-        });
-        let db = match ours {
-            Some(found) => found,
-            None => self.shared.engine.read().names.get(name).copied(),
-        }
-        .ok_or_else(|| Error::DbNotFound(name.to_string()))?;
-        let prefix = db.to_be_bytes();
-        self.writes.retain(|k, _| k[..4] != prefix);
-        self.dbs.retain(|&d| d != db);
-        self.ddl.push(Ddl::Remove {
+        let committed = self.inner.shared.engine.read().names.get(name).copied();
+        let mut st = self.inner.open_state()?;
+        let db = st
+            .ddl_of(name)
+            .unwrap_or(committed)
+            .ok_or_else(|| Error::DbNotFound(name.to_string()))?;
+        st.ddl.push(Ddl::Remove {
             db,
             name: name.to_string(),
         });
         Ok(())
-    }
-
-    fn check_open(&self) -> Result<()> {
-        if self.finished {
-            return Err(Error::Closed);
-        }
-        Ok(())
-    }
-
-    fn check(&self, db: &Db) -> Result<()> {
-        self.check_open()?;
-        if !db.same_env(&self.shared) {
-            return Err(Error::InvalidArgument(
-                "database handle belongs to another environment".into(),
-            ));
-        }
-        if self.removed(db.id()) {
-            return Err(Error::Closed);
-        }
-        Ok(())
-    }
-
-    /// The LSN of the snapshot this transaction reads (`None` under read-committed).
-    pub fn snapshot_lsn(&self) -> Option<u64> {
-        self.snapshot
     }
 
     /// The value of `key` in `db` as this transaction sees it.
     pub fn get(&self, db: &Db, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.check(db)?;
-        if let Some(w) = self.writes.get(&scoped_key(db.id(), key)) {
-            return Ok(w.clone());
+        {
+            let st = self.inner.checked(db)?;
+            if let Some(w) = st.writes.get(&scoped_key(db.id(), key)) {
+                return Ok(w.clone());
+            }
+            if st.created(db.id()) {
+                return Ok(None);
+            }
         }
-        if self.created(db.id()) {
-            return Ok(None);
-        }
-        let (v, _) = self
-            .shared
-            .read(|e| e.read_at(db.id(), key, self.snapshot))?;
+        let at = self.inner.snapshot;
+        let (v, _) = self.inner.shared.read(|e| e.read_at(db.id(), key, at))?;
         Ok(v)
     }
 
     /// The entries of `db` with keys in `range`, ascending, as this transaction sees them: its
     /// snapshot (or, under read-committed, the latest committed data as each leaf is read)
-    /// plus its own writes. Streams a leaf at a time; holds no lock between items.
-    pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, db: &Db, range: R) -> TxnIter<'_> {
+    /// plus its own writes, including those made while the iteration goes on, in the part
+    /// of the range not yet reached. Streams a leaf at a time; holds no lock between items.
+    pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, db: &Db, range: R) -> TxnIter {
         self.scan(db, range, false)
     }
 
     /// Every entry of `db`, ascending, as this transaction sees it.
-    pub fn iter(&self, db: &Db) -> TxnIter<'_> {
+    pub fn iter(&self, db: &Db) -> TxnIter {
         self.scan::<&[u8], _>(db, .., false)
     }
 
     /// As [`Txn::range`], descending.
-    pub fn range_rev<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, db: &Db, range: R) -> TxnIter<'_> {
+    pub fn range_rev<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, db: &Db, range: R) -> TxnIter {
         self.scan(db, range, true)
     }
 
-    fn scan<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, db: &Db, range: R, rev: bool) -> TxnIter<'_> {
+    fn scan<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, db: &Db, range: R, rev: bool) -> TxnIter {
         let lo = range.start_bound().map(|k| k.as_ref().to_vec());
         let hi = range.end_bound().map(|k| k.as_ref().to_vec());
-        TxnIter::new(self, db.clone(), lo, hi, rev, self.check(db).err())
+        let misuse = self.inner.checked(db).err();
+        TxnIter::new(self.inner.clone(), db.clone(), lo, hi, rev, misuse)
     }
 
     /// Reads `key` and locks it for this transaction (Berkeley DB's `DB_RMW`), so that no
     /// other transaction can write it before this one ends.
-    pub fn get_for_update(&mut self, db: &Db, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.check(db)?;
+    pub fn get_for_update(&self, db: &Db, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        drop(self.inner.checked(db)?);
         self.lock(db.id(), key)?;
         self.get(db, key)
     }
 
     /// Writes `value` under `key` in `db` when the transaction commits.
-    pub fn put(&mut self, db: &Db, key: &[u8], value: &[u8]) -> Result<()> {
-        self.check(db)?;
-        self.shared.check_sizes(key, value)?;
+    pub fn put(&self, db: &Db, key: &[u8], value: &[u8]) -> Result<()> {
+        drop(self.inner.checked(db)?);
+        self.inner.shared.check_sizes(key, value)?;
         self.lock(db.id(), key)?;
-        self.note_db(db.id());
-        self.writes
-            .insert(scoped_key(db.id(), key), Some(value.to_vec()));
+        self.inner
+            .checked(db)?
+            .write(db.id(), key, Some(value.to_vec()));
         Ok(())
     }
 
     /// Deletes `key` from `db` when the transaction commits; returns whether it was present.
-    pub fn delete(&mut self, db: &Db, key: &[u8]) -> Result<bool> {
-        self.check(db)?;
+    pub fn delete(&self, db: &Db, key: &[u8]) -> Result<bool> {
+        drop(self.inner.checked(db)?);
         self.lock(db.id(), key)?;
-        self.note_db(db.id());
         let existed = self.get(db, key)?.is_some();
-        self.writes.insert(scoped_key(db.id(), key), None);
+        self.inner.checked(db)?.write(db.id(), key, None);
         Ok(existed)
     }
 
-    fn note_db(&mut self, db: u32) {
-        if !self.dbs.contains(&db) {
-            self.dbs.push(db);
-        }
-    }
-
-    fn lock(&mut self, db: u32, key: &[u8]) -> Result<()> {
+    /// Takes the key's lock for this transaction (waiting outside the state's mutex), then,
+    /// under snapshot isolation, fails with [`Error::Conflict`] if a commit newer than the
+    /// snapshot wrote it.
+    fn lock(&self, db: u32, key: &[u8]) -> Result<()> {
         let sk = scoped_key(db, key);
-        if self.locked.contains(&sk) {
+        if self.inner.open_state()?.locked.contains(&sk) {
             return Ok(());
         }
-        let tx = self.shared.tx()?;
-        tx.txns.locks.lock(self.id, &sk, tx.lock_timeout)?;
-        self.locked.push(sk);
-        if let Some(s) = self.snapshot {
-            if self.shared.engine.read().committed_after(db, key, s) {
+        let tx = self.inner.shared.tx()?;
+        tx.txns.locks.lock(self.inner.id, &sk, tx.lock_timeout)?;
+        {
+            let mut st = self.inner.state();
+            if st.finished {
+                // Finished meanwhile, by another thread sharing the transaction.
+                tx.txns.locks.release(self.inner.id, [sk]);
+                return Err(Error::Closed);
+            }
+            st.locked.insert(sk);
+        }
+        if let Some(s) = self.inner.snapshot {
+            if self.inner.shared.engine.read().committed_after(db, key, s) {
                 tx.txns.stats.conflicts.fetch_add(1, Relaxed);
                 return Err(Error::Conflict);
             }
@@ -328,63 +378,108 @@ impl Txn {
         Ok(())
     }
 
+    /// Marks a point to roll back to. Savepoints nest: rolling back to one undoes
+    /// everything done after it, later savepoints included.
+    pub fn savepoint(&self) -> Result<Savepoint> {
+        let mut st = self.inner.open_state()?;
+        let id = st.next_mark;
+        st.next_mark += 1;
+        let mark = Mark {
+            id,
+            undo: st.undo.len(),
+            ddl: st.ddl.len(),
+            dbs: st.dbs.len(),
+        };
+        st.marks.push(mark);
+        Ok(Savepoint {
+            txn: self.inner.id,
+            id,
+        })
+    }
+
+    fn mark_index(&self, st: &State, sp: &Savepoint) -> Result<usize> {
+        if sp.txn != self.inner.id {
+            return Err(Error::InvalidArgument(
+                "the savepoint belongs to another transaction".into(),
+            ));
+        }
+        st.marks.iter().position(|m| m.id == sp.id).ok_or_else(|| {
+            Error::InvalidArgument("the savepoint was released, or rolled back past".into())
+        })
+    }
+
+    /// Undoes every write, and every database created or removed, since `sp`; `sp` stays,
+    /// later savepoints go (as SQL's `ROLLBACK TO`). Locks taken since are kept.
+    pub fn rollback_to(&self, sp: &Savepoint) -> Result<()> {
+        let mut st = self.inner.open_state()?;
+        let i = self.mark_index(&st, sp)?;
+        let (undo, ddl, dbs) = (st.marks[i].undo, st.marks[i].ddl, st.marks[i].dbs);
+        while st.undo.len() > undo {
+            let (key, before) = st.undo.pop().expect("longer than the mark");
+            match before {
+                Some(v) => st.writes.insert(key, v),
+                None => st.writes.remove(&key),
+            };
+        }
+        st.ddl.truncate(ddl);
+        st.dbs.truncate(dbs);
+        st.marks.truncate(i + 1);
+        Ok(())
+    }
+
+    /// Forgets `sp` and every savepoint after it, keeping what was done since (as SQL's
+    /// `RELEASE`).
+    pub fn release(&self, sp: Savepoint) -> Result<()> {
+        let mut st = self.inner.open_state()?;
+        let i = self.mark_index(&st, &sp)?;
+        st.marks.truncate(i);
+        if st.marks.is_empty() {
+            st.undo = Vec::new();
+        }
+        Ok(())
+    }
+
     /// Commits with the environment's default durability; returns the commit's LSN.
-    pub fn commit(self) -> Result<u64> {
-        let d = self.durability;
+    pub fn commit(&self) -> Result<u64> {
+        let d = self.inner.open_state()?.durability;
         self.commit_with(d)
     }
 
     /// Commits with durability `d`; returns the commit's LSN (for a transaction that wrote
-    /// nothing, the LSN of the data it read).
-    pub fn commit_with(mut self, d: Durability) -> Result<u64> {
-        self.check_open()?;
-        let result = if self.writes.is_empty() && self.ddl.is_empty() {
+    /// nothing, the LSN of the data it read). Whatever the outcome, the transaction is
+    /// finished: it releases its locks, and later calls fail with [`Error::Closed`].
+    pub fn commit_with(&self, d: Durability) -> Result<u64> {
+        let mut st = self.inner.open_state()?;
+        let result = if st.writes.is_empty() && st.ddl.is_empty() {
             Ok(self
+                .inner
                 .snapshot
-                .unwrap_or_else(|| self.shared.engine.read().commit_lsn))
+                .unwrap_or_else(|| self.inner.shared.engine.read().commit_lsn))
         } else {
+            // Writes to databases this transaction removed go with them.
             let mut ops = OpsBuilder::default();
-            for (k, v) in &self.writes {
+            for (k, v) in &st.writes {
                 let (db, key) = (u32::from_be_bytes(k[..4].try_into().unwrap()), &k[4..]);
+                if st.removed(db) {
+                    continue;
+                }
                 ops.push(match v {
                     Some(value) => Op::Put { db, key, value },
                     None => Op::Delete { db, key },
                 });
             }
-            self.shared
-                .commit_txn(self.id, &self.ddl, ops.ops(), &self.dbs, d)
+            let dbs: Vec<u32> = st.dbs.iter().copied().filter(|&d| !st.removed(d)).collect();
+            self.inner
+                .shared
+                .commit_txn(self.inner.id, &st.ddl, ops.ops(), &dbs, d)
         };
-        self.finish(result.is_ok());
+        self.inner.finish(&mut st, result.is_ok());
         result
     }
 
     /// Discards the transaction's writes and releases its locks.
-    pub fn abort(mut self) {
-        self.finish(false);
-    }
-
-    fn finish(&mut self, committed: bool) {
-        if self.finished {
-            return;
-        }
-        self.finished = true;
-        if let Ok(tx) = self.shared.tx() {
-            tx.txns.locks.release(self.id, &self.locked);
-            if let Some(s) = self.registered.take() {
-                tx.txns.unregister(s);
-            }
-            let counter = if committed {
-                &tx.txns.stats.commits
-            } else {
-                &tx.txns.stats.aborts
-            };
-            counter.fetch_add(1, Relaxed);
-        }
-    }
-}
-
-impl Drop for Txn {
-    fn drop(&mut self) {
-        self.finish(false);
+    pub fn abort(&self) {
+        let mut st = self.inner.state();
+        self.inner.finish(&mut st, false);
     }
 }

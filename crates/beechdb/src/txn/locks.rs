@@ -70,18 +70,20 @@ impl LockTable {
     }
 
     /// Releases every key in `keys` held by `txn` and wakes the waiters.
-    pub(crate) fn release(&self, txn: u64, keys: &[Vec<u8>]) {
-        if keys.is_empty() {
-            return;
-        }
+    pub(crate) fn release<K: AsRef<[u8]>>(&self, txn: u64, keys: impl IntoIterator<Item = K>) {
         let mut t = self.table.lock();
+        let mut any = false;
         for k in keys {
+            let k = k.as_ref();
             if t.owners.get(k) == Some(&txn) {
                 t.owners.remove(k);
+                any = true;
             }
         }
         drop(t);
-        self.released.notify_all();
+        if any {
+            self.released.notify_all();
+        }
     }
 }
 
@@ -102,7 +104,7 @@ mod tests {
             lt.lock(2, b"a", Duration::from_secs(5)),
             Err(Error::Deadlock)
         ));
-        lt.release(2, &[b"b".to_vec()]);
+        lt.release(2, [b"b"]);
         assert!(waiter.join().unwrap().unwrap());
         assert!(matches!(
             lt.lock(3, b"a", Duration::from_millis(20)),

@@ -19,10 +19,11 @@ mod commit;
 mod handle;
 pub(crate) mod locks;
 mod scan;
+mod versions;
 
 pub(crate) use commit::Ddl;
 
-pub use handle::Txn;
+pub use handle::{Savepoint, Txn};
 pub use scan::TxnIter;
 
 use parking_lot::Mutex;

@@ -8,18 +8,22 @@
 //! view of the whole interval. Commits between batches change only later intervals, and those
 //! are restored the same way when read; the transaction's own writes are merged last.
 
-use super::{scoped_range, Txn};
+use super::handle::TxnInner;
+use super::scoped_range;
 use crate::btree::cursor::{beyond, read_run, seek_from};
 use crate::engine::{Engine, NeedResult};
 use crate::env::Db;
 use crate::error::{Error, Result};
 use std::collections::BTreeMap;
 use std::ops::Bound;
+use std::sync::Arc;
 
 /// The entries of a key range as a transaction sees them, in key order (or reverse).
-/// Created by [`Txn::range`] and [`Txn::range_rev`]; holds no lock between items.
-pub struct TxnIter<'t> {
-    txn: &'t Txn,
+/// Created by [`crate::Txn::range`], [`crate::Txn::range_rev`] and [`crate::Txn::iter`]; owns
+/// what it needs (it keeps the transaction open), and holds no lock between items, so the
+/// transaction may write while it iterates.
+pub struct TxnIter {
+    txn: Arc<TxnInner>,
     db: Db,
     /// Where the next batch starts: the lower bound going forward, the upper going back.
     from: Bound<Vec<u8>>,
@@ -33,9 +37,9 @@ pub struct TxnIter<'t> {
     misuse: Option<Error>,
 }
 
-impl<'t> TxnIter<'t> {
+impl TxnIter {
     pub(crate) fn new(
-        txn: &'t Txn,
+        txn: Arc<TxnInner>,
         db: Db,
         lo: Bound<Vec<u8>>,
         hi: Bound<Vec<u8>>,
@@ -101,7 +105,8 @@ impl<'t> TxnIter<'t> {
 
     /// Reads the next batch into `self.batch`.
     fn refill(&mut self) -> Result<()> {
-        let batch = if self.txn.created(self.db.id()) {
+        let created = self.txn.open_state()?.created(self.db.id());
+        let batch = if created {
             // Created by this transaction: only its own writes are there.
             Batch {
                 run: Vec::new(),
@@ -120,12 +125,18 @@ impl<'t> TxnIter<'t> {
             };
         }
         let (lo, hi) = self.interval(&batch.upto);
-        for (k, v) in self.txn.writes.range(scoped_range(self.db.id(), lo, hi)) {
+        // The transaction's writes as they are now (the engine's lock is not held here).
+        let st = self.txn.open_state()?;
+        if st.removed(self.db.id()) {
+            return Err(crate::error::Error::Closed);
+        }
+        for (k, v) in st.writes.range(scoped_range(self.db.id(), lo, hi)) {
             match v {
                 Some(v) => view.insert(k[4..].to_vec(), v.clone()),
                 None => view.remove(&k[4..]),
             };
         }
+        drop(st);
         let mut entries: Vec<_> = view.into_iter().collect();
         if self.reverse {
             entries.reverse();
@@ -164,7 +175,7 @@ struct Batch {
     last: bool,
 }
 
-impl Iterator for TxnIter<'_> {
+impl Iterator for TxnIter {
     type Item = Result<(Vec<u8>, Vec<u8>)>;
 
     fn next(&mut self) -> Option<Self::Item> {

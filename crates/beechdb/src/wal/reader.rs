@@ -356,7 +356,7 @@ mod tests {
             .end();
         let mut commits: Vec<(u64, Done)> = Vec::new();
         for i in 0..400u32 {
-            let mut t = env.begin_txn().unwrap();
+            let t = env.begin_txn().unwrap();
             let mut done = Done::default();
             let name = format!("db{}", i % 3);
             let db = match env.open_db(&name) {

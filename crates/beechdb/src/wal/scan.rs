@@ -83,6 +83,22 @@ fn header(buf: &[u8], no: u64, env_id: u64) -> Result<(u64, u64)> {
     }
 }
 
+/// The length of `bytes` without its trailing zeros, compared a word at a time: segments
+/// are zero-filled, so most of a segment is usually zeros.
+fn nonzero_len(bytes: &[u8]) -> usize {
+    let whole = bytes.len() / 8 * 8;
+    if let Some(i) = bytes[whole..].iter().rposition(|&b| b != 0) {
+        return whole + i + 1;
+    }
+    let word = bytes[..whole]
+        .chunks_exact(8)
+        .rposition(|c| u64::from_ne_bytes(c.try_into().unwrap()) != 0);
+    word.map_or(0, |w| {
+        let last = bytes[w * 8..w * 8 + 8].iter().rposition(|&b| b != 0);
+        w * 8 + last.expect("a nonzero word") + 1
+    })
+}
+
 /// A whole record at file offset `off` of a segment starting at LSN `start`, checked on its
 /// own (not against the record before it); damage if its payload does not decode.
 fn record_at(buf: &[u8], start: u64, off: usize, salt: u32) -> Result<Option<Framed<'_>>> {
@@ -189,7 +205,9 @@ pub(crate) fn recover(
             "log damaged at LSN {pos} in {here}: {why}; every file is left as it was"
         ))
     };
-    let claims_durable = (off + 8..buf.len().saturating_sub(REC_HDR))
+    // Bytes after the last nonzero one hold no record: the scans stop there.
+    let data_end = off + nonzero_len(&buf[off..]);
+    let claims_durable = (off + 8..data_end.min(buf.len().saturating_sub(REC_HDR)))
         .step_by(8)
         .any(|o| {
             let lsn = start + (o - SEG_HDR) as u64;
@@ -211,17 +229,14 @@ pub(crate) fn recover(
         }
         let (b, _) = read_all(storage, n)?;
         header(&b, n, env_id)?;
-        if b[SEG_HDR..].iter().any(|&x| x != 0) {
+        if nonzero_len(&b[SEG_HDR..]) > 0 {
             return Err(damaged(format!(
                 "{} after it holds log records",
                 segment_name(n)
             )));
         }
     }
-    let cut = buf[off..]
-        .iter()
-        .rposition(|&b| b != 0)
-        .map_or(0, |p| p as u64 + 1);
+    let cut = (data_end - off) as u64;
     if cut > 0 {
         let zeros = vec![0u8; cut as usize];
         let io = |e| Error::io(format!("cutting the torn tail of {here}"), e);
@@ -249,4 +264,20 @@ pub(crate) fn recover(
         chain,
         segments,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn nonzero_len_finds_the_last_nonzero_byte() {
+        for len in 0..40 {
+            for last in 0..=len {
+                let mut b = vec![0u8; len];
+                if last > 0 {
+                    b[last - 1] = 7;
+                }
+                assert_eq!(super::nonzero_len(&b), last, "len {len}");
+            }
+        }
+    }
 }
