@@ -24,12 +24,16 @@ use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-/// Slots 0..64 belong to one live thread each; slot 64 is shared by any threads beyond that.
-const SLOTS: usize = 65;
-const SHARED_SLOT: usize = 64;
+/// Words of the bitmask of slots in use: slots `0..64 * WORDS` belong to one live thread
+/// each (the SQL benchmarks run 100 threads); the slot after them is shared by any threads
+/// beyond that.
+const WORDS: usize = 4;
+const SHARED_SLOT: usize = 64 * WORDS;
+const SLOTS: usize = SHARED_SLOT + 1;
 
-/// Which of slots 0..64 a live thread holds. A writer scans only those (and the shared one).
-static IN_USE: AtomicU64 = AtomicU64::new(0);
+/// Which of the per-thread slots a live thread holds. A writer scans only those (and the
+/// shared one).
+static IN_USE: [AtomicU64; WORDS] = [const { AtomicU64::new(0) }; WORDS];
 
 #[repr(align(64))]
 #[derive(Default)]
@@ -54,7 +58,7 @@ impl Drop for Claim {
     fn drop(&mut self) {
         let s = self.0.get();
         if s < SHARED_SLOT {
-            IN_USE.fetch_and(!(1u64 << s), Ordering::Release);
+            IN_USE[s / 64].fetch_and(!(1u64 << (s % 64)), Ordering::Release);
         }
     }
 }
@@ -63,26 +67,25 @@ thread_local! {
     static SLOT: Claim = const { Claim(Cell::new(usize::MAX)) };
 }
 
+/// Claims a free per-thread slot, or the shared one when all are taken.
+fn claim_slot() -> usize {
+    for (w, word) in IN_USE.iter().enumerate() {
+        let mut m = word.load(Ordering::Relaxed);
+        while m != u64::MAX {
+            let bit = (!m).trailing_zeros() as usize;
+            match word.compare_exchange_weak(m, m | 1 << bit, Ordering::SeqCst, Ordering::Relaxed) {
+                Ok(_) => return w * 64 + bit,
+                Err(now) => m = now,
+            }
+        }
+    }
+    SHARED_SLOT
+}
+
 fn my_slot() -> usize {
     SLOT.with(|c| {
         if c.0.get() == usize::MAX {
-            let mut m = IN_USE.load(Ordering::Relaxed);
-            let slot = loop {
-                if m == u64::MAX {
-                    break SHARED_SLOT;
-                }
-                let bit = (!m).trailing_zeros() as usize;
-                match IN_USE.compare_exchange_weak(
-                    m,
-                    m | 1 << bit,
-                    Ordering::SeqCst,
-                    Ordering::Relaxed,
-                ) {
-                    Ok(_) => break bit,
-                    Err(now) => m = now,
-                }
-            };
-            c.0.set(slot);
+            c.0.set(claim_slot());
         }
         c.0.get()
     })
@@ -116,20 +119,19 @@ impl<T> ReadMostlyLock<T> {
         self.writer.swap(true, Ordering::SeqCst);
         // A reader that claimed its slot after this load (its claim is SeqCst too) checks
         // the flag after this swap, so it sees the flag and backs off: skipping it is safe.
-        let mut live = IN_USE.load(Ordering::SeqCst);
-        let mut next = || {
-            if live == 0 {
-                return None;
-            }
-            let i = live.trailing_zeros() as usize;
-            live &= live - 1;
-            Some(i)
-        };
+        let live = IN_USE.iter().enumerate().flat_map(|(w, word)| {
+            let mut bits = word.load(Ordering::SeqCst);
+            std::iter::from_fn(move || {
+                if bits == 0 {
+                    return None;
+                }
+                let i = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                Some(w * 64 + i)
+            })
+        });
         let shared = std::iter::once(SHARED_SLOT);
-        for slot in std::iter::from_fn(&mut next)
-            .chain(shared)
-            .map(|i| &self.slots[i])
-        {
+        for slot in live.chain(shared).map(|i| &self.slots[i]) {
             let mut spins = 0u32;
             while slot.0.load(Ordering::SeqCst) != 0 {
                 spins += 1;
@@ -307,12 +309,25 @@ mod tests {
 
     #[test]
     fn readers_never_see_a_half_done_write() {
+        half_done_writes_unseen(4, 20_000);
+    }
+
+    /// More threads than per-thread slots: the rest share one slot, and each thread that
+    /// ends gives its slot back.
+    #[test]
+    fn more_threads_than_slots() {
+        half_done_writes_unseen(SHARED_SLOT as u64 + 40, 500);
+        let slot = std::thread::spawn(my_slot).join().unwrap();
+        assert!(slot < SHARED_SLOT, "slots of ended threads are free again");
+    }
+
+    fn half_done_writes_unseen(threads: u64, rounds: u64) {
         let lock = Arc::new(ReadMostlyLock::new((0u64, 0u64)));
-        let handles: Vec<_> = (0..4)
+        let handles: Vec<_> = (0..threads)
             .map(|t| {
                 let lock = lock.clone();
                 std::thread::spawn(move || {
-                    for i in 0..20_000u64 {
+                    for i in 0..rounds {
                         if (i + t) % 5 == 0 {
                             let mut w = lock.write();
                             w.0 += 1;
@@ -330,8 +345,10 @@ mod tests {
             h.join().unwrap();
         }
         let r = lock.read();
-        assert_eq!(r.0, 16_000);
-        assert_eq!(r.1, 16_000);
+        let writes = (0..threads)
+            .map(|t| (0..rounds).filter(|i| (i + t) % 5 == 0).count() as u64)
+            .sum::<u64>();
+        assert_eq!((r.0, r.1), (writes, writes));
     }
 
     /// Every round, each sleeper (asleep or polling) sees the round's value once woken: none
