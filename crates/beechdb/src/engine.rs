@@ -464,7 +464,7 @@ impl Engine {
         self.dbs
             .get(id as usize)
             .and_then(|d| d.as_ref())
-            .ok_or(Error::Closed)
+            .ok_or(Error::DbRemoved)
     }
 
     #[inline]

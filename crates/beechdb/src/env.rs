@@ -532,7 +532,7 @@ impl Env {
         }
     }
 
-    /// Removes a database and frees its pages. Its handles fail with [`Error::Closed`]. In a
+    /// Removes a database and frees its pages. Its handles fail with [`Error::DbRemoved`]. In a
     /// transactional environment this is a transaction of its own.
     pub fn remove_db(&self, name: &str) -> Result<()> {
         if self.shared.tx.is_some() {

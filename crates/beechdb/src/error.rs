@@ -1,11 +1,27 @@
 //! The error vocabulary of the public API.
 //!
 //! Owns: [`Error`] and [`Result`]. Every variant names one failure a caller can act on; each
-//! maps onto a Berkeley DB return code (see [`Error::bdb_code_name`]) so that the C API can
-//! report it the way Berkeley DB programs expect.
+//! maps onto a Berkeley DB return code (see [`Error::code`]) so that the C API can report
+//! it the way Berkeley DB programs expect.
 
 use std::fmt;
 use std::io;
+
+/// Berkeley DB 5.3's error numbers (from its `db.h`), which [`Error::code`] returns.
+pub mod codes {
+    /// The key/data pair already exists.
+    pub const DB_KEYEXIST: i32 = -30994;
+    /// Deadlock (and, here, a write-write conflict under snapshot isolation).
+    pub const DB_LOCK_DEADLOCK: i32 = -30993;
+    /// Lock unavailable (a lock wait timed out).
+    pub const DB_LOCK_NOTGRANTED: i32 = -30992;
+    /// Key/data pair not found.
+    pub const DB_NOTFOUND: i32 = -30988;
+    /// The environment must be reopened (recovered).
+    pub const DB_RUNRECOVERY: i32 = -30973;
+    /// Verify failed; bad format.
+    pub const DB_VERIFY_BAD: i32 = -30970;
+}
 
 /// The result type of every fallible BeechDB call.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -72,8 +88,12 @@ pub enum Error {
     DbNotFound(String),
     /// A database of that name already exists.
     DbExists(String),
-    /// The handle was used after its environment was closed or its database removed.
+    /// The handle was used after its environment was closed.
     Closed,
+    /// The database handle was used after its database was removed.
+    DbRemoved,
+    /// The transaction was used after it committed or aborted.
+    TxnFinished,
     /// Another transaction committed a change to a key this transaction writes, after this
     /// transaction's snapshot was taken (first committer wins). Abort and retry.
     Conflict,
@@ -100,24 +120,35 @@ impl Error {
         }
     }
 
-    /// The Berkeley DB error code this error corresponds to, for the C API and for messages.
-    pub fn bdb_code_name(&self) -> &'static str {
+    /// The Berkeley DB error this error corresponds to: its numeric code (Berkeley DB
+    /// 5.3's, or an errno) and its name. Stable: the C API returns these numbers.
+    pub fn code(&self) -> (i32, &'static str) {
         match self {
-            Error::KeyExists => "DB_KEYEXIST",
-            Error::Corrupt { .. } => "DB_VERIFY_BAD",
-            Error::Poisoned { .. } => "DB_RUNRECOVERY",
-            Error::Io { .. } => "EIO",
-            Error::Locked { .. } => "EBUSY",
-            Error::DbNotFound(_) => "ENOENT",
-            Error::DbExists(_) => "EEXIST",
+            Error::KeyExists => (codes::DB_KEYEXIST, "DB_KEYEXIST"),
+            Error::Corrupt { .. } => (codes::DB_VERIFY_BAD, "DB_VERIFY_BAD"),
+            Error::Poisoned { .. } => (codes::DB_RUNRECOVERY, "DB_RUNRECOVERY"),
+            Error::Io { source, .. } => match source.raw_os_error() {
+                Some(libc::ENOSPC) => (libc::ENOSPC, "ENOSPC"),
+                _ => (libc::EIO, "EIO"),
+            },
+            Error::Locked { .. } => (libc::EBUSY, "EBUSY"),
+            Error::DbNotFound(_) => (libc::ENOENT, "ENOENT"),
+            Error::DbExists(_) => (libc::EEXIST, "EEXIST"),
             Error::KeyTooLarge { .. }
             | Error::ValueTooLarge { .. }
             | Error::RecordTooLarge { .. }
-            | Error::InvalidArgument(_) => "EINVAL",
-            Error::Closed => "EINVAL",
-            Error::Conflict | Error::Deadlock => "DB_LOCK_DEADLOCK",
-            Error::LockTimeout => "DB_LOCK_NOTGRANTED",
+            | Error::InvalidArgument(_)
+            | Error::Closed
+            | Error::DbRemoved
+            | Error::TxnFinished => (libc::EINVAL, "EINVAL"),
+            Error::Conflict | Error::Deadlock => (codes::DB_LOCK_DEADLOCK, "DB_LOCK_DEADLOCK"),
+            Error::LockTimeout => (codes::DB_LOCK_NOTGRANTED, "DB_LOCK_NOTGRANTED"),
         }
+    }
+
+    /// The name of [`Error::code`].
+    pub fn bdb_code_name(&self) -> &'static str {
+        self.code().1
     }
 
     /// True for the errors that only mean "abort this transaction and run it again":
@@ -154,7 +185,9 @@ impl fmt::Display for Error {
             Error::InvalidArgument(m) => write!(f, "invalid argument: {m}"),
             Error::DbNotFound(n) => write!(f, "no database named {n:?}"),
             Error::DbExists(n) => write!(f, "a database named {n:?} already exists"),
-            Error::Closed => write!(f, "handle used after its environment was closed or its database removed"),
+            Error::Closed => write!(f, "handle used after its environment was closed"),
+            Error::DbRemoved => write!(f, "database handle used after its database was removed"),
+            Error::TxnFinished => write!(f, "transaction used after it committed or aborted"),
             Error::Conflict => write!(
                 f,
                 "write conflict: another transaction committed this key after this transaction began; abort and retry"

@@ -50,7 +50,7 @@ pub use config::{
     DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, MIN_CACHE_PAGES, MIN_PAGE_SIZE,
 };
 pub use env::{Db, Env};
-pub use error::{Error, Result};
+pub use error::{codes, Error, Result};
 pub use stats::{DbStat, EnvStat, TxnStat};
 pub use txn::{Savepoint, Txn, TxnIter};
 pub use verify::{verify_path, Problem, VerifyReport};

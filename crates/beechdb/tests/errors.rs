@@ -61,8 +61,8 @@ fn handle_misuse_and_names() {
     a.put(b"k", b"v").unwrap();
     assert!(matches!(a.insert(b"k", b"w"), Err(Error::KeyExists)));
     env.remove_db("a").unwrap();
-    assert!(matches!(a.get(b"k"), Err(Error::Closed)));
-    assert!(matches!(a.put(b"k", b"v"), Err(Error::Closed)));
+    assert!(matches!(a.get(b"k"), Err(Error::DbRemoved)));
+    assert!(matches!(a.put(b"k", b"v"), Err(Error::DbRemoved)));
     assert!(matches!(env.remove_db("a"), Err(Error::DbNotFound(_))));
     let b = env.create_db("b").unwrap();
     let env2 = env.clone();
@@ -70,6 +70,11 @@ fn handle_misuse_and_names() {
     assert!(matches!(b.get(b"k"), Err(Error::Closed)));
     assert!(matches!(env2.sync(), Err(Error::Closed)));
     assert!(matches!(b.cursor().first(), Err(Error::Closed)));
+    // Each error has Berkeley DB's code.
+    assert_eq!(Error::Closed.code(), (libc::EINVAL, "EINVAL"));
+    assert_eq!(Error::KeyExists.code().0, beechdb::codes::DB_KEYEXIST);
+    assert_eq!(Error::Deadlock.code().1, "DB_LOCK_DEADLOCK");
+    assert_eq!(Error::LockTimeout.code().0, -30992);
     // Closing released the lock: the environment opens again.
     let env = mem_env(&storage);
     assert_eq!(env.db_names().unwrap(), vec!["b".to_string()]);

@@ -56,7 +56,7 @@ fn check(t: &Txn, main: &Db, extra: Option<&Db>, view: &View, rng: &mut impl Rng
             let got: Data = t.iter(db).map(|kv| kv.unwrap()).collect();
             assert_eq!(&got, data, "{at}: extra");
         }
-        (Some(db), None) => assert!(matches!(t.get(db, b"x"), Err(Error::Closed)), "{at}"),
+        (Some(db), None) => assert!(matches!(t.get(db, b"x"), Err(Error::DbRemoved)), "{at}"),
         (None, _) => {}
     }
 }
@@ -183,7 +183,7 @@ fn misused_savepoints_are_refused() {
     );
     a.release(sp_a).unwrap();
     a.commit().unwrap();
-    assert!(matches!(a.savepoint(), Err(Error::Closed)));
+    assert!(matches!(a.savepoint(), Err(Error::TxnFinished)));
     assert_eq!(db.get(b"k").unwrap(), None);
 }
 
@@ -241,5 +241,5 @@ fn a_transaction_shared_between_threads() {
     assert_eq!(t.iter(&db).count(), 1000);
     t.commit().unwrap();
     assert_eq!(db.len().unwrap(), 1000);
-    assert!(matches!(t.put(&db, b"late", b"v"), Err(Error::Closed)));
+    assert!(matches!(t.put(&db, b"late", b"v"), Err(Error::TxnFinished)));
 }

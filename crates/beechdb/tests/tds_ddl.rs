@@ -41,7 +41,7 @@ fn create_and_remove_in_a_transaction() {
         .eq([(b"o1".to_vec(), b"apple".to_vec())]));
     // Not visible outside before the commit.
     assert!(matches!(env.open_db("orders"), Err(Error::DbNotFound(_))));
-    assert!(matches!(orders.get(b"o1"), Err(Error::Closed)));
+    assert!(matches!(orders.get(b"o1"), Err(Error::DbRemoved)));
     // A second creator of the same name waits for the first, then finds it taken.
     let env2 = env.clone();
     let racer = std::thread::spawn(move || {
@@ -71,17 +71,17 @@ fn create_and_remove_in_a_transaction() {
     let scratch = env.open_db("scratch").unwrap();
     t.put(&scratch, b"k", b"v").unwrap();
     t.remove_db("scratch").unwrap();
-    assert!(matches!(t.put(&scratch, b"k", b"v"), Err(Error::Closed)));
+    assert!(matches!(t.put(&scratch, b"k", b"v"), Err(Error::DbRemoved)));
     assert!(matches!(t.remove_db("scratch"), Err(Error::DbNotFound(_))));
     t.commit().unwrap();
-    assert!(matches!(scratch.get(b"k"), Err(Error::Closed)));
+    assert!(matches!(scratch.get(b"k"), Err(Error::DbRemoved)));
     assert_eq!(env.db_names().unwrap(), vec!["orders".to_string()]);
     // Writes to a database another transaction removed fail at commit, cleanly.
     let orders = env.open_db("orders").unwrap();
     let writer = env.begin_txn().unwrap();
     writer.put(&orders, b"o2", b"pear").unwrap();
     env.remove_db("orders").unwrap();
-    assert!(matches!(writer.commit(), Err(Error::Closed)));
+    assert!(matches!(writer.commit(), Err(Error::DbRemoved)));
     // All of it comes back from the log alone.
     let t = env.begin_txn().unwrap();
     let recreated = {

@@ -114,7 +114,7 @@ impl Shared {
                     .iter()
                     .any(|d| matches!(d, Ddl::Create { db: c, .. } if *c == db));
                 if e.db(db).is_err() && !created {
-                    return Err(Error::Closed);
+                    return Err(Error::DbRemoved);
                 }
             }
             let commit = Record::Commit { txn, prev: 0, ops };

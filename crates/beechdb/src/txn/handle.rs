@@ -30,7 +30,7 @@ const CATALOG_LOCK: u32 = crate::engine::CATALOG;
 /// [`crate::Env::begin_txn`] (or the latest committed data under read-committed isolation)
 /// plus the transaction's own writes. Every method takes `&self`, so a transaction can be
 /// shared (between threads too), written while it is being iterated, and held by bindings;
-/// once committed or aborted, every call fails with [`Error::Closed`]. Dropping an
+/// once committed or aborted, every call fails with [`Error::TxnFinished`]. Dropping an
 /// unfinished transaction aborts it (when its iterators are gone too).
 ///
 /// ```
@@ -142,11 +142,11 @@ impl TxnInner {
         self.state.lock()
     }
 
-    /// The state of a transaction still going; [`Error::Closed`] after commit or abort.
+    /// The state of a transaction still going; [`Error::TxnFinished`] after commit or abort.
     pub(super) fn open_state(&self) -> Result<MutexGuard<'_, State>> {
         let st = self.state.lock();
         if st.finished {
-            return Err(Error::Closed);
+            return Err(Error::TxnFinished);
         }
         Ok(st)
     }
@@ -160,7 +160,7 @@ impl TxnInner {
         }
         let st = self.open_state()?;
         if st.removed(db.id()) {
-            return Err(Error::Closed);
+            return Err(Error::DbRemoved);
         }
         Ok(st)
     }
@@ -264,7 +264,7 @@ impl Txn {
     }
 
     /// Removes database `name` when the transaction commits; its handles fail with
-    /// [`Error::Closed`] in this transaction at once, and everywhere after the commit.
+    /// [`Error::DbRemoved`] in this transaction at once, and everywhere after the commit.
     pub fn remove_db(&self, name: &str) -> Result<()> {
         drop(self.inner.open_state()?);
         self.lock(CATALOG_LOCK, name.as_bytes())?;
@@ -365,7 +365,7 @@ impl Txn {
             if st.finished {
                 // Finished meanwhile, by another thread sharing the transaction.
                 tx.txns.locks.release(self.inner.id, [sk]);
-                return Err(Error::Closed);
+                return Err(Error::TxnFinished);
             }
             st.locked.insert(sk);
         }
@@ -447,7 +447,7 @@ impl Txn {
 
     /// Commits with durability `d`; returns the commit's LSN (for a transaction that wrote
     /// nothing, the LSN of the data it read). Whatever the outcome, the transaction is
-    /// finished: it releases its locks, and later calls fail with [`Error::Closed`].
+    /// finished: it releases its locks, and later calls fail with [`Error::TxnFinished`].
     pub fn commit_with(&self, d: Durability) -> Result<u64> {
         let mut st = self.inner.open_state()?;
         let result = if st.writes.is_empty() && st.ddl.is_empty() {

@@ -128,7 +128,7 @@ impl TxnIter {
         // The transaction's writes as they are now (the engine's lock is not held here).
         let st = self.txn.open_state()?;
         if st.removed(self.db.id()) {
-            return Err(crate::error::Error::Closed);
+            return Err(crate::error::Error::DbRemoved);
         }
         for (k, v) in st.writes.range(scoped_range(self.db.id(), lo, hi)) {
             match v {
