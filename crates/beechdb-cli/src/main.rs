@@ -90,6 +90,14 @@ enum Command {
         #[arg(short, long)]
         remove: bool,
     },
+    /// Copy a consistent checkpoint of everything committed into a new environment (like
+    /// db_hotbackup). The copy opens on its own.
+    Backup {
+        /// Environment directory.
+        dir: PathBuf,
+        /// Directory for the copy (created; must hold no environment).
+        dest: PathBuf,
+    },
     /// Print every record of the log, one per line: LSN, kind and fields (like
     /// db_printlog). Reads only; works beside a process that has the environment open.
     Printlog {
@@ -193,6 +201,14 @@ fn run(cli: Cli) -> Res<ExitCode> {
                         .map_err(|e| format!("removing {}: {e}", path.display()))?;
                 }
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Backup { dir, dest } => {
+            let env = open_existing(&dir, true, accept)?;
+            env.backup(&dest)?;
+            let generation = env.stat()?.generation;
+            env.close()?;
+            println!("checkpoint {generation} copied to {}", dest.display());
             Ok(ExitCode::SUCCESS)
         }
         Command::Printlog { dir } => {

@@ -328,6 +328,27 @@ fn inspecting_tools_create_and_convert_nothing() {
 }
 
 #[test]
+fn backup_makes_an_environment_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    killed_transactional(dir.path(), 500);
+    let dest = dir.path().join("copy");
+    let (code, out, err) = beech(
+        &[
+            "backup",
+            dir.path().to_str().unwrap(),
+            dest.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("copied"), "{out}");
+    let (code, out, _) = beech(&["stat", dest.to_str().unwrap()], None);
+    assert_eq!(code, 0);
+    assert!(out.contains("500\tEntries"), "{out}");
+    assert_eq!(beech(&["verify", dest.to_str().unwrap()], None).0, 0);
+}
+
+#[test]
 fn printlog_lists_every_record() {
     let dir = tempfile::tempdir().unwrap();
     killed_transactional(dir.path(), 3000);

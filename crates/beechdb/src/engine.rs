@@ -94,8 +94,8 @@ pub(crate) struct Engine {
     pub(crate) log_lsn: u64,
     pub(crate) log_segment: u64,
     pub(crate) log_chain: u32,
-    /// The log segment the durable checkpoint begins in: older segments are not needed.
-    pub(crate) durable_log_segment: u64,
+    /// The meta record of the durable checkpoint.
+    pub(crate) durable_meta: Meta,
     /// Fixed at creation: salts the log's checksums.
     pub(crate) env_id: u64,
     pub(crate) mode: Mode,
@@ -365,7 +365,7 @@ impl Engine {
             log_lsn: meta.log_lsn,
             log_segment: meta.log_segment,
             log_chain: meta.log_chain,
-            durable_log_segment: meta.log_segment,
+            durable_meta: meta,
             env_id: meta.env_id,
             mode,
             commit_lsn: meta.log_lsn,
@@ -767,9 +767,10 @@ impl Engine {
         for pid in std::mem::take(&mut self.retired) {
             self.cache.discard(pid);
         }
-        self.space.reusable(work.reusable_when_durable);
+        self.space
+            .reusable(work.reusable_when_durable, work.meta.generation);
         self.generation = work.meta.generation;
-        self.durable_log_segment = work.meta.log_segment;
+        self.durable_meta = work.meta;
         self.freelist_pages = work.list_pages;
         self.checkpoint_in_flight = false;
         self.checkpoints += 1;

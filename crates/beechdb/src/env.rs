@@ -455,6 +455,24 @@ impl Env {
         &self.shared
     }
 
+    /// Pins the durable checkpoint: its pages stay as they are while the returned handle
+    /// lives, to be read page by page or copied, whatever commits and checkpoints follow.
+    /// Call [`Env::sync`] first to include every change so far.
+    pub fn pin_checkpoint(&self) -> Result<crate::PinnedCheckpoint> {
+        crate::PinnedCheckpoint::pin(self.shared.clone())
+    }
+
+    /// A hot backup into directory `dir` (created if missing, holding no environment):
+    /// a checkpoint of everything committed so far, copied while work goes on, as a new
+    /// environment that opens on its own (Berkeley DB's `db_hotbackup`).
+    pub fn backup(&self, dir: impl AsRef<Path>) -> Result<()> {
+        let dir = dir.as_ref();
+        let storage = OsStorage::new(dir)
+            .map_err(|e| Error::io(format!("creating directory {}", dir.display()), e))?;
+        self.sync()?;
+        self.pin_checkpoint()?.copy_to(&storage)
+    }
+
     /// The mode the environment was created in (and is open in).
     pub fn mode(&self) -> Mode {
         self.shared.engine.read().mode
@@ -481,7 +499,7 @@ impl Env {
         self.shared.tx()?;
         // Read before the listing: a checkpoint completing meanwhile only makes more
         // segments unnecessary.
-        let durable = self.shared.engine.read().durable_log_segment;
+        let durable = self.shared.engine.read().durable_meta.log_segment;
         let listing = Listing::read(self.shared.storage.as_ref())?;
         Ok(listing
             .segments

@@ -37,6 +37,7 @@ mod engine;
 mod env;
 mod error;
 mod files;
+mod pinned;
 mod stats;
 pub mod storage;
 mod sync;
@@ -51,6 +52,7 @@ pub use config::{
 };
 pub use env::{Db, Env};
 pub use error::{codes, Error, Result};
+pub use pinned::PinnedCheckpoint;
 pub use stats::{DbStat, EnvStat, TxnStat};
 pub use txn::{Savepoint, Txn, TxnIter};
 pub use verify::{verify_path, Problem, VerifyReport};

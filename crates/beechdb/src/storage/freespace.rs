@@ -4,7 +4,11 @@
 //! and which were allocated since the last durable checkpoint ("fresh"). Invariant: a page
 //! that the durable checkpoint references is never handed out, so a crash at any instant
 //! finds that checkpoint intact. Freeing a fresh page makes it reusable at once; freeing any
-//! other page only queues it until the next checkpoint is durable.
+//! other page only queues it until the next checkpoint is durable. A pinned checkpoint's
+//! pages are not handed out either: pages that become reusable when checkpoint `g` is
+//! durable (the checkpoint before `g` referenced them) are held while a checkpoint older
+//! than `g` is pinned, and are still listed as free by every checkpoint (a pin does not
+//! survive a crash).
 
 use rustc_hash::FxHashSet;
 use std::collections::BTreeSet;
@@ -19,6 +23,11 @@ pub(crate) struct FreeSpace {
     fresh: FxHashSet<u64>,
     /// Pages 0..page_count exist; higher numbers extend the file.
     page_count: u64,
+    /// Pins per checkpoint generation.
+    pins: std::collections::BTreeMap<u64, usize>,
+    /// Pages that became reusable when the checkpoint of the generation given was durable,
+    /// held for a pin on an older checkpoint.
+    held: Vec<(u64, Vec<u64>)>,
 }
 
 impl FreeSpace {
@@ -64,13 +73,21 @@ impl FreeSpace {
         self.pending.len()
     }
 
-    /// Every page the next checkpoint will list as free: free now, or freed since the last.
+    /// Pages held for pinned checkpoints.
+    pub fn held_count(&self) -> usize {
+        self.held.iter().map(|(_, p)| p.len()).sum()
+    }
+
+    /// Every page the next checkpoint will list as free: free now, held for a pin, or freed
+    /// since the last.
     pub fn checkpoint_free_list(&self) -> Vec<u64> {
+        let held = self.held.iter().flat_map(|(_, p)| p.iter().copied());
         let mut all: Vec<u64> = self
             .free
             .iter()
             .copied()
             .chain(self.pending.iter().copied())
+            .chain(held)
             .collect();
         all.sort_unstable();
         all
@@ -78,7 +95,31 @@ impl FreeSpace {
 
     /// Total entries the next free list will hold.
     pub fn checkpoint_free_len(&self) -> usize {
-        self.free.len() + self.pending.len()
+        self.free.len() + self.pending.len() + self.held_count()
+    }
+
+    /// Keeps the pages of checkpoint `generation` (the durable one) from reuse until
+    /// [`FreeSpace::unpin`].
+    pub fn pin(&mut self, generation: u64) {
+        *self.pins.entry(generation).or_default() += 1;
+    }
+
+    /// Ends one pin of `generation`; pages no pin needs any more become reusable.
+    pub fn unpin(&mut self, generation: u64) {
+        if let Some(n) = self.pins.get_mut(&generation) {
+            *n -= 1;
+            if *n == 0 {
+                self.pins.remove(&generation);
+            }
+        }
+        let oldest = self.pins.keys().next().copied();
+        let (free, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.held)
+            .into_iter()
+            .partition(|(g, _)| oldest.is_none_or(|o| o >= *g));
+        self.held = keep;
+        for (_, pages) in free {
+            self.free.extend(pages);
+        }
     }
 
     /// A checkpoint begins: the pages allocated so far are its own from now on (none is
@@ -89,9 +130,14 @@ impl FreeSpace {
         std::mem::take(&mut self.pending)
     }
 
-    /// The checkpoint that sealed `pages` is durable, and no longer references them.
-    pub fn reusable(&mut self, pages: Vec<u64>) {
-        self.free.extend(pages);
+    /// The checkpoint that sealed `pages`, of generation `generation`, is durable and no
+    /// longer references them: they are free, unless a checkpoint older than it is pinned.
+    pub fn reusable(&mut self, pages: Vec<u64>, generation: u64) {
+        if self.pins.keys().next().is_some_and(|&o| o < generation) {
+            self.held.push((generation, pages));
+        } else {
+            self.free.extend(pages);
+        }
     }
 }
 
@@ -122,11 +168,40 @@ mod tests {
             11,
             "page 10 belongs to the checkpoint being written"
         );
-        fs.reusable(sealed);
+        fs.reusable(sealed, 2);
         assert_eq!(fs.allocate(), 7);
         assert_eq!(fs.allocate(), 12, "page 10 waits for the checkpoint after");
         let sealed = fs.seal();
-        fs.reusable(sealed);
+        fs.reusable(sealed, 3);
         assert_eq!(fs.allocate(), 10);
+    }
+
+    #[test]
+    fn a_pinned_checkpoint_keeps_its_pages() {
+        // Checkpoint 5 is durable and references page 4; it is pinned.
+        let mut fs = FreeSpace::new(10, []);
+        fs.pin(5);
+        fs.release(4);
+        let sealed = fs.seal();
+        fs.reusable(sealed, 6);
+        assert_eq!(
+            fs.allocate(),
+            10,
+            "page 4 is held for the pin on checkpoint 5"
+        );
+        assert_eq!(
+            fs.checkpoint_free_list(),
+            vec![4],
+            "but listed free by checkpoints"
+        );
+        fs.pin(6);
+        fs.unpin(5);
+        assert_eq!(
+            fs.allocate(),
+            4,
+            "a pin on checkpoint 6 does not need page 4"
+        );
+        fs.unpin(6);
+        assert_eq!(fs.held_count(), 0);
     }
 }

@@ -84,8 +84,12 @@ pub(crate) fn seal(p: &mut [u8], pid: u64, gen: u64) {
     wr32(p, 0, crc);
 }
 
+/// What kind of page a reader expects.
+pub(crate) const ANY_KIND: u8 = u8::MAX;
+
 /// Checks a page image read from page `pid`: checksum, own number, generation no newer than
-/// `max_gen`, and the expected kind (any node kind when `want` is `None`). Returns the kind.
+/// `max_gen`, and the expected kind (any node kind when `want` is `None`, any kind at all
+/// when it is [`ANY_KIND`]). Returns the kind.
 pub(crate) fn check(p: &[u8], pid: u64, max_gen: u64, want: Option<u8>) -> Result<u8> {
     let stored = rd32(p, 0);
     if crc32c::crc32c(&p[4..]) != stored {
@@ -107,6 +111,8 @@ pub(crate) fn check(p: &[u8], pid: u64, max_gen: u64, want: Option<u8>) -> Resul
     }
     let k = kind(p);
     match want {
+        Some(ANY_KIND) if (KIND_LEAF..=KIND_FREELIST).contains(&k) => Ok(k),
+        Some(ANY_KIND) => Err(Error::corrupt(pid, format!("unknown page kind {k}"))),
         Some(w) if w != k => Err(Error::corrupt(
             pid,
             format!(
