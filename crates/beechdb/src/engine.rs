@@ -113,6 +113,35 @@ pub(crate) struct Engine {
     opened_from: (Meta, u64),
 }
 
+/// A page a reader found missing: what it needs to load it with no lock held, and the
+/// change counter of its page number to prove, under the shared lock again, that the page
+/// still means what the reader's descent saw.
+pub(crate) struct PageMiss {
+    pub pid: u64,
+    pub epoch: u32,
+    file: Arc<dyn StorageFile>,
+    page_count: u64,
+    max_gen: u64,
+    layout: Layout,
+}
+
+impl PageMiss {
+    /// Reads and checks the page (the I/O of a cache miss, under no lock).
+    pub fn load(&self) -> Result<Box<[u8]>> {
+        let mut buf = vec![0u8; self.layout.page_size].into_boxed_slice();
+        read_checked(
+            self.file.as_ref(),
+            self.pid,
+            &mut buf,
+            self.page_count,
+            self.max_gen,
+            None,
+        )?;
+        node::validate(&buf, self.pid, &self.layout, self.page_count)?;
+        Ok(buf)
+    }
+}
+
 /// The leaf the last write went to, with the key range it covers and its path, so that a
 /// following write to a nearby key can skip the descent.
 #[derive(Default)]
@@ -459,6 +488,14 @@ impl Engine {
         Error::io(context, e)
     }
 
+    /// Records a failure of another part (the log) on the write path; returns it.
+    pub fn poison_with(&mut self, context: String, e: Error) -> Error {
+        if self.poisoned.is_none() {
+            self.poisoned = Some(format!("{context}: {e}"));
+        }
+        e
+    }
+
     #[inline]
     pub fn db(&self, id: u32) -> Result<&DbState> {
         self.dbs
@@ -489,6 +526,35 @@ impl Engine {
         self.cache.misses += 1;
         self.cache.insert(pid, buf, false);
         Ok(())
+    }
+
+    /// What a reader needs to load `pid` with no lock held (see [`PageMiss`]).
+    pub fn miss(&self, pid: u64) -> PageMiss {
+        PageMiss {
+            pid,
+            epoch: self.cache.epoch(pid),
+            file: self.file.clone(),
+            page_count: self.space.page_count(),
+            max_gen: self.generation + 1,
+            layout: self.layout,
+        }
+    }
+
+    /// Evicts clean pages (no I/O) down to 7/8 of the budget, for readers.
+    pub fn shrink_clean(&mut self) {
+        let target = self.cache.capacity() - self.cache.capacity() / 8;
+        for _ in 0..self.cache.len() {
+            if self.cache.len() <= target {
+                break;
+            }
+            let Some(pid) = self.cache.victim() else {
+                break;
+            };
+            if !self.cache.frame_mut(pid).is_some_and(|f| f.dirty) {
+                self.epoch += 1;
+                self.cache.evict(pid);
+            }
+        }
     }
 
     /// Makes `pid` resident.

@@ -40,6 +40,9 @@ pub(crate) struct Shared {
     max_key: usize,
 }
 
+/// Loads a reader tries without the exclusive lock before it takes it.
+const READ_ATTEMPTS: usize = 64;
+
 /// How committers and `close` reach the background checkpointer.
 #[derive(Default)]
 pub(crate) struct CheckpointSignal {
@@ -154,19 +157,46 @@ impl Shared {
         }
     }
 
-    /// Runs `op` under the shared lock, or under the exclusive lock loading pages it needs.
+    /// Runs `op` under the shared lock. A page it needs that is not in memory is read with
+    /// no lock held and added to the cache under the shared lock (see `cache`), then `op`
+    /// runs again; readers take the exclusive lock only to evict clean pages when loaded
+    /// ones overfill the cache (no I/O), or to load after repeated conflicts with writers
+    /// (both counted).
     /// Returns the result and the data version it saw.
     pub(crate) fn read<T>(&self, mut op: impl FnMut(&Engine) -> NeedResult<T>) -> Result<(T, u64)> {
         self.live()?;
-        {
-            let e = self.engine.read();
-            match op(&e) {
-                Ok(v) => return Ok((v, self.data_version.load(Ordering::Acquire))),
-                Err(Need::Fail(err)) => return Err(err),
-                Err(Need::Page(_)) => {}
+        for _ in 0..READ_ATTEMPTS {
+            let miss = {
+                let e = self.engine.read();
+                match op(&e) {
+                    Ok(v) => return Ok((v, self.data_version.load(Ordering::Acquire))),
+                    Err(Need::Fail(err)) => return Err(err),
+                    Err(Need::Page(pid)) => e.miss(pid),
+                }
+            };
+            let loaded = miss.load();
+            let overfull = {
+                let e = self.engine.read();
+                match loaded {
+                    Ok(image) => {
+                        e.cache.add_loaded(miss.pid, image, miss.epoch);
+                    }
+                    // Unless the page changed meaning meanwhile (freed, reused), a real error.
+                    Err(err) if e.cache.epoch(miss.pid) == miss.epoch => return Err(err),
+                    Err(_) => {}
+                }
+                e.cache.len() > e.cache.capacity() + e.cache.capacity() / 4 + 64
+            };
+            if overfull {
+                // A brief hold with no I/O: clean pages only, down to 7/8 of the budget.
+                let mut e = self.engine.write();
+                e.cache.reader_evictions.fetch_add(1, Ordering::Relaxed);
+                e.shrink_clean();
             }
         }
+        // Writers kept changing what the reader needed: load under the exclusive lock.
         let mut e = self.engine.write();
+        e.cache.reads_locked.fetch_add(1, Ordering::Relaxed);
         loop {
             match op(&e) {
                 Ok(v) => {
@@ -210,7 +240,7 @@ impl Shared {
                                 let generation = e.generation + 1;
                                 w.append(&mut w.arrive(), &[Record::Checkpoint { generation }])?;
                             }
-                            w.flush_all()?
+                            w.position()
                         }
                         None => (tx.inmem_lsn.load(Ordering::Relaxed), 0, 0),
                     };
@@ -223,6 +253,14 @@ impl Shared {
             };
             (e.begin_checkpoint()?, lsn)
         };
+        // The log up to the checkpoint's position, and the segment holding it, exist before
+        // the meta page naming them is written; no I/O under the engine's lock.
+        if let (Some(w), Some(lsn)) = (self.tx.as_ref().and_then(|t| t.wal.as_ref()), lsn) {
+            if let Err(err) = w.flush_to(lsn) {
+                let context = "writing the log before a checkpoint".to_string();
+                return Err(self.engine.write().poison_with(context, err));
+            }
+        }
         if let Some(work) = work {
             let written = work.write(|| self.engine.read());
             let mut e = self.engine.write();

@@ -6,6 +6,7 @@ use crate::engine::Engine;
 use crate::error::Result;
 use serde::Serialize;
 use std::fmt;
+use std::sync::atomic::Ordering::Relaxed;
 
 /// Environment statistics.
 #[derive(Debug, Clone, Serialize)]
@@ -18,8 +19,17 @@ pub struct EnvStat {
     pub cache_resident_pages: u64,
     /// Page lookups served from the cache.
     pub cache_hits: u64,
-    /// Pages read from the file.
+    /// Pages read from the file: by readers with no lock held, and by writers (under the
+    /// exclusive lock).
     pub cache_misses: u64,
+    /// Of those, pages read by readers with no lock held.
+    pub cache_loads_unlocked: u64,
+    /// Reads that loaded pages under the exclusive lock, after repeated conflicts with
+    /// writers.
+    pub cache_reads_locked: u64,
+    /// Times readers took the exclusive lock to evict clean pages (no I/O) because the pages
+    /// they loaded overfilled the cache.
+    pub cache_reader_evictions: u64,
     /// Pages evicted.
     pub cache_evictions: u64,
     /// Dirty pages written out by eviction.
@@ -97,7 +107,10 @@ impl EnvStat {
             cache_capacity_bytes: e.cache.capacity() as u64 * ps,
             cache_resident_pages: e.cache.len() as u64,
             cache_hits: e.cache.hits(),
-            cache_misses: e.cache.misses,
+            cache_misses: e.cache.misses + e.cache.shared_loads.load(Relaxed),
+            cache_loads_unlocked: e.cache.shared_loads.load(Relaxed),
+            cache_reads_locked: e.cache.reads_locked.load(Relaxed),
+            cache_reader_evictions: e.cache.reader_evictions.load(Relaxed),
             cache_evictions: e.cache.evictions,
             cache_dirty_evictions: e.cache.dirty_evictions,
             pages_written: e.pages_written,
@@ -117,7 +130,7 @@ impl EnvStat {
 
 impl fmt::Display for EnvStat {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let rows: [(&str, String); 15] = [
+        let rows: [(&str, String); 18] = [
             ("Page size", self.page_size.to_string()),
             (
                 "Cache capacity (bytes)",
@@ -129,6 +142,18 @@ impl fmt::Display for EnvStat {
             ),
             ("Cache hits", self.cache_hits.to_string()),
             ("Cache misses", self.cache_misses.to_string()),
+            (
+                "Cache misses loaded by readers with no lock",
+                self.cache_loads_unlocked.to_string(),
+            ),
+            (
+                "Reads that loaded under the exclusive lock",
+                self.cache_reads_locked.to_string(),
+            ),
+            (
+                "Clean evictions by readers (no I/O)",
+                self.cache_reader_evictions.to_string(),
+            ),
             ("Cache evictions", self.cache_evictions.to_string()),
             (
                 "Dirty pages written by eviction",

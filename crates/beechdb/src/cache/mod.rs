@@ -5,10 +5,24 @@
 //! file and the generation). Invariants: a page number maps to at most one frame; a frame is
 //! either in use (in the map) or on the free-frame list. Reads take `&self` (under the
 //! engine's read lock) and only touch atomics; everything else needs `&mut self`.
+//!
+//! Pages loaded by readers: a reader that misses reads the page with no lock held, then,
+//! under the shared lock again, adds it to a side table of loaded pages (`&self`, behind a
+//! mutex) if no change to its page number's residency happened meanwhile: every insert,
+//! discard, move and eviction bumps a change counter of the page's bucket, which only
+//! `&mut self` can do, so a counter read under the shared lock before and after the load
+//! proves the page still means what the reader's descent saw. Loaded pages become frames
+//! at the next `&mut` call (a writer's), before anything else changes the cache, so a
+//! loaded image is handed out only while no writer runs. Invariant: a page number is in at
+//! most one of the map and the side table.
 
+use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+
+/// Buckets of page-number change counters.
+const EPOCH_BUCKETS: usize = 4096;
 
 pub(crate) struct Frame {
     pub pid: u64,
@@ -26,7 +40,18 @@ pub(crate) struct Cache {
     capacity: usize,
     page_size: usize,
     hits: StripedCounter,
+    /// Pages loaded by readers under the shared lock, waiting to become frames.
+    loaded: Mutex<FxHashMap<u64, Box<[u8]>>>,
+    loaded_len: AtomicUsize,
+    /// Change counters of page-number buckets (see the module doc).
+    epochs: Box<[u32]>,
+    /// Pages loaded under the exclusive lock (by writers), and by readers without it.
     pub misses: u64,
+    pub shared_loads: AtomicU64,
+    /// Reads that loaded under the exclusive lock after repeated conflicts with writers,
+    /// and reads that took it to evict clean pages their loads overfilled the cache with.
+    pub reads_locked: AtomicU64,
+    pub reader_evictions: AtomicU64,
     pub evictions: u64,
     pub dirty_evictions: u64,
 }
@@ -42,7 +67,13 @@ impl Cache {
             capacity: capacity_pages,
             page_size,
             hits: StripedCounter::default(),
+            loaded: Mutex::new(FxHashMap::default()),
+            loaded_len: AtomicUsize::new(0),
+            epochs: vec![0; EPOCH_BUCKETS].into_boxed_slice(),
             misses: 0,
+            shared_loads: AtomicU64::new(0),
+            reads_locked: AtomicU64::new(0),
+            reader_evictions: AtomicU64::new(0),
             evictions: 0,
             dirty_evictions: 0,
         }
@@ -50,12 +81,27 @@ impl Cache {
 
     #[inline]
     pub fn get(&self, pid: u64) -> Option<&[u8]> {
-        let &i = self.map.get(&pid)?;
-        let f = self.frames[i as usize].as_ref()?;
-        if !f.referenced.load(Relaxed) {
-            f.referenced.store(true, Relaxed);
+        match self.map.get(&pid) {
+            Some(&i) => {
+                let f = self.frames[i as usize].as_ref()?;
+                if !f.referenced.load(Relaxed) {
+                    f.referenced.store(true, Relaxed);
+                }
+                Some(&f.data)
+            }
+            None if self.loaded_len.load(Relaxed) > 0 => self.get_loaded(pid),
+            None => None,
         }
-        Some(&f.data)
+    }
+
+    #[cold]
+    fn get_loaded(&self, pid: u64) -> Option<&[u8]> {
+        let loaded = self.loaded.lock();
+        let data: *const [u8] = &**loaded.get(&pid)?;
+        // SAFETY: a loaded image's heap buffer is freed or moved only by `settle` or `drop`,
+        // which take `&mut self`, so it outlives this `&self` borrow; insertions into the
+        // table move the `Box`, not the buffer it points to.
+        Some(unsafe { &*data })
     }
 
     /// The image of `pid` if it is resident and dirty.
@@ -70,10 +116,52 @@ impl Cache {
     #[inline]
     pub fn contains(&self, pid: u64) -> bool {
         self.map.contains_key(&pid)
+            || (self.loaded_len.load(Relaxed) > 0 && self.loaded.lock().contains_key(&pid))
+    }
+
+    /// The change counter of `pid`'s bucket: read it under the shared lock before loading
+    /// the page without a lock, and pass it to [`Cache::add_loaded`].
+    pub fn epoch(&self, pid: u64) -> u32 {
+        self.epochs[pid as usize % EPOCH_BUCKETS]
+    }
+
+    fn touch(&mut self, pid: u64) {
+        let e = &mut self.epochs[pid as usize % EPOCH_BUCKETS];
+        *e = e.wrapping_add(1);
+    }
+
+    /// Adds the image of `pid` that a reader loaded without a lock, under the shared lock:
+    /// only if its bucket is unchanged since `epoch` was read and the page is not already
+    /// there. Returns whether it was added.
+    pub fn add_loaded(&self, pid: u64, data: Box<[u8]>, epoch: u32) -> bool {
+        if self.epoch(pid) != epoch || self.map.contains_key(&pid) {
+            return false;
+        }
+        let mut loaded = self.loaded.lock();
+        if loaded.contains_key(&pid) {
+            return false;
+        }
+        loaded.insert(pid, data);
+        self.loaded_len.fetch_add(1, Relaxed);
+        self.shared_loads.fetch_add(1, Relaxed);
+        true
+    }
+
+    /// Makes loaded pages frames, before anything changes the cache.
+    fn settle(&mut self) {
+        if *self.loaded_len.get_mut() == 0 {
+            return;
+        }
+        let loaded = std::mem::take(self.loaded.get_mut());
+        *self.loaded_len.get_mut() = 0;
+        for (pid, data) in loaded {
+            self.insert_frame(pid, data, false);
+        }
     }
 
     #[inline]
     pub fn frame_mut(&mut self, pid: u64) -> Option<&mut Frame> {
+        self.settle();
         let &i = self.map.get(&pid)?;
         self.frames[i as usize].as_mut()
     }
@@ -90,7 +178,13 @@ impl Cache {
     }
 
     pub fn insert(&mut self, pid: u64, data: Box<[u8]>, dirty: bool) {
+        self.settle();
+        self.insert_frame(pid, data, dirty);
+    }
+
+    fn insert_frame(&mut self, pid: u64, data: Box<[u8]>, dirty: bool) {
         debug_assert!(!self.map.contains_key(&pid));
+        self.touch(pid);
         let frame = Frame {
             pid,
             data,
@@ -112,6 +206,8 @@ impl Cache {
 
     /// Drops page `pid` from the cache (it was freed); its buffer is recycled.
     pub fn discard(&mut self, pid: u64) {
+        self.settle();
+        self.touch(pid);
         if let Some(i) = self.map.remove(&pid) {
             if let Some(f) = self.frames[i as usize].take() {
                 self.spare.push(f.data);
@@ -122,17 +218,20 @@ impl Cache {
 
     /// Moves the frame of `old` to page number `new` (copy-on-write relocation).
     pub fn rekey(&mut self, old: u64, new: u64) {
+        self.settle();
+        self.touch(old);
+        self.touch(new);
         let i = self.map.remove(&old).expect("rekey of a non-resident page");
         self.frames[i as usize].as_mut().unwrap().pid = new;
         self.map.insert(new, i);
     }
 
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.map.len() + self.loaded_len.load(Relaxed)
     }
 
     pub fn over_budget(&self) -> bool {
-        self.map.len() > self.capacity
+        self.len() > self.capacity
     }
 
     pub fn capacity(&self) -> usize {
@@ -152,6 +251,7 @@ impl Cache {
     /// Chooses the next victim by the clock rule: a frame not referenced since the hand last
     /// passed. Returns its page number.
     pub fn victim(&mut self) -> Option<u64> {
+        self.settle();
         let n = self.frames.len();
         for _ in 0..2 * n + 1 {
             self.hand = (self.hand + 1) % n.max(1);
@@ -172,7 +272,8 @@ impl Cache {
     }
 
     /// Page numbers of every dirty frame, sorted.
-    pub fn dirty_pages(&self) -> Vec<u64> {
+    pub fn dirty_pages(&mut self) -> Vec<u64> {
+        self.settle();
         let mut v: Vec<u64> = self
             .frames
             .iter()

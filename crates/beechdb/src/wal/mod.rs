@@ -82,14 +82,44 @@ pub(crate) fn segment_name(no: u64) -> String {
     format!("log.{no:010}")
 }
 
+/// A log segment. A segment the log has switched to is installed (its file created, or the
+/// spare taken, given its header and name durably) by the first flush that reaches it, never
+/// by the commit that switched: that commit holds the engine's lock.
 pub(crate) struct Segment {
     pub no: u64,
     pub start: u64,
     pub cap: u64,
-    pub file: Box<dyn StorageFile>,
+    file: std::sync::OnceLock<Box<dyn StorageFile>>,
 }
 
 impl Segment {
+    pub(crate) fn installed(no: u64, start: u64, cap: u64, file: Box<dyn StorageFile>) -> Segment {
+        Segment {
+            no,
+            start,
+            cap,
+            file: file.into(),
+        }
+    }
+
+    fn pending(no: u64, start: u64, cap: u64) -> Segment {
+        Segment {
+            no,
+            start,
+            cap,
+            file: std::sync::OnceLock::new(),
+        }
+    }
+
+    pub(crate) fn is_installed(&self) -> bool {
+        self.file.get().is_some()
+    }
+
+    /// The segment's file; only installed segments are written or synced.
+    fn file(&self) -> &dyn StorageFile {
+        self.file.get().expect("an installed segment").as_ref()
+    }
+
     fn end(&self) -> u64 {
         self.start + self.cap
     }
@@ -154,12 +184,7 @@ impl Segment {
         file.sync_data().map_err(io)?;
         storage.rename(from, &name).map_err(io)?;
         storage.sync_dir().map_err(io)?;
-        Ok(Segment {
-            no,
-            start,
-            cap,
-            file,
-        })
+        Ok(Segment::installed(no, start, cap, file))
     }
 }
 
@@ -420,16 +445,10 @@ impl Wal {
             self.frame(g, &Record::SegmentEnd {}, end_rec, synced)?;
             let start = g.next_lsn;
             let cap = self.segment_size.max((size + REC_HDR) as u64);
-            match self.next_segment(cur.no + 1, start, cap) {
-                Ok(seg) => {
-                    g.segments.push(Arc::new(seg));
-                    g.spare_asked = false;
-                }
-                Err(e) => {
-                    g.poisoned = Some(e.to_string());
-                    return Err(e);
-                }
-            }
+            // Installed by the flush that reaches it, outside the engine's lock.
+            g.segments
+                .push(Arc::new(Segment::pending(cur.no + 1, start, cap)));
+            g.spare_asked = false;
         }
         let lsn = g.next_lsn;
         self.frame(g, rec, lsn, synced)?;
@@ -471,16 +490,25 @@ impl Wal {
         self.inner.lock().next_lsn
     }
 
-    /// Writes everything appended so far (no sync). Returns where a checkpoint taken now
-    /// begins its log: `(end LSN, chain value there, segment holding it)`.
-    pub(crate) fn flush_all(&self) -> Result<(u64, u32, u64)> {
-        let (end, chain, segment) = {
-            let g = self.inner.lock();
-            let seg = g.segments.last().expect("a log always has a segment").no;
-            (g.next_lsn, g.chain, seg)
-        };
-        self.flush(end, false)?;
-        Ok((end, chain, segment))
+    /// Where a checkpoint taken now begins its log: `(end LSN, chain value there, segment
+    /// holding it)`. The caller writes the log up to there ([`Wal::flush_to`]) before the
+    /// checkpoint's meta page, outside the engine's lock (it may install a segment).
+    pub(crate) fn position(&self) -> (u64, u32, u64) {
+        let g = self.inner.lock();
+        let seg = g.segments.last().expect("a log always has a segment").no;
+        (g.next_lsn, g.chain, seg)
+    }
+
+    /// Writes the log up to `end` (no sync), installing the segments it reaches.
+    pub(crate) fn flush_to(&self, end: u64) -> Result<()> {
+        self.flush(end, false)
+    }
+
+    /// Writes everything appended so far (no sync).
+    #[cfg(test)]
+    pub(crate) fn flush_all(&self) -> Result<()> {
+        let end = self.end();
+        self.flush(end, false)
     }
 
     /// A reader of this log from the record at `from` (its predecessor's checksum `chain`,
@@ -491,7 +519,12 @@ impl Wal {
     pub(crate) fn reader(&self, from: u64, chain: Option<u32>) -> Result<LogReader> {
         let (segments, tail, limit) = {
             let g = self.inner.lock();
-            let segments: Vec<u64> = g.segments.iter().map(|s| s.no).collect();
+            let segments: Vec<u64> = g
+                .segments
+                .iter()
+                .filter(|s| s.is_installed())
+                .map(|s| s.no)
+                .collect();
             let written = self.written.load(Acquire);
             if written == g.buf_lsn {
                 (segments, Some((g.buf_lsn, g.buf.clone())), g.next_lsn)
@@ -520,7 +553,7 @@ impl Wal {
         while g.segments.len() > 1 && g.segments[1].start <= lsn {
             let seg = g.segments.remove(0);
             let name = segment_name(seg.no);
-            if !keep {
+            if !keep && seg.is_installed() {
                 self.storage
                     .remove(&name)
                     .map_err(|e| Error::io(format!("removing {name}"), e))?;
@@ -551,20 +584,33 @@ impl Wal {
         Ok(())
     }
 
-    /// Segment `no`: the prepared spare when one is ready and the size fits, else a new file.
-    fn next_segment(&self, no: u64, start: u64, cap: u64) -> Result<Segment> {
-        if cap == self.segment_size {
-            // Not waiting for a spare being prepared: creating one here is no slower.
-            if let Some(mut spare) = self.spare.try_lock() {
-                if let Some(file) = spare.take() {
-                    self.stats.segments_prepared.fetch_add(1, Relaxed);
-                    let header = (no, start, cap, self.env_id);
-                    return Segment::install(self.storage.as_ref(), file, SPARE_SEGMENT, header);
-                }
+    /// Installs `seg`: the prepared spare when the size fits (waiting for one in
+    /// preparation), else a new file.
+    fn install(&self, seg: &Segment) -> Result<()> {
+        let header = (seg.no, seg.start, seg.cap, self.env_id);
+        // Held until the spare is renamed: until then its name is `log.spare`, which the
+        // background thread would otherwise open to prepare the next one.
+        let mut slot = (seg.cap == self.segment_size).then(|| self.spare.lock());
+        let installed = match slot.as_mut().and_then(|s| s.take()) {
+            Some(file) => {
+                self.stats.segments_prepared.fetch_add(1, Relaxed);
+                Segment::install(self.storage.as_ref(), file, SPARE_SEGMENT, header)?
             }
-        }
-        self.stats.segments_created_inline.fetch_add(1, Relaxed);
-        Segment::create(self.storage.as_ref(), no, start, cap, self.env_id)
+            None => {
+                self.stats.segments_created_inline.fetch_add(1, Relaxed);
+                Segment::create(
+                    self.storage.as_ref(),
+                    seg.no,
+                    seg.start,
+                    seg.cap,
+                    self.env_id,
+                )?
+            }
+        };
+        drop(slot);
+        let file = installed.file.into_inner().expect("installed");
+        assert!(seg.file.set(file).is_ok(), "installed by one flush leader");
+        Ok(())
     }
 
     /// Leader/follower flush: the first waiter writes (and syncs) everything buffered for
@@ -622,9 +668,20 @@ impl Wal {
                 .filter(|s| s.end() > from.min(sync_from) && s.start < to.max(from + 1))
                 .cloned()
                 .collect();
+            // Every segment the log has reached, including one that only a segment end in
+            // this flush leads to, exists durably before those bytes are written.
+            let to_install: Vec<Arc<Segment>> = g
+                .segments
+                .iter()
+                .filter(|s| s.start <= to && !s.is_installed())
+                .cloned()
+                .collect();
             drop(g);
             let started = Instant::now();
-            let res = self.write_out(&segs, (from, to), &data, sync_from, sync);
+            let res = to_install
+                .iter()
+                .try_for_each(|s| self.install(s))
+                .and_then(|()| self.write_out(&segs, (from, to), &data, sync_from, sync));
             let took = started.elapsed().as_nanos() as u64;
             self.stats.flush_nanos.fetch_add(took, Relaxed);
             g = self.inner.lock();
@@ -685,7 +742,7 @@ impl Wal {
         }
         let sync_segment = |s: &Segment| {
             self.stats.fsyncs.fetch_add(1, Relaxed);
-            s.file.sync_data().map_err(|e| fail("syncing", s.no, e))
+            s.file().sync_data().map_err(|e| fail("syncing", s.no, e))
         };
         for (i, s) in segs.iter().enumerate() {
             let lo = from.max(s.start);
@@ -700,7 +757,7 @@ impl Wal {
                 durable = s.start;
             }
             let part = &data[(lo - from) as usize..(hi - from) as usize];
-            s.file
+            s.file()
                 .write_at(part, s.offset(lo))
                 .map_err(|e| fail("writing", s.no, e))?;
         }

@@ -189,12 +189,7 @@ pub(crate) fn recover(
                 segment_name(no)
             )));
         }
-        segments.push(Segment {
-            no,
-            start,
-            cap,
-            file,
-        });
+        segments.push(Segment::installed(no, start, cap, file));
         (buf, file, no, start, cap) = (nbuf, nfile, next, nstart, ncap);
     }
     // `pos` is the first position without a whole record: a torn tail, or damage?
@@ -253,12 +248,7 @@ pub(crate) fn recover(
             .sync_dir()
             .map_err(|e| Error::io("syncing the environment directory", e))?;
     }
-    segments.push(Segment {
-        no,
-        start,
-        cap,
-        file,
-    });
+    segments.push(Segment::installed(no, start, cap, file));
     Ok(Recovered {
         end: pos,
         chain,

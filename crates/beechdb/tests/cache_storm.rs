@@ -1,0 +1,82 @@
+//! A cache-miss storm with a writer running: readers of a database far larger than the
+//! cache load the pages they miss with no lock held (counted in `EnvStat`), and see every
+//! value right, while the writer rewrites another part of the tree and evicts.
+
+use beechdb::storage::MemStorage;
+use beechdb::{Config, Durability, Env};
+use rand::{Rng, SeedableRng};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+fn value(k: u32) -> Vec<u8> {
+    format!("value of {k:08} ").repeat(8).into_bytes()
+}
+
+#[test]
+fn readers_load_misses_without_the_exclusive_lock() {
+    let cfg = Config::new()
+        .page_size(4096)
+        .cache_size(256 << 10)
+        .transactional(true)
+        .durability(Durability::NoSync);
+    let env = Env::open_with_storage(Arc::new(MemStorage::new()), cfg).unwrap();
+    let db = env.create_db("d").unwrap();
+    for k in 0..40_000u32 {
+        db.put(&k.to_be_bytes(), &value(k)).unwrap();
+    }
+    env.sync().unwrap();
+    let before = env.stat().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (db, stop) = (db.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut round = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                for k in 40_000..42_000u32 {
+                    db.put(&k.to_be_bytes(), &[round as u8; 300]).unwrap();
+                }
+                round += 1;
+            }
+            round
+        })
+    };
+    let readers: Vec<_> = (0..3u64)
+        .map(|r| {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                let mut rng = rand::rngs::StdRng::seed_from_u64(r);
+                for _ in 0..20_000 {
+                    let k = rng.gen_range(0..40_000u32);
+                    assert_eq!(db.get(&k.to_be_bytes()).unwrap(), Some(value(k)));
+                }
+            })
+        })
+        .collect();
+    for r in readers {
+        r.join().unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    let rounds = writer.join().unwrap();
+    let after = env.stat().unwrap();
+    let unlocked = after.cache_loads_unlocked - before.cache_loads_unlocked;
+    let locked = after.cache_reads_locked - before.cache_reads_locked;
+    let evictions = after.cache_reader_evictions - before.cache_reader_evictions;
+    eprintln!(
+        "{unlocked} pages loaded by readers with no lock, {locked} loaded under the exclusive \
+         lock, {evictions} clean evictions by readers, {rounds} writer rounds"
+    );
+    assert!(rounds >= 1);
+    assert!(
+        unlocked > 20_000,
+        "most of 60,000 random reads miss a 64-page cache"
+    );
+    assert!(
+        locked * 1000 < unlocked,
+        "readers almost never load under the exclusive lock"
+    );
+    assert!(
+        evictions * 40 < unlocked,
+        "and take it seldom, without I/O, to evict"
+    );
+    assert!(env.verify().unwrap().is_clean());
+}
