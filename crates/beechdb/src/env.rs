@@ -290,19 +290,30 @@ impl Shared {
 }
 
 impl Drop for Shared {
+    /// The last handle of an environment not closed: no checkpoint and no fsync (closing is
+    /// explicit, and reports errors), as a process that exits without closing. The
+    /// background thread stops; the log buffer is handed to the operating system, so that
+    /// NOSYNC commits survive as they would the process's exit; changes of a Data Store
+    /// environment since its last checkpoint are lost, as at a crash. Opening again
+    /// recovers, as after a crash.
     fn drop(&mut self) {
         self.stop_checkpointer();
-        // A handle dropped without close() still ends with a checkpoint, as a clean close
-        // would; a poisoned or already closed environment has nothing to save.
         if !self.closed.load(Ordering::Acquire) {
-            let _ = self.checkpoint();
+            if let Some(w) = self.tx.as_ref().and_then(|t| t.wal.as_ref()) {
+                let _ = w.flush_to(w.end());
+                w.stop_preparing();
+            }
         }
     }
 }
 
 /// An environment: one directory holding any number of named databases.
 ///
-/// Handles are cheap to clone and may be shared between threads.
+/// Handles are cheap to clone and may be shared between threads. Close it with
+/// [`Env::close`], which checkpoints and reports errors. Dropping the last handle without
+/// closing does no checkpoint and no fsync: it is as if the process had exited, and the next
+/// open recovers (transactional environments lose nothing committed durably; a Data Store
+/// environment keeps what its last [`Env::sync`] saved).
 ///
 /// ```
 /// let dir = tempfile::tempdir()?;

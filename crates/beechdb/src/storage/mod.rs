@@ -2,17 +2,20 @@
 //! [`StorageFile`].
 //!
 //! Owns: the two traits, the real implementation ([`OsStorage`]) and the simulating one
-//! ([`MemStorage`]: power loss, fault injection). May call: the operating system, nothing
+//! (`MemStorage`: power loss, fault injection, process restarts; behind the `mem-storage`
+//! feature). May call: the operating system, nothing
 //! else in the crate. Invariant: implementations keep the promises written on each method;
 //! the engine's crash safety rests on exactly those promises and no others (see
 //! `docs/architecture.md`, "What BeechDB assumes of storage").
 
 pub(crate) mod freespace;
+#[cfg(any(test, feature = "mem-storage"))]
 mod mem;
 pub(crate) mod meta;
 mod os;
 pub(crate) mod page;
 
+#[cfg(any(test, feature = "mem-storage"))]
 pub use mem::{FaultKind, MemStorage};
 pub use os::OsStorage;
 
