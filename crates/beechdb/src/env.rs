@@ -657,32 +657,11 @@ impl Env {
     /// in a transactional environment.
     pub fn stat(&self) -> Result<EnvStat> {
         self.shared.live()?;
-        let txn = self.shared.tx.as_ref().map(|tx| {
-            let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
-            let (t, l) = (&tx.txns.stats, &tx.txns.locks.stats);
-            let mut s = crate::stats::TxnStat {
-                begun: r(&t.begun),
-                commits: r(&t.commits),
-                aborts: r(&t.aborts),
-                conflicts: r(&t.conflicts),
-                deadlocks: r(&l.deadlocks),
-                lock_timeouts: r(&l.timeouts),
-                lock_waits: r(&l.waits),
-                recovered_commits: tx.recovered_commits,
-                ..Default::default()
-            };
-            if let Some(w) = &tx.wal {
-                let ws = &w.stats;
-                (s.log_bytes, s.log_records, s.log_writes, s.log_fsyncs) =
-                    (r(&ws.bytes), r(&ws.records), r(&ws.writes), r(&ws.fsyncs));
-                (s.group_commit_commits, s.group_commit_max) =
-                    (r(&ws.group_commits), r(&ws.max_group));
-                (s.log_flush_micros, s.group_commit_gather_micros) =
-                    (r(&ws.flush_nanos) / 1000, r(&ws.gather_nanos) / 1000);
-                (s.log_segments_prepared, s.log_segments_created_inline) =
-                    (r(&ws.segments_prepared), r(&ws.segments_created_inline));
-            }
-            s
+        let txn = self.shared.tx.as_ref().map(|tx| crate::stats::TxnStat {
+            txns: tx.txns.stats.snapshot(),
+            locks: tx.txns.locks.stats.snapshot(),
+            log: tx.wal.as_ref().map(|w| w.stats.snapshot()),
+            recovered_commits: tx.recovered_commits,
         });
         let e = self.shared.engine.read();
         Ok(EnvStat::collect(&e, txn))

@@ -53,7 +53,7 @@ pub use config::{
 pub use env::{Db, Env};
 pub use error::{codes, Error, Result};
 pub use pinned::PinnedCheckpoint;
-pub use stats::{DbStat, EnvStat, TxnStat};
+pub use stats::{DbStat, EnvStat, LockCounts, LogCounts, TxnCounts, TxnStat};
 pub use txn::{Savepoint, Txn, TxnIter};
 pub use verify::{verify_path, Problem, VerifyReport};
 pub use wal::print_log;

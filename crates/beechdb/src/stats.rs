@@ -8,6 +8,95 @@ use serde::Serialize;
 use std::fmt;
 use std::sync::atomic::Ordering::Relaxed;
 
+/// Declares a group of counters once: each one's name and printed label. Yields the atomic
+/// counters the engine bumps (`$atomics`), the public snapshot of them (`$snapshot`), the
+/// snapshot's taking, and its printed rows.
+macro_rules! counters {
+    ($(#[$doc:meta])* $atomics:ident => $snapshot:ident {
+        $($(#[$fdoc:meta])* $field:ident: $label:literal,)*
+    }) => {
+        /// The atomic counters behind
+        #[doc = concat!("[`", stringify!($snapshot), "`].")]
+        #[derive(Default)]
+        pub(crate) struct $atomics {
+            $(pub $field: std::sync::atomic::AtomicU64,)*
+        }
+
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+        pub struct $snapshot {
+            $($(#[$fdoc])* pub $field: u64,)*
+        }
+
+        impl $atomics {
+            pub(crate) fn snapshot(&self) -> $snapshot {
+                $snapshot {
+                    $($field: self.$field.load(Relaxed),)*
+                }
+            }
+        }
+
+        impl $snapshot {
+            /// `(label, value)` for each counter, in declaration order.
+            pub fn rows(&self) -> Vec<(&'static str, String)> {
+                vec![$(($label, self.$field.to_string()),)*]
+            }
+        }
+    };
+}
+
+counters! {
+    /// Transactions since open.
+    TxnCounters => TxnCounts {
+        /// Transactions begun (explicit ones; auto-committed operations count as commits).
+        begun: "Transactions begun",
+        /// Commits, explicit and auto-committed.
+        commits: "Commits",
+        /// Aborts, explicit or by drop.
+        aborts: "Aborts",
+        /// Write conflicts reported (`Error::Conflict`).
+        conflicts: "Write conflicts",
+    }
+}
+
+counters! {
+    /// Key locks since open.
+    LockCounters => LockCounts {
+        /// Lock requests that had to wait.
+        waits: "Lock requests that waited",
+        /// Deadlocks broken (`Error::Deadlock`).
+        deadlocks: "Deadlocks",
+        /// Lock waits that timed out (`Error::LockTimeout`).
+        timeouts: "Lock wait timeouts",
+    }
+}
+
+counters! {
+    /// The log since open.
+    LogCounters => LogCounts {
+        /// Bytes appended.
+        bytes: "Log bytes written",
+        /// Records appended.
+        records: "Log records",
+        /// Writes of the log buffer.
+        writes: "Log buffer writes",
+        /// fsyncs of log segments.
+        fsyncs: "Log fsyncs",
+        /// Commits made durable by group-commit flushes; divided by `fsyncs`, the batch.
+        group_commits: "Commits made durable by group commit",
+        /// The largest number of commits one flush made durable.
+        max_group: "Largest group commit",
+        /// Nanoseconds spent writing and syncing the log (by group-commit leaders).
+        flush_nanos: "Log write and sync time (ns)",
+        /// Nanoseconds leaders waited for announced committers before flushing.
+        gather_nanos: "Group-commit gather wait (ns)",
+        /// Segments installed from the spare prepared in the background.
+        segments_prepared: "Log segments prepared ahead",
+        /// Segments a flush had to create (and zero-fill) itself.
+        segments_created_inline: "Log segments created by a flush",
+    }
+}
+
 /// Environment statistics.
 #[derive(Debug, Clone, Serialize)]
 pub struct EnvStat {
@@ -61,42 +150,14 @@ pub struct EnvStat {
 /// Transaction, lock and log statistics of a transactional environment.
 #[derive(Debug, Clone, Serialize, Default)]
 pub struct TxnStat {
-    /// Transactions begun (explicit ones; auto-committed operations are counted as commits).
-    pub begun: u64,
-    /// Commits, explicit and auto-committed.
-    pub commits: u64,
-    /// Aborts, explicit or by drop.
-    pub aborts: u64,
-    /// Write conflicts reported (`Error::Conflict`).
-    pub conflicts: u64,
-    /// Deadlocks broken (`Error::Deadlock`).
-    pub deadlocks: u64,
-    /// Lock waits that timed out (`Error::LockTimeout`).
-    pub lock_timeouts: u64,
-    /// Lock requests that had to wait.
-    pub lock_waits: u64,
+    /// Transactions.
+    pub txns: TxnCounts,
+    /// Key locks.
+    pub locks: LockCounts,
+    /// The log (`None` with an in-memory log).
+    pub log: Option<LogCounts>,
     /// Commits replayed by recovery at open.
     pub recovered_commits: u64,
-    /// Log bytes appended since open.
-    pub log_bytes: u64,
-    /// Log records appended since open.
-    pub log_records: u64,
-    /// Writes of the log buffer.
-    pub log_writes: u64,
-    /// fsyncs of the log.
-    pub log_fsyncs: u64,
-    /// Commits made durable by group-commit flushes; divided by `log_fsyncs`, the average batch.
-    pub group_commit_commits: u64,
-    /// The largest number of commits one fsync made durable.
-    pub group_commit_max: u64,
-    /// Microseconds spent writing and syncing the log (by group-commit leaders).
-    pub log_flush_micros: u64,
-    /// Microseconds group-commit leaders waited for announced committers before flushing.
-    pub group_commit_gather_micros: u64,
-    /// Log segments switched to that were prepared in the background.
-    pub log_segments_prepared: u64,
-    /// Log segments the commit filling the previous one had to create (and zero-fill).
-    pub log_segments_created_inline: u64,
 }
 
 impl EnvStat {
@@ -179,50 +240,17 @@ impl fmt::Display for EnvStat {
             writeln!(f, "WARNING\t{w}")?;
         }
         if let Some(t) = &self.txn {
-            let avg = if t.log_fsyncs == 0 {
-                0.0
-            } else {
-                t.group_commit_commits as f64 / t.log_fsyncs as f64
-            };
-            let rows: [(&str, String); 19] = [
-                ("Transactions begun", t.begun.to_string()),
-                ("Commits", t.commits.to_string()),
-                ("Aborts", t.aborts.to_string()),
-                ("Write conflicts", t.conflicts.to_string()),
-                ("Deadlocks", t.deadlocks.to_string()),
-                ("Lock wait timeouts", t.lock_timeouts.to_string()),
-                ("Lock requests that waited", t.lock_waits.to_string()),
-                (
-                    "Commits replayed by recovery",
-                    t.recovered_commits.to_string(),
-                ),
-                ("Log bytes written", t.log_bytes.to_string()),
-                ("Log records", t.log_records.to_string()),
-                ("Log buffer writes", t.log_writes.to_string()),
-                ("Log fsyncs", t.log_fsyncs.to_string()),
-                (
-                    "Commits made durable by group commit",
-                    t.group_commit_commits.to_string(),
-                ),
-                ("Average commits per fsync", format!("{avg:.2}")),
-                ("Largest group commit", t.group_commit_max.to_string()),
-                (
-                    "Log write and sync time (us)",
-                    t.log_flush_micros.to_string(),
-                ),
-                (
-                    "Group-commit gather wait (us)",
-                    t.group_commit_gather_micros.to_string(),
-                ),
-                (
-                    "Log segments prepared ahead",
-                    t.log_segments_prepared.to_string(),
-                ),
-                (
-                    "Log segments created by a commit",
-                    t.log_segments_created_inline.to_string(),
-                ),
-            ];
+            let mut rows = t.txns.rows();
+            rows.extend(t.locks.rows());
+            rows.push((
+                "Commits replayed by recovery",
+                t.recovered_commits.to_string(),
+            ));
+            if let Some(log) = &t.log {
+                rows.extend(log.rows());
+                let avg = log.group_commits as f64 / log.fsyncs.max(1) as f64;
+                rows.push(("Average commits per fsync", format!("{avg:.2}")));
+            }
             writeln!(f, "Transactions and log:")?;
             write_rows(f, &rows)?;
         }

@@ -7,7 +7,7 @@
 use crate::error::{Error, Result};
 use parking_lot::{Condvar, Mutex};
 use rustc_hash::FxHashMap;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 #[derive(Default)]
@@ -17,17 +17,10 @@ struct Table {
 }
 
 #[derive(Default)]
-pub(crate) struct LockStats {
-    pub waits: AtomicU64,
-    pub deadlocks: AtomicU64,
-    pub timeouts: AtomicU64,
-}
-
-#[derive(Default)]
 pub(crate) struct LockTable {
     table: Mutex<Table>,
     released: Condvar,
-    pub stats: LockStats,
+    pub stats: crate::stats::LockCounters,
 }
 
 impl LockTable {

@@ -56,14 +56,6 @@ pub(crate) fn scoped_range(
     (start, end)
 }
 
-#[derive(Default)]
-pub(crate) struct TxnStats {
-    pub begun: AtomicU64,
-    pub commits: AtomicU64,
-    pub aborts: AtomicU64,
-    pub conflicts: AtomicU64,
-}
-
 /// Transaction ids and the active snapshots.
 #[derive(Default)]
 pub(crate) struct TxnManager {
@@ -71,7 +63,7 @@ pub(crate) struct TxnManager {
     /// Snapshot LSN -> number of transactions reading at it.
     active: Mutex<BTreeMap<u64, usize>>,
     pub locks: locks::LockTable,
-    pub stats: TxnStats,
+    pub stats: crate::stats::TxnCounters,
 }
 
 impl TxnManager {

@@ -252,24 +252,6 @@ pub(crate) fn salt(env_id: u64) -> u32 {
     crc32c::crc32c(&env_id.to_le_bytes())
 }
 
-/// Counters for `beech stat`.
-#[derive(Default)]
-pub(crate) struct WalStats {
-    pub bytes: AtomicU64,
-    pub records: AtomicU64,
-    pub writes: AtomicU64,
-    pub fsyncs: AtomicU64,
-    /// Commits made durable by group-commit flushes, and the largest single batch.
-    pub group_commits: AtomicU64,
-    pub max_group: AtomicU64,
-    /// Time spent writing and syncing, and time leaders spent gathering, in nanoseconds.
-    pub flush_nanos: AtomicU64,
-    pub gather_nanos: AtomicU64,
-    /// Segments switched to that were prepared ahead, and that the commit had to create.
-    pub segments_prepared: AtomicU64,
-    pub segments_created_inline: AtomicU64,
-}
-
 struct Inner {
     next_lsn: u64,
     /// Checksum of the last record appended (the chain value at `next_lsn`).
@@ -335,7 +317,7 @@ pub(crate) struct Wal {
     spare_request: AtomicBool,
     /// Set (under `spare`) when the environment closes: no spare is prepared after that.
     closing: AtomicBool,
-    pub stats: WalStats,
+    pub stats: crate::stats::LogCounters,
 }
 
 impl Wal {
@@ -380,7 +362,7 @@ impl Wal {
             spare: Mutex::new(None),
             spare_request: AtomicBool::new(false),
             closing: AtomicBool::new(false),
-            stats: WalStats::default(),
+            stats: Default::default(),
         }
     }
 
