@@ -26,7 +26,7 @@ fn base() -> &'static MemStorage {
         let env = Env::open_with_storage(Arc::new(storage.clone()), config()).unwrap();
         let db = env.create_db("d").unwrap();
         for i in 0..20u32 {
-            let mut t = env.begin_txn().unwrap();
+            let t = env.begin_txn().unwrap();
             t.put(&db, &i.to_be_bytes(), &[i as u8; 40]).unwrap();
             t.commit_with(Durability::Sync).unwrap();
         }
