@@ -11,7 +11,7 @@ use crate::config::{Config, Durability, Isolation, Mode};
 use crate::engine::{Engine, Need, NeedResult, DB_FILE};
 use crate::error::{Error, Result};
 use crate::files::Listing;
-use crate::stats::{DbStat, EnvStat};
+use crate::stats::{DbStat, EnvStat, NodeSummary};
 use crate::storage::{OsStorage, Storage};
 use crate::sync::ReadMostlyLock;
 use crate::txn::{Txn, TxnManager};
@@ -811,11 +811,34 @@ impl Db {
         Iter::new(self.clone(), range, true)
     }
 
-    /// Statistics gathered by walking the tree: pages by kind, depth, entries.
+    /// Statistics gathered by walking the tree: pages by kind, depth, entries. The walk
+    /// reads one node at a time (nothing is held between nodes, and missed pages are
+    /// loaded with no lock), so writes go on meanwhile; if they change the tree under the
+    /// walk so that a node cannot be read, it starts again, and after a few tries walks
+    /// once under the exclusive lock.
     pub fn stat(&self) -> Result<DbStat> {
-        self.shared.live()?;
-        let mut e = self.shared.engine.write();
-        let r = DbStat::collect(&mut e, self.id);
+        let sh = &self.shared;
+        for _ in 0..4 {
+            let ((name, entries, root, capacity), version) = sh.read(|e| {
+                let d = e.db(self.id)?;
+                Ok((d.name.clone(), d.entries, d.root, e.layout.capacity()))
+            })?;
+            let walked = DbStat::walk(name, entries, root, capacity, |pid| {
+                sh.read(|e| Ok(NodeSummary::of(e.page(pid)?, capacity)))
+                    .map(|(n, _)| n)
+            });
+            match walked {
+                Err(_) if sh.data_version.load(Ordering::Acquire) != version => continue,
+                r => return r,
+            }
+        }
+        let mut e = sh.engine.write();
+        let d = e.db(self.id)?.clone();
+        let capacity = e.layout.capacity();
+        let r = DbStat::walk(d.name, d.entries, d.root, capacity, |pid| {
+            e.ensure(pid)?;
+            Ok(NodeSummary::of(e.node(pid), capacity))
+        });
         e.shrink_cache();
         r
     }

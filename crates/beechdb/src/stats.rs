@@ -285,12 +285,54 @@ pub struct DbStat {
     pub fill_percent: f64,
 }
 
+/// What a tree walk needs of one node.
+pub(crate) struct NodeSummary {
+    used: u64,
+    leaf: bool,
+    overflow_pages: u64,
+    children: Vec<u64>,
+}
+
+impl NodeSummary {
+    pub(crate) fn of(p: &[u8], capacity: usize) -> NodeSummary {
+        let n = node::nslots(p);
+        let leaf = node::is_leaf(p);
+        let overflow_pages = if leaf {
+            (0..n)
+                .filter_map(|i| match node::leaf_value(p, i) {
+                    LeafValue::Overflow { len, .. } => Some((len as u64).div_ceil(capacity as u64)),
+                    _ => None,
+                })
+                .sum()
+        } else {
+            0
+        };
+        NodeSummary {
+            used: node::used(p) as u64,
+            leaf,
+            overflow_pages,
+            children: if leaf {
+                Vec::new()
+            } else {
+                (0..=n).map(|i| node::child(p, i)).collect()
+            },
+        }
+    }
+}
+
 impl DbStat {
-    pub(crate) fn collect(e: &mut Engine, id: u32) -> Result<DbStat> {
-        let d = e.db(id)?.clone();
+    /// Walks the tree from `root` level by level, reading each node through `read` (one at
+    /// a time, so that no lock is held for the whole walk).
+    pub(crate) fn walk(
+        name: String,
+        entries: u64,
+        root: u64,
+        capacity: usize,
+        mut read: impl FnMut(u64) -> Result<NodeSummary>,
+    ) -> Result<DbStat> {
         let mut st = DbStat {
-            name: d.name,
-            entries: d.entries,
+            name,
+            entries,
             depth: 0,
             leaf_pages: 0,
             branch_pages: 0,
@@ -298,30 +340,24 @@ impl DbStat {
             bytes_used: 0,
             fill_percent: 0.0,
         };
-        let mut level = vec![d.root];
+        let mut level = vec![root];
         while !level.is_empty() {
             st.depth += 1;
             let mut next = Vec::new();
             for pid in level {
-                e.ensure(pid)?;
-                let p = e.node(pid);
-                st.bytes_used += node::used(p) as u64;
-                let n = node::nslots(p);
-                if node::is_leaf(p) {
+                let n = read(pid)?;
+                st.bytes_used += n.used;
+                st.overflow_pages += n.overflow_pages;
+                if n.leaf {
                     st.leaf_pages += 1;
-                    for i in 0..n {
-                        if let LeafValue::Overflow { len, .. } = node::leaf_value(p, i) {
-                            st.overflow_pages += (len as u64).div_ceil(e.layout.capacity() as u64);
-                        }
-                    }
                 } else {
                     st.branch_pages += 1;
-                    next.extend((0..=n).map(|i| node::child(p, i)));
                 }
+                next.extend(n.children);
             }
             level = next;
         }
-        let cap = (st.leaf_pages + st.branch_pages) * e.layout.capacity() as u64;
+        let cap = (st.leaf_pages + st.branch_pages) * capacity as u64;
         st.fill_percent = if cap == 0 {
             0.0
         } else {

@@ -80,3 +80,38 @@ fn readers_load_misses_without_the_exclusive_lock() {
     );
     assert!(env.verify().unwrap().is_clean());
 }
+
+#[test]
+fn stat_of_a_large_tree_walks_within_the_cache_beside_a_writer() {
+    let cfg = Config::new().page_size(4096).cache_size(256 << 10);
+    let env = Env::open_with_storage(Arc::new(MemStorage::new()), cfg).unwrap();
+    let db = env.create_db("d").unwrap();
+    for k in 0..40_000u32 {
+        db.put(&k.to_be_bytes(), &value(k)).unwrap();
+    }
+    env.sync().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (db, stop) = (db.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                for k in 40_000..40_500u32 {
+                    db.put(&k.to_be_bytes(), b"w").unwrap();
+                }
+            }
+        })
+    };
+    let mut peak = 0;
+    for _ in 0..3 {
+        let st = db.stat().unwrap();
+        assert!(st.leaf_pages > 500 && st.depth >= 3, "{st:?}");
+        peak = peak.max(env.stat().unwrap().cache_resident_pages);
+    }
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+    // 64 pages of budget; loaded pages may overshoot by a quarter and 64 before eviction.
+    assert!(
+        peak <= 64 + 16 + 64 + 8,
+        "{peak} pages resident while walking"
+    );
+}
