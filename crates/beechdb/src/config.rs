@@ -113,7 +113,12 @@ pub struct Config {
     pub(crate) keep_logs: bool,
     pub(crate) adopt_mode: bool,
     pub(crate) accept_meta_fallback: bool,
+    pub(crate) txn_memory: usize,
 }
+
+/// Memory a transaction's writes may take before they spill to the log, unless configured
+/// otherwise: 64 MiB.
+pub const DEFAULT_TXN_MEMORY: usize = 64 << 20;
 
 impl Default for Config {
     fn default() -> Self {
@@ -132,6 +137,7 @@ impl Default for Config {
             keep_logs: false,
             adopt_mode: false,
             accept_meta_fallback: false,
+            txn_memory: DEFAULT_TXN_MEMORY,
         }
     }
 }
@@ -224,6 +230,15 @@ impl Config {
         self.accept_meta_fallback = on;
         self
     }
+    /// Memory one transaction's writes may take (default 64 MiB, at least 16 KiB). Past it
+    /// they spill to the log as sorted runs ahead of the commit, so a transaction of any size
+    /// runs in bounded memory; the locks of a database where it holds many keys are then
+    /// replaced by one lock on the database (lock escalation). With an in-memory log there
+    /// is nowhere to spill to: the limit is not enforced.
+    pub fn txn_memory(mut self, bytes: usize) -> Config {
+        self.txn_memory = bytes;
+        self
+    }
     /// The mode this configuration asks for.
     pub fn mode(&self) -> Mode {
         match (self.transactional, self.in_memory_log) {
@@ -248,6 +263,12 @@ impl Config {
             return Err(Error::InvalidArgument(format!(
                 "page size {} is not a power of two between {MIN_PAGE_SIZE} and {MAX_PAGE_SIZE}",
                 self.page_size
+            )));
+        }
+        if self.txn_memory < 16 << 10 {
+            return Err(Error::InvalidArgument(format!(
+                "transaction memory {} is below the minimum of 16 KiB",
+                self.txn_memory
             )));
         }
         if self.log_segment_size < 64 << 10 {

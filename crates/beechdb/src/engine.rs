@@ -94,6 +94,9 @@ pub(crate) struct Engine {
     pub(crate) log_lsn: u64,
     pub(crate) log_segment: u64,
     pub(crate) log_chain: u32,
+    /// The oldest segment recovery from that checkpoint needs, if before `log_segment` (0:
+    /// none before it).
+    pub(crate) log_keep_segment: u64,
     /// The meta record of the durable checkpoint.
     pub(crate) durable_meta: Meta,
     /// Fixed at creation: salts the log's checksums.
@@ -105,6 +108,15 @@ pub(crate) struct Engine {
     /// (database id big-endian, then the key), `(commit LSN, value before that commit)` in
     /// commit order. A snapshot at LSN `s` reads the first entry newer than `s`, else the tree.
     pub(crate) versions: std::collections::BTreeMap<Vec<u8>, VersionChain>,
+    /// The values commits of spilled transactions replaced: of one being applied in batches
+    /// (hiding what it has applied from every reader), or of one done, kept for older
+    /// snapshots (see `txn/undo.rs`).
+    pub(crate) undo: Vec<Arc<crate::txn::UndoStore>>,
+    /// Stores no reader needs any more: dropped (their files removed) outside the lock.
+    pub(crate) undo_garbage: Vec<Arc<crate::txn::UndoStore>>,
+    /// Databases created by a spilled transaction whose commit is being applied: nameless
+    /// to everyone else until it is done.
+    pub(crate) hidden: Vec<u32>,
     /// A checkpoint is between its first and last phase.
     checkpoint_in_flight: bool,
     /// Pages relocated or freed whose frames the checkpoint in flight still has to write.
@@ -394,11 +406,15 @@ impl Engine {
             log_lsn: meta.log_lsn,
             log_segment: meta.log_segment,
             log_chain: meta.log_chain,
+            log_keep_segment: meta.keep_segment,
             durable_meta: meta,
             env_id: meta.env_id,
             mode,
             commit_lsn: meta.log_lsn,
             versions: std::collections::BTreeMap::new(),
+            undo: Vec::new(),
+            undo_garbage: Vec::new(),
+            hidden: Vec::new(),
             checkpoint_in_flight: false,
             retired: Vec::new(),
             opened_from: (meta, slot),
@@ -494,6 +510,14 @@ impl Engine {
             self.poisoned = Some(format!("{context}: {e}"));
         }
         e
+    }
+
+    /// The id of database `name`, unless a commit being applied created it.
+    pub fn visible_db(&self, name: &str) -> Option<u32> {
+        self.names
+            .get(name)
+            .copied()
+            .filter(|id| !self.hidden.contains(id))
     }
 
     #[inline]
@@ -803,6 +827,7 @@ impl Engine {
             mode: self.mode.code(),
             log_chain: self.log_chain,
             env_id: self.env_id,
+            keep_segment: self.log_keep_segment,
         };
         let reusable_when_durable = self.space.seal();
         self.epoch += 1;

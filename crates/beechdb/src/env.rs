@@ -37,6 +37,9 @@ pub(crate) struct Shared {
     pub(crate) checkpoint_mutex: Mutex<()>,
     /// Transactional Data Store state; `None` in Data Store mode.
     pub(crate) tx: Option<Tx>,
+    /// Woken when a spilled transaction's commit has been applied (or failed): checkpoints
+    /// and cursors wait for that.
+    pub(crate) bulk_done: crate::sync::Broadcast,
     max_key: usize,
 }
 
@@ -116,6 +119,7 @@ pub(crate) struct Tx {
     pub durability: Durability,
     pub isolation: Isolation,
     pub lock_timeout: std::time::Duration,
+    pub txn_memory: usize,
     keep_logs: bool,
     pub checkpoint_log_bytes: u64,
     /// The in-memory log's next LSN.
@@ -228,8 +232,18 @@ impl Shared {
     pub(crate) fn checkpoint(&self) -> Result<()> {
         let _ckpt = self.checkpoint_mutex.lock();
         let (work, lsn) = {
-            // Holding the exclusive lock, no commit is between its log append and its apply.
-            let mut e = self.engine.write();
+            // Holding the exclusive lock, no commit is between its log append and its apply;
+            // nor may a spilled transaction's commit be (its batches are applied before its
+            // record is logged).
+            let mut e = loop {
+                let seen = self.bulk_done.seq();
+                let e = self.engine.write();
+                if !e.undo.iter().any(|u| u.lsn().is_none()) || e.poisoned.is_some() {
+                    break e;
+                }
+                drop(e);
+                self.bulk_done.wait(seen, std::time::Duration::ZERO);
+            };
             let lsn = match &self.tx {
                 None => None,
                 Some(tx) => {
@@ -244,10 +258,16 @@ impl Shared {
                         }
                         None => (tx.inmem_lsn.load(Ordering::Relaxed), 0, 0),
                     };
-                    if e.log_lsn != lsn || e.log_segment != segment {
+                    let keep = match &tx.wal {
+                        Some(w) => Some(w.needed_segment(lsn)).filter(|&k| k != segment),
+                        None => None,
+                    };
+                    let keep = keep.unwrap_or(0);
+                    if e.log_lsn != lsn || e.log_segment != segment || e.log_keep_segment != keep {
                         e.changed = true;
                     }
                     (e.log_lsn, e.log_segment, e.log_chain) = (lsn, segment, chain);
+                    e.log_keep_segment = keep;
                     Some(lsn)
                 }
             };
@@ -393,13 +413,17 @@ impl Env {
         if engine.mode.has_log_files() {
             // Recovery: the checkpoint plus every commit logged after it. The log is judged
             // before anything is written: damage leaves every file as it was.
-            let first_needed = engine.log_segment.max(1);
+            let first_needed = engine.durable_meta.first_needed_segment().max(1);
             let from = wal::LogStart {
                 lsn: engine.log_lsn,
                 chain: engine.log_chain,
                 segment: engine.log_segment,
             };
-            let present = listing.segments.range(first_needed..).copied().collect();
+            let present = listing
+                .segments
+                .range(engine.log_segment.max(1)..)
+                .copied()
+                .collect();
             let rec = wal::recover(st, engine.env_id, from, &present, config.log_segment_size)?;
             engine.make_checkpoint_durable()?;
             if !config.keep_logs {
@@ -413,7 +437,15 @@ impl Env {
                         .map_err(|e| Error::io(format!("removing {name}"), e))?;
                 }
             }
-            let live: Vec<u64> = rec.segments.iter().map(|s| s.no).collect();
+            // Segments before the checkpoint's hold writes of transactions that spilled them
+            // ahead and committed after it.
+            let kept = listing
+                .segments
+                .range(first_needed..engine.log_segment.max(1));
+            let live: Vec<u64> = kept
+                .copied()
+                .chain(rec.segments.iter().map(|s| s.no))
+                .collect();
             let mut reader = LogReader::new(
                 st,
                 engine.env_id,
@@ -463,6 +495,7 @@ impl Env {
             durability: config.durability,
             isolation: config.isolation,
             lock_timeout: config.lock_timeout,
+            txn_memory: config.txn_memory,
             keep_logs: config.keep_logs,
             checkpoint_log_bytes: config.checkpoint_log_bytes,
             inmem_lsn: AtomicU64::new(start_lsn),
@@ -479,6 +512,7 @@ impl Env {
                 lock: Mutex::new(Some(guard)),
                 checkpoint_mutex: Mutex::new(()),
                 tx,
+                bulk_done: crate::sync::Broadcast::new(),
                 max_key,
             }),
         };
@@ -548,7 +582,12 @@ impl Env {
         self.shared.tx()?;
         // Read before the listing: a checkpoint completing meanwhile only makes more
         // segments unnecessary.
-        let durable = self.shared.engine.read().durable_meta.log_segment;
+        let durable = self
+            .shared
+            .engine
+            .read()
+            .durable_meta
+            .first_needed_segment();
         let listing = Listing::read(self.shared.storage.as_ref())?;
         Ok(listing
             .segments
@@ -569,7 +608,7 @@ impl Env {
     /// Opens an existing database; [`Error::DbNotFound`] if there is none of that name.
     pub fn open_db(&self, name: &str) -> Result<Db> {
         self.shared.live()?;
-        let id = self.shared.engine.read().names.get(name).copied();
+        let id = self.shared.engine.read().visible_db(name);
         id.map(|id| self.handle(id, name))
             .ok_or_else(|| Error::DbNotFound(name.to_string()))
     }
@@ -613,7 +652,12 @@ impl Env {
     /// The names of all databases, sorted.
     pub fn db_names(&self) -> Result<Vec<String>> {
         self.shared.live()?;
-        Ok(self.shared.engine.read().names.keys().cloned().collect())
+        let e = self.shared.engine.read();
+        Ok(e.names
+            .iter()
+            .filter(|(_, id)| !e.hidden.contains(id))
+            .map(|(n, _)| n.clone())
+            .collect())
     }
 
     /// Makes every change so far durable (a checkpoint). A crash at any instant leaves the
@@ -730,18 +774,49 @@ impl Db {
     /// Calls `f` with the value stored under `key` without copying it out, if present.
     pub fn get_with<R>(&self, key: &[u8], f: impl FnOnce(&[u8]) -> R) -> Result<Option<R>> {
         let mut f = Some(f);
-        let (r, _) = self.shared.read(|e| match e.locate(self.id, key)? {
-            None => Ok(None),
-            Some((leaf, idx)) => e
-                .with_value(leaf, idx, |v| (f.take().expect("called once"))(v))
-                .map(Some),
+        let (r, _) = self.shared.read(|e| {
+            if !e.undo.is_empty() {
+                // A spilled transaction's commit may be being applied: what it applied is not
+                // visible yet.
+                if let Some(before) = e.before_change(self.id, key, None)? {
+                    return Ok(before.map(|v| (f.take().expect("called once"))(&v)));
+                }
+            }
+            match e.locate(self.id, key)? {
+                None => Ok(None),
+                Some((leaf, idx)) => e
+                    .with_value(leaf, idx, |v| (f.take().expect("called once"))(v))
+                    .map(Some),
+            }
         })?;
         Ok(r)
     }
 
     /// Whether `key` is present.
     pub fn contains(&self, key: &[u8]) -> Result<bool> {
-        Ok(self.shared.read(|e| e.locate(self.id, key))?.0.is_some())
+        Ok(self.get_with(key, |_| ())?.is_some())
+    }
+
+    /// Runs `op` as [`Shared::read`] does, first waiting while a spilled transaction's commit
+    /// is being applied to this database: for readers of the latest data that cannot look
+    /// past what it has applied (cursors).
+    pub(crate) fn read_unless_applying<T>(
+        &self,
+        mut op: impl FnMut(&Engine) -> NeedResult<T>,
+    ) -> Result<(T, u64)> {
+        loop {
+            let seen = self.shared.bulk_done.seq();
+            let (r, version) = self.shared.read(|e| {
+                if e.applying_to(self.id) {
+                    return Ok(None);
+                }
+                op(e).map(Some)
+            })?;
+            match r {
+                Some(r) => return Ok((r, version)),
+                None => self.shared.bulk_done.wait(seen, std::time::Duration::ZERO),
+            }
+        }
     }
 
     pub(crate) fn same_env(&self, shared: &Arc<Shared>) -> bool {

@@ -51,6 +51,7 @@ impl PinnedCheckpoint {
             shared,
             meta: Meta {
                 log_segment: 0,
+                keep_segment: 0,
                 ..meta
             },
             free,

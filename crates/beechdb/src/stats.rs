@@ -56,6 +56,10 @@ counters! {
         aborts: "Aborts",
         /// Write conflicts reported (`Error::Conflict`).
         conflicts: "Write conflicts",
+        /// Times a transaction's writes outgrew `Config::txn_memory` and spilled to the log.
+        spills: "Transaction spills to the log",
+        /// Commits of spilled transactions, applied in batches.
+        spilled_commits: "Commits of spilled transactions",
     }
 }
 
@@ -68,6 +72,8 @@ counters! {
         deadlocks: "Deadlocks",
         /// Lock waits that timed out (`Error::LockTimeout`).
         timeouts: "Lock wait timeouts",
+        /// Key locks of one database traded for a lock on the whole database.
+        escalations: "Lock escalations",
     }
 }
 

@@ -1,8 +1,9 @@
 //! Savepoints and partial rollback against a model: random puts, deletes, savepoints,
 //! rollbacks and releases (databases created and removed among them), every read of the
 //! transaction (gets and scans in both directions) checked against the model at each step,
-//! then the commit checked against the model too. Also: writes while iterating, and a
-//! transaction shared between threads.
+//! then the commit checked against the model too; the same with a memory budget so small
+//! that the writes spill to the log. Also: writes while iterating, and a transaction shared
+//! between threads.
 
 use beechdb::storage::MemStorage;
 use beechdb::{Config, Db, Env, Error, Savepoint, Txn};
@@ -67,7 +68,25 @@ fn key(i: u32) -> Vec<u8> {
 
 #[test]
 fn savepoints_match_a_model() {
-    for seed in 0..300u64 {
+    let spills = model_run(config(), 40, 300);
+    assert_eq!(spills, 0, "nothing spills in memory");
+}
+
+/// With writes past the memory budget spilled to the log: reads of the transaction's own
+/// writes, rollbacks past spills and scans merge the spilled runs, and the commit is applied
+/// from them.
+#[test]
+fn savepoints_match_a_model_when_writes_spill() {
+    let spills = model_run(config().txn_memory(16 << 10), 2000, 150);
+    assert!(spills > 100, "writes spilled {spills} times");
+}
+
+/// Runs `seeds` random transactions with values up to `max_value` bytes; returns how many
+/// times writes spilled to the log.
+fn model_run(config: Config, max_value: usize, seeds: u64) -> u64 {
+    let mut spills = 0;
+    for seed in 0..seeds {
+        let config = || config.clone();
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let storage = MemStorage::new();
         let env = Env::open_with_storage(Arc::new(storage.clone()), config()).unwrap();
@@ -90,7 +109,7 @@ fn savepoints_match_a_model() {
             match rng.gen_range(0..20) {
                 0..=7 => {
                     let k = key(rng.gen_range(0..60));
-                    let v = vec![rng.gen::<u8>(); rng.gen_range(0..40)];
+                    let v = vec![rng.gen::<u8>(); rng.gen_range(0..max_value)];
                     t.put(&main, &k, &v).unwrap();
                     view.main.insert(k, v);
                 }
@@ -153,6 +172,7 @@ fn savepoints_match_a_model() {
             (Err(Error::DbNotFound(_)), None) => {}
             (r, v) => panic!("seed {seed}: extra {:?} vs {v:?}", r.map(|_| ())),
         }
+        spills += env.stat().unwrap().txn.unwrap().txns.spills;
         // And the log says the same.
         drop(main);
         let storage = beechdb::storage::MemStorage::restart_process(&storage);
@@ -162,6 +182,7 @@ fn savepoints_match_a_model() {
         let after: Data = main.iter().map(|kv| kv.unwrap()).collect();
         assert_eq!(after, view.main, "seed {seed}: recovered");
     }
+    spills
 }
 
 #[test]

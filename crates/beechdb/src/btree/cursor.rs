@@ -101,7 +101,7 @@ impl Cursor {
     fn fill(&mut self, to: Seek) -> Result<bool> {
         let forward = matches!(to, Seek::First | Seek::Ge(_) | Seek::Gt(_));
         let (data, spans) = (&mut self.data, &mut self.spans);
-        let (found, version) = self.db.read(|e| {
+        let (found, version) = self.db.read_unless_applying(|e| {
             data.clear();
             spans.clear();
             match e.seek(self.db.id(), to)? {

@@ -21,7 +21,8 @@
 //! | 80 | 4 | mode the environment was created in: 0 Data Store, 1 transactional, 2 transactional with an in-memory log |
 //! | 84 | 4 | log chain value at that position (checksum of the record before it) |
 //! | 88 | 8 | environment id (random, fixed at creation) |
-//! | 96..128 | | zero |
+//! | 96 | 8 | oldest log segment recovery needs, when earlier than the one at offset 72 (a transaction that spilled writes ahead of its commit was going at the checkpoint); 0: the one at offset 72 |
+//! | 104..128 | | zero |
 
 use super::page::{rd32, rd64, wr32, wr64};
 
@@ -43,6 +44,7 @@ pub(crate) struct Meta {
     pub mode: u32,
     pub log_chain: u32,
     pub env_id: u64,
+    pub keep_segment: u64,
 }
 
 /// Why a meta slot could not be used.
@@ -68,6 +70,14 @@ impl std::fmt::Display for MetaProblem {
 }
 
 impl Meta {
+    /// The oldest log segment recovery from this checkpoint needs.
+    pub fn first_needed_segment(&self) -> u64 {
+        match self.keep_segment {
+            0 => self.log_segment,
+            k => k.min(self.log_segment),
+        }
+    }
+
     pub fn encode(&self) -> [u8; META_LEN] {
         let mut b = [0u8; META_LEN];
         b[4..12].copy_from_slice(MAGIC);
@@ -84,6 +94,7 @@ impl Meta {
         wr32(&mut b, 80, self.mode);
         wr32(&mut b, 84, self.log_chain);
         wr64(&mut b, 88, self.env_id);
+        wr64(&mut b, 96, self.keep_segment);
         let crc = crc32c::crc32c(&b[4..]);
         wr32(&mut b, 0, crc);
         b
@@ -121,6 +132,7 @@ impl Meta {
             mode,
             log_chain: rd32(b, 84),
             env_id: rd64(b, 88),
+            keep_segment: rd64(b, 96),
         })
     }
 }
@@ -144,6 +156,7 @@ mod tests {
             mode: 1,
             log_chain: 0xdead_beef,
             env_id: 0x0123_4567_89ab_cdef,
+            keep_segment: 4,
         };
         let b = m.encode();
         assert_eq!(Meta::decode(&b).unwrap(), m);

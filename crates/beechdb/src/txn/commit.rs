@@ -26,7 +26,7 @@ pub(crate) enum Ddl {
 }
 
 impl Ddl {
-    fn record(&self, txn: u64) -> Record<'_> {
+    pub(super) fn record(&self, txn: u64) -> Record<'_> {
         match self {
             Ddl::Create { db, name } => Record::CreateDb {
                 txn,
@@ -117,6 +117,12 @@ impl Shared {
                     return Err(Error::DbRemoved);
                 }
             }
+            let removes_applying = |d: &Ddl| matches!(d, Ddl::Remove { db, .. } if e.undo.iter().any(|u| u.lsn().is_none() && u.dbs.contains(db)));
+            if ddl.iter().any(removes_applying) {
+                // A spilled transaction's commit is being applied to it: it ends first.
+                tx.txns.stats.conflicts.fetch_add(1, Relaxed);
+                return Err(Error::Conflict);
+            }
             let commit = Record::Commit { txn, prev: 0, ops };
             let appended = match (&tx.wal, arrival.as_mut()) {
                 (Some(w), Some(a)) if ddl.is_empty() => w.append(a, &[commit]),
@@ -145,13 +151,17 @@ impl Shared {
                 return Err(err);
             }
             e.commit_lsn = lsn;
-            if !e.versions.is_empty() && (oldest.is_none() || lsn % 64 < 8) {
+            let old_versions = !e.versions.is_empty() || !e.undo.is_empty();
+            if old_versions && (oldest.is_none() || lsn % 64 < 8) {
                 e.gc_versions(oldest);
             }
             self.data_version.fetch_add(1, Release);
             e.shrink_cache();
-            lsn
+            // Dropped (their files removed) once the lock is released.
+            (lsn, std::mem::take(&mut e.undo_garbage))
         };
+        let (lsn, garbage) = lsn;
+        drop(garbage);
         if let Some(w) = &tx.wal {
             w.wait(lsn, d)?;
         }
@@ -203,7 +213,7 @@ impl Shared {
 
     /// Asks the background thread for a checkpoint when enough log has gathered, and for
     /// the log's next segment when the log wants one.
-    fn request_background_work(&self, tx: &Tx, lsn: u64) {
+    pub(super) fn request_background_work(&self, tx: &Tx, lsn: u64) {
         if lsn.saturating_sub(tx.last_checkpoint_lsn.load(Relaxed)) >= tx.checkpoint_log_bytes {
             tx.request_checkpoint();
         }

@@ -1,23 +1,24 @@
 //! The public transaction handle.
 //!
-//! Owns: [`Txn`], [`Savepoint`] and a transaction's private state (its write set, the undo
-//! of writes since its oldest live savepoint, its held locks, its databases created and
-//! removed). May call: `env` (reads through the engine's locks), `txn::commit`, the lock
-//! table. Invariants: every method takes `&self`, the state sitting behind a mutex that is
-//! never held while the engine's lock is taken by anything but the commit (so an iterator,
-//! which takes the engine's lock and then the state's, never waits on a cycle); a key is
-//! in `locked` exactly when the lock table holds it for this transaction; `undo` is empty
-//! when no savepoint is live.
+//! Owns: [`Txn`], [`Savepoint`] and a transaction's private state (its write set in layers,
+//! one per live savepoint, its held locks, its databases created and removed). May call:
+//! `env` (reads through the engine's locks), `txn::commit`, `txn::writes`, the lock table.
+//! Invariants: every method takes `&self`, the state sitting behind a mutex that is never
+//! held while the engine's lock is taken by anything but the commit (so an iterator, which
+//! takes the engine's lock and then the state's, never waits on a cycle); a key is in
+//! `locked` exactly when the lock table holds it for this transaction, and the keys of a
+//! database in `escalated` are held by the database's lock instead; live savepoint `i`
+//! begins write-set layer `i + 1`.
 
 use super::scan::TxnIter;
+use super::writes::WriteSet;
 use super::{scoped_key, Ddl};
 use crate::config::{Durability, Isolation};
 use crate::env::{Db, Shared};
 use crate::error::{Error, Result};
 use crate::wal::{Op, OpsBuilder};
 use parking_lot::{Mutex, MutexGuard};
-use rustc_hash::FxHashSet;
-use std::collections::BTreeMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::ops::RangeBounds;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -25,6 +26,13 @@ use std::sync::Arc;
 /// The lock-table "database" of database names: creating or removing a database locks its
 /// name, so two transactions cannot both create (or remove) the same one.
 const CATALOG_LOCK: u32 = crate::engine::CATALOG;
+
+/// Key locks one transaction holds in a database before it asks for the whole database. A
+/// key lock costs about 128 bytes (its entries in the lock table and in the transaction's
+/// set), so these take about an eighth of the transaction's memory.
+fn escalation_threshold(txn_memory: usize) -> usize {
+    (txn_memory / 1024).max(64)
+}
 
 /// A transaction over any databases of one environment. Reads see a snapshot taken at
 /// [`crate::Env::begin_txn`] (or the latest committed data under read-committed isolation)
@@ -69,33 +77,28 @@ pub(crate) struct TxnInner {
 }
 
 pub(super) struct State {
-    /// The latest write of each key (scoped by database), `None` deleting it.
-    pub(super) writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
-    /// For each write made while a savepoint is live, in order: the key and the entry it
-    /// replaced in `writes` (`None`: there was none).
-    undo: Vec<Undo>,
+    /// The latest write of each key (scoped by database), in layers.
+    pub(super) writes: WriteSet,
     /// Live savepoints, oldest first.
     marks: Vec<Mark>,
     next_mark: u64,
     locked: FxHashSet<Vec<u8>>,
+    /// Key locks held per database, and the databases held whole instead.
+    locks_in: FxHashMap<u32, usize>,
+    escalated: Vec<u32>,
     /// Databases created and removed, in order.
-    ddl: Vec<Ddl>,
+    pub(super) ddl: Vec<Ddl>,
     /// Databases written (each once).
-    dbs: Vec<u32>,
+    pub(super) dbs: Vec<u32>,
     durability: Durability,
     registered: Option<u64>,
     finished: bool,
 }
 
-/// A write made while a savepoint was live: the key, and the entry it replaced in the write
-/// set (`None`: none; `Some(None)`: a delete).
-type Undo = (Vec<u8>, Option<Option<Vec<u8>>>);
-
-/// Where a savepoint was taken: the lengths of the undo log, the DDL list and the written
-/// databases at that moment.
+/// Where a savepoint was taken: the lengths of the DDL list and the written databases at
+/// that moment (its writes go to a write-set layer of their own).
 struct Mark {
     id: u64,
-    undo: usize,
     ddl: usize,
     dbs: usize,
 }
@@ -119,11 +122,7 @@ impl State {
         if !self.dbs.contains(&db) {
             self.dbs.push(db);
         }
-        let sk = scoped_key(db, key);
-        let before = self.writes.insert(sk.clone(), value);
-        if !self.marks.is_empty() {
-            self.undo.push((sk, before));
-        }
+        self.writes.insert(scoped_key(db, key), value);
     }
 
     /// The name's latest state in this transaction: `Some(Some(db))` created, `Some(None)`
@@ -172,6 +171,10 @@ impl TxnInner {
         st.finished = true;
         if let Ok(tx) = self.shared.tx() {
             tx.txns.locks.release(self.id, st.locked.drain());
+            tx.txns
+                .locks
+                .release_databases(self.id, &std::mem::take(&mut st.escalated));
+            st.writes.end_hold(tx.wal.as_ref(), None);
             if let Some(s) = st.registered.take() {
                 tx.txns.unregister(s);
             }
@@ -195,11 +198,12 @@ impl Drop for TxnInner {
 impl State {
     fn empty() -> State {
         State {
-            writes: BTreeMap::new(),
-            undo: Vec::new(),
+            writes: WriteSet::default(),
             marks: Vec::new(),
             next_mark: 0,
             locked: FxHashSet::default(),
+            locks_in: FxHashMap::default(),
+            escalated: Vec::new(),
             ddl: Vec::new(),
             dbs: Vec::new(),
             durability: Durability::Sync,
@@ -284,9 +288,9 @@ impl Txn {
     /// The value of `key` in `db` as this transaction sees it.
     pub fn get(&self, db: &Db, key: &[u8]) -> Result<Option<Vec<u8>>> {
         {
-            let st = self.inner.checked(db)?;
-            if let Some(w) = st.writes.get(&scoped_key(db.id(), key)) {
-                return Ok(w.clone());
+            let mut st = self.inner.checked(db)?;
+            if let Some(w) = st.writes.get(&scoped_key(db.id(), key))? {
+                return Ok(w);
             }
             if st.created(db.id()) {
                 return Ok(None);
@@ -335,10 +339,22 @@ impl Txn {
         drop(self.inner.checked(db)?);
         self.inner.shared.check_sizes(key, value)?;
         self.lock(db.id(), key)?;
-        self.inner
-            .checked(db)?
-            .write(db.id(), key, Some(value.to_vec()));
-        Ok(())
+        let mut st = self.inner.checked(db)?;
+        st.write(db.id(), key, Some(value.to_vec()));
+        self.spill_if_over(&mut st)
+    }
+
+    /// Spills the write set to the log when it outgrows the transaction's memory.
+    fn spill_if_over(&self, st: &mut State) -> Result<()> {
+        let tx = self.inner.shared.tx()?;
+        match &tx.wal {
+            Some(w) if st.writes.mem_bytes() > tx.txn_memory => {
+                st.writes.spill(w, self.inner.id)?;
+                tx.txns.stats.spills.fetch_add(1, Relaxed);
+                Ok(())
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Deletes `key` from `db` when the transaction commits; returns whether it was present.
@@ -346,7 +362,9 @@ impl Txn {
         drop(self.inner.checked(db)?);
         self.lock(db.id(), key)?;
         let existed = self.get(db, key)?.is_some();
-        self.inner.checked(db)?.write(db.id(), key, None);
+        let mut st = self.inner.checked(db)?;
+        st.write(db.id(), key, None);
+        self.spill_if_over(&mut st)?;
         Ok(existed)
     }
 
@@ -355,12 +373,16 @@ impl Txn {
     /// snapshot wrote it.
     fn lock(&self, db: u32, key: &[u8]) -> Result<()> {
         let sk = scoped_key(db, key);
-        if self.inner.open_state()?.locked.contains(&sk) {
-            return Ok(());
-        }
         let tx = self.inner.shared.tx()?;
-        tx.txns.locks.lock(self.inner.id, &sk, tx.lock_timeout)?;
-        {
+        let covered = {
+            let st = self.inner.open_state()?;
+            if st.locked.contains(&sk) {
+                return Ok(());
+            }
+            st.escalated.contains(&db)
+        };
+        if !covered {
+            tx.txns.locks.lock(self.inner.id, &sk, tx.lock_timeout)?;
             let mut st = self.inner.state();
             if st.finished {
                 // Finished meanwhile, by another thread sharing the transaction.
@@ -368,14 +390,43 @@ impl Txn {
                 return Err(Error::TxnFinished);
             }
             st.locked.insert(sk);
+            let held = st.locks_in.entry(db).or_default();
+            *held += 1;
+            if db != CATALOG_LOCK && *held >= escalation_threshold(tx.txn_memory) {
+                self.escalate(&mut st, db);
+            }
         }
         if let Some(s) = self.inner.snapshot {
-            if self.inner.shared.engine.read().committed_after(db, key, s) {
+            if self
+                .inner
+                .shared
+                .engine
+                .read()
+                .committed_after(db, key, s)?
+            {
                 tx.txns.stats.conflicts.fetch_add(1, Relaxed);
                 return Err(Error::Conflict);
             }
         }
         Ok(())
+    }
+
+    /// Trades this transaction's key locks in `db` for a lock on the whole database, so that
+    /// their memory stays bounded; if other transactions hold keys there for long, it keeps
+    /// its key locks and tries again after as many more.
+    fn escalate(&self, st: &mut State, db: u32) {
+        let Ok(tx) = self.inner.shared.tx() else {
+            return;
+        };
+        let wait = tx.lock_timeout.min(std::time::Duration::from_secs(1));
+        if !tx.txns.locks.escalate(self.inner.id, db, wait) {
+            st.locks_in.insert(db, 0);
+            return;
+        }
+        let prefix = db.to_be_bytes();
+        st.locked.retain(|k| !k.starts_with(&prefix));
+        st.locks_in.remove(&db);
+        st.escalated.push(db);
     }
 
     /// Marks a point to roll back to. Savepoints nest: rolling back to one undoes
@@ -386,11 +437,11 @@ impl Txn {
         st.next_mark += 1;
         let mark = Mark {
             id,
-            undo: st.undo.len(),
             ddl: st.ddl.len(),
             dbs: st.dbs.len(),
         };
         st.marks.push(mark);
+        st.writes.push_layer();
         Ok(Savepoint {
             txn: self.inner.id,
             id,
@@ -413,14 +464,8 @@ impl Txn {
     pub fn rollback_to(&self, sp: &Savepoint) -> Result<()> {
         let mut st = self.inner.open_state()?;
         let i = self.mark_index(&st, sp)?;
-        let (undo, ddl, dbs) = (st.marks[i].undo, st.marks[i].ddl, st.marks[i].dbs);
-        while st.undo.len() > undo {
-            let (key, before) = st.undo.pop().expect("longer than the mark");
-            match before {
-                Some(v) => st.writes.insert(key, v),
-                None => st.writes.remove(&key),
-            };
-        }
+        let (ddl, dbs) = (st.marks[i].ddl, st.marks[i].dbs);
+        st.writes.rollback_to(i);
         st.ddl.truncate(ddl);
         st.dbs.truncate(dbs);
         st.marks.truncate(i + 1);
@@ -433,9 +478,7 @@ impl Txn {
         let mut st = self.inner.open_state()?;
         let i = self.mark_index(&st, &sp)?;
         st.marks.truncate(i);
-        if st.marks.is_empty() {
-            st.undo = Vec::new();
-        }
+        st.writes.release(i);
         Ok(())
     }
 
@@ -455,10 +498,12 @@ impl Txn {
                 .inner
                 .snapshot
                 .unwrap_or_else(|| self.inner.shared.engine.read().commit_lsn))
+        } else if st.writes.spilled() {
+            self.inner.shared.commit_spilled(self.inner.id, &mut st, d)
         } else {
             // Writes to databases this transaction removed go with them.
             let mut ops = OpsBuilder::default();
-            for (k, v) in &st.writes {
+            for (k, v) in &st.writes.merged() {
                 let (db, key) = (u32::from_be_bytes(k[..4].try_into().unwrap()), &k[4..]);
                 if st.removed(db) {
                     continue;

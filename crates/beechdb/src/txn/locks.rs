@@ -1,8 +1,12 @@
 //! Key locks for writers: one owner per key, waits bounded by a timeout, and a wait-for
-//! graph that finds deadlocks the moment a wait would close a cycle.
+//! graph that finds deadlocks the moment a wait would close a cycle. A transaction holding
+//! many keys of one database may trade them for one lock on the whole database (lock
+//! escalation), which it gets only once no other transaction holds a key there.
 //!
-//! Invariant: every transaction waits for at most one other, so the graph is a set of
-//! chains and a cycle check is a walk along one chain.
+//! Keys are scoped keys (database id big-endian, then the key). Invariants: every
+//! transaction waits for at most one other, so the graph is a set of chains and a cycle
+//! check is a walk along one chain; a database lock and another transaction's key lock in
+//! that database never coexist.
 
 use crate::error::{Error, Result};
 use parking_lot::{Condvar, Mutex};
@@ -14,6 +18,37 @@ use std::time::{Duration, Instant};
 struct Table {
     owners: FxHashMap<Vec<u8>, u64>,
     waits_for: FxHashMap<u64, u64>,
+    /// Database id -> the transaction holding the whole database.
+    databases: FxHashMap<u32, u64>,
+}
+
+fn db_of(key: &[u8]) -> Option<u32> {
+    key.get(..4)
+        .map(|b| u32::from_be_bytes(b.try_into().unwrap()))
+}
+
+impl Table {
+    /// The transaction other than `txn` that `key`'s lock (or its database's) belongs to.
+    fn holder(&self, txn: u64, key: &[u8]) -> Option<u64> {
+        if !self.databases.is_empty() {
+            if let Some(&o) = db_of(key).and_then(|db| self.databases.get(&db)) {
+                return (o != txn).then_some(o);
+            }
+        }
+        self.owners.get(key).copied().filter(|&o| o != txn)
+    }
+
+    /// Whether waiting for `owner` would close a cycle back to `txn`.
+    fn would_deadlock(&self, txn: u64, owner: u64) -> bool {
+        let mut cur = owner;
+        while let Some(&next) = self.waits_for.get(&cur) {
+            if next == txn {
+                return true;
+            }
+            cur = next;
+        }
+        false
+    }
 }
 
 #[derive(Default)]
@@ -31,22 +66,17 @@ impl LockTable {
         let deadline = Instant::now() + timeout;
         let mut waited = false;
         loop {
-            let owner = match t.owners.get(key) {
-                None => {
+            let Some(owner) = t.holder(txn, key) else {
+                let covered = !t.databases.is_empty()
+                    && db_of(key).and_then(|db| t.databases.get(&db)) == Some(&txn);
+                if !covered {
                     t.owners.insert(key.to_vec(), txn);
-                    return Ok(waited);
                 }
-                Some(&o) if o == txn => return Ok(waited),
-                Some(&o) => o,
+                return Ok(waited);
             };
-            // Would waiting for `owner` close a cycle back to us?
-            let mut cur = owner;
-            while let Some(&next) = t.waits_for.get(&cur) {
-                if next == txn {
-                    self.stats.deadlocks.fetch_add(1, Relaxed);
-                    return Err(Error::Deadlock);
-                }
-                cur = next;
+            if t.would_deadlock(txn, owner) {
+                self.stats.deadlocks.fetch_add(1, Relaxed);
+                return Err(Error::Deadlock);
             }
             if !waited {
                 self.stats.waits.fetch_add(1, Relaxed);
@@ -55,11 +85,62 @@ impl LockTable {
             t.waits_for.insert(txn, owner);
             let timed_out = self.released.wait_until(&mut t, deadline).timed_out();
             t.waits_for.remove(&txn);
-            if timed_out && t.owners.get(key).is_some_and(|&o| o != txn) {
+            if timed_out && t.holder(txn, key).is_some() {
                 self.stats.timeouts.fetch_add(1, Relaxed);
                 return Err(Error::LockTimeout);
             }
         }
+    }
+
+    /// Trades `txn`'s key locks in database `db` for a lock on the whole database, waiting
+    /// (at most `timeout`) for other transactions holding keys there to end. Gives up, with
+    /// nothing changed, if a wait would deadlock or time out. Returns whether it succeeded.
+    pub(crate) fn escalate(&self, txn: u64, db: u32, timeout: Duration) -> bool {
+        let prefix = db.to_be_bytes();
+        let mut t = self.table.lock();
+        let deadline = Instant::now() + timeout;
+        loop {
+            let other = match t.databases.get(&db) {
+                Some(&o) if o != txn => Some(o),
+                Some(_) => return true,
+                None => t
+                    .owners
+                    .iter()
+                    .find(|(k, &o)| o != txn && k.starts_with(&prefix))
+                    .map(|(_, &o)| o),
+            };
+            let Some(owner) = other else {
+                t.databases.insert(db, txn);
+                t.owners
+                    .retain(|k, &mut o| !(o == txn && k.starts_with(&prefix)));
+                self.stats.escalations.fetch_add(1, Relaxed);
+                return true;
+            };
+            if t.would_deadlock(txn, owner) {
+                return false;
+            }
+            t.waits_for.insert(txn, owner);
+            let timed_out = self.released.wait_until(&mut t, deadline).timed_out();
+            t.waits_for.remove(&txn);
+            if timed_out {
+                return false;
+            }
+        }
+    }
+
+    /// Releases `txn`'s locks on the databases `dbs` and wakes the waiters.
+    pub(crate) fn release_databases(&self, txn: u64, dbs: &[u32]) {
+        if dbs.is_empty() {
+            return;
+        }
+        let mut t = self.table.lock();
+        for db in dbs {
+            if t.databases.get(db) == Some(&txn) {
+                t.databases.remove(db);
+            }
+        }
+        drop(t);
+        self.released.notify_all();
     }
 
     /// Releases every key in `keys` held by `txn` and wakes the waiters.
@@ -103,5 +184,58 @@ mod tests {
             lt.lock(3, b"a", Duration::from_millis(20)),
             Err(Error::LockTimeout)
         ));
+    }
+
+    fn key(db: u32, k: &[u8]) -> Vec<u8> {
+        crate::txn::scoped_key(db, k)
+    }
+
+    #[test]
+    fn escalation_waits_for_other_holders_then_covers_the_database() {
+        let lt = Arc::new(LockTable::default());
+        let short = Duration::from_millis(30);
+        lt.lock(1, &key(5, b"a"), short).unwrap();
+        lt.lock(2, &key(5, b"b"), short).unwrap();
+        lt.lock(2, &key(6, b"x"), short).unwrap();
+        // Transaction 2 holds a key in database 5: no escalation for 1 yet.
+        assert!(!lt.escalate(1, 5, short));
+        lt.release(2, [key(5, b"b")]);
+        assert!(lt.escalate(1, 5, short));
+        // Every key of database 5 is now 1's, including ones it never named; 1's own key
+        // entry went with the escalation.
+        assert!(matches!(
+            lt.lock(2, &key(5, b"zzz"), short),
+            Err(Error::LockTimeout)
+        ));
+        assert!(!lt.lock(1, &key(5, b"new"), short).unwrap());
+        assert!(lt.table.lock().owners.keys().all(|k| db_of(k) != Some(5)));
+        // Database 6 is untouched.
+        assert!(lt.escalate(2, 6, short));
+        lt.release_databases(1, &[5]);
+        assert!(!lt.lock(2, &key(5, b"zzz"), short).unwrap());
+        // A waiter for the database lock wakes when it goes.
+        lt.release(2, [key(5, b"zzz")]);
+        assert!(lt.escalate(1, 5, short));
+        let lt2 = lt.clone();
+        let waiter = std::thread::spawn(move || lt2.lock(3, &key(5, b"q"), Duration::from_secs(5)));
+        std::thread::sleep(Duration::from_millis(20));
+        lt.release_databases(1, &[5]);
+        assert!(waiter.join().unwrap().unwrap());
+    }
+
+    #[test]
+    fn escalation_gives_up_rather_than_deadlock() {
+        let lt = Arc::new(LockTable::default());
+        lt.lock(1, &key(5, b"a"), Duration::from_secs(1)).unwrap();
+        lt.lock(2, &key(5, b"b"), Duration::from_secs(1)).unwrap();
+        let lt2 = lt.clone();
+        // 2 waits for 1's key; 1 escalating would wait for 2: it gives up instead.
+        let waiter = std::thread::spawn(move || lt2.lock(2, &key(5, b"a"), Duration::from_secs(5)));
+        while lt.table.lock().waits_for.get(&2) != Some(&1) {
+            std::thread::yield_now();
+        }
+        assert!(!lt.escalate(1, 5, Duration::from_secs(5)));
+        lt.release(1, [key(5, b"a")]);
+        assert!(waiter.join().unwrap().unwrap());
     }
 }

@@ -8,20 +8,27 @@
 //! appends the transaction's records to the log and applies them to the trees under the
 //! engine's exclusive lock, so log order is commit order and recovery is redo-only. Values a
 //! commit overwrites are kept in the engine's version map while an older snapshot is
-//! active. Databases are created and removed by transactions too (logged, replayed).
+//! active. Databases are created and removed by transactions too (logged, replayed). A
+//! transaction whose writes outgrow its memory spills them to the log ahead of its commit
+//! (`writes.rs`), and its commit is applied in bounded batches (`bulk.rs`), the values it
+//! replaces kept on disk for readers meanwhile and for older snapshots after (`undo.rs`).
 //! Invariants:
 //! - a snapshot is taken and registered under the engine's shared lock, and a commit reads
 //!   the oldest active snapshot under the exclusive lock, so no snapshot misses a version;
 //! - a writer holds the key's lock from its first write to commit or abort; under snapshot
 //!   isolation it then fails with `Conflict` if the key was committed after its snapshot.
 
+mod bulk;
 mod commit;
 mod handle;
 pub(crate) mod locks;
 mod scan;
+mod undo;
 mod versions;
+mod writes;
 
 pub(crate) use commit::Ddl;
+pub(crate) use undo::UndoStore;
 
 pub use handle::{Savepoint, Txn};
 pub use scan::TxnIter;

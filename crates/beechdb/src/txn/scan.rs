@@ -1,12 +1,16 @@
 //! A transaction's range scan, streamed a leaf at a time.
 //!
-//! Owns: [`TxnIter`]. May call: `btree::cursor::read_run` and the engine's version map,
-//! under the environment's shared lock. Invariant: each batch covers an interval of keys
-//! that continues exactly where the previous one ended, and is read in one acquisition of
-//! the shared lock: the tree's entries in the interval, then (under snapshot isolation) the
-//! values that commits newer than the snapshot overwrote there, which restore the snapshot's
-//! view of the whole interval. Commits between batches change only later intervals, and those
-//! are restored the same way when read; the transaction's own writes are merged last.
+//! Owns: [`TxnIter`]. May call: `btree::cursor::read_run`, the engine's version map and undo
+//! stores, under the environment's shared lock, and the transaction's write set. Invariant:
+//! each batch covers an interval of keys that continues exactly where the previous one
+//! ended, and is read in one acquisition of the shared lock: the tree's entries in the
+//! interval, then the values the reader must see otherwise (under snapshot isolation, those
+//! that commits newer than the snapshot overwrote; for every reader, those a spilled
+//! transaction's commit being applied replaced), which restore the reader's view of the whole
+//! interval. Commits between batches change only later intervals, and those are restored the
+//! same way when read; the transaction's own writes are merged last. Sources that may hold
+//! many keys in one interval (undo stores, the write set) give at most [`BATCH_CAP`] each, and
+//! the interval then ends at the last key they gave, so a batch's memory stays bounded.
 
 use super::handle::TxnInner;
 use super::scoped_range;
@@ -17,6 +21,9 @@ use crate::error::{Error, Result};
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
+
+/// Entries a batch takes at most from each source that may hold many in one interval.
+const BATCH_CAP: usize = 1024;
 
 /// The entries of a key range as a transaction sees them, in key order (or reverse).
 /// Created by [`crate::Txn::range`], [`crate::Txn::range_rev`] and [`crate::Txn::iter`]; owns
@@ -88,25 +95,23 @@ impl TxnIter {
             (false, Some((k, _))) => Bound::Included(k.clone()),
             _ => self.to.clone(),
         };
-        let overrides = match self.txn.snapshot {
-            Some(at) => {
-                let (lo, hi) = self.interval(&upto);
-                e.snapshot_overrides(db, lo, hi, at)
-            }
-            None => Vec::new(),
-        };
-        Ok(Batch {
+        let interval = self.interval(&upto);
+        let (overrides, cut) =
+            e.overrides(db, interval, self.txn.snapshot, self.reverse, BATCH_CAP)?;
+        let mut batch = Batch {
             run,
             overrides,
             upto,
             last,
-        })
+        };
+        batch.end_at(cut, self.reverse);
+        Ok(batch)
     }
 
     /// Reads the next batch into `self.batch`.
     fn refill(&mut self) -> Result<()> {
         let created = self.txn.open_state()?.created(self.db.id());
-        let batch = if created {
+        let mut batch = if created {
             // Created by this transaction: only its own writes are there.
             Batch {
                 run: Vec::new(),
@@ -117,26 +122,30 @@ impl TxnIter {
         } else {
             self.db.read(|e| self.read_batch(e))?.0
         };
+        // The transaction's writes as they are now (the engine's lock is not held here).
+        let (own, cut) = {
+            let mut st = self.txn.open_state()?;
+            if st.removed(self.db.id()) {
+                return Err(crate::error::Error::DbRemoved);
+            }
+            let (lo, hi) = self.interval(&batch.upto);
+            let (lo, hi) = scoped_range(self.db.id(), lo, hi);
+            let (own, cut) = st.writes.range(&lo, &hi, self.reverse, BATCH_CAP)?;
+            (own, cut.map(|c| c[4..].to_vec()))
+        };
+        batch.end_at(cut, self.reverse);
         let mut view: BTreeMap<Vec<u8>, Vec<u8>> = batch.run.into_iter().collect();
-        for (k, before) in batch.overrides {
-            match before {
+        let own = own.into_iter().map(|(k, w)| (k[4..].to_vec(), w));
+        for (k, w) in batch.overrides.into_iter().chain(own) {
+            let upto = &batch.upto;
+            if beyond(upto, &k, self.reverse) {
+                continue;
+            }
+            match w {
                 Some(v) => view.insert(k, v),
                 None => view.remove(&k),
             };
         }
-        let (lo, hi) = self.interval(&batch.upto);
-        // The transaction's writes as they are now (the engine's lock is not held here).
-        let st = self.txn.open_state()?;
-        if st.removed(self.db.id()) {
-            return Err(crate::error::Error::DbRemoved);
-        }
-        for (k, v) in st.writes.range(scoped_range(self.db.id(), lo, hi)) {
-            match v {
-                Some(v) => view.insert(k[4..].to_vec(), v.clone()),
-                None => view.remove(&k[4..]),
-            };
-        }
-        drop(st);
         let mut entries: Vec<_> = view.into_iter().collect();
         if self.reverse {
             entries.reverse();
@@ -161,6 +170,22 @@ fn is_empty(lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> bool {
             a >= b
         }
         _ => false,
+    }
+}
+
+impl Batch {
+    /// Ends the batch's interval at `cut` (included), where a capped source stopped, if it
+    /// lies before the interval's end: what lies beyond is read by the next batch.
+    fn end_at(&mut self, cut: Option<Vec<u8>>, reverse: bool) {
+        let Some(c) = cut else { return };
+        if beyond(&self.upto, &c, reverse) {
+            return;
+        }
+        let end = Bound::Included(c);
+        self.run.retain(|(k, _)| !beyond(&end, k, reverse));
+        self.overrides.retain(|(k, _)| !beyond(&end, k, reverse));
+        self.upto = end;
+        self.last = false;
     }
 }
 

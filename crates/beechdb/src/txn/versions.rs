@@ -1,15 +1,22 @@
-//! The version map: values that commits overwrote while older snapshots were active, and
-//! reads of the trees as of a snapshot.
+//! Reads as of a snapshot: the version map (values commits overwrote while older snapshots
+//! were active) and the undo stores of spilled transactions' commits, over the trees.
 //!
-//! Owns: the engine methods over `Engine::versions`. May call: the tree (through the
-//! engine). Invariant: for each key, entries are in commit order; a snapshot at LSN `s`
-//! reads the first entry newer than `s` (the value before that commit), else the tree; an
-//! entry is dropped only when no active snapshot can read it.
+//! Owns: the engine methods over `Engine::versions` and `Engine::undo`. May call: the tree
+//! (through the engine), `txn::undo`. Invariants: for each key, version-map entries are in
+//! commit order; a reader at snapshot `s` reads the value before the first change after
+//! `s` (the version map's, or an undo store's, whichever commit came first; a commit still
+//! being applied counts as after every snapshot, and hides what it applied from readers of
+//! the latest data too), else the tree; an entry or store is dropped only when no active
+//! snapshot can read it.
 
+use super::undo::UndoStore;
+use super::writes::{Capped, Write};
 use super::{scoped_key, scoped_range};
 use crate::engine::{Engine, Need, NeedResult};
 use crate::error::Result;
+use std::collections::BTreeMap;
 use std::ops::Bound;
+use std::sync::Arc;
 
 impl Engine {
     /// The value of `key` as of snapshot `at` (`None`: the latest committed).
@@ -19,12 +26,8 @@ impl Engine {
         key: &[u8],
         at: Option<u64>,
     ) -> NeedResult<Option<Vec<u8>>> {
-        if let (Some(s), false) = (at, self.versions.is_empty()) {
-            if let Some(chain) = self.versions.get(&scoped_key(db, key)) {
-                if let Some((_, before)) = chain.iter().find(|(lsn, _)| *lsn > s) {
-                    return Ok(before.clone());
-                }
-            }
+        if let Some(before) = self.before_change(db, key, at)? {
+            return Ok(before);
         }
         match self.locate(db, key)? {
             None => Ok(None),
@@ -32,14 +35,62 @@ impl Engine {
         }
     }
 
+    /// The value `key` had before the first change a reader at `at` must not see, if there
+    /// is one.
+    pub(crate) fn before_change(
+        &self,
+        db: u32,
+        key: &[u8],
+        at: Option<u64>,
+    ) -> Result<Option<Write>> {
+        if self.versions.is_empty() && self.undo.is_empty() {
+            return Ok(None);
+        }
+        let sk = scoped_key(db, key);
+        let mut first: Option<(u64, &Write)> = None;
+        if let Some(s) = at {
+            if let Some(chain) = self.versions.get(&sk) {
+                first = chain.iter().find(|(lsn, _)| *lsn > s).map(|(l, w)| (*l, w));
+            }
+        }
+        let mut from_undo: Option<(u64, Write)> = None;
+        for u in self.undo.iter().filter(|u| u.hides_for(at)) {
+            let lsn = u.lsn().unwrap_or(u64::MAX);
+            if from_undo.as_ref().is_some_and(|(l, _)| *l <= lsn) {
+                continue;
+            }
+            if let Some(w) = u.lookup(&sk)? {
+                from_undo = Some((lsn, w));
+            }
+        }
+        Ok(match (first, from_undo) {
+            (Some((l, w)), Some((lu, _))) if l < lu => Some(w.clone()),
+            (_, Some((_, w))) => Some(w),
+            (Some((_, w)), None) => Some(w.clone()),
+            (None, None) => None,
+        })
+    }
+
     /// Whether a commit newer than snapshot `at` wrote `key`.
-    pub(crate) fn committed_after(&self, db: u32, key: &[u8], at: u64) -> bool {
-        !self.versions.is_empty()
-            && self
-                .versions
-                .get(&scoped_key(db, key))
-                .and_then(|c| c.last())
-                .is_some_and(|(lsn, _)| *lsn > at)
+    pub(crate) fn committed_after(&self, db: u32, key: &[u8], at: u64) -> Result<bool> {
+        if self.versions.is_empty() && self.undo.is_empty() {
+            return Ok(false);
+        }
+        let sk = scoped_key(db, key);
+        if self
+            .versions
+            .get(&sk)
+            .and_then(|c| c.last())
+            .is_some_and(|(lsn, _)| *lsn > at)
+        {
+            return Ok(true);
+        }
+        for u in &self.undo {
+            if u.lsn().is_some_and(|l| l > at) && u.lookup(&sk)?.is_some() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     pub(crate) fn read_latest_loading(&mut self, db: u32, key: &[u8]) -> Result<Option<Vec<u8>>> {
@@ -52,28 +103,84 @@ impl Engine {
         }
     }
 
-    /// For keys of `db` in `[lo, hi)` written by commits newer than snapshot `at`: the value
-    /// each had at the snapshot (`None`: absent).
-    pub(crate) fn snapshot_overrides(
-        &self,
-        db: u32,
-        lo: &Bound<Vec<u8>>,
-        hi: &Bound<Vec<u8>>,
-        at: u64,
-    ) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
-        let (start, end) = scoped_range(db, lo, hi);
-        self.versions
-            .range((start, end))
-            .filter_map(|(k, chain)| {
-                chain
-                    .iter()
-                    .find(|(lsn, _)| *lsn > at)
-                    .map(|(_, before)| (k[4..].to_vec(), before.clone()))
-            })
-            .collect()
+    /// The tree's value of `key`, whatever a commit being applied hides.
+    pub(crate) fn read_tree_loading(&mut self, db: u32, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        loop {
+            let found = self.locate(db, key).and_then(|at| match at {
+                None => Ok(None),
+                Some((leaf, idx)) => self.with_value(leaf, idx, |v| v.to_vec()).map(Some),
+            });
+            match found {
+                Ok(v) => return Ok(v),
+                Err(Need::Page(pid)) => self.load(pid)?,
+                Err(Need::Fail(e)) => return Err(e),
+            }
+        }
     }
 
-    /// Drops versions no active snapshot can read.
+    /// For keys of `db` in `(lo, hi)` that a reader at `at` (`None`: the latest committed)
+    /// must see otherwise than the tree has them: the value it sees (`None`: absent), in key
+    /// order (descending with `reverse`). At most about `cap` come from each undo store;
+    /// when one had more, the answer is exact up to the returned cut key (included) in the
+    /// direction of travel.
+    pub(crate) fn overrides(
+        &self,
+        db: u32,
+        (lo, hi): (&Bound<Vec<u8>>, &Bound<Vec<u8>>),
+        at: Option<u64>,
+        reverse: bool,
+        cap: usize,
+    ) -> Result<Capped> {
+        let (start, end) = scoped_range(db, lo, hi);
+        // Scoped key -> (LSN of the first change the reader must not see, value before it).
+        let mut first: BTreeMap<Vec<u8>, (u64, Write)> = BTreeMap::new();
+        if let Some(s) = at {
+            for (k, chain) in self.versions.range((start.clone(), end.clone())) {
+                if let Some((lsn, before)) = chain.iter().find(|(lsn, _)| *lsn > s) {
+                    first.insert(k.clone(), (*lsn, before.clone()));
+                }
+            }
+        }
+        let mut cut: Option<Vec<u8>> = None;
+        for u in self.undo.iter().filter(|u| u.hides_for(at)) {
+            let lsn = u.lsn().unwrap_or(u64::MAX);
+            let (entries, more) = u.range(&start, &end, reverse, cap)?;
+            for (k, before) in entries {
+                if first.get(&k).is_none_or(|(l, _)| lsn < *l) {
+                    first.insert(k, (lsn, before));
+                }
+            }
+            if let Some(m) = more {
+                if cut.as_ref().is_none_or(|c| (m < *c) != reverse) {
+                    cut = Some(m);
+                }
+            }
+        }
+        let beyond_cut = |k: &Vec<u8>| match &cut {
+            None => false,
+            Some(c) => (k > c) != reverse && k != c,
+        };
+        let mut out: Vec<(Vec<u8>, Write)> = first
+            .into_iter()
+            .filter(|(k, _)| !beyond_cut(k))
+            .map(|(k, (_, w))| (k[4..].to_vec(), w))
+            .collect();
+        if reverse {
+            out.reverse();
+        }
+        Ok((out, cut.map(|c| c[4..].to_vec())))
+    }
+
+    /// Whether a spilled transaction's commit is being applied to `db`: readers of the
+    /// latest data that cannot ask the undo stores (cursors) wait for it.
+    pub(crate) fn applying_to(&self, db: u32) -> bool {
+        self.undo
+            .iter()
+            .any(|u| u.lsn().is_none() && u.dbs.contains(&db))
+    }
+
+    /// Drops versions and undo stores no active snapshot can read (stores go to
+    /// `undo_garbage`, to be dropped outside the lock).
     pub(crate) fn gc_versions(&mut self, oldest: Option<u64>) {
         match oldest {
             None => self.versions.clear(),
@@ -81,6 +188,15 @@ impl Engine {
                 chain.retain(|(lsn, _)| *lsn > o);
                 !chain.is_empty()
             }),
+        }
+        if !self.undo.is_empty() {
+            let needed = |u: &Arc<UndoStore>| match u.lsn() {
+                None => true,
+                Some(l) => oldest.is_some_and(|o| o < l),
+            };
+            let (keep, gone): (Vec<_>, Vec<_>) = self.undo.drain(..).partition(needed);
+            self.undo = keep;
+            self.undo_garbage.extend(gone);
         }
     }
 }

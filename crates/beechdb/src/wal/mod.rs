@@ -31,7 +31,7 @@ pub(crate) mod record;
 mod scan;
 
 use reader::LogReader;
-pub(crate) use record::{align8, Op, Ops, OpsBuilder, Record, REC_HDR};
+pub(crate) use record::{align8, Op, Ops, OpsBuilder, Record, RunsBuilder, REC_HDR};
 pub(crate) use scan::{recover, LogStart};
 
 use crate::config::Durability;
@@ -317,7 +317,30 @@ pub(crate) struct Wal {
     spare_request: AtomicBool,
     /// Set (under `spare`) when the environment closes: no spare is prepared after that.
     closing: AtomicBool,
+    /// Log kept for transactions that spilled writes ahead of their commit.
+    retained: Mutex<Retained>,
     pub stats: crate::stats::LogCounters,
+}
+
+/// Log positions readers have asked the log to keep: by id, `(from, until)`, where `until`
+/// is `None` while the transaction is going, and, once it committed, its commit's end: the
+/// hold ends with the first checkpoint at or after it (recovery from an earlier checkpoint
+/// replays the commit, and reads its runs from `from`).
+#[derive(Default)]
+struct Retained {
+    next_id: u64,
+    holds: Vec<(u64, u64, Option<u64>)>,
+}
+
+impl Retained {
+    /// The oldest position a checkpoint at `lsn` still needs kept.
+    fn needed_from(&self, lsn: u64) -> u64 {
+        self.holds
+            .iter()
+            .filter(|(_, _, until)| until.is_none_or(|u| u > lsn))
+            .map(|&(_, from, _)| from)
+            .fold(lsn, u64::min)
+    }
 }
 
 impl Wal {
@@ -362,6 +385,7 @@ impl Wal {
             spare: Mutex::new(None),
             spare_request: AtomicBool::new(false),
             closing: AtomicBool::new(false),
+            retained: Mutex::default(),
             stats: Default::default(),
         }
     }
@@ -411,6 +435,66 @@ impl Wal {
             self.arriving.fetch_sub(1, Release);
         }
         Ok(g.next_lsn)
+    }
+
+    /// Appends `records` of a transaction that logs ahead of its commit (`txn-data`), as one
+    /// unit, the first keeping its `prev` and each later one naming the one before it.
+    /// Returns the LSN of each. They count as no commit.
+    pub(crate) fn append_ahead(&self, records: &[Record]) -> Result<Vec<u64>> {
+        for r in records {
+            record::framed_size(r)?;
+        }
+        let mut g = self.inner.lock();
+        if let Some(p) = &g.poisoned {
+            return Err(Wal::poisoned(p));
+        }
+        let synced = self.flushed.load(Relaxed);
+        let mut lsns: Vec<u64> = Vec::with_capacity(records.len());
+        for rec in records {
+            let rec = match lsns.last() {
+                Some(&prev) => rec.with_prev(prev),
+                None => *rec,
+            };
+            lsns.push(self.push(&mut g, &rec, synced)?);
+        }
+        Ok(lsns)
+    }
+
+    /// Keeps the log from `from` on (segments holding it are not released) until
+    /// [`Wal::retain_until`] or [`Wal::unretain`]; returns the hold's id.
+    pub(crate) fn retain(&self, from: u64) -> u64 {
+        let mut r = self.retained.lock();
+        r.next_id += 1;
+        let id = r.next_id;
+        r.holds.push((id, from, None));
+        id
+    }
+
+    /// Ends hold `id` at the first checkpoint at or after `lsn`.
+    pub(crate) fn retain_until(&self, id: u64, lsn: u64) {
+        let mut r = self.retained.lock();
+        if let Some(h) = r.holds.iter_mut().find(|h| h.0 == id) {
+            h.2 = Some(lsn);
+        }
+    }
+
+    /// Ends hold `id` now.
+    pub(crate) fn unretain(&self, id: u64) {
+        self.retained.lock().holds.retain(|h| h.0 != id);
+    }
+
+    /// The segment a checkpoint at `lsn` needs kept from (its own, or an earlier one that
+    /// a spilled transaction's writes are in).
+    pub(crate) fn needed_segment(&self, lsn: u64) -> u64 {
+        let from = self.retained.lock().needed_from(lsn);
+        let g = self.inner.lock();
+        g.segments
+            .iter()
+            .rev()
+            .find(|s| s.start <= from)
+            .or(g.segments.first())
+            .expect("a log always has a segment")
+            .no
     }
 
     /// Frames one record into the buffer, switching to the next segment first when it does
@@ -497,7 +581,6 @@ impl Wal {
     /// if known) to everything appended so far: the segments, and a copy of the tail not yet
     /// handed to the operating system. While a flush is writing, it reads what was handed
     /// over before it.
-    #[allow(dead_code)] // for replication's log shipping (issue #11); tested in reader.rs
     pub(crate) fn reader(&self, from: u64, chain: Option<u32>) -> Result<LogReader> {
         let (segments, tail, limit) = {
             let g = self.inner.lock();
@@ -528,9 +611,15 @@ impl Wal {
     }
 
     /// Segments wholly before `lsn` (a durable checkpoint's) are no longer needed by
-    /// recovery: they are removed, or with `keep` left in place for archiving. Removals need
+    /// recovery, unless a spilled transaction's writes are in them (see [`Wal::retain`]):
+    /// they are removed, or with `keep` left in place for archiving. Removals need
     /// no directory sync: a segment that comes back after a crash is removed again at open.
     pub(crate) fn release_before(&self, lsn: u64, keep: bool) -> Result<()> {
+        let lsn = {
+            let mut r = self.retained.lock();
+            r.holds.retain(|h| h.2.is_none_or(|until| until > lsn));
+            r.needed_from(lsn)
+        };
         let mut g = self.inner.lock();
         while g.segments.len() > 1 && g.segments[1].start <= lsn {
             let seg = g.segments.remove(0);

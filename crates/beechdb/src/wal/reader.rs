@@ -10,12 +10,17 @@
 //!
 //! Bytes come from the segment files, and, for a live log, from a copy of the tail not yet
 //! written ([`LogReader::with_tail`]).
+//!
+//! A transaction that spilled its writes ahead of its commit (`txn-data` records, in sorted
+//! runs) is read by merging its runs ([`RunMerge`]): one record per run in memory, each run
+//! read forward from its first record.
 
-use super::record::{unframe, Framed, Kind, Op, Record, REC_HDR};
+use super::record::{unframe, Framed, Kind, Op, Record, Runs, REC_HDR};
 use super::{salt, segment_name, Segment, SEG_HDR};
 use crate::error::{Error, Result};
 use crate::storage::{Storage, StorageFile};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 fn corrupt(detail: String) -> Error {
     Error::Corrupt { page: None, detail }
@@ -55,6 +60,18 @@ impl LogRecord {
     pub(crate) fn record(&self) -> Record<'_> {
         Record::decode(self.kind, &self.payload).expect("decoded when read")
     }
+
+    /// For a `txn-data` record: its transaction, and its operations as `(count, offset of
+    /// the first in the payload)`.
+    fn txn_data(&self) -> Option<(u64, u32, usize)> {
+        match self.record() {
+            Record::TxnData { txn, ops, .. } => {
+                let at = ops.bytes().as_ptr() as usize - self.payload.as_ptr() as usize;
+                Some((txn, ops.len() as u32, at))
+            }
+            _ => None,
+        }
+    }
 }
 
 /// An operation of a committed transaction.
@@ -77,20 +94,24 @@ pub(crate) struct Committed {
 pub(crate) struct LogReader {
     salt: u32,
     /// Segments by start LSN.
-    segments: BTreeMap<u64, SegFile>,
+    segments: Arc<BTreeMap<u64, SegFile>>,
     /// Bytes of the log from `window.0`, read from one segment.
     window: (u64, Vec<u8>),
     /// The live log's tail not yet written, from `tail.0`.
-    tail: Option<(u64, Vec<u8>)>,
+    tail: Option<Arc<(u64, Vec<u8>)>>,
     /// Where the next record in order starts, and the checksum of the one before it.
     pos: u64,
     chain: Option<u32>,
     /// Reading in order stops here (exclusive).
     limit: u64,
+    /// Bytes read at a time.
+    window_size: usize,
 }
 
-/// Bytes read from a segment at a time when reading in order.
+/// Bytes read from a segment at a time when reading in order; by each run of a merge, which
+/// may read hundreds at once, less.
 const WINDOW: usize = 1 << 20;
+const RUN_WINDOW: usize = 128 << 10;
 
 impl LogReader {
     /// A reader of the log in `storage` whose segment files are numbered `segments`, reading
@@ -121,25 +142,41 @@ impl LogReader {
         }
         Ok(LogReader {
             salt: salt(env_id),
-            segments: map,
+            segments: Arc::new(map),
             window: (0, Vec::new()),
             tail: None,
             pos: from,
             chain,
             limit,
+            window_size: WINDOW,
         })
     }
 
     /// Adds the live log's tail not yet written: `bytes` from LSN `start`.
-    #[allow(dead_code)] // used by `Wal::reader`
     pub(crate) fn with_tail(mut self, start: u64, bytes: Vec<u8>) -> LogReader {
-        self.tail = Some((start, bytes));
+        self.tail = Some(Arc::new((start, bytes)));
         self
+    }
+
+    /// Another reader of the same log (sharing its files), reading in order from the record
+    /// at `from`, whose predecessor is not known, in small windows (one of many).
+    pub(crate) fn fork_at(&self, from: u64) -> LogReader {
+        LogReader {
+            salt: self.salt,
+            segments: self.segments.clone(),
+            window: (0, Vec::new()),
+            tail: self.tail.clone(),
+            pos: from,
+            chain: None,
+            limit: self.limit,
+            window_size: RUN_WINDOW,
+        }
     }
 
     /// `len` bytes of the log at `lsn`, if the log holds them; `None` past its end.
     fn bytes(&mut self, lsn: u64, len: usize) -> Result<Option<&[u8]>> {
-        if let Some((start, tail)) = &self.tail {
+        if let Some(t) = &self.tail {
+            let (start, tail) = &**t;
             if lsn >= *start {
                 let at = (lsn - start) as usize;
                 return Ok(tail.get(at..at + len));
@@ -158,7 +195,7 @@ impl LogReader {
         if lsn + len as u64 > seg_end {
             return Ok(None);
         }
-        let want = (len.max(WINDOW) as u64).min(seg_end - lsn) as usize;
+        let want = (len.max(self.window_size) as u64).min(seg_end - lsn) as usize;
         let mut buf = vec![0u8; want];
         let name = segment_name(seg.no);
         seg.file
@@ -215,7 +252,7 @@ impl LogReader {
             if rec.kind == Kind::SegmentEnd {
                 // The next segment starts where this record ends.
                 if !self.segments.contains_key(&self.pos)
-                    && self.tail.as_ref().is_none_or(|(s, _)| *s > self.pos)
+                    && self.tail.as_ref().is_none_or(|t| t.0 > self.pos)
                 {
                     return Err(corrupt(format!(
                         "no log segment starts at LSN {}, where the one before it ends",
@@ -231,7 +268,7 @@ impl LogReader {
     /// The next committed transaction in order; `None` at the end of the log.
     pub(crate) fn next_commit(&mut self) -> Result<Option<Committed>> {
         while let Some(rec) = self.next_record()? {
-            if let Record::Commit { txn, .. } = rec.record() {
+            if let Record::Commit { txn, .. } | Record::CommitRuns { txn, .. } = rec.record() {
                 return Ok(Some(Committed {
                     txn,
                     lsn: rec.lsn,
@@ -250,13 +287,11 @@ impl LogReader {
         c: &Committed,
         mut f: impl FnMut(TxnOp) -> Result<()>,
     ) -> Result<()> {
-        let missing = |lsn: u64| {
-            corrupt(format!(
-                "log record at LSN {lsn}, part of transaction {} (committed at LSN {}), is \
-                 missing or damaged",
-                c.txn, c.lsn
-            ))
-        };
+        let missing = |lsn: u64| part_missing(c, lsn);
+        let commit = self.record_at(c.lsn)?.ok_or_else(|| missing(c.lsn))?;
+        if let Record::CommitRuns { ddl, runs, .. } = commit.record() {
+            return self.for_each_spilled_op(c, ddl, runs, f);
+        }
         // The chain, newest first: one LSN per record, never the records themselves.
         let mut chain = vec![c.lsn];
         let mut at = c.lsn;
@@ -284,12 +319,186 @@ impl LogReader {
                 }
                 Record::CreateDb { db, name, .. } => f(TxnOp::CreateDb { db, name })?,
                 Record::RemoveDb { db, name, .. } => f(TxnOp::RemoveDb { db, name })?,
-                Record::Abort { .. } | Record::SegmentEnd {} | Record::Checkpoint { .. } => {
-                    return Err(missing(lsn))
-                }
+                Record::Abort { .. }
+                | Record::SegmentEnd {}
+                | Record::Checkpoint { .. }
+                | Record::CommitRuns { .. } => return Err(missing(lsn)),
             }
         }
         Ok(())
+    }
+
+    /// [`LogReader::for_each_op`] for a transaction that spilled: the `ddl` records before
+    /// its commit record, in order, then the merge of its `runs` (but for writes to the
+    /// databases it removed).
+    fn for_each_spilled_op(
+        &mut self,
+        c: &Committed,
+        ddl: u32,
+        runs: Runs,
+        mut f: impl FnMut(TxnOp) -> Result<()>,
+    ) -> Result<()> {
+        let mut chain = Vec::with_capacity(ddl as usize);
+        let mut at = c.lsn;
+        for _ in 0..ddl {
+            let rec = self.record_at(at)?.ok_or_else(|| part_missing(c, at))?;
+            match rec.record().txn() {
+                Some((txn, prev)) if txn == c.txn && prev != 0 && prev < at => at = prev,
+                _ => return Err(part_missing(c, at)),
+            }
+            chain.push(at);
+        }
+        // Writes to a database the transaction removed went with it.
+        let mut removed = Vec::new();
+        for &lsn in chain.iter().rev() {
+            let rec = self.record_at(lsn)?.ok_or_else(|| part_missing(c, lsn))?;
+            match rec.record() {
+                Record::CreateDb { db, name, .. } => f(TxnOp::CreateDb { db, name })?,
+                Record::RemoveDb { db, name, .. } => {
+                    removed.push(db);
+                    f(TxnOp::RemoveDb { db, name })?
+                }
+                _ => return Err(part_missing(c, lsn)),
+            }
+        }
+        let mut merge = RunMerge::new(self, c.txn, runs.iter());
+        while let Some(op) = merge.next()? {
+            if !removed.contains(&op.db()) {
+                f(TxnOp::Write(op))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn part_missing(c: &Committed, lsn: u64) -> Error {
+    corrupt(format!(
+        "log record at LSN {lsn}, part of transaction {} (committed at LSN {}), is missing \
+         or damaged",
+        c.txn, c.lsn
+    ))
+}
+
+/// One run of a spilled transaction, read forward a record at a time.
+struct RunCursor {
+    reader: LogReader,
+    txn: u64,
+    first: u64,
+    /// Records of the run not yet read.
+    records_left: u32,
+    /// The current record's payload, where its next operation starts, and how many are left.
+    payload: Vec<u8>,
+    at: usize,
+    ops_left: u32,
+}
+
+impl RunCursor {
+    /// The operation the cursor is on; `None` when the run is done.
+    fn current(&self) -> Option<Op<'_>> {
+        if self.ops_left == 0 {
+            return None;
+        }
+        let mut rest = &self.payload[self.at..];
+        Some(Op::take(&mut rest).expect("checked when read"))
+    }
+
+    /// Moves to the next operation, reading the run's next record when this one is done.
+    fn advance(&mut self) -> Result<()> {
+        if self.ops_left > 0 {
+            let mut rest = &self.payload[self.at..];
+            Op::take(&mut rest).expect("checked when read");
+            self.at = self.payload.len() - rest.len();
+            self.ops_left -= 1;
+        }
+        while self.ops_left == 0 && self.records_left > 0 {
+            let rec = loop {
+                let rec = self.reader.next_record()?.ok_or_else(|| self.missing())?;
+                match rec.txn_data() {
+                    Some((txn, ..)) if txn == self.txn => break rec,
+                    _ => continue,
+                }
+            };
+            let (_, n, at) = rec.txn_data().expect("a txn-data record");
+            self.records_left -= 1;
+            (self.ops_left, self.at, self.payload) = (n, at, rec.payload);
+        }
+        Ok(())
+    }
+
+    fn missing(&self) -> Error {
+        corrupt(format!(
+            "the log ends inside the run of transaction {} that begins at LSN {} ({} \
+             records missing)",
+            self.txn, self.first, self.records_left
+        ))
+    }
+}
+
+/// The writes of a spilled transaction's runs merged into one sequence sorted by database
+/// and key; where runs write the same key, the latest run's write wins.
+pub(crate) struct RunMerge {
+    runs: Vec<RunCursor>,
+    /// Cursors the last operation handed out came from: advanced before the next.
+    consumed: Vec<usize>,
+    started: bool,
+}
+
+impl RunMerge {
+    /// A merge of `runs` (`(first record's LSN, record count)`, oldest first) of
+    /// transaction `txn`, read through forks of `reader`.
+    pub(crate) fn new(
+        reader: &LogReader,
+        txn: u64,
+        runs: impl Iterator<Item = (u64, u32)>,
+    ) -> RunMerge {
+        let runs = runs
+            .map(|(first, records)| RunCursor {
+                reader: reader.fork_at(first),
+                txn,
+                first,
+                records_left: records,
+                payload: Vec::new(),
+                at: 0,
+                ops_left: 0,
+            })
+            .collect();
+        RunMerge {
+            runs,
+            consumed: Vec::new(),
+            started: false,
+        }
+    }
+
+    /// The next write in order, `None` when every run is done.
+    pub(crate) fn next(&mut self) -> Result<Option<Op<'_>>> {
+        if !self.started {
+            self.started = true;
+            self.consumed = (0..self.runs.len()).collect();
+        }
+        for &i in &self.consumed {
+            self.runs[i].advance()?;
+        }
+        let mut least: Option<(u32, &[u8])> = None;
+        for op in self.runs.iter().filter_map(RunCursor::current) {
+            let k = (op.db(), op.key());
+            if least.is_none_or(|l| k < l) {
+                least = Some(k);
+            }
+        }
+        let Some(least) = least else {
+            self.consumed.clear();
+            return Ok(None);
+        };
+        let at: Vec<usize> = (0..self.runs.len())
+            .filter(|&i| {
+                self.runs[i]
+                    .current()
+                    .is_some_and(|op| (op.db(), op.key()) == least)
+            })
+            .collect();
+        let winner = *at.last().expect("the least key is in a run");
+        self.consumed = at;
+        Ok(self.runs[winner].current())
     }
 }
 

@@ -72,7 +72,7 @@ impl<'a> Op<'a> {
     }
 
     /// Reads one operation from the front of `buf`.
-    fn take(buf: &mut &'a [u8]) -> Option<Op<'a>> {
+    pub(crate) fn take(buf: &mut &'a [u8]) -> Option<Op<'a>> {
         let db = take_u32(buf)?;
         let op = *buf.first()?;
         *buf = &buf[1..];
@@ -102,6 +102,15 @@ impl<'a> Ops<'a> {
     pub(crate) fn iter(&self) -> impl Iterator<Item = Op<'a>> + 'a {
         let mut rest = self.bytes;
         (0..self.count).map(move |_| Op::take(&mut rest).expect("checked when decoded"))
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.count as usize
+    }
+
+    /// The encoded operations, without their count.
+    pub(crate) fn bytes(&self) -> &'a [u8] {
+        self.bytes
     }
 
     fn encode(&self, out: &mut Vec<u8>) {
@@ -147,11 +156,69 @@ impl OpsBuilder {
         self.bytes.clear();
     }
 
+    /// Bytes encoded so far.
+    pub(crate) fn byte_len(&self) -> usize {
+        self.bytes.len()
+    }
+
     pub(crate) fn ops(&self) -> Ops<'_> {
         Ops {
             count: self.count,
             bytes: &self.bytes,
         }
+    }
+}
+
+/// The runs of a spilled transaction named by its commit record, oldest first: each the
+/// LSN of the run's first `txn-data` record and how many records it has (the next ones of
+/// the transaction in log order, other transactions' records coming between). Read in
+/// place, checked when decoded.
+#[derive(Clone, Copy)]
+pub(crate) struct Runs<'a> {
+    count: u32,
+    bytes: &'a [u8],
+}
+
+/// Bytes one run takes in a [`Runs`] list.
+const RUN_LEN: usize = 12;
+
+impl<'a> Runs<'a> {
+    /// `(first record's LSN, record count)` of each run, oldest first.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, u32)> + 'a {
+        self.bytes.chunks_exact(RUN_LEN).map(|c| {
+            (
+                u64::from_le_bytes(c[..8].try_into().unwrap()),
+                u32::from_le_bytes(c[8..].try_into().unwrap()),
+            )
+        })
+    }
+}
+
+/// Encoded runs, appended one at a time.
+#[derive(Default, Clone)]
+pub(crate) struct RunsBuilder {
+    count: u32,
+    bytes: Vec<u8>,
+}
+
+impl RunsBuilder {
+    pub(crate) fn push(&mut self, first: u64, records: u32) {
+        self.bytes.extend_from_slice(&first.to_le_bytes());
+        self.bytes.extend_from_slice(&records.to_le_bytes());
+        self.count += 1;
+    }
+
+    pub(crate) fn runs(&self) -> Runs<'_> {
+        Runs {
+            count: self.count,
+            bytes: &self.bytes,
+        }
+    }
+}
+
+impl fmt::Debug for Runs<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
     }
 }
 
@@ -268,6 +335,35 @@ impl<'a> Field<'a> for Ops<'a> {
     }
 }
 
+impl<'a> Field<'a> for Runs<'a> {
+    fn len(&self) -> usize {
+        4 + self.bytes.len()
+    }
+    fn put(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.count.to_le_bytes());
+        out.extend_from_slice(self.bytes);
+    }
+    fn take(buf: &mut &'a [u8]) -> Option<Self> {
+        let count = take_u32(buf)?;
+        let bytes = take_bytes(buf, (count as usize).checked_mul(RUN_LEN)?)?;
+        let runs = Runs { count, bytes };
+        // Each run has a record, at a position a record can start at.
+        runs.iter()
+            .all(|(lsn, n)| n > 0 && lsn > 0 && lsn % 8 == 0)
+            .then_some(runs)
+    }
+    fn show(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.count)?;
+        for (lsn, n) in self.iter().take(8) {
+            write!(f, " | {n} records from {lsn}")?;
+        }
+        if self.count > 8 {
+            write!(f, " | ...")?;
+        }
+        Ok(())
+    }
+}
+
 /// Declares every record kind once: its code, its printed name and its fields. Yields
 /// [`Kind`], [`Record`], and their encoding, decoding and printing.
 macro_rules! log_records {
@@ -362,6 +458,12 @@ log_records! {
     6 RemoveDb "remove-db" { txn: u64, prev: u64, db: u32, name: &'a str }
     /// A checkpoint of generation `generation` covers the log up to this record's end.
     7 Checkpoint "checkpoint" { generation: u64 }
+    /// A committed transaction that spilled its writes ahead in `txn-data` records: the
+    /// `ddl` records just before it in its chain are its databases created or removed, and
+    /// its writes are the merge of `runs` (each sorted by database and key; a later run's
+    /// write of a key overrides an earlier one's), but for writes to databases it removed.
+    /// Runs it rolled back are not listed.
+    8 CommitRuns "commit-runs" { txn: u64, prev: u64, ddl: u32, runs: Runs<'a> }
 }
 
 impl<'a> Record<'a> {
@@ -369,6 +471,7 @@ impl<'a> Record<'a> {
     pub(crate) fn with_prev(mut self, lsn: u64) -> Record<'a> {
         match &mut self {
             Record::Commit { prev, .. }
+            | Record::CommitRuns { prev, .. }
             | Record::TxnData { prev, .. }
             | Record::Abort { prev, .. }
             | Record::CreateDb { prev, .. }
@@ -383,6 +486,7 @@ impl<'a> Record<'a> {
     pub(crate) fn txn(&self) -> Option<(u64, u64)> {
         match *self {
             Record::Commit { txn, prev, .. }
+            | Record::CommitRuns { txn, prev, .. }
             | Record::TxnData { txn, prev, .. }
             | Record::Abort { txn, prev }
             | Record::CreateDb { txn, prev, .. }
@@ -508,6 +612,9 @@ mod tests {
                 value: b"",
             },
         ]);
+        let mut runs = RunsBuilder::default();
+        runs.push(64, 3);
+        runs.push(4096, 1);
         let records = [
             Record::Commit {
                 txn: 7,
@@ -534,6 +641,12 @@ mod tests {
                 name: "accounts",
             },
             Record::Checkpoint { generation: 12 },
+            Record::CommitRuns {
+                txn: 9,
+                prev: 512,
+                ddl: 2,
+                runs: runs.runs(),
+            },
         ];
         for rec in records {
             let mut out = Vec::new();
@@ -548,6 +661,11 @@ mod tests {
             let back = Record::decode(f.kind, f.payload).unwrap_or_else(|| panic!("{rec}"));
             assert_eq!(back.to_string(), rec.to_string());
             if let (Record::Commit { ops: a, .. }, Record::Commit { ops: b, .. }) = (back, rec) {
+                assert!(a.iter().eq(b.iter()));
+            }
+            if let (Record::CommitRuns { runs: a, .. }, Record::CommitRuns { runs: b, .. }) =
+                (back, rec)
+            {
                 assert!(a.iter().eq(b.iter()));
             }
             assert!(unframe(&out, 0, 4096, 0x1235).is_none(), "another salt");

@@ -1,0 +1,354 @@
+//! The values a spilled transaction's commit replaced, kept on disk: what readers see of the
+//! keys it wrote while its commit is applied in batches, and what older snapshots see once
+//! it is done.
+//!
+//! Owns: [`UndoStore`] and its temporary file (`undo.N.tmp`, removed when the store goes,
+//! and at open as a leftover). May call: `storage`. Invariants:
+//! - entries are appended in scoped-key order, one per key the commit wrote (the value the
+//!   key had before it, `None`: absent), and a key at or before the frontier that the
+//!   commit wrote has its entry here; so for a key at or before the frontier, "in the store"
+//!   means "changed by the commit";
+//! - while the commit is being applied (`lsn` 0) every reader sees the store's values for
+//!   the keys it covers: the commit is invisible until its record is in the log and `lsn`
+//!   set, both under the engine's exclusive lock; after that, snapshots older than `lsn`
+//!   do;
+//! - written blocks never change, so they are read with only the store's mutex held for
+//!   the index.
+
+use super::writes::{Capped, Entries, Write};
+use crate::error::{Error, Result};
+use crate::storage::{Storage, StorageFile};
+use parking_lot::Mutex;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+pub(crate) struct UndoStore {
+    /// The commit's LSN; 0 while it is being applied.
+    lsn: AtomicU64,
+    /// Databases the commit writes or creates, and those it removes.
+    pub(crate) dbs: Vec<u32>,
+    pub(crate) removes: Vec<u32>,
+    storage: Arc<dyn Storage>,
+    name: String,
+    file: Box<dyn StorageFile>,
+    inner: Mutex<Inner>,
+}
+
+/// A written block: its first and last keys, offset and length in the file.
+struct Block {
+    first: Vec<u8>,
+    last: Vec<u8>,
+    off: u64,
+    len: usize,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// The last key the commit has applied: the store covers every key up to it.
+    frontier: Option<Vec<u8>>,
+    blocks: Vec<Block>,
+    /// Entries not yet written, after every block's.
+    tail: Entries,
+    file_len: u64,
+    /// The block read last, decoded.
+    cached: Option<(usize, Arc<Entries>)>,
+}
+
+fn encode(entries: &[(Vec<u8>, Write)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (k, w) in entries {
+        out.extend_from_slice(&(k.len() as u32).to_le_bytes());
+        out.push(w.is_some() as u8);
+        let v = w.as_deref().unwrap_or(&[]);
+        out.extend_from_slice(&(v.len() as u32).to_le_bytes());
+        out.extend_from_slice(k);
+        out.extend_from_slice(v);
+    }
+    out
+}
+
+fn decode(mut buf: &[u8]) -> Option<Entries> {
+    let mut out = Vec::new();
+    let take = |buf: &mut &[u8], n: usize| -> Option<Vec<u8>> {
+        let (head, tail) = (buf.get(..n)?, buf.get(n..)?);
+        *buf = tail;
+        Some(head.to_vec())
+    };
+    while !buf.is_empty() {
+        let h = take(&mut buf, 9)?;
+        let kl = u32::from_le_bytes(h[..4].try_into().unwrap()) as usize;
+        let vl = u32::from_le_bytes(h[5..9].try_into().unwrap()) as usize;
+        let key = take(&mut buf, kl)?;
+        let value = take(&mut buf, vl)?;
+        out.push((key, (h[4] == 1).then_some(value)));
+    }
+    Some(out)
+}
+
+/// Bytes of entries per written block.
+const BLOCK_BYTES: usize = 64 << 10;
+
+impl UndoStore {
+    /// A new, empty store for a commit that writes or creates databases `dbs` and removes
+    /// `removes`.
+    pub(crate) fn create(
+        storage: Arc<dyn Storage>,
+        dbs: Vec<u32>,
+        removes: Vec<u32>,
+    ) -> Result<Arc<UndoStore>> {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        let name = format!("undo.{}.tmp", NEXT.fetch_add(1, Ordering::Relaxed));
+        let file = storage
+            .open(&name, true)
+            .and_then(|f| f.set_len(0).map(|()| f))
+            .map_err(|e| Error::io(format!("creating {name}"), e))?;
+        Ok(Arc::new(UndoStore {
+            lsn: AtomicU64::new(0),
+            dbs,
+            removes,
+            storage,
+            name,
+            file,
+            inner: Mutex::default(),
+        }))
+    }
+
+    /// The commit's LSN, once its record is logged.
+    pub(crate) fn lsn(&self) -> Option<u64> {
+        Some(self.lsn.load(Ordering::Acquire)).filter(|&l| l != 0)
+    }
+
+    /// Marks the commit done at `lsn` (under the engine's exclusive lock).
+    pub(crate) fn set_committed(&self, lsn: u64) {
+        self.lsn.store(lsn, Ordering::Release);
+    }
+
+    /// Whether a reader of snapshot `at` (`None`: the latest committed data) sees this
+    /// store's values rather than the trees'.
+    pub(crate) fn hides_for(&self, at: Option<u64>) -> bool {
+        match (self.lsn(), at) {
+            (None, _) => true,
+            (Some(lsn), Some(s)) => s < lsn,
+            (Some(_), None) => false,
+        }
+    }
+
+    /// Records the value scoped key `key` had before the commit wrote it; keys come in
+    /// order. Call under the engine's exclusive lock, before the write is applied.
+    pub(crate) fn push(&self, key: Vec<u8>, before: Write) {
+        let mut g = self.inner.lock();
+        g.frontier = Some(key.clone());
+        g.tail.push((key, before));
+    }
+
+    /// Writes the entries pushed so far to the file (no engine lock needed; only the
+    /// committer writes).
+    pub(crate) fn flush(&self) -> Result<()> {
+        let (bytes, n, off) = {
+            let g = self.inner.lock();
+            if g.tail.is_empty() {
+                return Ok(());
+            }
+            (encode(&g.tail), g.tail.len(), g.file_len)
+        };
+        self.file
+            .write_at(&bytes, off)
+            .map_err(|e| Error::io(format!("writing {}", self.name), e))?;
+        let mut g = self.inner.lock();
+        let rest = g.tail.split_off(n);
+        let written = std::mem::replace(&mut g.tail, rest);
+        // Blocks of about BLOCK_BYTES each, so a lookup reads little.
+        let mut at = off;
+        let mut i = 0;
+        while i < written.len() {
+            let start = i;
+            let mut len = 0;
+            while i < written.len() && (len < BLOCK_BYTES || i == start) {
+                let (k, w) = &written[i];
+                len += 9 + k.len() + w.as_ref().map_or(0, Vec::len);
+                i += 1;
+            }
+            g.blocks.push(Block {
+                first: written[start].0.clone(),
+                last: written[i - 1].0.clone(),
+                off: at,
+                len,
+            });
+            at += len as u64;
+        }
+        g.file_len = at;
+        Ok(())
+    }
+
+    fn read_block(&self, i: usize) -> Result<Arc<Entries>> {
+        let (off, len) = {
+            let g = self.inner.lock();
+            if let Some((c, entries)) = &g.cached {
+                if *c == i {
+                    return Ok(entries.clone());
+                }
+            }
+            (g.blocks[i].off, g.blocks[i].len)
+        };
+        let mut buf = vec![0u8; len];
+        self.file
+            .read_at(&mut buf, off)
+            .map_err(|e| Error::io(format!("reading {}", self.name), e))?;
+        let entries = Arc::new(decode(&buf).ok_or_else(|| Error::Corrupt {
+            page: None,
+            detail: format!("{} holds a block that does not decode", self.name),
+        })?);
+        self.inner.lock().cached = Some((i, entries.clone()));
+        Ok(entries)
+    }
+
+    /// The value scoped key `key` had before the commit, if the commit wrote it (and has
+    /// applied it).
+    pub(crate) fn lookup(&self, key: &[u8]) -> Result<Option<Write>> {
+        let block = {
+            let g = self.inner.lock();
+            if g.frontier.as_deref().is_none_or(|f| key > f) {
+                return Ok(None);
+            }
+            if let Ok(i) = g.tail.binary_search_by(|(k, _)| k.as_slice().cmp(key)) {
+                return Ok(Some(g.tail[i].1.clone()));
+            }
+            let i = g.blocks.partition_point(|b| b.last.as_slice() < key);
+            if i == g.blocks.len() || g.blocks[i].first.as_slice() > key {
+                return Ok(None);
+            }
+            i
+        };
+        let entries = self.read_block(block)?;
+        Ok(entries
+            .binary_search_by(|(k, _)| k.as_slice().cmp(key))
+            .ok()
+            .map(|i| entries[i].1.clone()))
+    }
+
+    /// The entries with scoped keys in `(lo, hi)` (and up to the frontier), in key order
+    /// (descending with `reverse`), at most `cap` of them; with the last key returned when
+    /// there were more (the answer is exact up to it).
+    pub(crate) fn range(
+        &self,
+        lo: &Bound<Vec<u8>>,
+        hi: &Bound<Vec<u8>>,
+        reverse: bool,
+        cap: usize,
+    ) -> Result<Capped> {
+        let in_range = |k: &[u8]| {
+            (match lo {
+                Bound::Included(l) => k >= &l[..],
+                Bound::Excluded(l) => k > &l[..],
+                Bound::Unbounded => true,
+            }) && (match hi {
+                Bound::Included(h) => k <= &h[..],
+                Bound::Excluded(h) => k < &h[..],
+                Bound::Unbounded => true,
+            })
+        };
+        let (blocks, tail): (Vec<usize>, Vec<(Vec<u8>, Write)>) = {
+            let g = self.inner.lock();
+            let blocks = (0..g.blocks.len())
+                .filter(|&i| {
+                    let b = &g.blocks[i];
+                    let below_hi = match hi {
+                        Bound::Included(h) => b.first <= *h,
+                        Bound::Excluded(h) => b.first < *h,
+                        Bound::Unbounded => true,
+                    };
+                    let above_lo = match lo {
+                        Bound::Included(l) => b.last >= *l,
+                        Bound::Excluded(l) => b.last > *l,
+                        Bound::Unbounded => true,
+                    };
+                    below_hi && above_lo
+                })
+                .collect();
+            let tail = g
+                .tail
+                .iter()
+                .filter(|(k, _)| in_range(k))
+                .cloned()
+                .collect();
+            (blocks, tail)
+        };
+        let mut out = Vec::new();
+        let mut more = false;
+        let mut add = |entries: &mut dyn Iterator<Item = (Vec<u8>, Write)>| {
+            for e in entries {
+                if out.len() == cap {
+                    more = true;
+                    return;
+                }
+                out.push(e);
+            }
+        };
+        if reverse {
+            add(&mut tail.into_iter().rev());
+            for &i in blocks.iter().rev() {
+                let entries = self.read_block(i)?;
+                add(&mut entries.iter().rev().filter(|(k, _)| in_range(k)).cloned());
+            }
+        } else {
+            for &i in &blocks {
+                let entries = self.read_block(i)?;
+                add(&mut entries.iter().filter(|(k, _)| in_range(k)).cloned());
+            }
+            add(&mut tail.into_iter());
+        }
+        let cut = more.then(|| out.last().map(|(k, _)| k.clone())).flatten();
+        Ok((out, cut))
+    }
+}
+
+impl Drop for UndoStore {
+    fn drop(&mut self) {
+        // A leftover is removed at the next open.
+        let _ = self.storage.remove(&self.name);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::MemStorage;
+
+    fn key(n: u32) -> Vec<u8> {
+        crate::txn::scoped_key(1, format!("k{n:05}").as_bytes())
+    }
+
+    #[test]
+    fn lookups_and_ranges_cover_written_and_pending_entries_up_to_the_frontier() {
+        let store = UndoStore::create(Arc::new(MemStorage::new()), vec![1], vec![]).unwrap();
+        assert_eq!(store.lookup(&key(0)).unwrap(), None);
+        let before = |n: u32| (!n.is_multiple_of(3)).then(|| vec![n as u8; (n % 7) as usize * 3000]);
+        for n in (0..2000).step_by(2) {
+            store.push(key(n), before(n));
+            if n % 500 == 0 {
+                store.flush().unwrap();
+            }
+        }
+        assert!(store.inner.lock().blocks.len() > 2);
+        assert!(!store.inner.lock().tail.is_empty());
+        for n in 0..2100 {
+            let want = (n < 2000 && n % 2 == 0).then(|| before(n));
+            assert_eq!(store.lookup(&key(n)).unwrap(), want, "key {n}");
+        }
+        let (all, cut) = store
+            .range(&Bound::Unbounded, &Bound::Unbounded, false, usize::MAX)
+            .unwrap();
+        assert_eq!((all.len(), cut), (1000, None));
+        let (lo, hi) = (Bound::Excluded(key(100)), Bound::Included(key(300)));
+        let (some, cut) = store.range(&lo, &hi, false, 10).unwrap();
+        assert_eq!(some.first().unwrap().0, key(102));
+        assert_eq!(cut, Some(key(120)));
+        let (back, cut) = store.range(&lo, &hi, true, 1000).unwrap();
+        assert_eq!((back.len(), back[0].0.clone(), cut), (100, key(300), None));
+        assert!(store.hides_for(None) && store.hides_for(Some(u64::MAX)));
+        store.set_committed(500);
+        assert!(!store.hides_for(None) && store.hides_for(Some(499)));
+        assert!(!store.hides_for(Some(500)));
+    }
+}

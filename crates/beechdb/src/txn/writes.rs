@@ -1,0 +1,481 @@
+//! A transaction's write set: the latest write of each key, in layers (one per live
+//! savepoint), held in memory up to a budget and spilled to the log beyond it.
+//!
+//! Owns: [`WriteSet`]. May call: `wal` (appending `txn-data` records, reading them back).
+//! Invariants:
+//! - layer `i + 1` holds the writes made since savepoint `i`; within a layer, parts are in
+//!   the order they were written, and a later part's write of a key overrides an earlier
+//!   one's, as a later layer's overrides an earlier layer's;
+//! - a spilled part is a run: `txn-data` records in the log, sorted by scoped key, each
+//!   indexed here by its LSN and first key; its records are appended as one unit and written
+//!   to the segment files before the run is read, and the log keeps them (a hold) until the
+//!   transaction ends or a checkpoint covers its commit;
+//! - memory counted in `mem_bytes` is that of the in-memory parts only.
+
+use crate::error::Result;
+use crate::wal::reader::{LogReader, LogRecord};
+use crate::wal::{Op, OpsBuilder, Record, Wal};
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+/// Bytes of operations per `txn-data` record of a run.
+const RECORD_BYTES: usize = 64 << 10;
+/// What an entry of an in-memory part costs beyond its key and value (map node, vectors).
+const ENTRY_OVERHEAD: usize = 64;
+
+/// A write: `Some(value)` puts, `None` deletes.
+pub(crate) type Write = Option<Vec<u8>>;
+/// Keys with writes (or values before a commit), in order.
+pub(crate) type Entries = Vec<(Vec<u8>, Write)>;
+/// The answer of a read capped in size: its entries, and the key it is exact up to
+/// (included) when the source had more.
+pub(crate) type Capped = (Entries, Option<Vec<u8>>);
+
+enum Part {
+    Mem(BTreeMap<Vec<u8>, Write>),
+    Run(Run),
+}
+
+/// A spilled part: its records' LSNs and first keys, in key order.
+struct Run {
+    records: Vec<(u64, Vec<u8>)>,
+}
+
+/// The log behind the runs of a transaction that spilled.
+struct Spill {
+    reader: LogReader,
+    /// The log's hold on the runs (see [`Wal::retain`]), from the first run's first record.
+    hold: u64,
+    first: u64,
+    /// LSN of the transaction's last record.
+    prev: u64,
+    /// The record last read, kept for nearby reads.
+    last: Option<LogRecord>,
+}
+
+pub(crate) struct WriteSet {
+    layers: Vec<Vec<Part>>,
+    mem_bytes: usize,
+    spill: Option<Spill>,
+}
+
+fn entry_size(key: &[u8], w: &Write) -> usize {
+    key.len() + w.as_ref().map_or(0, Vec::len) + ENTRY_OVERHEAD
+}
+
+/// Calls `f` with each operation in the `txn-data` record `rec`, as (scoped key, write).
+fn for_each_in(rec: &LogRecord, mut f: impl FnMut(Vec<u8>, Op) -> bool) {
+    if let Record::TxnData { ops, .. } = rec.record() {
+        for op in ops.iter() {
+            if !f(super::scoped_key(op.db(), op.key()), op) {
+                return;
+            }
+        }
+    }
+}
+
+fn write_of(op: Op) -> Write {
+    op.value().map(<[u8]>::to_vec)
+}
+
+impl Default for WriteSet {
+    fn default() -> WriteSet {
+        WriteSet {
+            layers: vec![Vec::new()],
+            mem_bytes: 0,
+            spill: None,
+        }
+    }
+}
+
+impl WriteSet {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.layers.iter().all(Vec::is_empty)
+    }
+
+    pub(crate) fn spilled(&self) -> bool {
+        self.spill.is_some()
+    }
+
+    pub(crate) fn mem_bytes(&self) -> usize {
+        self.mem_bytes
+    }
+
+    /// Records a write of scoped key `key` in the newest layer.
+    pub(crate) fn insert(&mut self, key: Vec<u8>, w: Write) {
+        let added = entry_size(&key, &w);
+        let layer = self.layers.last_mut().expect("a base layer");
+        if !matches!(layer.last(), Some(Part::Mem(_))) {
+            layer.push(Part::Mem(BTreeMap::new()));
+        }
+        let Some(Part::Mem(map)) = layer.last_mut() else {
+            unreachable!("pushed above")
+        };
+        let replaced = map.get(&key).map(|old| entry_size(&key, old));
+        map.insert(key, w);
+        self.mem_bytes = self.mem_bytes + added - replaced.unwrap_or(0);
+    }
+
+    /// This transaction's latest write of scoped key `key`, if it wrote it.
+    pub(crate) fn get(&mut self, key: &[u8]) -> Result<Option<Write>> {
+        for li in (0..self.layers.len()).rev() {
+            for pi in (0..self.layers[li].len()).rev() {
+                let found = match &self.layers[li][pi] {
+                    Part::Mem(map) => map.get(key).cloned(),
+                    Part::Run(run) => {
+                        let Some(lsn) = run.record_for(key) else {
+                            continue;
+                        };
+                        let spill = self.spill.as_mut().expect("runs exist once spilled");
+                        let rec = spill.read(lsn)?;
+                        let mut found = None;
+                        for_each_in(rec, |k, op| match k.as_slice().cmp(key) {
+                            std::cmp::Ordering::Less => true,
+                            std::cmp::Ordering::Equal => {
+                                found = Some(write_of(op));
+                                false
+                            }
+                            std::cmp::Ordering::Greater => false,
+                        });
+                        found
+                    }
+                };
+                if found.is_some() {
+                    return Ok(found);
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Starts a layer for a new savepoint.
+    pub(crate) fn push_layer(&mut self) {
+        self.layers.push(Vec::new());
+    }
+
+    /// Drops every write made since savepoint `mark` (layers after `mark + 1` go, layer
+    /// `mark + 1` is emptied). Spilled runs dropped stay in the log, unreferenced.
+    pub(crate) fn rollback_to(&mut self, mark: usize) {
+        self.layers.truncate(mark + 2);
+        let dropped = std::mem::take(&mut self.layers[mark + 1]);
+        self.forget(dropped);
+    }
+
+    /// Merges layers after savepoint `mark` into the one before it (savepoint `mark` and the
+    /// ones after it are released).
+    pub(crate) fn release(&mut self, mark: usize) {
+        for upper in self.layers.split_off(mark + 1) {
+            for part in upper {
+                self.append_part(mark, part);
+            }
+        }
+    }
+
+    /// Appends `part` to layer `li`, folding it into an in-memory part before it.
+    fn append_part(&mut self, li: usize, part: Part) {
+        let layer = &mut self.layers[li];
+        match (layer.last_mut(), part) {
+            (Some(Part::Mem(lower)), Part::Mem(upper)) => {
+                for (k, w) in upper {
+                    if let Some(old) = lower.get(&k) {
+                        // Two entries of the key were counted; one is left.
+                        self.mem_bytes -= entry_size(&k, old);
+                    }
+                    lower.insert(k, w);
+                }
+            }
+            (_, part) => layer.push(part),
+        }
+    }
+
+    fn forget(&mut self, parts: Vec<Part>) {
+        for p in parts {
+            if let Part::Mem(map) = p {
+                self.mem_bytes -= map.iter().map(|(k, w)| entry_size(k, w)).sum::<usize>();
+            }
+        }
+    }
+
+    /// Writes every in-memory part to the log as a run of transaction `txn`, leaving none
+    /// in memory. The records are written to the segment files (not synced) before this
+    /// returns, so that reading them back needs no copy of the log's buffer.
+    pub(crate) fn spill(&mut self, wal: &Wal, txn: u64) -> Result<()> {
+        let mut end = None;
+        for li in 0..self.layers.len() {
+            for pi in 0..self.layers[li].len() {
+                let Part::Mem(map) = &self.layers[li][pi] else {
+                    continue;
+                };
+                if map.is_empty() {
+                    continue;
+                }
+                let prev = self.spill.as_ref().map_or(0, |s| s.prev);
+                // Held before anything is appended, so no checkpoint can release it first.
+                let new_hold = self.spill.is_none().then(|| wal.retain(wal.end()));
+                let written = write_run(wal, txn, prev, map).and_then(|(run, last)| {
+                    if let Some(hold) = new_hold {
+                        let first = run.records[0].0;
+                        self.spill = Some(Spill {
+                            reader: wal.reader(first, None)?,
+                            hold,
+                            first,
+                            prev: last,
+                            last: None,
+                        });
+                    }
+                    Ok((run, last))
+                });
+                let (run, last) = match written {
+                    Ok(w) => w,
+                    Err(e) => {
+                        if let Some(hold) = new_hold.filter(|_| self.spill.is_none()) {
+                            wal.unretain(hold);
+                        }
+                        return Err(e);
+                    }
+                };
+                self.spill.as_mut().expect("set above").prev = last;
+                self.layers[li][pi] = Part::Run(run);
+                end = Some(last);
+            }
+            self.layers[li].retain(|p| !matches!(p, Part::Mem(m) if m.is_empty()));
+        }
+        self.mem_bytes = 0;
+        if end.is_some() {
+            wal.flush_to(wal.end())?;
+            let spill = self.spill.as_mut().expect("spilled");
+            // Reopened so that it sees the segments the new records went into.
+            spill.reader = wal.reader(spill.first, None)?;
+            spill.last = None;
+        }
+        Ok(())
+    }
+
+    /// The LSN of the transaction's last `txn-data` record (0: none).
+    pub(crate) fn last_lsn(&self) -> u64 {
+        self.spill.as_ref().map_or(0, |s| s.prev)
+    }
+
+    /// For a transaction that spilled: every part spilled (see [`WriteSet::spill`]), then
+    /// its runs as `(first record's LSN, record count)`, oldest first, and a reader of the
+    /// log holding them.
+    pub(crate) fn runs(&mut self, wal: &Wal, txn: u64) -> Result<(Vec<(u64, u32)>, &LogReader)> {
+        self.spill(wal, txn)?;
+        let runs = self
+            .layers
+            .iter()
+            .flatten()
+            .map(|p| match p {
+                Part::Run(run) => (run.records[0].0, run.records.len() as u32),
+                Part::Mem(_) => unreachable!("spilled above"),
+            })
+            .collect();
+        let spill = self.spill.as_ref().expect("spilled");
+        Ok((runs, &spill.reader))
+    }
+
+    /// For a transaction that never spilled: every write, the latest of each key, in
+    /// scoped-key order.
+    pub(crate) fn merged(&mut self) -> BTreeMap<Vec<u8>, Write> {
+        debug_assert!(self.spill.is_none());
+        let mut all = BTreeMap::new();
+        for part in std::mem::take(&mut self.layers).into_iter().flatten() {
+            if let Part::Mem(map) = part {
+                if all.is_empty() {
+                    all = map;
+                } else {
+                    all.extend(map);
+                }
+            }
+        }
+        self.layers = vec![Vec::new()];
+        self.mem_bytes = 0;
+        all
+    }
+
+    /// The writes with scoped keys in `(lo, hi)`, merged, in key order (descending with
+    /// `reverse`), at most about `cap` read from each part. Returns them and, when a part had
+    /// more, the key the answer is exact up to (included) in the direction of travel: the
+    /// caller takes the interval as ending there.
+    pub(crate) fn range(
+        &mut self,
+        lo: &Bound<Vec<u8>>,
+        hi: &Bound<Vec<u8>>,
+        reverse: bool,
+        cap: usize,
+    ) -> Result<Capped> {
+        let mut merged: BTreeMap<Vec<u8>, Write> = BTreeMap::new();
+        let mut cut: Option<Vec<u8>> = None;
+        let within = |k: &[u8]| {
+            (match lo {
+                Bound::Included(l) => k >= &l[..],
+                Bound::Excluded(l) => k > &l[..],
+                Bound::Unbounded => true,
+            }) && (match hi {
+                Bound::Included(h) => k <= &h[..],
+                Bound::Excluded(h) => k < &h[..],
+                Bound::Unbounded => true,
+            })
+        };
+        for li in 0..self.layers.len() {
+            for pi in 0..self.layers[li].len() {
+                let mut got: Vec<(Vec<u8>, Write)> = Vec::new();
+                let more = match &self.layers[li][pi] {
+                    Part::Mem(map) => {
+                        let r = map.range::<Vec<u8>, _>((lo.as_ref(), hi.as_ref()));
+                        let mut it: Box<dyn Iterator<Item = _>> = if reverse {
+                            Box::new(r.rev())
+                        } else {
+                            Box::new(r)
+                        };
+                        for (k, w) in it.by_ref().take(cap) {
+                            got.push((k.clone(), w.clone()));
+                        }
+                        it.next().is_some()
+                    }
+                    Part::Run(run) => {
+                        let lsns = run.records_in(lo, hi, reverse);
+                        let spill = self.spill.as_mut().expect("runs exist once spilled");
+                        let mut more = false;
+                        for lsn in lsns {
+                            if got.len() >= cap {
+                                more = true;
+                                break;
+                            }
+                            let mut part: Vec<(Vec<u8>, Write)> = Vec::new();
+                            for_each_in(spill.read(lsn)?, |k, op| {
+                                if within(&k) {
+                                    part.push((k, write_of(op)));
+                                }
+                                true
+                            });
+                            if reverse {
+                                part.reverse();
+                            }
+                            got.extend(part);
+                        }
+                        more
+                    }
+                };
+                if more {
+                    if let Some((k, _)) = got.last() {
+                        let tighter = match &cut {
+                            None => true,
+                            Some(c) => (k < c) != reverse,
+                        };
+                        if tighter {
+                            cut = Some(k.clone());
+                        }
+                    }
+                }
+                merged.extend(got);
+            }
+        }
+        let mut out: Vec<(Vec<u8>, Write)> = match &cut {
+            None => merged.into_iter().collect(),
+            Some(c) if reverse => merged.range(c.clone()..).map(clone_entry).collect(),
+            Some(c) => merged.range(..=c.clone()).map(clone_entry).collect(),
+        };
+        if reverse {
+            out.reverse();
+        }
+        Ok((out, cut))
+    }
+
+    /// Ends the log's hold on this transaction's runs: at once (it aborted), or, once it
+    /// committed at `committed`, with the first checkpoint after that.
+    pub(crate) fn end_hold(&mut self, wal: Option<&Wal>, committed: Option<u64>) {
+        if let (Some(s), Some(w)) = (self.spill.take(), wal) {
+            match committed {
+                Some(lsn) => w.retain_until(s.hold, lsn),
+                None => w.unretain(s.hold),
+            }
+        }
+    }
+}
+
+fn clone_entry((k, w): (&Vec<u8>, &Write)) -> (Vec<u8>, Write) {
+    (k.clone(), w.clone())
+}
+
+impl Spill {
+    fn read(&mut self, lsn: u64) -> Result<&LogRecord> {
+        if self.last.as_ref().is_none_or(|r| r.lsn != lsn) {
+            let rec = self
+                .reader
+                .record_at(lsn)?
+                .ok_or_else(|| crate::error::Error::Corrupt {
+                    page: None,
+                    detail: format!("a transaction's spilled record at LSN {lsn} is unreadable"),
+                })?;
+            self.last = Some(rec);
+        }
+        Ok(self.last.as_ref().expect("read above"))
+    }
+}
+
+impl Run {
+    /// The LSN of the record that would hold scoped key `key`.
+    fn record_for(&self, key: &[u8]) -> Option<u64> {
+        let i = self.records.partition_point(|(_, first)| &first[..] <= key);
+        i.checked_sub(1).map(|i| self.records[i].0)
+    }
+
+    /// LSNs of the records that may hold keys in `(lo, hi)`, in the direction of travel.
+    fn records_in(&self, lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>, reverse: bool) -> Vec<u64> {
+        let start = match lo {
+            Bound::Unbounded => 0,
+            Bound::Included(k) | Bound::Excluded(k) => self
+                .records
+                .partition_point(|(_, first)| first <= k)
+                .saturating_sub(1),
+        };
+        let end = match hi {
+            Bound::Unbounded => self.records.len(),
+            Bound::Included(k) => self.records.partition_point(|(_, first)| first <= k),
+            Bound::Excluded(k) => self.records.partition_point(|(_, first)| first < k),
+        };
+        let lsns = self.records[start..end.max(start)].iter().map(|r| r.0);
+        if reverse {
+            lsns.rev().collect()
+        } else {
+            lsns.collect()
+        }
+    }
+}
+
+/// Appends `map` to the log as one run of transaction `txn` (whose last record is at
+/// `prev`); returns the run and the LSN of its last record.
+fn write_run(wal: &Wal, txn: u64, prev: u64, map: &BTreeMap<Vec<u8>, Write>) -> Result<(Run, u64)> {
+    let mut chunks: Vec<(Vec<u8>, OpsBuilder)> = Vec::new();
+    for (k, w) in map {
+        if chunks
+            .last()
+            .is_none_or(|(_, b)| b.byte_len() >= RECORD_BYTES)
+        {
+            chunks.push((k.clone(), OpsBuilder::default()));
+        }
+        let (db, key) = (u32::from_be_bytes(k[..4].try_into().unwrap()), &k[4..]);
+        let op = match w {
+            Some(value) => Op::Put { db, key, value },
+            None => Op::Delete { db, key },
+        };
+        chunks.last_mut().expect("pushed").1.push(op);
+    }
+    let records: Vec<Record> = chunks
+        .iter()
+        .map(|(_, ops)| Record::TxnData {
+            txn,
+            prev,
+            ops: ops.ops(),
+        })
+        .collect();
+    let lsns = wal.append_ahead(&records)?;
+    let last = *lsns.last().expect("a run has a record");
+    let records = lsns
+        .into_iter()
+        .zip(chunks)
+        .map(|(lsn, (first, _))| (lsn, first))
+        .collect();
+    Ok((Run { records }, last))
+}

@@ -1,0 +1,502 @@
+//! Transactions larger than their memory: writes spilled to the log ahead of the commit, the
+//! commit applied in batches, locks escalated.
+//!
+//! - Readers of every kind (auto-commit gets, snapshots, read-committed scans, cursors)
+//!   running while a spilled commit is applied see it all or not at all.
+//! - After a process kill or a power cut at any I/O call of a spilled transaction (its
+//!   spills, checkpoints meanwhile, its batched commit), the environment holds it whole if
+//!   its commit was acknowledged, and whole or not at all otherwise; it verifies clean.
+//! - Checkpoints taken while it runs keep the log segments its runs are in.
+//! - A transaction holding many keys of a database trades them for the database's lock.
+//! - Ten million rows in one transaction in bounded memory (a child process reports its
+//!   peak resident memory), and kills of such a load at random moments
+//!   (`BEECH_BIG_ROWS`, `BEECH_BIG_KILLS` change the sizes).
+
+mod common;
+
+use beechdb::storage::MemStorage;
+use beechdb::{Config, Db, Durability, Env, Error, Isolation};
+use common::{count_from_env, Acks};
+use rand::{Rng, SeedableRng};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+fn config() -> Config {
+    Config::new()
+        .page_size(4096)
+        .cache_size(256 << 10)
+        .transactional(true)
+        .log_segment_size(256 << 10)
+        .txn_memory(64 << 10)
+}
+
+fn key(i: u32) -> Vec<u8> {
+    format!("key{i:07}").into_bytes()
+}
+
+/// Every entry of `db`, read through a cursor.
+fn contents(db: &Db) -> Vec<(Vec<u8>, Vec<u8>)> {
+    db.iter().map(|kv| kv.unwrap()).collect()
+}
+
+/// Loads `n` keys with value `old`, then, in one transaction that spills, rewrites them all
+/// to `new` (deleting every seventh, adding `n / 10` more).
+fn big_rewrite(env: &Env, db: &Db, n: u32) -> beechdb::Txn {
+    let t = env.begin_txn().unwrap();
+    for i in 0..n + n / 10 {
+        if i % 7 == 3 && i < n {
+            t.delete(db, &key(i)).unwrap();
+        } else {
+            t.put(db, &key(i), b"new").unwrap();
+        }
+    }
+    t
+}
+
+fn expected_after(n: u32) -> Vec<(Vec<u8>, Vec<u8>)> {
+    (0..n + n / 10)
+        .filter(|i| !(i % 7 == 3 && *i < n))
+        .map(|i| (key(i), b"new".to_vec()))
+        .collect()
+}
+
+fn expected_before(n: u32) -> Vec<(Vec<u8>, Vec<u8>)> {
+    (0..n).map(|i| (key(i), b"old".to_vec())).collect()
+}
+
+fn load(env: &Env, n: u32) -> Db {
+    let db = env.create_db("d").unwrap();
+    let t = env.begin_txn().unwrap();
+    for i in 0..n {
+        t.put(&db, &key(i), b"old").unwrap();
+    }
+    t.commit().unwrap();
+    db
+}
+
+/// Which of the two states `seen` is: `Some(false)` before, `Some(true)` after, `None`
+/// neither (a partial commit).
+fn which(seen: &[(Vec<u8>, Vec<u8>)], n: u32) -> Option<bool> {
+    if seen == expected_before(n) {
+        Some(false)
+    } else if seen == expected_after(n) {
+        Some(true)
+    } else {
+        None
+    }
+}
+
+/// Whether a scan that reads the latest data as it goes saw the state before the commit up to
+/// some key and the state after it from there on (a commit is one instant).
+fn switches_once(seen: &[(Vec<u8>, Vec<u8>)], n: u32) -> bool {
+    let before = expected_before(n);
+    let old = seen.iter().zip(&before).take_while(|(a, b)| a == b).count();
+    let after: Vec<_> = expected_after(n)
+        .into_iter()
+        .filter(|(k, _)| old == 0 || *k > seen[old - 1].0)
+        .collect();
+    seen[old..] == after[..] || (old == seen.len() && old == before.len())
+}
+
+#[test]
+fn readers_see_a_spilled_commit_all_or_nothing() {
+    let n = 40_000;
+    let env = Env::open_with_storage(Arc::new(MemStorage::new()), config()).unwrap();
+    let db = load(&env, n);
+    let t = big_rewrite(&env, &db, n);
+    let stat = env.stat().unwrap().txn.unwrap();
+    assert!(stat.txns.spills > 10, "{:?}", stat.txns);
+    assert!(stat.locks.escalations >= 1, "{:?}", stat.locks);
+
+    let done = Arc::new(AtomicBool::new(false));
+    let (first, last) = (key(0), key(n - 1));
+    let readers: Vec<_> = (0..5)
+        .map(|r| {
+            let (env, db, done) = (env.clone(), db.clone(), done.clone());
+            let (first, last) = (first.clone(), last.clone());
+            std::thread::spawn(move || {
+                let mut reads = 0u64;
+                while !done.load(Ordering::Acquire) {
+                    reads += 1;
+                    match r {
+                        // Auto-commit reads: once the last key is new, so is the first.
+                        0 => {
+                            let l = db.get(&last).unwrap().unwrap();
+                            let f = db.get(&first).unwrap().unwrap();
+                            assert!(l == b"old" || f == b"new", "read a half-applied commit");
+                        }
+                        // A snapshot sees both keys from one side.
+                        1 => {
+                            let s = env.begin_txn().unwrap();
+                            let l = s.get(&db, &last).unwrap();
+                            let f = s.get(&db, &first).unwrap();
+                            assert_eq!(l, f, "a snapshot saw a half-applied commit");
+                        }
+                        // A snapshot's scan of the whole database sees one state.
+                        2 => {
+                            let s = env.begin_txn().unwrap();
+                            let seen: Vec<_> = s.iter(&db).map(|kv| kv.unwrap()).collect();
+                            assert!(which(&seen, n).is_some(), "a scan saw a partial commit");
+                        }
+                        // A cursor, and a read-committed scan, see the latest data as they
+                        // go: the state before, then at most once the state after.
+                        3 => assert!(switches_once(&contents(&db), n), "a cursor"),
+                        _ => {
+                            let s = env.begin_txn_with(Isolation::ReadCommitted).unwrap();
+                            let seen: Vec<_> = s.iter(&db).map(|kv| kv.unwrap()).collect();
+                            assert!(switches_once(&seen, n), "a read-committed scan");
+                        }
+                    }
+                }
+                reads
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(20));
+    let started = std::time::Instant::now();
+    t.commit().unwrap();
+    eprintln!("commit took {:?}", started.elapsed());
+    done.store(true, Ordering::Release);
+    for r in readers {
+        let reads = r.join().unwrap();
+        eprintln!("reads {reads}");
+        assert!(reads > 0);
+    }
+    assert_eq!(contents(&db), expected_after(n));
+    let stat = env.stat().unwrap().txn.unwrap();
+    assert_eq!(stat.txns.spilled_commits, 2, "the load and the rewrite");
+    env.sync().unwrap();
+    assert!(env.verify().unwrap().is_clean());
+}
+
+#[test]
+fn snapshots_older_than_a_spilled_commit_keep_their_view() {
+    let n = 5_000;
+    let env = Env::open_with_storage(Arc::new(MemStorage::new()), config()).unwrap();
+    let db = load(&env, n);
+    let old = env.begin_txn().unwrap();
+    let t = big_rewrite(&env, &db, n);
+    t.commit().unwrap();
+    // The old snapshot still reads every key as it was, by point reads and by scans.
+    assert_eq!(old.get(&db, &key(3)).unwrap(), Some(b"old".to_vec()));
+    assert_eq!(old.get(&db, &key(n + 1)).unwrap(), None);
+    let seen: Vec<_> = old.iter(&db).map(|kv| kv.unwrap()).collect();
+    assert_eq!(seen, expected_before(n));
+    let back: Vec<_> = old
+        .range_rev::<&[u8], _>(&db, ..)
+        .map(|kv| kv.unwrap())
+        .collect();
+    assert!(back.iter().rev().eq(expected_before(n).iter()));
+    // Writing a key the commit wrote is a conflict for it (first committer wins).
+    assert!(matches!(old.put(&db, &key(5), b"x"), Err(Error::Conflict)));
+    drop(old);
+    let fresh = env.begin_txn().unwrap();
+    assert_eq!(fresh.iter(&db).count(), expected_after(n).len());
+}
+
+#[test]
+fn escalated_locks_cover_the_database_until_the_end() {
+    let env = Env::open_with_storage(
+        Arc::new(MemStorage::new()),
+        config().lock_timeout(Duration::from_millis(50)),
+    )
+    .unwrap();
+    let db = env.create_db("d").unwrap();
+    let other = env.create_db("other").unwrap();
+    let t = env.begin_txn().unwrap();
+    for i in 0..2_000 {
+        t.put(&db, &key(i), b"v").unwrap();
+    }
+    let stat = env.stat().unwrap().txn.unwrap();
+    assert_eq!(stat.locks.escalations, 1);
+    // A key the big transaction never wrote is covered too; other databases are not.
+    assert!(matches!(
+        db.put(&key(99_999), b"w"),
+        Err(Error::LockTimeout)
+    ));
+    other.put(b"k", b"w").unwrap();
+    t.commit().unwrap();
+    db.put(&key(99_999), b"w").unwrap();
+    assert_eq!(db.len().unwrap(), 2_001);
+}
+
+#[test]
+fn databases_created_and_removed_by_a_spilled_transaction() {
+    let storage = MemStorage::new();
+    let env = Env::open_with_storage(Arc::new(storage.clone()), config()).unwrap();
+    let gone = load(&env, 10);
+    let t = env.begin_txn().unwrap();
+    let fresh = t.create_db("fresh").unwrap();
+    let brief = t.create_db("brief").unwrap();
+    for i in 0..3_000 {
+        t.put(&fresh, &key(i), b"v").unwrap();
+        t.put(&brief, &key(i), b"v").unwrap();
+    }
+    t.remove_db("brief").unwrap();
+    t.remove_db("d").unwrap();
+    assert!(env.stat().unwrap().txn.unwrap().txns.spills > 0);
+    assert!(matches!(env.open_db("fresh"), Err(Error::DbNotFound(_))));
+    t.commit().unwrap();
+    assert_eq!(env.db_names().unwrap(), vec!["fresh".to_string()]);
+    assert!(matches!(gone.get(b"x"), Err(Error::DbRemoved)));
+    assert_eq!(env.open_db("fresh").unwrap().len().unwrap(), 3_000);
+    // Recovery replays the same.
+    let storage = common::kill(&storage, env);
+    let env = Env::open_with_storage(Arc::new(storage), config()).unwrap();
+    assert_eq!(env.db_names().unwrap(), vec!["fresh".to_string()]);
+    assert_eq!(env.open_db("fresh").unwrap().len().unwrap(), 3_000);
+    assert!(env.verify().unwrap().is_clean());
+
+    // A name cannot pass from a database to a new one in one spilled transaction.
+    let t = env.begin_txn().unwrap();
+    t.remove_db("fresh").unwrap();
+    let again = t.create_db("fresh").unwrap();
+    for i in 0..3_000 {
+        t.put(&again, &key(i), b"w").unwrap();
+    }
+    assert!(matches!(t.commit(), Err(Error::InvalidArgument(_))));
+    assert_eq!(env.open_db("fresh").unwrap().len().unwrap(), 3_000);
+}
+
+/// Kills and power cuts at random I/O calls of a run that loads, spills a rewrite across
+/// checkpoints (small segments, so runs lie in segments a checkpoint would otherwise remove),
+/// and commits it.
+#[test]
+fn spilled_transactions_survive_kills_and_power_cuts_whole_or_not_at_all() {
+    let seeds = count_from_env("BEECH_BIG_SEEDS", 60);
+    let n = 3_000;
+    for seed in 0..seeds {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let storage = MemStorage::new();
+        let cfg = config().checkpoint_log_bytes(1 << 40);
+        let env = Env::open_with_storage(Arc::new(storage.clone()), cfg.clone()).unwrap();
+        let db = load(&env, n);
+        env.sync().unwrap();
+        let power = rng.gen_bool(0.5);
+        let at = rng.gen_range(1..400);
+        if power {
+            storage.cut_power_after(at);
+        } else {
+            storage.end_process_after(at);
+        }
+        let acked = (|| -> beechdb::Result<()> {
+            let t = env.begin_txn()?;
+            for i in 0..n + n / 10 {
+                if i % 7 == 3 && i < n {
+                    t.delete(&db, &key(i))?;
+                } else {
+                    t.put(&db, &key(i), b"new")?;
+                }
+                if i % 1000 == 999 {
+                    env.sync()?;
+                }
+            }
+            t.commit_with(Durability::Sync)?;
+            Ok(())
+        })()
+        .is_ok();
+        drop(db);
+        let next = if power {
+            let image = storage.crash_image(seed);
+            drop(env);
+            image
+        } else {
+            common::kill(&storage, env)
+        };
+        let env = Env::open_with_storage(Arc::new(next), cfg).unwrap();
+        let seen = contents(&env.open_db("d").unwrap());
+        match which(&seen, n) {
+            Some(after) => assert!(after || !acked, "seed {seed}: an acknowledged commit lost"),
+            None => panic!("seed {seed}: a partial commit ({} entries)", seen.len()),
+        }
+        let report = env.verify().unwrap();
+        assert!(report.is_clean(), "seed {seed}: {report:?}");
+    }
+}
+
+/// A checkpoint taken while a transaction spills does not remove the segments its runs
+/// are in, and a crash after its commit recovers it from them.
+#[test]
+fn checkpoints_keep_the_log_a_spilled_transaction_needs() {
+    let storage = MemStorage::new();
+    let cfg = config().log_segment_size(64 << 10);
+    let env = Env::open_with_storage(Arc::new(storage.clone()), cfg.clone()).unwrap();
+    let db = env.create_db("d").unwrap();
+    let t = env.begin_txn().unwrap();
+    for i in 0..20_000 {
+        t.put(&db, &key(i), b"value").unwrap();
+        if i % 2_000 == 0 {
+            env.sync().unwrap();
+        }
+    }
+    env.sync().unwrap();
+    let segments = |s: &MemStorage| {
+        use beechdb::storage::Storage;
+        s.list()
+            .unwrap()
+            .iter()
+            .filter(|n| n.starts_with("log.0"))
+            .count()
+    };
+    assert!(segments(&storage) > 4, "the runs span segments");
+    assert!(
+        env.archive_logs().unwrap().is_empty(),
+        "nothing is archivable yet"
+    );
+    t.commit_with(Durability::Sync).unwrap();
+    let storage = common::kill(&storage, env);
+    let env = Env::open_with_storage(Arc::new(storage.clone()), cfg.clone()).unwrap();
+    assert_eq!(env.recovered_commits(), 1);
+    assert_eq!(env.open_db("d").unwrap().len().unwrap(), 20_000);
+    // The checkpoint after recovery no longer needs them.
+    env.close().unwrap();
+    let env = Env::open_with_storage(Arc::new(storage.clone()), cfg).unwrap();
+    assert!(segments(&storage) <= 2);
+    assert_eq!(env.open_db("d").unwrap().len().unwrap(), 20_000);
+}
+
+/// An aborted spilled transaction leaves nothing, and releases the log it held.
+#[test]
+fn an_aborted_spill_leaves_nothing() {
+    let storage = MemStorage::new();
+    let env = Env::open_with_storage(Arc::new(storage.clone()), config()).unwrap();
+    let db = load(&env, 100);
+    let t = big_rewrite(&env, &db, 5_000);
+    assert!(env.stat().unwrap().txn.unwrap().txns.spills > 0);
+    t.abort();
+    assert_eq!(contents(&db), expected_before(100));
+    env.sync().unwrap();
+    let storage = common::kill(&storage, env);
+    let env = Env::open_with_storage(Arc::new(storage), config()).unwrap();
+    assert_eq!(contents(&env.open_db("d").unwrap()), expected_before(100));
+}
+
+const ROWS: &str = "BEECH_BIG_ROWS";
+const DIR: &str = "BEECH_BIG_DIR";
+
+/// The child of the tests below: loads `BEECH_BIG_ROWS` rows in one transaction into the
+/// environment in `BEECH_BIG_DIR` (8 MiB of transaction memory, 8 MiB of cache), reporting
+/// `committed` and then its peak resident memory in kB.
+#[test]
+#[ignore = "run by the tests below as a child process"]
+fn child_big_load() {
+    let Some(mut acks) = Acks::open() else { return };
+    let rows = count_from_env(ROWS, 0) as u32;
+    let dir = std::env::var(DIR).unwrap();
+    let cfg = Config::new()
+        .transactional(true)
+        .cache_size(8 << 20)
+        .txn_memory(count_from_env("BEECH_BIG_TXN_MEMORY", 8 << 20) as usize);
+    let env = Env::open(&dir, cfg).unwrap();
+    let db = env.open_or_create_db("rows").unwrap();
+    let t = env.begin_txn().unwrap();
+    for i in 0..rows {
+        t.put(&db, &i.to_be_bytes(), &(i ^ 0x5a5a_5a5a).to_le_bytes())
+            .unwrap();
+    }
+    acks.report("writes done");
+    t.commit().unwrap();
+    acks.report("committed");
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let peak = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .unwrap()
+        .trim()
+        .trim_end_matches(" kB")
+        .to_string();
+    acks.report(&format!("peak {peak}"));
+    env.close().unwrap();
+}
+
+/// Counts the rows of the environment in `dir` and checks each one.
+fn check_rows(dir: &std::path::Path, rows: u32) -> u64 {
+    let env = Env::open(dir, Config::new().transactional(true)).unwrap();
+    let Ok(db) = env.open_db("rows") else {
+        return 0;
+    };
+    let mut count = 0u64;
+    for kv in db.iter() {
+        let (k, v) = kv.unwrap();
+        let i = u32::from_be_bytes(k[..].try_into().unwrap());
+        assert_eq!(v, (i ^ 0x5a5a_5a5a).to_le_bytes(), "row {i}");
+        assert_eq!(i as u64, count, "rows in order, none missing");
+        count += 1;
+    }
+    assert!(
+        count == 0 || count == rows as u64,
+        "a partial load: {count} rows"
+    );
+    count
+}
+
+#[test]
+fn ten_million_rows_in_one_transaction_in_bounded_memory() {
+    let rows = count_from_env(ROWS, 10_000_000) as u32;
+    let dir = tempfile::tempdir().unwrap();
+    let acks = dir.path().join("acks");
+    let envdir = dir.path().join("env");
+    let mut child = common::spawn_self(
+        "child_big_load",
+        &acks,
+        &[
+            (ROWS, rows.to_string()),
+            (DIR, envdir.display().to_string()),
+        ],
+    );
+    assert!(child.wait().unwrap().success());
+    let lines = Acks::read(&acks);
+    assert_eq!(lines[..2], ["writes done", "committed"]);
+    let peak_kb: u64 = lines[2].strip_prefix("peak ").unwrap().parse().unwrap();
+    // The rows take 80 MB as keys and values alone, and their write set in memory about
+    // 800 MB; the process stays within its budgets (8 MiB each) plus a fixed allowance.
+    eprintln!("{rows} rows in one transaction: peak resident memory {peak_kb} kB");
+    assert!(peak_kb < 64_000, "peak resident memory {peak_kb} kB");
+    assert_eq!(check_rows(&envdir, rows), rows as u64);
+}
+
+#[test]
+fn a_big_load_killed_at_random_moments_is_all_or_nothing() {
+    let rows = count_from_env("BEECH_BIG_KILL_ROWS", 300_000) as u32;
+    let kills = count_from_env("BEECH_BIG_KILLS", 6);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let (mut whole, mut none) = (0, 0);
+    for k in 0..kills {
+        let dir = tempfile::tempdir().unwrap();
+        let acks = dir.path().join("acks");
+        let envdir = dir.path().join("env");
+        let mut child = common::spawn_self(
+            "child_big_load",
+            &acks,
+            &[
+                (ROWS, rows.to_string()),
+                (DIR, envdir.display().to_string()),
+            ],
+        );
+        // Kill during the writes, or during the commit's apply.
+        let wait_for = if k % 2 == 0 { "" } else { "writes done" };
+        let deadline = std::time::Instant::now() + Duration::from_secs(120);
+        while !wait_for.is_empty()
+            && !Acks::read(&acks).iter().any(|l| l == wait_for)
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(Duration::from_millis(rng.gen_range(0..300)));
+        let _ = child.kill();
+        child.wait().unwrap();
+        let committed = Acks::read(&acks).iter().any(|l| l == "committed");
+        let count = check_rows(&envdir, rows);
+        assert!(
+            count == rows as u64 || !committed,
+            "kill {k}: committed load lost"
+        );
+        if count > 0 {
+            whole += 1;
+        } else {
+            none += 1;
+        }
+    }
+    eprintln!("{kills} kills: {whole} found the load whole, {none} found nothing");
+}
