@@ -58,6 +58,8 @@ counters! {
         conflicts: "Write conflicts",
         /// Times a transaction's writes outgrew `Config::txn_memory` and spilled to the log.
         spills: "Transaction spills to the log",
+        /// Merges of a spilled transaction's runs into a larger one.
+        run_merges: "Spilled runs merged",
         /// Commits of spilled transactions, applied in batches.
         spilled_commits: "Commits of spilled transactions",
     }

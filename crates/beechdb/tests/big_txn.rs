@@ -107,6 +107,7 @@ fn readers_see_a_spilled_commit_all_or_nothing() {
     let t = big_rewrite(&env, &db, n);
     let stat = env.stat().unwrap().txn.unwrap();
     assert!(stat.txns.spills > 10, "{:?}", stat.txns);
+    assert!(stat.txns.run_merges > 0, "{:?}", stat.txns);
     assert!(stat.locks.escalations >= 1, "{:?}", stat.locks);
 
     let done = Arc::new(AtomicBool::new(false));
@@ -156,12 +157,10 @@ fn readers_see_a_spilled_commit_all_or_nothing() {
     std::thread::sleep(Duration::from_millis(20));
     let started = std::time::Instant::now();
     t.commit().unwrap();
-    eprintln!("commit took {:?}", started.elapsed());
+    eprintln!("commit applied in {:?}", started.elapsed());
     done.store(true, Ordering::Release);
     for r in readers {
-        let reads = r.join().unwrap();
-        eprintln!("reads {reads}");
-        assert!(reads > 0);
+        assert!(r.join().unwrap() > 0);
     }
     assert_eq!(contents(&db), expected_after(n));
     let stat = env.stat().unwrap().txn.unwrap();
@@ -452,7 +451,7 @@ fn ten_million_rows_in_one_transaction_in_bounded_memory() {
     // The rows take 80 MB as keys and values alone, and their write set in memory about
     // 800 MB; the process stays within its budgets (8 MiB each) plus a fixed allowance.
     eprintln!("{rows} rows in one transaction: peak resident memory {peak_kb} kB");
-    assert!(peak_kb < 64_000, "peak resident memory {peak_kb} kB");
+    assert!(peak_kb < 48_000, "peak resident memory {peak_kb} kB");
     assert_eq!(check_rows(&envdir, rows), rows as u64);
 }
 

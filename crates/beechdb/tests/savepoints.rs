@@ -68,7 +68,7 @@ fn key(i: u32) -> Vec<u8> {
 
 #[test]
 fn savepoints_match_a_model() {
-    let spills = model_run(config(), 40, 300);
+    let (spills, _) = model_run(config(), 40, 120, 300);
     assert_eq!(spills, 0, "nothing spills in memory");
 }
 
@@ -77,14 +77,16 @@ fn savepoints_match_a_model() {
 /// from them.
 #[test]
 fn savepoints_match_a_model_when_writes_spill() {
-    let spills = model_run(config().txn_memory(16 << 10), 2000, 150);
-    assert!(spills > 100, "writes spilled {spills} times");
+    let (spills, merges) = model_run(config().txn_memory(16 << 10), 4000, 800, 100);
+    assert!(spills > 300, "writes spilled {spills} times");
+    eprintln!("{spills} spills, {merges} merges");
+    assert!(merges > 10, "runs merged {merges} times");
 }
 
-/// Runs `seeds` random transactions with values up to `max_value` bytes; returns how many
-/// times writes spilled to the log.
-fn model_run(config: Config, max_value: usize, seeds: u64) -> u64 {
-    let mut spills = 0;
+/// Runs `seeds` random transactions of up to `steps` steps, with values up to `max_value`
+/// bytes; returns how many times writes spilled to the log, and runs were merged.
+fn model_run(config: Config, max_value: usize, steps: usize, seeds: u64) -> (u64, u64) {
+    let (mut spills, mut merges) = (0, 0);
     for seed in 0..seeds {
         let config = || config.clone();
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
@@ -104,7 +106,7 @@ fn model_run(config: Config, max_value: usize, seeds: u64) -> u64 {
         let mut extra: Option<Db> = None;
         // Live savepoints with the view each was taken at.
         let mut marks: Vec<(Savepoint, View, Option<Db>)> = Vec::new();
-        for step in 0..rng.gen_range(10..120) {
+        for step in 0..rng.gen_range(10..steps) {
             let at = format!("seed {seed} step {step}");
             match rng.gen_range(0..20) {
                 0..=7 => {
@@ -172,7 +174,8 @@ fn model_run(config: Config, max_value: usize, seeds: u64) -> u64 {
             (Err(Error::DbNotFound(_)), None) => {}
             (r, v) => panic!("seed {seed}: extra {:?} vs {v:?}", r.map(|_| ())),
         }
-        spills += env.stat().unwrap().txn.unwrap().txns.spills;
+        let counts = env.stat().unwrap().txn.unwrap().txns;
+        (spills, merges) = (spills + counts.spills, merges + counts.run_merges);
         // And the log says the same.
         drop(main);
         let storage = beechdb::storage::MemStorage::restart_process(&storage);
@@ -182,7 +185,7 @@ fn model_run(config: Config, max_value: usize, seeds: u64) -> u64 {
         let after: Data = main.iter().map(|kv| kv.unwrap()).collect();
         assert_eq!(after, view.main, "seed {seed}: recovered");
     }
-    spills
+    (spills, merges)
 }
 
 #[test]

@@ -48,7 +48,7 @@ impl Shared {
         self.live()?;
         let tx = self.tx()?;
         let wal = tx.wal.as_ref().expect("only a logged transaction spills");
-        let (runs, reader) = st.writes.runs(wal, txn)?;
+        let (runs, reader) = st.writes.runs(wal, txn, &tx.txns.stats)?;
         let mut merge = RunMerge::new(reader, txn, runs.iter().copied());
         let removed: Vec<u32> = st
             .ddl

@@ -349,9 +349,7 @@ impl Txn {
         let tx = self.inner.shared.tx()?;
         match &tx.wal {
             Some(w) if st.writes.mem_bytes() > tx.txn_memory => {
-                st.writes.spill(w, self.inner.id)?;
-                tx.txns.stats.spills.fetch_add(1, Relaxed);
-                Ok(())
+                st.writes.spill(w, self.inner.id, &tx.txns.stats)
             }
             _ => Ok(()),
         }

@@ -323,7 +323,8 @@ mod tests {
     fn lookups_and_ranges_cover_written_and_pending_entries_up_to_the_frontier() {
         let store = UndoStore::create(Arc::new(MemStorage::new()), vec![1], vec![]).unwrap();
         assert_eq!(store.lookup(&key(0)).unwrap(), None);
-        let before = |n: u32| (!n.is_multiple_of(3)).then(|| vec![n as u8; (n % 7) as usize * 3000]);
+        let before =
+            |n: u32| (!n.is_multiple_of(3)).then(|| vec![n as u8; (n % 7) as usize * 3000]);
         for n in (0..2000).step_by(2) {
             store.push(key(n), before(n));
             if n % 500 == 0 {

@@ -13,13 +13,17 @@
 //! - memory counted in `mem_bytes` is that of the in-memory parts only.
 
 use crate::error::Result;
-use crate::wal::reader::{LogReader, LogRecord};
+use crate::stats::TxnCounters;
+use crate::wal::reader::{LogReader, LogRecord, RunMerge};
 use crate::wal::{Op, OpsBuilder, Record, Wal};
 use std::collections::BTreeMap;
 use std::ops::Bound;
+use std::sync::atomic::Ordering::Relaxed;
 
 /// Bytes of operations per `txn-data` record of a run.
 const RECORD_BYTES: usize = 64 << 10;
+/// Records a run appends between writes of the log buffer.
+const FLUSH_EVERY: usize = 16;
 /// What an entry of an in-memory part costs beyond its key and value (map node, vectors).
 const ENTRY_OVERHEAD: usize = 64;
 
@@ -36,10 +40,15 @@ enum Part {
     Run(Run),
 }
 
-/// A spilled part: its records' LSNs and first keys, in key order.
+/// A spilled part: its records' LSNs and first keys, in key order, and its level: 0 when
+/// spilled from memory, one more than theirs when merged from [`FAN_IN`] runs.
 struct Run {
     records: Vec<(u64, Vec<u8>)>,
+    level: u32,
 }
+
+/// Runs of one level a layer gathers before they are merged into one.
+const FAN_IN: usize = 16;
 
 /// The log behind the runs of a transaction that spilled.
 struct Spill {
@@ -197,57 +206,96 @@ impl WriteSet {
     }
 
     /// Writes every in-memory part to the log as a run of transaction `txn`, leaving none
-    /// in memory. The records are written to the segment files (not synced) before this
+    /// in memory, then merges runs where a layer has gathered [`FAN_IN`] of one size (so a
+    /// commit's merge reads few runs at once: about `FAN_IN` per size, sizes growing by
+    /// `FAN_IN` each). The records are written to the segment files (not synced) before this
     /// returns, so that reading them back needs no copy of the log's buffer.
-    pub(crate) fn spill(&mut self, wal: &Wal, txn: u64) -> Result<()> {
-        let mut end = None;
-        for li in 0..self.layers.len() {
-            for pi in 0..self.layers[li].len() {
-                let Part::Mem(map) = &self.layers[li][pi] else {
-                    continue;
-                };
+    pub(crate) fn spill(&mut self, wal: &Wal, txn: u64, stats: &TxnCounters) -> Result<()> {
+        self.mem_bytes = 0;
+        let has_mem = |p: &Part| matches!(p, Part::Mem(m) if !m.is_empty());
+        if !self.layers.iter().flatten().any(has_mem) {
+            return Ok(());
+        }
+        stats.spills.fetch_add(1, Relaxed);
+        if self.spill.is_none() {
+            // Held before anything is appended, so that no checkpoint releases it first.
+            let first = wal.end();
+            let hold = wal.retain(first);
+            let reader = wal
+                .reader(first, None)
+                .inspect_err(|_| wal.unretain(hold))?;
+            self.spill = Some(Spill {
+                reader,
+                hold,
+                first,
+                prev: 0,
+                last: None,
+            });
+        }
+        let spill = self.spill.as_mut().expect("set above");
+        for layer in &mut self.layers {
+            for part in layer.iter_mut() {
+                let Part::Mem(map) = part else { continue };
                 if map.is_empty() {
                     continue;
                 }
-                let prev = self.spill.as_ref().map_or(0, |s| s.prev);
-                // Held before anything is appended, so no checkpoint can release it first.
-                let new_hold = self.spill.is_none().then(|| wal.retain(wal.end()));
-                let written = write_run(wal, txn, prev, map).and_then(|(run, last)| {
-                    if let Some(hold) = new_hold {
-                        let first = run.records[0].0;
-                        self.spill = Some(Spill {
-                            reader: wal.reader(first, None)?,
-                            hold,
-                            first,
-                            prev: last,
-                            last: None,
-                        });
-                    }
-                    Ok((run, last))
-                });
-                let (run, last) = match written {
-                    Ok(w) => w,
-                    Err(e) => {
-                        if let Some(hold) = new_hold.filter(|_| self.spill.is_none()) {
-                            wal.unretain(hold);
-                        }
-                        return Err(e);
-                    }
-                };
-                self.spill.as_mut().expect("set above").prev = last;
-                self.layers[li][pi] = Part::Run(run);
-                end = Some(last);
+                let mut w = RunWriter::new(wal, txn, spill.prev);
+                for (k, v) in map.iter() {
+                    w.push(k, v.as_deref())?;
+                }
+                let run = w.finish(0)?;
+                spill.prev = run.last();
+                *part = Part::Run(run);
             }
-            self.layers[li].retain(|p| !matches!(p, Part::Mem(m) if m.is_empty()));
+            layer.retain(|p| !matches!(p, Part::Mem(m) if m.is_empty()));
         }
-        self.mem_bytes = 0;
-        if end.is_some() {
-            wal.flush_to(wal.end())?;
-            let spill = self.spill.as_mut().expect("spilled");
-            // Reopened so that it sees the segments the new records went into.
-            spill.reader = wal.reader(spill.first, None)?;
-            spill.last = None;
+        self.settle(wal)?;
+        for li in 0..self.layers.len() {
+            while let Some(level) = self.mergeable(li) {
+                let layer = &mut self.layers[li];
+                let group: Vec<(u64, u32)> = layer
+                    .drain(layer.len() - FAN_IN..)
+                    .map(|p| match p {
+                        Part::Run(r) => (r.records[0].0, r.records.len() as u32),
+                        Part::Mem(_) => unreachable!("checked by mergeable"),
+                    })
+                    .collect();
+                let spill = self.spill.as_mut().expect("spilled");
+                let mut merge = RunMerge::new(&spill.reader, txn, group.into_iter());
+                let mut w = RunWriter::new(wal, txn, spill.prev);
+                while let Some(op) = merge.next()? {
+                    w.push(&super::scoped_key(op.db(), op.key()), op.value())?;
+                }
+                let run = w.finish(level + 1)?;
+                stats.run_merges.fetch_add(1, Relaxed);
+                spill.prev = run.last();
+                self.layers[li].push(Part::Run(run));
+                self.settle(wal)?;
+            }
         }
+        Ok(())
+    }
+
+    /// The level of the last [`FAN_IN`] parts of layer `li`, if they are runs of one level.
+    fn mergeable(&self, li: usize) -> Option<u32> {
+        let layer = &self.layers[li];
+        let tail = layer.get(layer.len().checked_sub(FAN_IN)?..)?;
+        let level = |p: &Part| match p {
+            Part::Run(r) => Some(r.level),
+            Part::Mem(_) => None,
+        };
+        let first = level(&tail[0])?;
+        tail.iter()
+            .all(|p| level(p) == Some(first))
+            .then_some(first)
+    }
+
+    /// Writes what was appended to the segment files and reopens the reader on them.
+    fn settle(&mut self, wal: &Wal) -> Result<()> {
+        wal.flush_to(wal.end())?;
+        let spill = self.spill.as_mut().expect("spilled");
+        spill.reader = wal.reader(spill.first, None)?;
+        spill.last = None;
         Ok(())
     }
 
@@ -259,8 +307,13 @@ impl WriteSet {
     /// For a transaction that spilled: every part spilled (see [`WriteSet::spill`]), then
     /// its runs as `(first record's LSN, record count)`, oldest first, and a reader of the
     /// log holding them.
-    pub(crate) fn runs(&mut self, wal: &Wal, txn: u64) -> Result<(Vec<(u64, u32)>, &LogReader)> {
-        self.spill(wal, txn)?;
+    pub(crate) fn runs(
+        &mut self,
+        wal: &Wal,
+        txn: u64,
+        stats: &TxnCounters,
+    ) -> Result<(Vec<(u64, u32)>, &LogReader)> {
+        self.spill(wal, txn, stats)?;
         let runs = self
             .layers
             .iter()
@@ -415,6 +468,10 @@ impl Spill {
 }
 
 impl Run {
+    fn last(&self) -> u64 {
+        self.records.last().expect("a run has a record").0
+    }
+
     /// The LSN of the record that would hold scoped key `key`.
     fn record_for(&self, key: &[u8]) -> Option<u64> {
         let i = self.records.partition_point(|(_, first)| &first[..] <= key);
@@ -444,38 +501,72 @@ impl Run {
     }
 }
 
-/// Appends `map` to the log as one run of transaction `txn` (whose last record is at
-/// `prev`); returns the run and the LSN of its last record.
-fn write_run(wal: &Wal, txn: u64, prev: u64, map: &BTreeMap<Vec<u8>, Write>) -> Result<(Run, u64)> {
-    let mut chunks: Vec<(Vec<u8>, OpsBuilder)> = Vec::new();
-    for (k, w) in map {
-        if chunks
-            .last()
-            .is_none_or(|(_, b)| b.byte_len() >= RECORD_BYTES)
-        {
-            chunks.push((k.clone(), OpsBuilder::default()));
-        }
-        let (db, key) = (u32::from_be_bytes(k[..4].try_into().unwrap()), &k[4..]);
-        let op = match w {
-            Some(value) => Op::Put { db, key, value },
-            None => Op::Delete { db, key },
-        };
-        chunks.last_mut().expect("pushed").1.push(op);
-    }
-    let records: Vec<Record> = chunks
-        .iter()
-        .map(|(_, ops)| Record::TxnData {
+/// Appends a run of transaction `txn` to the log, a record at a time, from writes given in
+/// key order.
+struct RunWriter<'a> {
+    wal: &'a Wal,
+    txn: u64,
+    /// LSN of the transaction's last record.
+    prev: u64,
+    records: Vec<(u64, Vec<u8>)>,
+    ops: OpsBuilder,
+    /// The first key of the record being built.
+    first: Vec<u8>,
+}
+
+impl<'a> RunWriter<'a> {
+    fn new(wal: &'a Wal, txn: u64, prev: u64) -> RunWriter<'a> {
+        RunWriter {
+            wal,
             txn,
             prev,
-            ops: ops.ops(),
+            records: Vec::new(),
+            ops: OpsBuilder::default(),
+            first: Vec::new(),
+        }
+    }
+
+    /// Adds the write `value` (`None`: a delete) of scoped key `key`.
+    fn push(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        if self.ops.byte_len() >= RECORD_BYTES {
+            self.append()?;
+        }
+        if self.ops.byte_len() == 0 {
+            self.first = key.to_vec();
+        }
+        let (db, key) = (u32::from_be_bytes(key[..4].try_into().unwrap()), &key[4..]);
+        self.ops.push(match value {
+            Some(value) => Op::Put { db, key, value },
+            None => Op::Delete { db, key },
+        });
+        Ok(())
+    }
+
+    fn append(&mut self) -> Result<()> {
+        let rec = Record::TxnData {
+            txn: self.txn,
+            prev: self.prev,
+            ops: self.ops.ops(),
+        };
+        let lsn = self.wal.append_ahead(&[rec])?[0];
+        self.records.push((lsn, std::mem::take(&mut self.first)));
+        self.prev = lsn;
+        self.ops.clear();
+        if self.records.len() % FLUSH_EVERY == 0 {
+            // Handed to the operating system as it goes: the log buffer stays small.
+            self.wal.flush_to(self.wal.end())?;
+        }
+        Ok(())
+    }
+
+    /// The run written, of level `level`.
+    fn finish(mut self, level: u32) -> Result<Run> {
+        if self.ops.byte_len() > 0 || self.records.is_empty() {
+            self.append()?;
+        }
+        Ok(Run {
+            records: self.records,
+            level,
         })
-        .collect();
-    let lsns = wal.append_ahead(&records)?;
-    let last = *lsns.last().expect("a run has a record");
-    let records = lsns
-        .into_iter()
-        .zip(chunks)
-        .map(|(lsn, (first, _))| (lsn, first))
-        .collect();
-    Ok((Run { records }, last))
+    }
 }
