@@ -552,7 +552,7 @@ impl<'a> RunWriter<'a> {
         self.records.push((lsn, std::mem::take(&mut self.first)));
         self.prev = lsn;
         self.ops.clear();
-        if self.records.len() % FLUSH_EVERY == 0 {
+        if self.records.len().is_multiple_of(FLUSH_EVERY) {
             // Handed to the operating system as it goes: the log buffer stays small.
             self.wal.flush_to(self.wal.end())?;
         }
