@@ -1,0 +1,397 @@
+//! The SQL layer's own syntax tree: what the parser's tree is converted into, so that the
+//! parser crate can be swapped without touching planning or execution.
+//!
+//! Owns: the statement and expression types. May call: `value`. Names are stored unquoted;
+//! identifiers compare case-insensitively (done where they are resolved).
+
+use crate::value::{Collation, Value};
+
+#[derive(Debug, Clone)]
+pub enum Stmt {
+    Select(Box<Select>),
+    Insert(Box<Insert>),
+    Update(Box<Update>),
+    Delete {
+        table: String,
+        where_: Option<Expr>,
+    },
+    CreateTable(Box<CreateTable>),
+    CreateIndex {
+        name: String,
+        table: String,
+        unique: bool,
+        if_not_exists: bool,
+        columns: Vec<IndexedColumn>,
+        sql: String,
+    },
+    CreateView {
+        name: String,
+        if_not_exists: bool,
+        columns: Option<Vec<String>>,
+        select: Box<Select>,
+        sql: String,
+    },
+    CreateTrigger(Box<CreateTrigger>),
+    Drop {
+        kind: ObjectKind,
+        name: String,
+        if_exists: bool,
+    },
+    Reindex(Option<String>),
+    Begin(BeginKind),
+    Commit,
+    Rollback(Option<String>),
+    Savepoint(String),
+    Release(String),
+    Pragma {
+        name: String,
+        value: Option<Expr>,
+    },
+    AlterTable {
+        table: String,
+        action: AlterAction,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ObjectKind {
+    Table,
+    Index,
+    View,
+    Trigger,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BeginKind {
+    Deferred,
+    Immediate,
+    Exclusive,
+}
+
+#[derive(Debug, Clone)]
+pub enum AlterAction {
+    RenameTo(String),
+    RenameColumn { old: String, new: String },
+    AddColumn(ColumnDef),
+    DropColumn(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Conflict {
+    #[default]
+    Abort,
+    Rollback,
+    Fail,
+    Ignore,
+    Replace,
+}
+
+#[derive(Debug, Clone)]
+pub struct Insert {
+    pub table: String,
+    pub columns: Option<Vec<String>>,
+    /// `None`: DEFAULT VALUES.
+    pub source: Option<Box<Select>>,
+    pub conflict: Conflict,
+}
+
+#[derive(Debug, Clone)]
+pub struct Update {
+    pub table: String,
+    pub sets: Vec<(Vec<String>, Expr)>,
+    pub where_: Option<Expr>,
+    pub conflict: Conflict,
+}
+
+#[derive(Debug, Clone)]
+pub struct CreateTable {
+    pub name: String,
+    pub if_not_exists: bool,
+    pub columns: Vec<ColumnDef>,
+    pub constraints: Vec<TableConstraint>,
+    pub without_rowid: bool,
+    pub as_select: Option<Box<Select>>,
+    pub sql: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct ColumnDef {
+    pub name: String,
+    pub decl_type: Option<String>,
+    pub primary_key: Option<bool>, // Some(desc)
+    pub autoincrement: bool,
+    pub not_null: bool,
+    pub unique: bool,
+    pub default: Option<Expr>,
+    pub collation: Option<Collation>,
+    pub checks: Vec<Expr>,
+}
+
+#[derive(Debug, Clone)]
+pub enum TableConstraint {
+    PrimaryKey(Vec<IndexedColumn>),
+    Unique(Vec<IndexedColumn>),
+    Check(Expr),
+}
+
+#[derive(Debug, Clone)]
+pub struct IndexedColumn {
+    pub expr: Expr,
+    pub desc: bool,
+    pub collation: Option<Collation>,
+}
+
+#[derive(Debug, Clone)]
+pub struct CreateTrigger {
+    pub name: String,
+    pub if_not_exists: bool,
+    pub table: String,
+    pub time: TriggerTime,
+    pub event: TriggerEvent,
+    pub when: Option<Expr>,
+    pub body: Vec<Stmt>,
+    pub sql: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TriggerTime {
+    Before,
+    After,
+    InsteadOf,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TriggerEvent {
+    Insert,
+    Delete,
+    Update(Option<Vec<String>>),
+}
+
+#[derive(Debug, Clone)]
+pub struct Select {
+    pub with: Vec<Cte>,
+    pub first: Core,
+    pub compounds: Vec<(CompoundOp, Core)>,
+    pub order_by: Vec<OrderTerm>,
+    pub limit: Option<Expr>,
+    pub offset: Option<Expr>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Cte {
+    pub name: String,
+    pub columns: Option<Vec<String>>,
+    pub select: Box<Select>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompoundOp {
+    Union,
+    UnionAll,
+    Intersect,
+    Except,
+}
+
+#[derive(Debug, Clone)]
+pub enum Core {
+    Select {
+        distinct: bool,
+        columns: Vec<ResultColumn>,
+        from: Option<From>,
+        where_: Option<Expr>,
+        group_by: Vec<Expr>,
+        having: Option<Expr>,
+    },
+    Values(Vec<Vec<Expr>>),
+}
+
+#[derive(Debug, Clone)]
+pub enum ResultColumn {
+    Expr(Expr, Option<String>),
+    Star,
+    TableStar(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct From {
+    pub first: TableRef,
+    pub joins: Vec<Join>,
+}
+
+#[derive(Debug, Clone)]
+pub enum TableRef {
+    Table { name: String, alias: Option<String> },
+    Subquery { select: Box<Select>, alias: Option<String> },
+    Nested(Box<From>),
+}
+
+#[derive(Debug, Clone)]
+pub struct Join {
+    pub natural: bool,
+    pub left: bool,
+    pub table: TableRef,
+    pub on: Option<Expr>,
+    pub using: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct OrderTerm {
+    pub expr: Expr,
+    pub desc: bool,
+    /// `Some(true)`: NULLS FIRST.
+    pub nulls_first: Option<bool>,
+}
+
+#[derive(Debug, Clone)]
+pub enum Expr {
+    Literal(Value),
+    Column {
+        table: Option<String>,
+        name: String,
+    },
+    /// A parameter: its 1-based index.
+    Param(usize),
+    Unary(UnaryOp, Box<Expr>),
+    Binary(BinOp, Box<Expr>, Box<Expr>),
+    Between {
+        expr: Box<Expr>,
+        not: bool,
+        low: Box<Expr>,
+        high: Box<Expr>,
+    },
+    InList {
+        expr: Box<Expr>,
+        not: bool,
+        list: Vec<Expr>,
+    },
+    InSelect {
+        expr: Box<Expr>,
+        not: bool,
+        select: Box<Select>,
+    },
+    Like {
+        expr: Box<Expr>,
+        not: bool,
+        glob: bool,
+        pattern: Box<Expr>,
+        escape: Option<Box<Expr>>,
+    },
+    IsNull(Box<Expr>, bool),
+    Case {
+        base: Option<Box<Expr>>,
+        whens: Vec<(Expr, Expr)>,
+        else_: Option<Box<Expr>>,
+    },
+    Cast(Box<Expr>, Option<String>),
+    Collate(Box<Expr>, Collation),
+    Function {
+        name: String,
+        distinct: bool,
+        args: Vec<Expr>,
+        star: bool,
+    },
+    Exists(Box<Select>),
+    Subquery(Box<Select>),
+    /// A row value `(a, b, ...)` (only as an operand of comparisons and IN).
+    Row(Vec<Expr>),
+    Raise(RaiseKind, Option<String>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RaiseKind {
+    Ignore,
+    Rollback,
+    Abort,
+    Fail,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnaryOp {
+    Neg,
+    Plus,
+    Not,
+    BitNot,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+    Concat,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Is,
+    IsNot,
+    And,
+    Or,
+    BitAnd,
+    BitOr,
+    Shl,
+    Shr,
+}
+
+impl Expr {
+    /// Calls `f` with every sub-expression, this one first; not descending into subqueries.
+    pub fn walk(&self, f: &mut impl FnMut(&Expr)) {
+        f(self);
+        match self {
+            Expr::Unary(_, e) | Expr::IsNull(e, _) | Expr::Cast(e, _) | Expr::Collate(e, _) => {
+                e.walk(f)
+            }
+            Expr::Binary(_, a, b) => {
+                a.walk(f);
+                b.walk(f);
+            }
+            Expr::Between {
+                expr, low, high, ..
+            } => {
+                expr.walk(f);
+                low.walk(f);
+                high.walk(f);
+            }
+            Expr::InList { expr, list, .. } => {
+                expr.walk(f);
+                list.iter().for_each(|e| e.walk(f));
+            }
+            Expr::InSelect { expr, .. } => expr.walk(f),
+            Expr::Like {
+                expr,
+                pattern,
+                escape,
+                ..
+            } => {
+                expr.walk(f);
+                pattern.walk(f);
+                if let Some(e) = escape {
+                    e.walk(f);
+                }
+            }
+            Expr::Case { base, whens, else_ } => {
+                if let Some(b) = base {
+                    b.walk(f);
+                }
+                for (w, t) in whens {
+                    w.walk(f);
+                    t.walk(f);
+                }
+                if let Some(e) = else_ {
+                    e.walk(f);
+                }
+            }
+            Expr::Function { args, .. } | Expr::Row(args) => args.iter().for_each(|e| e.walk(f)),
+            Expr::Literal(_)
+            | Expr::Column { .. }
+            | Expr::Param(_)
+            | Expr::Exists(_)
+            | Expr::Subquery(_)
+            | Expr::Raise(..) => {}
+        }
+    }
+}

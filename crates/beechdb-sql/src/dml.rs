@@ -1,0 +1,933 @@
+//! Changing data and schema: INSERT, UPDATE, DELETE with constraints (NOT NULL, CHECK,
+//! UNIQUE and PRIMARY KEY through their indexes, conflict resolution) and triggers; CREATE
+//! and DROP of tables, indexes, views and triggers; REINDEX and ALTER TABLE.
+//!
+//! Owns: keeping a table's indexes in step with its rows, and the schema entries. May call:
+//! `exec` (expressions, queries), `schema`, `record`, and the engine through the
+//! statement's transaction. Invariants: every index of a table holds exactly one entry per
+//! row (a unique index's key is its columns alone unless one is NULL, with the rowid in the
+//! value); a row and its index entries change in the same transaction.
+
+use crate::ast::*;
+use crate::error::{ConstraintKind, Error, Result};
+use crate::exec::{table_columns, Exec, Frame, Row, Scope};
+use crate::record::{encode_key_part, encode_row, rowid_key, rowid_of_key};
+use crate::schema::{index_columns, lc, Index, Schema, Table, Trigger, View, SCHEMA_DB};
+use crate::value::{Affinity, Value};
+use std::sync::Arc;
+
+/// The key of `row`'s entry in `index`, and its value (the rowid for a unique index).
+fn index_entry(index: &Index, row: &[Value], rowid: i64) -> (Vec<u8>, Vec<u8>) {
+    let mut key = Vec::new();
+    let mut any_null = false;
+    for &(c, desc, coll) in &index.columns {
+        any_null |= row[c].is_null();
+        encode_key_part(&mut key, &row[c], coll, desc);
+    }
+    if index.unique && !any_null {
+        (key, rowid_key(rowid).to_vec())
+    } else {
+        key.extend_from_slice(&rowid_key(rowid));
+        (key, Vec::new())
+    }
+}
+
+/// A trigger's view of the row: `old` and `new` as sources.
+fn trigger_frame(t: &Table) -> Frame {
+    let mut f = Frame::default();
+    f.push("old", table_columns(t), true);
+    f.push("new", table_columns(t), true);
+    f
+}
+
+fn schema_entry(kind: &str, name: &str, table: &str, db: &str, sql: &str) -> Vec<u8> {
+    encode_row(&[kind.into(), name.into(), table.into(), db.into(), sql.into()])
+}
+
+impl Exec<'_> {
+    fn schema_db(&mut self) -> Result<beechdb::Db> {
+        self.db(SCHEMA_DB)
+    }
+
+    fn save_meta(&mut self) -> Result<()> {
+        let next = self.schema.next_db;
+        let db = self.schema_db()?;
+        let rec = encode_row(&["meta".into(), "".into(), "".into(), (next as i64).into(), "".into()]);
+        self.txn.put(&db, b"\0meta", &rec)?;
+        Ok(())
+    }
+
+    fn put_entry(&mut self, name: &str, rec: Vec<u8>) -> Result<()> {
+        let db = self.schema_db()?;
+        self.txn.put(&db, lc(name).as_bytes(), &rec)?;
+        Ok(())
+    }
+
+    fn remove_entry(&mut self, name: &str) -> Result<()> {
+        let db = self.schema_db()?;
+        self.txn.delete(&db, lc(name).as_bytes())?;
+        Ok(())
+    }
+
+    fn schema_mut(&mut self) -> &mut Schema {
+        Arc::make_mut(self.schema)
+    }
+
+    // ---- rows ----
+
+    /// The next rowid: one past the largest.
+    fn new_rowid(&mut self, t: &Table) -> Result<i64> {
+        let db = self.db(&t.db)?;
+        let last = self.txn.range_rev::<&[u8], _>(&db, ..).next().transpose()?;
+        Ok(match last {
+            None => 1,
+            Some((k, _)) => {
+                let r = rowid_of_key(&k)?;
+                if r == i64::MAX {
+                    return Err(Error::Sql("database or disk is full".into()));
+                }
+                r + 1
+            }
+        })
+    }
+
+    fn read_row(&mut self, t: &Table, rowid: i64) -> Result<Option<Row>> {
+        let db = self.db(&t.db)?;
+        Ok(match self.txn.get(&db, &rowid_key(rowid))? {
+            None => None,
+            Some(v) => {
+                let mut row = crate::record::decode_row(&v, t.columns.len())?;
+                row.truncate(t.columns.len());
+                if let Some(a) = t.rowid_alias {
+                    row[a] = Value::Integer(rowid);
+                }
+                Some(row)
+            }
+        })
+    }
+
+    fn write_row(&mut self, t: &Table, rowid: i64, row: &[Value]) -> Result<()> {
+        let db = self.db(&t.db)?;
+        let mut stored = row.to_vec();
+        if let Some(a) = t.rowid_alias {
+            stored[a] = Value::Null;
+        }
+        self.txn.put(&db, &rowid_key(rowid), &encode_row(&stored))?;
+        for idx in self.schema.indexes_of(&t.name).cloned().collect::<Vec<_>>() {
+            let (k, v) = index_entry(&idx, row, rowid);
+            let idb = self.db(&idx.db)?;
+            self.txn.put(&idb, &k, &v)?;
+        }
+        Ok(())
+    }
+
+    fn delete_row(&mut self, t: &Table, rowid: i64, row: &[Value]) -> Result<()> {
+        let db = self.db(&t.db)?;
+        self.txn.delete(&db, &rowid_key(rowid))?;
+        for idx in self.schema.indexes_of(&t.name).cloned().collect::<Vec<_>>() {
+            let (k, _) = index_entry(&idx, row, rowid);
+            let idb = self.db(&idx.db)?;
+            self.txn.delete(&idb, &k)?;
+        }
+        Ok(())
+    }
+
+    /// The rowid of a row other than `rowid` that `row` would duplicate in a unique index,
+    /// with that index.
+    fn unique_conflict(&mut self, t: &Table, row: &[Value], rowid: i64) -> Result<Option<(i64, Arc<Index>)>> {
+        for idx in self.schema.indexes_of(&t.name).cloned().collect::<Vec<_>>() {
+            if !idx.unique {
+                continue;
+            }
+            let (k, v) = index_entry(&idx, row, rowid);
+            if v.is_empty() {
+                continue; // a NULL in the key: never a duplicate
+            }
+            let idb = self.db(&idx.db)?;
+            if let Some(other) = self.txn.get(&idb, &k)? {
+                let other = rowid_of_key(&other)?;
+                if other != rowid {
+                    return Ok(Some((other, idx)));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    fn unique_error(&self, t: &Table, idx: &Index) -> Error {
+        let cols: Vec<String> = idx
+            .columns
+            .iter()
+            .map(|&(c, _, _)| format!("{}.{}", t.name, t.columns[c].name))
+            .collect();
+        let primary = idx.auto && idx.name.ends_with("_1") && t.sql.to_ascii_uppercase().contains("PRIMARY KEY");
+        Error::Constraint(
+            if primary { ConstraintKind::PrimaryKey } else { ConstraintKind::Unique },
+            format!("UNIQUE constraint failed: {}", cols.join(", ")),
+        )
+    }
+
+    /// NOT NULL and CHECK constraints of `row`; `Ok(false)` when the row is to be skipped
+    /// (OR IGNORE).
+    fn check_row(&mut self, t: &Table, row: &mut [Value], rowid: i64, conflict: Conflict) -> Result<bool> {
+        for (i, c) in t.columns.iter().enumerate() {
+            if c.not_null && row[i].is_null() && Some(i) != t.rowid_alias {
+                match conflict {
+                    Conflict::Ignore => return Ok(false),
+                    Conflict::Replace if c.default.is_some() => {
+                        let sc = Scope::new(&EMPTY, &[], None);
+                        row[i] = c.affinity.apply(self.eval(c.default.as_ref().unwrap(), &sc)?);
+                    }
+                    _ => {
+                        return Err(Error::Constraint(
+                            ConstraintKind::NotNull,
+                            format!("NOT NULL constraint failed: {}.{}", t.name, c.name),
+                        ))
+                    }
+                }
+            }
+        }
+        if !t.checks.is_empty() {
+            let mut frame = Frame::default();
+            frame.push(&t.name, table_columns(t), true);
+            let mut full = row.to_vec();
+            full.push(Value::Integer(rowid));
+            let sc = Scope::new(&frame, &full, None);
+            for chk in t.checks.clone() {
+                if self.eval(&chk, &sc)?.truth() == Some(false) {
+                    if conflict == Conflict::Ignore {
+                        return Ok(false);
+                    }
+                    return Err(Error::Constraint(
+                        ConstraintKind::Check,
+                        "CHECK constraint failed".to_string(),
+                    ));
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// Runs the triggers on `t` for `event` at `time` with `old` and `new` rows (with their
+    /// rowids last); `Ok(false)` if one raised IGNORE.
+    fn fire(
+        &mut self,
+        t: &Table,
+        time: TriggerTime,
+        event: &TriggerEvent,
+        old: Option<&[Value]>,
+        new: Option<&[Value]>,
+        changed: &[usize],
+    ) -> Result<bool> {
+        let triggers: Vec<Arc<Trigger>> = self
+            .schema
+            .triggers_of(&t.name)
+            .filter(|tr| tr.def.time == time)
+            .filter(|tr| match (&tr.def.event, event) {
+                (TriggerEvent::Insert, TriggerEvent::Insert) | (TriggerEvent::Delete, TriggerEvent::Delete) => true,
+                (TriggerEvent::Update(cols), TriggerEvent::Update(_)) => match cols {
+                    None => true,
+                    Some(cols) => cols.iter().any(|c| {
+                        t.column_index(c).is_some_and(|i| changed.contains(&i))
+                    }),
+                },
+                _ => false,
+            })
+            .cloned()
+            .collect();
+        if triggers.is_empty() {
+            return Ok(true);
+        }
+        if self.trigger_depth > 32 {
+            return Err(Error::Sql("too many levels of trigger recursion".into()));
+        }
+        let frame = trigger_frame(t);
+        let width = t.columns.len() + 1;
+        let mut row = Vec::with_capacity(2 * width);
+        row.extend(old.map_or_else(|| vec![Value::Null; width], <[Value]>::to_vec));
+        row.extend(new.map_or_else(|| vec![Value::Null; width], <[Value]>::to_vec));
+        for tr in triggers {
+            let sc = Scope::new(&frame, &row, None);
+            if let Some(w) = &tr.def.when {
+                if self.eval(w, &sc)?.truth() != Some(true) {
+                    continue;
+                }
+            }
+            self.trigger_depth += 1;
+            let mut result = Ok(true);
+            for stmt in &tr.def.body {
+                let r = self.run_in_trigger(stmt, &frame, &row);
+                match r {
+                    Err(Error::Raise(m)) if m == "\u{0}ignore" => {
+                        result = Ok(false);
+                        break;
+                    }
+                    Err(e) => {
+                        result = Err(e);
+                        break;
+                    }
+                    Ok(()) => {}
+                }
+            }
+            self.trigger_depth -= 1;
+            if !result? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    fn run_in_trigger(&mut self, stmt: &Stmt, frame: &Frame, row: &[Value]) -> Result<()> {
+        let sc = Scope::new(frame, row, None);
+        match stmt {
+            Stmt::Insert(i) => self.insert(i, Some(&sc)).map(drop),
+            Stmt::Update(u) => self.update(u, Some(&sc)).map(drop),
+            Stmt::Delete { table, where_ } => self.delete(table, where_.as_ref(), Some(&sc)).map(drop),
+            Stmt::Select(s) => self.select(s, Some(&sc)).map(drop),
+            _ => Err(Error::Sql("statement not allowed in a trigger".into())),
+        }
+    }
+
+    // ---- INSERT ----
+
+    pub fn insert(&mut self, ins: &Insert, outer: Option<&Scope>) -> Result<u64> {
+        if let Some(v) = self.schema.views.get(&lc(&ins.table)).cloned() {
+            return self.insert_into_view(&v, ins, outer);
+        }
+        let t = self.schema.table(&ins.table)?.clone();
+        let targets: Vec<usize> = match &ins.columns {
+            None => (0..t.columns.len()).collect(),
+            Some(cols) => cols
+                .iter()
+                .map(|c| {
+                    t.column_index(c).map(Ok).unwrap_or_else(|| {
+                        if ["rowid", "oid", "_rowid_"].iter().any(|r| r.eq_ignore_ascii_case(c)) {
+                            Ok(usize::MAX)
+                        } else {
+                            Err(Error::Sql(format!("table {} has no column named {c}", t.name)))
+                        }
+                    })
+                })
+                .collect::<Result<_>>()?,
+        };
+        let source_rows: Vec<Row> = match &ins.source {
+            None => vec![Vec::new()],
+            Some(sel) => {
+                let r = self.select(sel, outer)?;
+                let n = r.columns.len();
+                if n != targets.len() {
+                    return Err(Error::Sql(match &ins.columns {
+                        None => format!(
+                            "table {} has {} columns but {} values were supplied",
+                            t.name,
+                            t.columns.len(),
+                            n
+                        ),
+                        Some(_) => format!("{} values for {} columns", n, targets.len()),
+                    }));
+                }
+                r.rows
+            }
+        };
+        let mut count = 0;
+        for src in source_rows {
+            let mut row = vec![Value::Null; t.columns.len()];
+            let mut given = vec![false; t.columns.len()];
+            let mut explicit_rowid: Option<Value> = None;
+            for (v, &c) in src.into_iter().zip(&targets) {
+                if c == usize::MAX {
+                    explicit_rowid = Some(v);
+                } else {
+                    row[c] = v;
+                    given[c] = true;
+                }
+            }
+            let empty = Frame::default();
+            let sc = Scope::new(&empty, &[], None);
+            for (i, c) in t.columns.iter().enumerate() {
+                if !given[i] {
+                    if let Some(d) = &c.default {
+                        row[i] = self.eval(d, &sc)?;
+                    }
+                }
+                row[i] = c.affinity.apply(std::mem::take(&mut row[i]));
+            }
+            let rowid_value = match t.rowid_alias {
+                Some(a) if !row[a].is_null() => Some(row[a].clone()),
+                _ => explicit_rowid.filter(|v| !v.is_null()),
+            };
+            let rowid = match rowid_value {
+                Some(Value::Integer(i)) => i,
+                Some(other) => match Affinity::Integer.apply(other) {
+                    Value::Integer(i) => i,
+                    _ => {
+                        return Err(Error::Sql("datatype mismatch".into()));
+                    }
+                },
+                None => self.new_rowid(&t)?,
+            };
+            if let Some(a) = t.rowid_alias {
+                row[a] = Value::Integer(rowid);
+            }
+            let mut new_full = row.clone();
+            new_full.push(Value::Integer(rowid));
+            if !self.fire(&t, TriggerTime::Before, &TriggerEvent::Insert, None, Some(&new_full), &[])? {
+                continue;
+            }
+            if !self.check_row(&t, &mut row, rowid, ins.conflict)? {
+                continue;
+            }
+            // The rowid and the unique indexes.
+            let mut skip = false;
+            if let Some(existing) = self.read_row(&t, rowid)? {
+                match ins.conflict {
+                    Conflict::Replace => self.delete_row(&t, rowid, &existing)?,
+                    Conflict::Ignore => skip = true,
+                    _ => {
+                        return Err(Error::Constraint(
+                            if t.rowid_alias.is_some() { ConstraintKind::PrimaryKey } else { ConstraintKind::RowId },
+                            match t.rowid_alias {
+                                Some(a) => format!("UNIQUE constraint failed: {}.{}", t.name, t.columns[a].name),
+                                None => format!("UNIQUE constraint failed: {}.rowid", t.name),
+                            },
+                        ))
+                    }
+                }
+            }
+            while !skip {
+                match self.unique_conflict(&t, &row, rowid)? {
+                    None => break,
+                    Some((other, idx)) => match ins.conflict {
+                        Conflict::Replace => {
+                            let old = self.read_row(&t, other)?.unwrap_or_default();
+                            self.delete_row(&t, other, &old)?;
+                        }
+                        Conflict::Ignore => skip = true,
+                        _ => return Err(self.unique_error(&t, &idx)),
+                    },
+                }
+            }
+            if skip {
+                continue;
+            }
+            self.write_row(&t, rowid, &row)?;
+            *self.last_rowid = rowid;
+            count += 1;
+            self.fire(&t, TriggerTime::After, &TriggerEvent::Insert, None, Some(&new_full), &[])?;
+        }
+        self.changes = count;
+        Ok(count)
+    }
+
+    fn insert_into_view(&mut self, v: &View, ins: &Insert, outer: Option<&Scope>) -> Result<u64> {
+        let triggers: Vec<Arc<Trigger>> = self
+            .schema
+            .triggers_of(&v.name)
+            .filter(|t| t.def.time == TriggerTime::InsteadOf && t.def.event == TriggerEvent::Insert)
+            .cloned()
+            .collect();
+        if triggers.is_empty() {
+            return Err(Error::Sql(format!("cannot modify {} because it is a view", v.name)));
+        }
+        let cols = self.view_columns(v)?;
+        let rows = match &ins.source {
+            Some(sel) => self.select(sel, outer)?.rows,
+            None => vec![vec![Value::Null; cols.len()]],
+        };
+        let mut frame = Frame::default();
+        frame.push("old", cols.clone(), false);
+        frame.push("new", cols.clone(), false);
+        let mut n = 0;
+        for r in rows {
+            let mut new_row = vec![Value::Null; cols.len()];
+            match &ins.columns {
+                None => new_row = r,
+                Some(names) => {
+                    for (val, name) in r.into_iter().zip(names) {
+                        let i = cols
+                            .iter()
+                            .position(|c| c.name.eq_ignore_ascii_case(name))
+                            .ok_or_else(|| Error::Sql(format!("table {} has no column named {name}", v.name)))?;
+                        new_row[i] = val;
+                    }
+                }
+            }
+            let mut row = vec![Value::Null; cols.len()];
+            row.extend(new_row);
+            for tr in &triggers {
+                self.trigger_depth += 1;
+                let mut res = Ok(());
+                for stmt in &tr.def.body {
+                    res = self.run_in_trigger(stmt, &frame, &row);
+                    if res.is_err() {
+                        break;
+                    }
+                }
+                self.trigger_depth -= 1;
+                res?;
+            }
+            n += 1;
+        }
+        self.changes = n;
+        Ok(n)
+    }
+
+    fn view_columns(&self, v: &View) -> Result<Vec<crate::exec::SrcCol>> {
+        self.view_select_columns(v)
+    }
+
+    // ---- UPDATE and DELETE ----
+
+    /// The rows of `t` matching `where_` (with their rowids last).
+    fn matching_rows(&mut self, t: &Table, where_: Option<&Expr>, outer: Option<&Scope>) -> Result<Vec<Row>> {
+        let rows = self.table_rows(t)?;
+        let Some(w) = where_ else { return Ok(rows) };
+        let mut frame = Frame::default();
+        frame.push(&t.name, table_columns(t), true);
+        let mut out = Vec::new();
+        for r in rows {
+            let sc = Scope::new(&frame, &r, outer);
+            if self.eval(w, &sc)?.truth() == Some(true) {
+                out.push(r);
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn update(&mut self, u: &Update, outer: Option<&Scope>) -> Result<u64> {
+        if self.schema.views.contains_key(&lc(&u.table)) {
+            return Err(Error::Sql(format!("cannot modify {} because it is a view", u.table)));
+        }
+        let t = self.schema.table(&u.table)?.clone();
+        let mut sets: Vec<(usize, &Expr)> = Vec::new();
+        for (names, e) in &u.sets {
+            if names.len() != 1 {
+                return Err(Error::Unsupported("row-value assignment in UPDATE".into()));
+            }
+            let name = &names[0];
+            let i = match t.column_index(name) {
+                Some(i) => i,
+                None if ["rowid", "oid", "_rowid_"].iter().any(|r| r.eq_ignore_ascii_case(name)) => usize::MAX,
+                None => return Err(Error::Sql(format!("no such column: {name}"))),
+            };
+            sets.push((i, e));
+        }
+        let changed: Vec<usize> = sets.iter().map(|(i, _)| *i).collect();
+        let mut frame = Frame::default();
+        frame.push(&t.name, table_columns(&t), true);
+        let rows = self.matching_rows(&t, u.where_.as_ref(), outer)?;
+        let n = t.columns.len();
+        let mut count = 0;
+        for old_full in rows {
+            let old_rowid = old_full[n].as_i64();
+            // The row may have been changed or removed by an earlier row's triggers.
+            let Some(current) = self.read_row(&t, old_rowid)? else { continue };
+            let mut cur_full = current.clone();
+            cur_full.push(Value::Integer(old_rowid));
+            let mut new_row = current.clone();
+            let mut new_rowid = old_rowid;
+            {
+                let sc = Scope::new(&frame, &cur_full, outer);
+                let mut vals = Vec::new();
+                for (i, e) in &sets {
+                    vals.push((*i, self.eval(e, &sc)?));
+                }
+                for (i, v) in vals {
+                    if i == usize::MAX {
+                        new_rowid = match Affinity::Integer.apply(v) {
+                            Value::Integer(r) => r,
+                            _ => return Err(Error::Sql("datatype mismatch".into())),
+                        };
+                    } else {
+                        new_row[i] = t.columns[i].affinity.apply(v);
+                    }
+                }
+            }
+            if let Some(a) = t.rowid_alias {
+                match &new_row[a] {
+                    Value::Integer(r) => new_rowid = *r,
+                    Value::Null => new_row[a] = Value::Integer(new_rowid),
+                    _ => return Err(Error::Sql("datatype mismatch".into())),
+                }
+            }
+            let mut new_full = new_row.clone();
+            new_full.push(Value::Integer(new_rowid));
+            let event = TriggerEvent::Update(None);
+            if !self.fire(&t, TriggerTime::Before, &event, Some(&cur_full), Some(&new_full), &changed)? {
+                continue;
+            }
+            if !self.check_row(&t, &mut new_row, new_rowid, u.conflict)? {
+                continue;
+            }
+            if new_rowid != old_rowid {
+                if let Some(existing) = self.read_row(&t, new_rowid)? {
+                    match u.conflict {
+                        Conflict::Replace => self.delete_row(&t, new_rowid, &existing)?,
+                        Conflict::Ignore => continue,
+                        _ => {
+                            return Err(Error::Constraint(
+                                ConstraintKind::PrimaryKey,
+                                format!("UNIQUE constraint failed: {}.rowid", t.name),
+                            ))
+                        }
+                    }
+                }
+            }
+            let mut skip = false;
+            loop {
+                match self.unique_conflict(&t, &new_row, new_rowid)? {
+                    Some((other, _)) if other == old_rowid => break,
+                    None => break,
+                    Some((other, idx)) => match u.conflict {
+                        Conflict::Replace => {
+                            let o = self.read_row(&t, other)?.unwrap_or_default();
+                            self.delete_row(&t, other, &o)?;
+                        }
+                        Conflict::Ignore => {
+                            skip = true;
+                            break;
+                        }
+                        _ => return Err(self.unique_error(&t, &idx)),
+                    },
+                }
+            }
+            if skip {
+                continue;
+            }
+            self.delete_row(&t, old_rowid, &current)?;
+            self.write_row(&t, new_rowid, &new_row)?;
+            count += 1;
+            self.fire(&t, TriggerTime::After, &event, Some(&cur_full), Some(&new_full), &changed)?;
+        }
+        self.changes = count;
+        Ok(count)
+    }
+
+    pub fn delete(&mut self, table: &str, where_: Option<&Expr>, outer: Option<&Scope>) -> Result<u64> {
+        if self.schema.views.contains_key(&lc(table)) {
+            return Err(Error::Sql(format!("cannot modify {table} because it is a view")));
+        }
+        let t = self.schema.table(table)?.clone();
+        let rows = self.matching_rows(&t, where_, outer)?;
+        let n = t.columns.len();
+        let mut count = 0;
+        for full in rows {
+            let rowid = full[n].as_i64();
+            let Some(current) = self.read_row(&t, rowid)? else { continue };
+            let mut cur_full = current.clone();
+            cur_full.push(Value::Integer(rowid));
+            if !self.fire(&t, TriggerTime::Before, &TriggerEvent::Delete, Some(&cur_full), None, &[])? {
+                continue;
+            }
+            if self.read_row(&t, rowid)?.is_none() {
+                continue;
+            }
+            self.delete_row(&t, rowid, &current)?;
+            count += 1;
+            self.fire(&t, TriggerTime::After, &TriggerEvent::Delete, Some(&cur_full), None, &[])?;
+        }
+        self.changes = count;
+        Ok(count)
+    }
+
+    // ---- DDL ----
+
+    pub fn create_table(&mut self, ct: &CreateTable) -> Result<()> {
+        if let Some(kind) = self.schema.name_taken(&ct.name) {
+            if ct.if_not_exists {
+                return Ok(());
+            }
+            return Err(Error::Sql(format!("{kind} {} already exists", ct.name)));
+        }
+        if ct.name.to_ascii_lowercase().starts_with("sqlite_") {
+            return Err(Error::Sql(format!(
+                "object name reserved for internal use: {}",
+                ct.name
+            )));
+        }
+        let mut def = ct.clone();
+        let rows = match &ct.as_select {
+            Some(sel) => {
+                let r = self.select(sel, None)?;
+                let meta_affinity: Vec<Option<Affinity>> = {
+                    let cols = r.columns.clone();
+                    cols.iter().map(|_| None).collect()
+                };
+                def.columns = r
+                    .columns
+                    .iter()
+                    .zip(&r.decl_types)
+                    .zip(meta_affinity)
+                    .map(|((n, d), _)| ColumnDef {
+                        name: n.clone(),
+                        decl_type: d.as_ref().map(|d| match Affinity::of_declared(Some(d)) {
+                            Affinity::Integer => "INT".into(),
+                            Affinity::Text => "TEXT".into(),
+                            Affinity::Real => "REAL".into(),
+                            Affinity::Numeric => "NUM".into(),
+                            Affinity::Blob => "".into(),
+                        }),
+                        primary_key: None,
+                        autoincrement: false,
+                        not_null: false,
+                        unique: false,
+                        default: None,
+                        collation: None,
+                        checks: Vec::new(),
+                    })
+                    .collect();
+                def.sql = format!(
+                    "CREATE TABLE {}({})",
+                    ct.name,
+                    def.columns
+                        .iter()
+                        .map(|c| match &c.decl_type {
+                            Some(t) if !t.is_empty() => format!("{} {t}", c.name),
+                            _ => c.name.clone(),
+                        })
+                        .collect::<Vec<_>>()
+                        .join(",")
+                );
+                Some(r.rows)
+            }
+            None => None,
+        };
+        let (table, indexes) = self.schema_mut().build_table(&def)?;
+        let handle = self.txn.create_db(&table.db)?;
+        self.dbs.insert(table.db.clone(), handle);
+        self.put_entry(&table.name, schema_entry("table", &table.name, &table.name, &table.db, &table.sql))?;
+        for i in &indexes {
+            let handle = self.txn.create_db(&i.db)?;
+            self.dbs.insert(i.db.clone(), handle);
+            self.put_entry(&i.name, schema_entry("index", &i.name, &table.name, &i.db, ""))?;
+        }
+        self.save_meta()?;
+        let table = Arc::new(table);
+        {
+            let s = self.schema_mut();
+            s.tables.insert(lc(&table.name), table.clone());
+            for i in indexes {
+                s.indexes.insert(lc(&i.name), Arc::new(i));
+            }
+        }
+        if let Some(rows) = rows {
+            for (n, r) in rows.into_iter().enumerate() {
+                let row: Row = r
+                    .into_iter()
+                    .zip(&table.columns)
+                    .map(|(v, c)| c.affinity.apply(v))
+                    .collect();
+                self.write_row(&table, n as i64 + 1, &row)?;
+            }
+        }
+        Ok(())
+    }
+
+    pub fn create_index(&mut self, stmt: &Stmt) -> Result<()> {
+        let Stmt::CreateIndex { name, table, unique, if_not_exists, columns, sql } = stmt else {
+            unreachable!()
+        };
+        if let Some(kind) = self.schema.name_taken(name) {
+            if *if_not_exists {
+                return Ok(());
+            }
+            return Err(Error::Sql(format!("{kind} {name} already exists")));
+        }
+        let t = self.schema.table(table)?.clone();
+        let cols = index_columns(&t, columns)?;
+        let db = self.schema_mut().new_db("i");
+        let index = Index {
+            name: name.clone(),
+            table: t.name.clone(),
+            columns: cols,
+            unique: *unique,
+            auto: false,
+            db: db.clone(),
+            sql: Some(sql.clone()),
+        };
+        let handle = self.txn.create_db(&db)?;
+        self.dbs.insert(db.clone(), handle);
+        self.put_entry(name, schema_entry("index", name, &t.name, &db, sql))?;
+        self.save_meta()?;
+        self.fill_index(&t, &index)?;
+        self.schema_mut().indexes.insert(lc(name), Arc::new(index));
+        Ok(())
+    }
+
+    fn fill_index(&mut self, t: &Table, index: &Index) -> Result<()> {
+        let idb = self.db(&index.db)?;
+        let n = t.columns.len();
+        for row in self.table_rows(t)? {
+            let rowid = row[n].as_i64();
+            let (k, v) = index_entry(index, &row, rowid);
+            if !v.is_empty() && self.txn.get(&idb, &k)?.is_some() {
+                return Err(self.unique_error(t, index));
+            }
+            self.txn.put(&idb, &k, &v)?;
+        }
+        Ok(())
+    }
+
+    pub fn create_view(&mut self, stmt: &Stmt) -> Result<()> {
+        let Stmt::CreateView { name, if_not_exists, columns, select, sql } = stmt else {
+            unreachable!()
+        };
+        if let Some(kind) = self.schema.name_taken(name) {
+            if *if_not_exists {
+                return Ok(());
+            }
+            return Err(Error::Sql(format!("{kind} {name} already exists")));
+        }
+        let view = View {
+            name: name.clone(),
+            columns: columns.clone(),
+            select: (**select).clone(),
+            sql: sql.clone(),
+        };
+        // The view must name existing tables and columns.
+        self.schema_mut().views.insert(lc(name), Arc::new(view.clone()));
+        if let Err(e) = self.view_select_columns(&view) {
+            self.schema_mut().views.remove(&lc(name));
+            return Err(e);
+        }
+        self.put_entry(name, schema_entry("view", name, name, "", sql))
+    }
+
+    pub fn view_select_columns(&self, v: &View) -> Result<Vec<crate::exec::SrcCol>> {
+        self.select_columns(&v.select, v.columns.as_deref())
+    }
+
+    pub fn create_trigger(&mut self, ct: &CreateTrigger) -> Result<()> {
+        if self.schema.triggers.contains_key(&lc(&ct.name)) {
+            if ct.if_not_exists {
+                return Ok(());
+            }
+            return Err(Error::Sql(format!("trigger {} already exists", ct.name)));
+        }
+        let on_view = self.schema.views.contains_key(&lc(&ct.table));
+        if !on_view {
+            self.schema.table(&ct.table)?;
+        }
+        if on_view && ct.time != TriggerTime::InsteadOf {
+            return Err(Error::Sql(format!(
+                "cannot create {} trigger on view: {}",
+                if ct.time == TriggerTime::Before { "BEFORE" } else { "AFTER" },
+                ct.table
+            )));
+        }
+        if !on_view && ct.time == TriggerTime::InsteadOf {
+            return Err(Error::Sql(format!(
+                "cannot create INSTEAD OF trigger on table: {}",
+                ct.table
+            )));
+        }
+        self.put_entry(&ct.name, schema_entry("trigger", &ct.name, &ct.table, "", &ct.sql))?;
+        self.schema_mut().triggers.insert(
+            lc(&ct.name),
+            Arc::new(Trigger {
+                name: ct.name.clone(),
+                def: ct.clone(),
+            }),
+        );
+        Ok(())
+    }
+
+    pub fn drop_object(&mut self, kind: ObjectKind, name: &str, if_exists: bool) -> Result<()> {
+        let key = lc(name);
+        let exists = match kind {
+            ObjectKind::Table => self.schema.tables.contains_key(&key),
+            ObjectKind::Index => self.schema.indexes.contains_key(&key),
+            ObjectKind::View => self.schema.views.contains_key(&key),
+            ObjectKind::Trigger => self.schema.triggers.contains_key(&key),
+        };
+        if !exists {
+            if if_exists {
+                return Ok(());
+            }
+            let what = match kind {
+                ObjectKind::Table => "table",
+                ObjectKind::Index => "index",
+                ObjectKind::View => "view",
+                ObjectKind::Trigger => "trigger",
+            };
+            return Err(Error::Sql(format!("no such {what}: {name}")));
+        }
+        match kind {
+            ObjectKind::Table => {
+                let t = self.schema.tables[&key].clone();
+                if name.to_ascii_lowercase().starts_with("sqlite_") {
+                    return Err(Error::Sql(format!("table {name} may not be dropped")));
+                }
+                for i in self.schema.indexes_of(&t.name).cloned().collect::<Vec<_>>() {
+                    self.txn.remove_db(&i.db)?;
+                    self.remove_entry(&i.name)?;
+                    self.schema_mut().indexes.remove(&lc(&i.name));
+                }
+                for tr in self.schema.triggers_of(&t.name).cloned().collect::<Vec<_>>() {
+                    self.remove_entry(&tr.name)?;
+                    self.schema_mut().triggers.remove(&lc(&tr.name));
+                }
+                self.txn.remove_db(&t.db)?;
+                self.remove_entry(&t.name)?;
+                self.schema_mut().tables.remove(&key);
+            }
+            ObjectKind::Index => {
+                let i = self.schema.indexes[&key].clone();
+                if i.auto {
+                    return Err(Error::Sql(
+                        "index associated with UNIQUE or PRIMARY KEY constraint cannot be dropped".into(),
+                    ));
+                }
+                self.txn.remove_db(&i.db)?;
+                self.remove_entry(name)?;
+                self.schema_mut().indexes.remove(&key);
+            }
+            ObjectKind::View => {
+                for tr in self.schema.triggers_of(name).cloned().collect::<Vec<_>>() {
+                    self.remove_entry(&tr.name)?;
+                    self.schema_mut().triggers.remove(&lc(&tr.name));
+                }
+                self.remove_entry(name)?;
+                self.schema_mut().views.remove(&key);
+            }
+            ObjectKind::Trigger => {
+                self.remove_entry(name)?;
+                self.schema_mut().triggers.remove(&key);
+            }
+        }
+        Ok(())
+    }
+
+    pub fn reindex(&mut self, name: Option<&str>) -> Result<()> {
+        let indexes: Vec<Arc<Index>> = self
+            .schema
+            .indexes
+            .values()
+            .filter(|i| match name {
+                None => true,
+                Some(n) => i.name.eq_ignore_ascii_case(n) || i.table.eq_ignore_ascii_case(n),
+            })
+            .cloned()
+            .collect();
+        if let Some(n) = name {
+            if indexes.is_empty() && !n.eq_ignore_ascii_case("binary") && !n.eq_ignore_ascii_case("nocase") && !n.eq_ignore_ascii_case("rtrim") {
+                return Err(Error::Sql(format!("unable to identify the object to be reindexed")));
+            }
+        }
+        for i in indexes {
+            let t = self.schema.table(&i.table)?.clone();
+            let idb = self.db(&i.db)?;
+            let keys: Vec<Vec<u8>> = self.txn.iter(&idb).map(|kv| kv.map(|(k, _)| k)).collect::<beechdb::Result<_>>()?;
+            for k in keys {
+                self.txn.delete(&idb, &k)?;
+            }
+            self.fill_index(&t, &i)?;
+        }
+        Ok(())
+    }
+}
+
+static EMPTY: Frame = Frame {
+    sources: Vec::new(),
+    width: 0,
+};

@@ -1,0 +1,1801 @@
+//! Query execution: expressions evaluated with SQLite's semantics, and SELECT (joins with
+//! predicate pushdown, aggregates, DISTINCT, ORDER BY, LIMIT, compound selects, subqueries,
+//! views and common table expressions) over the rows of an engine transaction.
+//!
+//! Owns: [`Exec`], the per-statement execution context, name resolution (scopes), and the
+//! evaluation of expressions. May call: `schema`, `record`, `func`, `value`, and the engine
+//! through the statement's transaction. Invariant: every read goes through the statement's
+//! transaction, so a statement sees one snapshot plus its transaction's own writes.
+
+use crate::ast::*;
+use crate::error::{Error, Result};
+use crate::func::{self, Acc};
+use crate::record::{decode_row, rowid_of_key};
+use crate::schema::{lc, Schema, Table};
+use crate::value::{arith, Affinity, ArithOp, Collation, Value};
+use beechdb::{Db, Env, Txn};
+use std::cmp::Ordering;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// A row of values.
+pub type Row = Vec<Value>;
+
+/// What a query returns: column names, declared types, rows.
+#[derive(Debug, Clone, Default)]
+pub struct QueryResult {
+    pub columns: Vec<String>,
+    pub decl_types: Vec<Option<String>>,
+    pub rows: Vec<Row>,
+}
+
+/// One column of a source in a FROM clause.
+#[derive(Debug, Clone)]
+pub struct SrcCol {
+    pub name: String,
+    pub affinity: Option<Affinity>,
+    pub coll: Collation,
+    pub decl_type: Option<String>,
+    /// Left out of `*` (the right side's copy of a USING or NATURAL join column).
+    pub hidden: bool,
+}
+
+/// One table (or subquery) of a FROM clause, its columns at `start..` of the joined row.
+#[derive(Debug, Clone)]
+pub struct Source {
+    pub name: String,
+    pub columns: Vec<SrcCol>,
+    pub start: usize,
+    /// Slot of the rowid, for tables.
+    pub rowid: Option<usize>,
+}
+
+/// The sources of a FROM clause and the width of a joined row.
+#[derive(Debug, Clone, Default)]
+pub struct Frame {
+    pub sources: Vec<Source>,
+    pub width: usize,
+}
+
+impl Frame {
+    pub fn push(&mut self, name: &str, columns: Vec<SrcCol>, rowid: bool) {
+        let start = self.width;
+        self.width += columns.len() + rowid as usize;
+        self.sources.push(Source {
+            name: lc(name),
+            rowid: rowid.then_some(start + columns.len()),
+            columns,
+            start,
+        });
+    }
+
+    /// The slot (and column description) of a column reference, if this frame has it.
+    fn resolve(&self, table: Option<&str>, name: &str) -> Result<Option<(usize, Option<&SrcCol>)>> {
+        let mut found: Option<(usize, Option<&SrcCol>)> = None;
+        for s in &self.sources {
+            if table.is_some_and(|t| !s.name.eq_ignore_ascii_case(t)) {
+                continue;
+            }
+            let hit = s
+                .columns
+                .iter()
+                .position(|c| c.name.eq_ignore_ascii_case(name))
+                .map(|i| (s.start + i, Some(&s.columns[i])))
+                .or_else(|| {
+                    let is_rowid = ["rowid", "oid", "_rowid_"]
+                        .iter()
+                        .any(|r| r.eq_ignore_ascii_case(name));
+                    s.rowid.filter(|_| is_rowid).map(|slot| (slot, None))
+                });
+            if let Some(h) = hit {
+                if found.is_some() {
+                    if table.is_none() && h.1.is_some_and(|c| c.hidden) {
+                        continue;
+                    }
+                    if found.is_some_and(|f| f.1.is_some_and(|c| c.hidden)) {
+                        found = Some(h);
+                        continue;
+                    }
+                    return Err(Error::Sql(format!("ambiguous column name: {name}")));
+                }
+                found = Some(h);
+            }
+        }
+        Ok(found)
+    }
+}
+
+/// Values of the aggregates of the group being output, by the address of their call.
+type AggValues = HashMap<usize, Value>;
+
+/// Where names resolve: a frame and the current row, inside an outer scope.
+#[derive(Clone, Copy)]
+pub struct Scope<'a> {
+    pub frame: &'a Frame,
+    pub row: &'a [Value],
+    pub outer: Option<&'a Scope<'a>>,
+    agg: Option<&'a AggValues>,
+}
+
+impl<'a> Scope<'a> {
+    pub fn new(frame: &'a Frame, row: &'a [Value], outer: Option<&'a Scope<'a>>) -> Scope<'a> {
+        Scope {
+            frame,
+            row,
+            outer,
+            agg: None,
+        }
+    }
+}
+
+static EMPTY_FRAME: Frame = Frame {
+    sources: Vec::new(),
+    width: 0,
+};
+
+/// The context a statement runs in.
+pub struct Exec<'a> {
+    pub env: &'a Env,
+    pub txn: &'a Txn,
+    pub schema: &'a mut Arc<Schema>,
+    pub params: &'a [Value],
+    pub last_rowid: &'a mut i64,
+    pub changes: u64,
+    /// Depth of nested trigger programs.
+    pub trigger_depth: usize,
+    /// Database handles by engine database name, kept by the connection for its
+    /// transaction (databases it created are not visible by name before it commits).
+    pub dbs: &'a mut HashMap<String, Db>,
+    pub ctes: Vec<HashMap<String, Arc<(Vec<String>, Vec<Row>)>>>,
+}
+
+fn key_of(e: &Expr) -> usize {
+    e as *const Expr as usize
+}
+
+/// Whether `e` calls an aggregate function (outside subqueries).
+pub fn has_aggregate(e: &Expr) -> bool {
+    let mut found = false;
+    e.walk(&mut |x| {
+        if let Expr::Function { name, args, star, .. } = x {
+            if *star || func::is_aggregate(name, args.len()) {
+                found = true;
+            }
+        }
+    });
+    found
+}
+
+fn collect_aggregates<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
+    match e {
+        Expr::Function { name, args, star, .. } if *star || func::is_aggregate(name, args.len()) => {
+            out.push(e)
+        }
+        _ => {
+            let mut children: Vec<&'e Expr> = Vec::new();
+            match e {
+                Expr::Unary(_, a) | Expr::IsNull(a, _) | Expr::Cast(a, _) | Expr::Collate(a, _) => {
+                    children.push(a)
+                }
+                Expr::Binary(_, a, b) => children.extend([&**a, &**b]),
+                Expr::Between { expr, low, high, .. } => children.extend([&**expr, &**low, &**high]),
+                Expr::InList { expr, list, .. } => {
+                    children.push(expr);
+                    children.extend(list.iter());
+                }
+                Expr::InSelect { expr, .. } => children.push(expr),
+                Expr::Like { expr, pattern, escape, .. } => {
+                    children.extend([&**expr, &**pattern]);
+                    if let Some(x) = escape {
+                        children.push(x);
+                    }
+                }
+                Expr::Case { base, whens, else_ } => {
+                    if let Some(b) = base {
+                        children.push(b);
+                    }
+                    for (w, t) in whens {
+                        children.extend([w, t]);
+                    }
+                    if let Some(x) = else_ {
+                        children.push(x);
+                    }
+                }
+                Expr::Function { args, .. } | Expr::Row(args) => children.extend(args.iter()),
+                _ => {}
+            }
+            for c in children {
+                collect_aggregates(c, out);
+            }
+        }
+    }
+}
+
+/// The conjuncts of an AND chain.
+pub fn conjuncts(e: &Expr) -> Vec<&Expr> {
+    match e {
+        Expr::Binary(BinOp::And, a, b) => {
+            let mut v = conjuncts(a);
+            v.extend(conjuncts(b));
+            v
+        }
+        other => vec![other],
+    }
+}
+
+/// One source of a join being run: its rows, and how it joins.
+struct JoinItem {
+    rows: Vec<Row>,
+    left: bool,
+    on: Vec<Expr>,
+    width: usize,
+}
+
+impl<'a> Exec<'a> {
+    pub fn db(&mut self, name: &str) -> Result<Db> {
+        if let Some(d) = self.dbs.get(name) {
+            return Ok(d.clone());
+        }
+        let d = self.env.open_db(name)?;
+        self.dbs.insert(name.to_string(), d.clone());
+        Ok(d)
+    }
+
+    /// Every row of `table` with its rowid last.
+    pub fn table_rows(&mut self, table: &Table) -> Result<Vec<Row>> {
+        let db = self.db(&table.db)?;
+        let n = table.columns.len();
+        let mut out = Vec::new();
+        for kv in self.txn.iter(&db) {
+            let (k, v) = kv?;
+            let rowid = rowid_of_key(&k)?;
+            let mut row = decode_row(&v, n)?;
+            row.truncate(n);
+            if let Some(a) = table.rowid_alias {
+                row[a] = Value::Integer(rowid);
+            }
+            row.push(Value::Integer(rowid));
+            out.push(row);
+        }
+        Ok(out)
+    }
+
+    // ---- expressions ----
+
+    pub fn eval(&mut self, e: &Expr, sc: &Scope) -> Result<Value> {
+        Ok(match e {
+            Expr::Literal(v) => v.clone(),
+            Expr::Param(i) => self.params.get(i - 1).cloned().unwrap_or(Value::Null),
+            Expr::Column { table, name } => self.column(table.as_deref(), name, sc)?,
+            Expr::Unary(op, a) => {
+                let v = self.eval(a, sc)?;
+                match op {
+                    UnaryOp::Neg => func::negate(&v),
+                    UnaryOp::Plus => v,
+                    UnaryOp::Not => match v.truth() {
+                        None => Value::Null,
+                        Some(b) => Value::Integer(!b as i64),
+                    },
+                    UnaryOp::BitNot => match v {
+                        Value::Null => Value::Null,
+                        v => Value::Integer(!v.as_i64()),
+                    },
+                }
+            }
+            Expr::Binary(op, a, b) => self.binary(*op, a, b, sc)?,
+            Expr::Between { expr, not, low, high } => {
+                let ge = self.compare(BinOp::Ge, expr, low, sc)?;
+                let le = self.compare(BinOp::Le, expr, high, sc)?;
+                let both = and3(ge.truth(), le.truth());
+                bool3(both.map(|b| b != *not))
+            }
+            Expr::InList { expr, not, list } => {
+                let lhs = self.eval(expr, sc)?;
+                if list.is_empty() {
+                    return Ok(Value::Integer(*not as i64));
+                }
+                if lhs.is_null() {
+                    return Ok(Value::Null);
+                }
+                let aff = self.affinity(expr, sc);
+                let coll = self.collation(expr, sc);
+                let mut saw_null = false;
+                for item in list {
+                    let v = self.eval(item, sc)?;
+                    let item_aff = self.affinity(item, sc);
+                    match compare_values(&lhs, aff, &v, item_aff, coll) {
+                        None => saw_null = true,
+                        Some(Ordering::Equal) => return Ok(Value::Integer(!*not as i64)),
+                        Some(_) => {}
+                    }
+                }
+                if saw_null {
+                    Value::Null
+                } else {
+                    Value::Integer(*not as i64)
+                }
+            }
+            Expr::InSelect { expr, not, select } => {
+                let lhs = self.eval(expr, sc)?;
+                let result = self.select(select, Some(sc))?;
+                if result.columns.len() != 1 {
+                    return Err(Error::Sql(format!(
+                        "sub-select returns {} columns - expected 1",
+                        result.columns.len()
+                    )));
+                }
+                if result.rows.is_empty() {
+                    return Ok(Value::Integer(*not as i64));
+                }
+                if lhs.is_null() {
+                    return Ok(Value::Null);
+                }
+                let aff = self.affinity(expr, sc);
+                let sub_aff = self.select_affinity(select);
+                let coll = self.collation(expr, sc);
+                let mut saw_null = false;
+                for r in &result.rows {
+                    match compare_values(&lhs, aff, &r[0], sub_aff, coll) {
+                        None => saw_null = true,
+                        Some(Ordering::Equal) => return Ok(Value::Integer(!*not as i64)),
+                        Some(_) => {}
+                    }
+                }
+                if saw_null {
+                    Value::Null
+                } else {
+                    Value::Integer(*not as i64)
+                }
+            }
+            Expr::Like {
+                expr,
+                not,
+                glob,
+                pattern,
+                escape,
+            } => {
+                let (v, p) = (self.eval(expr, sc)?, self.eval(pattern, sc)?);
+                let esc = match escape {
+                    Some(x) => {
+                        let x = self.eval(x, sc)?;
+                        if x.is_null() {
+                            return Ok(Value::Null);
+                        }
+                        let t = x.to_text();
+                        if t.chars().count() != 1 {
+                            return Err(Error::Sql(
+                                "ESCAPE expression must be a single character".into(),
+                            ));
+                        }
+                        t.chars().next()
+                    }
+                    None => None,
+                };
+                if v.is_null() || p.is_null() {
+                    return Ok(Value::Null);
+                }
+                let m = if *glob {
+                    func::glob(&v.to_text(), &p.to_text())
+                } else {
+                    func::like(&v.to_text(), &p.to_text(), esc)
+                };
+                Value::Integer((m != *not) as i64)
+            }
+            Expr::IsNull(a, not) => Value::Integer((self.eval(a, sc)?.is_null() != *not) as i64),
+            Expr::Case { base, whens, else_ } => {
+                let base_v = match base {
+                    Some(b) => Some(self.eval(b, sc)?),
+                    None => None,
+                };
+                for (w, t) in whens {
+                    let hit = match &base_v {
+                        Some(bv) => {
+                            let wv = self.eval(w, sc)?;
+                            let coll = self.collation(base.as_ref().unwrap(), sc);
+                            let (ba, wa) = (
+                                self.affinity(base.as_ref().unwrap(), sc),
+                                self.affinity(w, sc),
+                            );
+                            compare_values(bv, ba, &wv, wa, coll) == Some(Ordering::Equal)
+                        }
+                        None => self.eval(w, sc)?.truth() == Some(true),
+                    };
+                    if hit {
+                        return self.eval(t, sc);
+                    }
+                }
+                match else_ {
+                    Some(x) => self.eval(x, sc)?,
+                    None => Value::Null,
+                }
+            }
+            Expr::Cast(a, ty) => cast(self.eval(a, sc)?, ty.as_deref()),
+            Expr::Collate(a, _) => self.eval(a, sc)?,
+            Expr::Function { name, args, star, distinct } => {
+                if *star || func::is_aggregate(name, args.len()) {
+                    return match sc.agg.and_then(|a| a.get(&key_of(e))) {
+                        Some(v) => Ok(v.clone()),
+                        None => Err(Error::Sql(format!("misuse of aggregate function {name}()"))),
+                    };
+                }
+                let _ = distinct;
+                match name.as_str() {
+                    "last_insert_rowid" => return Ok(Value::Integer(*self.last_rowid)),
+                    "changes" => return Ok(Value::Integer(self.changes as i64)),
+                    "coalesce" | "ifnull" | "iif" => {
+                        // Lazily: later arguments may be errors that must not run.
+                        if name == "iif" && args.len() == 3 {
+                            let c = self.eval(&args[0], sc)?;
+                            return self.eval(&args[if c.truth() == Some(true) { 1 } else { 2 }], sc);
+                        }
+                        if args.len() < 2 {
+                            return Err(Error::Sql(format!(
+                                "wrong number of arguments to function {name}()"
+                            )));
+                        }
+                        for a in args {
+                            let v = self.eval(a, sc)?;
+                            if !v.is_null() {
+                                return Ok(v);
+                            }
+                        }
+                        return Ok(Value::Null);
+                    }
+                    _ => {}
+                }
+                let vals = args
+                    .iter()
+                    .map(|a| self.eval(a, sc))
+                    .collect::<Result<Vec<_>>>()?;
+                func::call(name, &vals)?
+            }
+            Expr::Exists(sel) => {
+                let r = self.select(sel, Some(sc))?;
+                Value::Integer(!r.rows.is_empty() as i64)
+            }
+            Expr::Subquery(sel) => {
+                let r = self.select(sel, Some(sc))?;
+                r.rows.into_iter().next().and_then(|r| r.into_iter().next()).unwrap_or(Value::Null)
+            }
+            Expr::Row(_) => return Err(Error::Sql("row value misused".into())),
+            Expr::Raise(kind, msg) => {
+                if self.trigger_depth == 0 {
+                    return Err(Error::Sql(
+                        "RAISE() may only be used within a trigger-program".into(),
+                    ));
+                }
+                return Err(match kind {
+                    RaiseKind::Ignore => Error::Raise("\u{0}ignore".into()),
+                    _ => Error::Raise(msg.clone().unwrap_or_default()),
+                });
+            }
+        })
+    }
+
+    fn column(&self, table: Option<&str>, name: &str, sc: &Scope) -> Result<Value> {
+        let mut s = Some(sc);
+        while let Some(scope) = s {
+            if let Some((slot, _)) = scope.frame.resolve(table, name)? {
+                return Ok(scope.row.get(slot).cloned().unwrap_or(Value::Null));
+            }
+            s = scope.outer;
+        }
+        Err(match table {
+            Some(t) => Error::Sql(format!("no such column: {t}.{name}")),
+            None => Error::Sql(format!("no such column: {name}")),
+        })
+    }
+
+    fn src_col<'s>(&self, e: &Expr, sc: &'s Scope<'s>) -> Option<&'s SrcCol> {
+        let Expr::Column { table, name } = e else {
+            return None;
+        };
+        let mut s = Some(sc);
+        while let Some(scope) = s {
+            if let Ok(Some((_, col))) = scope.frame.resolve(table.as_deref(), name) {
+                return col;
+            }
+            s = scope.outer;
+        }
+        None
+    }
+
+    /// The affinity of an expression: a column's, a CAST's, else none.
+    pub fn affinity(&self, e: &Expr, sc: &Scope) -> Option<Affinity> {
+        match e {
+            Expr::Column { table, name } => {
+                let mut s = Some(sc);
+                while let Some(scope) = s {
+                    if let Ok(Some((_, col))) = scope.frame.resolve(table.as_deref(), name) {
+                        // The rowid has INTEGER affinity.
+                        return col.map_or(Some(Affinity::Integer), |c| c.affinity);
+                    }
+                    s = scope.outer;
+                }
+                None
+            }
+            Expr::Cast(_, ty) => Some(Affinity::of_declared(ty.as_deref())),
+            Expr::Collate(a, _) => self.affinity(a, sc),
+            Expr::Subquery(sel) => self.select_affinity(sel),
+            _ => None,
+        }
+    }
+
+    fn select_affinity(&self, sel: &Select) -> Option<Affinity> {
+        let Core::Select { columns, from, .. } = &sel.first else {
+            return None;
+        };
+        let Some(ResultColumn::Expr(e, _)) = columns.first() else {
+            return None;
+        };
+        let frame = self.frame_of(from.as_ref()).ok()?;
+        let row = vec![Value::Null; frame.width];
+        self.affinity(e, &Scope::new(&frame, &row, None))
+    }
+
+    /// The collation of an expression: an explicit COLLATE, else a column's.
+    pub fn collation(&self, e: &Expr, sc: &Scope) -> Collation {
+        match e {
+            Expr::Collate(_, c) => *c,
+            Expr::Column { .. } => self.src_col(e, sc).map_or(Collation::Binary, |c| c.coll),
+            _ => Collation::Binary,
+        }
+    }
+
+    fn explicit_collation(&self, e: &Expr) -> Option<Collation> {
+        match e {
+            Expr::Collate(_, c) => Some(*c),
+            _ => None,
+        }
+    }
+
+    fn compare(&mut self, op: BinOp, a: &Expr, b: &Expr, sc: &Scope) -> Result<Value> {
+        if let (Expr::Row(x), Expr::Row(y)) = (a, b) {
+            return self.compare_rows(op, x, y, sc);
+        }
+        let (va, vb) = (self.eval(a, sc)?, self.eval(b, sc)?);
+        let (aa, ab) = (self.affinity(a, sc), self.affinity(b, sc));
+        let coll = self
+            .explicit_collation(a)
+            .or_else(|| self.explicit_collation(b))
+            .unwrap_or_else(|| {
+                if matches!(a, Expr::Column { .. }) {
+                    self.collation(a, sc)
+                } else {
+                    self.collation(b, sc)
+                }
+            });
+        if matches!(op, BinOp::Is | BinOp::IsNot) {
+            let same = match (va.is_null(), vb.is_null()) {
+                (true, true) => true,
+                (false, false) => compare_values(&va, aa, &vb, ab, coll) == Some(Ordering::Equal),
+                _ => false,
+            };
+            return Ok(Value::Integer((same == (op == BinOp::Is)) as i64));
+        }
+        Ok(match compare_values(&va, aa, &vb, ab, coll) {
+            None => Value::Null,
+            Some(o) => Value::Integer(match op {
+                BinOp::Eq => o == Ordering::Equal,
+                BinOp::Ne => o != Ordering::Equal,
+                BinOp::Lt => o == Ordering::Less,
+                BinOp::Le => o != Ordering::Greater,
+                BinOp::Gt => o == Ordering::Greater,
+                BinOp::Ge => o != Ordering::Less,
+                _ => unreachable!("comparison operators"),
+            } as i64),
+        })
+    }
+
+    fn compare_rows(&mut self, op: BinOp, x: &[Expr], y: &[Expr], sc: &Scope) -> Result<Value> {
+        if x.len() != y.len() {
+            return Err(Error::Sql("row value misused".into()));
+        }
+        let mut result = Some(true);
+        for (a, b) in x.iter().zip(y) {
+            let eq = self.compare(BinOp::Eq, a, b, sc)?.truth();
+            match op {
+                BinOp::Eq | BinOp::Ne | BinOp::Is | BinOp::IsNot => result = and3(result, eq),
+                _ => {
+                    if eq != Some(true) {
+                        return self.compare(op, a, b, sc);
+                    }
+                }
+            }
+        }
+        Ok(match op {
+            BinOp::Eq | BinOp::Is => bool3(result),
+            BinOp::Ne | BinOp::IsNot => bool3(result.map(|r| !r)),
+            BinOp::Le | BinOp::Ge => Value::Integer(1),
+            _ => Value::Integer(0),
+        })
+    }
+
+    fn binary(&mut self, op: BinOp, a: &Expr, b: &Expr, sc: &Scope) -> Result<Value> {
+        Ok(match op {
+            BinOp::And => {
+                let x = self.eval(a, sc)?.truth();
+                if x == Some(false) {
+                    return Ok(Value::Integer(0));
+                }
+                bool3(and3(x, self.eval(b, sc)?.truth()))
+            }
+            BinOp::Or => {
+                let x = self.eval(a, sc)?.truth();
+                if x == Some(true) {
+                    return Ok(Value::Integer(1));
+                }
+                let y = self.eval(b, sc)?.truth();
+                bool3(match (x, y) {
+                    (_, Some(true)) => Some(true),
+                    (Some(false), Some(false)) => Some(false),
+                    _ => None,
+                })
+            }
+            BinOp::Eq
+            | BinOp::Ne
+            | BinOp::Lt
+            | BinOp::Le
+            | BinOp::Gt
+            | BinOp::Ge
+            | BinOp::Is
+            | BinOp::IsNot => self.compare(op, a, b, sc)?,
+            BinOp::Concat => func::concat(&self.eval(a, sc)?, &self.eval(b, sc)?),
+            BinOp::BitAnd | BinOp::BitOr | BinOp::Shl | BinOp::Shr => {
+                func::bitwise(op, &self.eval(a, sc)?, &self.eval(b, sc)?)
+            }
+            _ => {
+                let aop = match op {
+                    BinOp::Add => ArithOp::Add,
+                    BinOp::Sub => ArithOp::Sub,
+                    BinOp::Mul => ArithOp::Mul,
+                    BinOp::Div => ArithOp::Div,
+                    _ => ArithOp::Rem,
+                };
+                arith(aop, &self.eval(a, sc)?, &self.eval(b, sc)?)
+            }
+        })
+    }
+
+    // ---- SELECT ----
+
+    /// The columns a FROM clause brings, without reading any row.
+    fn frame_of(&self, from: Option<&From>) -> Result<Frame> {
+        let mut frame = Frame::default();
+        if let Some(f) = from {
+            self.add_ref_columns(&f.first, &mut frame)?;
+            for j in &f.joins {
+                let before = frame.width;
+                self.add_ref_columns(&j.table, &mut frame)?;
+                self.hide_join_columns(&mut frame, j, before);
+            }
+        }
+        Ok(frame)
+    }
+
+    fn hide_join_columns(&self, frame: &mut Frame, j: &Join, right_start: usize) {
+        let names: Vec<String> = if j.natural {
+            let right = frame.sources.iter().filter(|s| s.start >= right_start);
+            right
+                .flat_map(|s| s.columns.iter().map(|c| c.name.clone()))
+                .filter(|n| {
+                    frame
+                        .sources
+                        .iter()
+                        .filter(|s| s.start < right_start)
+                        .any(|s| s.columns.iter().any(|c| c.name.eq_ignore_ascii_case(n)))
+                })
+                .collect()
+        } else {
+            j.using.clone()
+        };
+        for s in frame.sources.iter_mut().filter(|s| s.start >= right_start) {
+            for c in s.columns.iter_mut() {
+                if names.iter().any(|n| n.eq_ignore_ascii_case(&c.name)) {
+                    c.hidden = true;
+                }
+            }
+        }
+    }
+
+    fn add_ref_columns(&self, r: &TableRef, frame: &mut Frame) -> Result<()> {
+        match r {
+            TableRef::Table { name, alias } => {
+                let label = alias.as_deref().unwrap_or(name);
+                if let Some(cols) = self.cte_columns(name) {
+                    frame.push(label, cols, false);
+                } else if let Some(t) = self.schema.tables.get(&lc(name)) {
+                    frame.push(label, table_columns(t), true);
+                } else if let Some(v) = self.schema.views.get(&lc(name)) {
+                    let cols = self.select_columns(&v.select, v.columns.as_deref())?;
+                    frame.push(label, cols, false);
+                } else if is_schema_table(name) {
+                    frame.push(label, schema_table_columns(), false);
+                } else {
+                    return Err(Error::Sql(format!("no such table: {name}")));
+                }
+            }
+            TableRef::Subquery { select, alias } => {
+                let cols = self.select_columns(select, None)?;
+                frame.push(alias.as_deref().unwrap_or(""), cols, false);
+            }
+            TableRef::Nested(f) => {
+                self.add_ref_columns(&f.first, frame)?;
+                for j in &f.joins {
+                    let before = frame.width;
+                    self.add_ref_columns(&j.table, frame)?;
+                    self.hide_join_columns(frame, j, before);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn cte_columns(&self, name: &str) -> Option<Vec<SrcCol>> {
+        self.ctes.iter().rev().find_map(|m| m.get(&lc(name))).map(|c| {
+            c.0.iter()
+                .map(|n| SrcCol {
+                    name: n.clone(),
+                    affinity: None,
+                    coll: Collation::Binary,
+                    decl_type: None,
+                    hidden: false,
+                })
+                .collect()
+        })
+    }
+
+    /// The result columns of a select, as a source: names, affinities, collations.
+    pub(crate) fn select_columns(&self, sel: &Select, names: Option<&[String]>) -> Result<Vec<SrcCol>> {
+        let Core::Select { columns, from, .. } = &sel.first else {
+            let Core::Values(rows) = &sel.first else { unreachable!() };
+            let n = rows.first().map_or(0, Vec::len);
+            return Ok((0..n)
+                .map(|i| SrcCol {
+                    name: names
+                        .and_then(|ns| ns.get(i).cloned())
+                        .unwrap_or_else(|| format!("column{}", i + 1)),
+                    affinity: None,
+                    coll: Collation::Binary,
+                    decl_type: None,
+                    hidden: false,
+                })
+                .collect());
+        };
+        let frame = self.frame_of(from.as_ref())?;
+        let row = vec![Value::Null; frame.width];
+        let sc = Scope::new(&frame, &row, None);
+        let mut out = Vec::new();
+        for rc in columns {
+            match rc {
+                ResultColumn::Star => {
+                    for s in &frame.sources {
+                        out.extend(s.columns.iter().filter(|c| !c.hidden).cloned());
+                    }
+                }
+                ResultColumn::TableStar(t) => {
+                    let s = frame
+                        .sources
+                        .iter()
+                        .find(|s| s.name.eq_ignore_ascii_case(t))
+                        .ok_or_else(|| Error::Sql(format!("no such table: {t}")))?;
+                    out.extend(s.columns.iter().cloned());
+                }
+                ResultColumn::Expr(e, alias) => out.push(SrcCol {
+                    name: alias.clone().unwrap_or_else(|| expr_name(e)),
+                    affinity: self.affinity(e, &sc),
+                    coll: self.collation(e, &sc),
+                    decl_type: self.src_col(e, &sc).and_then(|c| c.decl_type.clone()),
+                    hidden: false,
+                }),
+            }
+        }
+        if let Some(ns) = names {
+            if ns.len() != out.len() {
+                return Err(Error::Sql(format!(
+                    "expected {} columns but got {}",
+                    ns.len(),
+                    out.len()
+                )));
+            }
+            for (c, n) in out.iter_mut().zip(ns) {
+                c.name = n.clone();
+            }
+        }
+        Ok(out)
+    }
+
+    /// The rows a table reference produces (joined row slices for nested joins).
+    fn ref_rows(&mut self, r: &TableRef, outer: Option<&Scope>) -> Result<Vec<Row>> {
+        match r {
+            TableRef::Table { name, .. } => {
+                if let Some(c) = self.ctes.iter().rev().find_map(|m| m.get(&lc(name))).cloned() {
+                    return Ok(c.1.clone());
+                }
+                if let Some(t) = self.schema.tables.get(&lc(name)).cloned() {
+                    return self.table_rows(&t);
+                }
+                if let Some(v) = self.schema.views.get(&lc(name)).cloned() {
+                    return Ok(self.select(&v.select, None)?.rows);
+                }
+                if is_schema_table(name) {
+                    return Ok(self.schema_rows());
+                }
+                Err(Error::Sql(format!("no such table: {name}")))
+            }
+            TableRef::Subquery { select, .. } => Ok(self.select(select, outer)?.rows),
+            TableRef::Nested(f) => {
+                let frame = self.frame_of(Some(f))?;
+                let mut rows = Vec::new();
+                self.join(f, &frame, None, outer, &mut |_, r| {
+                    rows.push(r.to_vec());
+                    Ok(true)
+                })?;
+                Ok(rows)
+            }
+        }
+    }
+
+    fn schema_rows(&self) -> Vec<Row> {
+        let s = &self.schema;
+        let mut rows = Vec::new();
+        for t in s.tables.values() {
+            rows.push(vec!["table".into(), t.name.as_str().into(), t.name.as_str().into(), 0.into(), t.sql.as_str().into()]);
+        }
+        for i in s.indexes.values() {
+            rows.push(vec![
+                "index".into(),
+                i.name.as_str().into(),
+                i.table.as_str().into(),
+                0.into(),
+                i.sql.as_deref().map_or(Value::Null, Value::from),
+            ]);
+        }
+        for v in s.views.values() {
+            rows.push(vec!["view".into(), v.name.as_str().into(), v.name.as_str().into(), 0.into(), v.sql.as_str().into()]);
+        }
+        for t in s.triggers.values() {
+            rows.push(vec![
+                "trigger".into(),
+                t.name.as_str().into(),
+                t.def.table.as_str().into(),
+                0.into(),
+                t.def.sql.as_str().into(),
+            ]);
+        }
+        rows
+    }
+
+    /// Runs the joins of `from`, calling `emit` with each joined row that passes the ON
+    /// conditions and `filter` (pushed down to the first level where its columns are bound);
+    /// `emit` returns false to stop.
+    fn join(
+        &mut self,
+        from: &From,
+        frame: &Frame,
+        filter: Option<&Expr>,
+        outer: Option<&Scope>,
+        emit: &mut dyn FnMut(&mut Self, &[Value]) -> Result<bool>,
+    ) -> Result<()> {
+        // The sources, each with its rows; a nested join is one item of many sources.
+        let mut items: Vec<JoinItem> = Vec::new();
+        let item = |me: &mut Self, r: &TableRef, left: bool, on: Vec<Expr>| -> Result<JoinItem> {
+            let mut f = Frame::default();
+            me.add_ref_columns(r, &mut f)?;
+            let rows = me.ref_rows(r, outer)?;
+            Ok(JoinItem {
+                rows,
+                left,
+                on,
+                width: f.width,
+            })
+        };
+        items.push(item(self, &from.first, false, Vec::new())?);
+        let mut bound: Vec<usize> = vec![0];
+        for j in &from.joins {
+            let mut on: Vec<Expr> = j.on.iter().flat_map(|e| conjuncts(e).into_iter().cloned()).collect();
+            let right_start = *bound.last().unwrap() + items.last().unwrap().width;
+            let mut names = j.using.clone();
+            if j.natural {
+                let mut f = Frame::default();
+                self.add_ref_columns(&j.table, &mut f)?;
+                for c in f.sources.iter().flat_map(|s| &s.columns) {
+                    let left_has = frame
+                        .sources
+                        .iter()
+                        .filter(|s| s.start < right_start)
+                        .any(|s| s.columns.iter().any(|x| x.name.eq_ignore_ascii_case(&c.name)));
+                    if left_has {
+                        names.push(c.name.clone());
+                    }
+                }
+            }
+            for n in &names {
+                let left_src = frame
+                    .sources
+                    .iter()
+                    .filter(|s| s.start < right_start)
+                    .find(|s| s.columns.iter().any(|c| c.name.eq_ignore_ascii_case(n)))
+                    .ok_or_else(|| {
+                        Error::Sql(format!("cannot join using column {n} - column not present in both tables"))
+                    })?;
+                let right_src = frame
+                    .sources
+                    .iter()
+                    .filter(|s| s.start >= right_start)
+                    .find(|s| s.columns.iter().any(|c| c.name.eq_ignore_ascii_case(n)))
+                    .ok_or_else(|| {
+                        Error::Sql(format!("cannot join using column {n} - column not present in both tables"))
+                    })?;
+                on.push(Expr::Binary(
+                    BinOp::Eq,
+                    Box::new(Expr::Column {
+                        table: Some(left_src.name.clone()),
+                        name: n.clone(),
+                    }),
+                    Box::new(Expr::Column {
+                        table: Some(right_src.name.clone()),
+                        name: n.clone(),
+                    }),
+                ));
+            }
+            bound.push(right_start);
+            items.push(item(self, &j.table, j.left, on)?);
+        }
+        // Each WHERE conjunct at the first item where everything it names is bound.
+        let n = items.len();
+        let mut at_level: Vec<Vec<&Expr>> = vec![Vec::new(); n];
+        let mut on_level: Vec<Vec<Expr>> = vec![Vec::new(); n];
+        for (i, it) in items.iter_mut().enumerate() {
+            if it.left {
+                on_level[i] = std::mem::take(&mut it.on);
+            } else {
+                for e in it.on.drain(..) {
+                    on_level[i].push(e);
+                }
+            }
+        }
+        let level_of = |e: &Expr| -> usize {
+            let mut level = 0;
+            let mut subquery = false;
+            e.walk(&mut |x| match x {
+                Expr::Column { table, name } => {
+                    if let Ok(Some((slot, _))) = frame.resolve(table.as_deref(), name) {
+                        let l = bound.iter().rposition(|&s| s <= slot).unwrap_or(0);
+                        level = level.max(l);
+                    }
+                }
+                Expr::Exists(_) | Expr::Subquery(_) | Expr::InSelect { .. } => subquery = true,
+                _ => {}
+            });
+            if subquery {
+                n - 1
+            } else {
+                level
+            }
+        };
+        // Inner-join ON conditions are filters too; left joins' decide the match.
+        let mut inner_on: Vec<(usize, Expr)> = Vec::new();
+        for (i, it) in items.iter().enumerate() {
+            if !it.left {
+                for e in on_level[i].drain(..) {
+                    inner_on.push((i, e));
+                }
+            }
+        }
+        let where_conj: Vec<&Expr> = filter.map(conjuncts).unwrap_or_default();
+        for c in &where_conj {
+            at_level[level_of(c)].push(c);
+        }
+        let inner_on_exprs: Vec<(usize, &Expr)> = inner_on.iter().map(|(i, e)| (*i, e)).collect();
+        for (i, e) in inner_on_exprs {
+            at_level[level_of(e).max(i)].push(e);
+        }
+        let mut row: Vec<Value> = Vec::with_capacity(frame.width);
+        self.join_level(&items, &at_level, &on_level, 0, &mut row, frame, outer, emit)?;
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn join_level(
+        &mut self,
+        items: &[JoinItem],
+        at_level: &[Vec<&Expr>],
+        on_level: &[Vec<Expr>],
+        level: usize,
+        row: &mut Vec<Value>,
+        frame: &Frame,
+        outer: Option<&Scope>,
+        emit: &mut dyn FnMut(&mut Self, &[Value]) -> Result<bool>,
+    ) -> Result<bool> {
+        if level == items.len() {
+            return emit(self, row);
+        }
+        let it = &items[level];
+        let base = row.len();
+        let mut matched = false;
+        let passes = |me: &mut Self, row: &[Value], exprs: &[&Expr]| -> Result<bool> {
+            let mut padded;
+            let r: &[Value] = if row.len() < frame.width {
+                padded = row.to_vec();
+                padded.resize(frame.width, Value::Null);
+                &padded
+            } else {
+                row
+            };
+            let sc = Scope::new(frame, r, outer);
+            for e in exprs {
+                if me.eval(e, &sc)?.truth() != Some(true) {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        };
+        for r in &it.rows {
+            row.truncate(base);
+            row.extend(r.iter().cloned());
+            if it.left {
+                let on: Vec<&Expr> = on_level[level].iter().collect();
+                if !passes(self, row, &on)? {
+                    continue;
+                }
+                matched = true;
+            }
+            if !passes(self, row, &at_level[level])? {
+                continue;
+            }
+            if !self.join_level(items, at_level, on_level, level + 1, row, frame, outer, emit)? {
+                return Ok(false);
+            }
+        }
+        if it.left && !matched {
+            row.truncate(base);
+            row.extend(std::iter::repeat_n(Value::Null, it.width));
+            if passes(self, row, &at_level[level])?
+                && !self.join_level(items, at_level, on_level, level + 1, row, frame, outer, emit)?
+            {
+                return Ok(false);
+            }
+        }
+        row.truncate(base);
+        Ok(true)
+    }
+
+    /// Runs a SELECT; `outer` is the scope of the enclosing query, for correlated subqueries.
+    pub fn select(&mut self, sel: &Select, outer: Option<&Scope>) -> Result<QueryResult> {
+        let pushed = !sel.with.is_empty();
+        if pushed {
+            let mut map = HashMap::new();
+            self.ctes.push(HashMap::new());
+            for cte in &sel.with {
+                let r = self.cte(cte, outer)?;
+                map.insert(lc(&cte.name), Arc::new(r.clone()));
+                self.ctes.last_mut().unwrap().insert(lc(&cte.name), Arc::new(r));
+            }
+        }
+        let result = self.select_body(sel, outer);
+        if pushed {
+            self.ctes.pop();
+        }
+        result
+    }
+
+    fn cte(&mut self, cte: &Cte, outer: Option<&Scope>) -> Result<(Vec<String>, Vec<Row>)> {
+        let refers_to_self = {
+            let mut hit = false;
+            let mut check = |c: &Core| {
+                if let Core::Select { from: Some(f), .. } = c {
+                    let mut refs = vec![&f.first];
+                    refs.extend(f.joins.iter().map(|j| &j.table));
+                    hit |= refs.iter().any(|r| matches!(r, TableRef::Table { name, .. } if name.eq_ignore_ascii_case(&cte.name)));
+                }
+            };
+            for (_, c) in &cte.select.compounds {
+                check(c);
+            }
+            hit
+        };
+        if !refers_to_self {
+            let r = self.select(&cte.select, outer)?;
+            let names = match &cte.columns {
+                Some(n) => n.clone(),
+                None => r.columns.clone(),
+            };
+            return Ok((names, r.rows));
+        }
+        // WITH RECURSIVE: the first core seeds, the rest run on the rows added last.
+        let seed = Select {
+            with: Vec::new(),
+            first: cte.select.first.clone(),
+            compounds: Vec::new(),
+            order_by: Vec::new(),
+            limit: None,
+            offset: None,
+        };
+        let first = self.select(&seed, outer)?;
+        let names = cte.columns.clone().unwrap_or(first.columns.clone());
+        let union_all = cte.select.compounds.iter().all(|(op, _)| *op == CompoundOp::UnionAll);
+        let mut all = first.rows.clone();
+        let mut queue = first.rows;
+        let limit = match &cte.select.limit {
+            Some(l) => Some(self.eval(l, &Scope::new(&EMPTY_FRAME, &[], outer))?.as_i64()),
+            None => None,
+        };
+        let mut guard = 0u64;
+        while !queue.is_empty() {
+            guard += 1;
+            if guard > 10_000_000 {
+                return Err(Error::Sql("recursive query did not end".into()));
+            }
+            self.ctes.push(HashMap::from([(lc(&cte.name), Arc::new((names.clone(), queue.clone())))]));
+            let mut next = Vec::new();
+            let mut failed = None;
+            for (_, core) in &cte.select.compounds {
+                match self.core(core, outer, &[]) {
+                    Ok(r) => next.extend(r.1.into_iter().map(|(row, _)| row)),
+                    Err(e) => {
+                        failed = Some(e);
+                        break;
+                    }
+                }
+            }
+            self.ctes.pop();
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            if !union_all {
+                next.retain(|r| !all.iter().any(|a| rows_equal(a, r)));
+                dedupe(&mut next);
+            }
+            all.extend(next.iter().cloned());
+            queue = next;
+            if limit.is_some_and(|l| l >= 0 && all.len() as i64 >= l) {
+                break;
+            }
+        }
+        if let Some(l) = limit.filter(|&l| l >= 0) {
+            all.truncate(l as usize);
+        }
+        Ok((names, all))
+    }
+
+    fn select_body(&mut self, sel: &Select, outer: Option<&Scope>) -> Result<QueryResult> {
+        let order: &[OrderTerm] = if sel.compounds.is_empty() { &sel.order_by } else { &[] };
+        let (meta, mut rows) = self.core(&sel.first, outer, order)?;
+        let mut result = QueryResult {
+            columns: meta.iter().map(|c| c.name.clone()).collect(),
+            decl_types: meta.iter().map(|c| c.decl_type.clone()).collect(),
+            rows: Vec::new(),
+        };
+        if !sel.compounds.is_empty() {
+            let mut plain: Vec<Row> = rows.into_iter().map(|(r, _)| r).collect();
+            for (op, core) in &sel.compounds {
+                let (m, more) = self.core(core, outer, &[])?;
+                if m.len() != meta.len() {
+                    return Err(Error::Sql(format!(
+                        "SELECTs to the left and right of {} do not have the same number of result columns",
+                        match op {
+                            CompoundOp::Union => "UNION",
+                            CompoundOp::UnionAll => "UNION ALL",
+                            CompoundOp::Intersect => "INTERSECT",
+                            CompoundOp::Except => "EXCEPT",
+                        }
+                    )));
+                }
+                let more: Vec<Row> = more.into_iter().map(|(r, _)| r).collect();
+                plain = match op {
+                    CompoundOp::UnionAll => {
+                        plain.extend(more);
+                        plain
+                    }
+                    CompoundOp::Union => {
+                        plain.extend(more);
+                        dedupe(&mut plain);
+                        plain
+                    }
+                    CompoundOp::Intersect => {
+                        dedupe(&mut plain);
+                        plain.retain(|r| more.iter().any(|m| rows_equal(r, m)));
+                        plain
+                    }
+                    CompoundOp::Except => {
+                        dedupe(&mut plain);
+                        plain.retain(|r| !more.iter().any(|m| rows_equal(r, m)));
+                        plain
+                    }
+                };
+            }
+            // ORDER BY of a compound names result columns (by ordinal, alias or expression).
+            let mut keys: Vec<(usize, bool, Option<bool>, Collation)> = Vec::new();
+            for t in &sel.order_by {
+                let (inner, coll) = match &t.expr {
+                    Expr::Collate(e, c) => (&**e, Some(*c)),
+                    e => (e, None),
+                };
+                let idx = match inner {
+                    Expr::Literal(Value::Integer(i)) if *i >= 1 && (*i as usize) <= meta.len() => {
+                        *i as usize - 1
+                    }
+                    Expr::Literal(Value::Integer(i)) => {
+                        return Err(Error::Sql(format!(
+                            "1st ORDER BY term out of range - should be between 1 and {}",
+                            meta.len().max(*i as usize)
+                        )))
+                    }
+                    e => {
+                        let name = expr_name(e);
+                        meta.iter()
+                            .position(|c| c.name.eq_ignore_ascii_case(&name))
+                            .ok_or_else(|| {
+                                Error::Sql(
+                                    "1st ORDER BY term does not match any column in the result set"
+                                        .into(),
+                                )
+                            })?
+                    }
+                };
+                keys.push((idx, t.desc, t.nulls_first, coll.unwrap_or(meta[idx].coll)));
+            }
+            if !keys.is_empty() {
+                plain.sort_by(|a, b| {
+                    for &(i, desc, nulls_first, coll) in &keys {
+                        let o = order_values(&a[i], &b[i], coll, desc, nulls_first);
+                        if o != Ordering::Equal {
+                            return o;
+                        }
+                    }
+                    Ordering::Equal
+                });
+            }
+            rows = plain.into_iter().map(|r| (r, Vec::new())).collect();
+        }
+        let sc = Scope::new(&EMPTY_FRAME, &[], outer);
+        let offset = match &sel.offset {
+            Some(o) => self.eval(o, &sc)?.as_i64().max(0) as usize,
+            None => 0,
+        };
+        let limit = match &sel.limit {
+            Some(l) => {
+                let v = self.eval(l, &sc)?;
+                if !matches!(v.to_numeric(), Value::Integer(_)) && !v.is_null() {
+                    return Err(Error::Sql("datatype mismatch".into()));
+                }
+                let l = v.as_i64();
+                if l < 0 {
+                    usize::MAX
+                } else {
+                    l as usize
+                }
+            }
+            None => usize::MAX,
+        };
+        result.rows = rows
+            .into_iter()
+            .skip(offset)
+            .take(limit)
+            .map(|(r, _)| r)
+            .collect();
+        Ok(result)
+    }
+
+    /// Runs one core; rows are sorted by `order` (the select's ORDER BY, for a simple select).
+    fn core(
+        &mut self,
+        core: &Core,
+        outer: Option<&Scope>,
+        order: &[OrderTerm],
+    ) -> Result<(Vec<SrcCol>, Vec<(Row, Row)>)> {
+        let (distinct, columns, from, where_, group_by, having) = match core {
+            Core::Values(rows) => {
+                let sc = Scope::new(&EMPTY_FRAME, &[], outer);
+                let n = rows.first().map_or(0, Vec::len);
+                let mut out = Vec::new();
+                for r in rows {
+                    if r.len() != n {
+                        return Err(Error::Sql("all VALUES must have the same number of terms".into()));
+                    }
+                    let vals = r.iter().map(|e| self.eval(e, &sc)).collect::<Result<Row>>()?;
+                    out.push((vals, Vec::new()));
+                }
+                let meta = (0..n)
+                    .map(|i| SrcCol {
+                        name: format!("column{}", i + 1),
+                        affinity: None,
+                        coll: Collation::Binary,
+                        decl_type: None,
+                        hidden: false,
+                    })
+                    .collect();
+                return Ok((meta, out));
+            }
+            Core::Select {
+                distinct,
+                columns,
+                from,
+                where_,
+                group_by,
+                having,
+            } => (*distinct, columns, from, where_, group_by, having),
+        };
+        let frame = self.frame_of(from.as_ref())?;
+        // Expand the result columns.
+        let mut exprs: Vec<(Expr, String)> = Vec::new();
+        for rc in columns {
+            match rc {
+                ResultColumn::Star | ResultColumn::TableStar(_) => {
+                    if frame.sources.is_empty() {
+                        return Err(Error::Sql("no tables specified".into()));
+                    }
+                    let mut any = false;
+                    for s in &frame.sources {
+                        if let ResultColumn::TableStar(t) = rc {
+                            if !s.name.eq_ignore_ascii_case(t) {
+                                continue;
+                            }
+                        }
+                        any = true;
+                        for c in &s.columns {
+                            if c.hidden && matches!(rc, ResultColumn::Star) {
+                                continue;
+                            }
+                            exprs.push((
+                                Expr::Column {
+                                    table: Some(s.name.clone()),
+                                    name: c.name.clone(),
+                                },
+                                c.name.clone(),
+                            ));
+                        }
+                    }
+                    if !any {
+                        if let ResultColumn::TableStar(t) = rc {
+                            return Err(Error::Sql(format!("no such table: {t}")));
+                        }
+                    }
+                }
+                ResultColumn::Expr(e, alias) => {
+                    exprs.push((e.clone(), alias.clone().unwrap_or_else(|| expr_name(e))))
+                }
+            }
+        }
+        let empty_row = vec![Value::Null; frame.width];
+        let meta: Vec<SrcCol> = {
+            let sc = Scope::new(&frame, &empty_row, outer);
+            exprs
+                .iter()
+                .map(|(e, n)| SrcCol {
+                    name: n.clone(),
+                    affinity: self.affinity(e, &sc),
+                    coll: self.collation(e, &sc),
+                    decl_type: self.src_col(e, &sc).and_then(|c| c.decl_type.clone()),
+                    hidden: false,
+                })
+                .collect()
+        };
+        let aggregate = !group_by.is_empty()
+            || exprs.iter().any(|(e, _)| has_aggregate(e))
+            || having.as_ref().is_some_and(has_aggregate)
+            || order.iter().any(|o| has_aggregate(&o.expr));
+        if let Some(w) = where_ {
+            if has_aggregate(w) {
+                return Err(Error::Sql("misuse of aggregate function".into()));
+            }
+        }
+        // Rows from the joins, each with its sort key.
+        let mut out: Vec<(Row, Row)> = Vec::new();
+        let order_exprs: Vec<Expr> = order
+            .iter()
+            .map(|o| resolve_order_term(&o.expr, &exprs))
+            .collect::<Result<_>>()?;
+        if !aggregate {
+            let mut produce = |me: &mut Self, r: &[Value]| -> Result<bool> {
+                let sc = Scope::new(&frame, r, outer);
+                let vals = exprs
+                    .iter()
+                    .map(|(e, _)| me.eval(e, &sc))
+                    .collect::<Result<Row>>()?;
+                let keys = order_exprs
+                    .iter()
+                    .map(|e| me.eval(e, &sc))
+                    .collect::<Result<Row>>()?;
+                out.push((vals, keys));
+                Ok(true)
+            };
+            match from {
+                Some(f) => self.join(f, &frame, where_.as_ref(), outer, &mut produce)?,
+                None => {
+                    let sc = Scope::new(&frame, &[], outer);
+                    let keep = match where_ {
+                        Some(w) => self.eval(w, &sc)?.truth() == Some(true),
+                        None => true,
+                    };
+                    if keep {
+                        produce(self, &[])?;
+                    }
+                }
+            }
+        } else {
+            // Aggregates: the calls in the result, HAVING and ORDER BY.
+            let mut calls: Vec<&Expr> = Vec::new();
+            for (e, _) in &exprs {
+                collect_aggregates(e, &mut calls);
+            }
+            if let Some(h) = having {
+                collect_aggregates(h, &mut calls);
+            }
+            for e in &order_exprs {
+                collect_aggregates(e, &mut calls);
+            }
+            struct Group {
+                accs: Vec<Acc>,
+                distinct_seen: Vec<Vec<Row>>,
+                row: Row,
+            }
+            let mut groups: Vec<(Row, Group)> = Vec::new();
+            let mut index: HashMap<String, usize> = HashMap::new();
+            let colls: Vec<Collation> = {
+                let sc = Scope::new(&frame, &empty_row, outer);
+                calls
+                    .iter()
+                    .map(|c| match c {
+                        Expr::Function { args, .. } => {
+                            args.first().map_or(Collation::Binary, |a| self.collation(a, &sc))
+                        }
+                        _ => Collation::Binary,
+                    })
+                    .collect()
+            };
+            let mut step = |me: &mut Self, r: &[Value]| -> Result<bool> {
+                let sc = Scope::new(&frame, r, outer);
+                let key = group_by
+                    .iter()
+                    .map(|g| me.eval(&resolve_group_term(g, &exprs)?, &sc))
+                    .collect::<Result<Row>>()?;
+                let sig = group_signature(&key);
+                let gi = match index.get(&sig) {
+                    Some(&i) => i,
+                    None => {
+                        groups.push((
+                            key,
+                            Group {
+                                accs: calls
+                                    .iter()
+                                    .map(|c| match c {
+                                        Expr::Function { name, .. } => Acc::new(name),
+                                        _ => unreachable!(),
+                                    })
+                                    .collect(),
+                                distinct_seen: vec![Vec::new(); calls.len()],
+                                row: Vec::new(),
+                            },
+                        ));
+                        index.insert(sig, groups.len() - 1);
+                        groups.len() - 1
+                    }
+                };
+                for (ci, c) in calls.iter().enumerate() {
+                    let Expr::Function { args, distinct, star, name } = c else {
+                        unreachable!()
+                    };
+                    if (name == "count" && args.len() > 1)
+                        || (*star && name != "count")
+                        || (*distinct && args.len() != 1)
+                    {
+                        if *distinct && args.len() != 1 {
+                            return Err(Error::Sql(
+                                "DISTINCT aggregates must have exactly one argument".into(),
+                            ));
+                        }
+                        return Err(Error::Sql(format!(
+                            "wrong number of arguments to function {name}()"
+                        )));
+                    }
+                    let vals = args.iter().map(|a| me.eval(a, &sc)).collect::<Result<Row>>()?;
+                    let g = &mut groups[gi].1;
+                    if *distinct {
+                        if vals.first().is_some_and(Value::is_null) {
+                            continue;
+                        }
+                        if g.distinct_seen[ci].iter().any(|s| rows_equal(s, &vals)) {
+                            continue;
+                        }
+                        g.distinct_seen[ci].push(vals.clone());
+                    }
+                    g.accs[ci].step(&vals, colls[ci]);
+                }
+                groups[gi].1.row = r.to_vec();
+                Ok(true)
+            };
+            match from {
+                Some(f) => self.join(f, &frame, where_.as_ref(), outer, &mut step)?,
+                None => {
+                    let sc = Scope::new(&frame, &[], outer);
+                    let keep = match where_ {
+                        Some(w) => self.eval(w, &sc)?.truth() == Some(true),
+                        None => true,
+                    };
+                    if keep {
+                        step(self, &[])?;
+                    }
+                }
+            }
+            if groups.is_empty() && group_by.is_empty() {
+                groups.push((
+                    Vec::new(),
+                    Group {
+                        accs: calls
+                            .iter()
+                            .map(|c| match c {
+                                Expr::Function { name, .. } => Acc::new(name),
+                                _ => unreachable!(),
+                            })
+                            .collect(),
+                        distinct_seen: Vec::new(),
+                        row: empty_row.clone(),
+                    },
+                ));
+            }
+            for (_, g) in &groups {
+                let mut values: AggValues = HashMap::new();
+                for (ci, c) in calls.iter().enumerate() {
+                    values.insert(key_of(c), g.accs[ci].finish()?);
+                }
+                let mut sc = Scope::new(&frame, &g.row, outer);
+                sc.agg = Some(&values);
+                if let Some(h) = having {
+                    if self.eval(h, &sc)?.truth() != Some(true) {
+                        continue;
+                    }
+                }
+                let vals = exprs.iter().map(|(e, _)| self.eval(e, &sc)).collect::<Result<Row>>()?;
+                let keys = order_exprs.iter().map(|e| self.eval(e, &sc)).collect::<Result<Row>>()?;
+                out.push((vals, keys));
+            }
+        }
+        if distinct {
+            let mut seen: Vec<Row> = Vec::new();
+            out.retain(|(r, _)| {
+                if seen.iter().any(|s| rows_equal(s, r)) {
+                    false
+                } else {
+                    seen.push(r.clone());
+                    true
+                }
+            });
+        }
+        if !order.is_empty() {
+            let sc = Scope::new(&frame, &empty_row, outer);
+            let specs: Vec<(bool, Option<bool>, Collation)> = order
+                .iter()
+                .zip(&order_exprs)
+                .map(|(o, e)| (o.desc, o.nulls_first, self.collation(e, &sc)))
+                .collect();
+            out.sort_by(|a, b| {
+                for (i, &(desc, nf, coll)) in specs.iter().enumerate() {
+                    let o = order_values(&a.1[i], &b.1[i], coll, desc, nf);
+                    if o != Ordering::Equal {
+                        return o;
+                    }
+                }
+                Ordering::Equal
+            });
+        }
+        Ok((meta, out))
+    }
+}
+
+fn rows_equal(a: &[Value], b: &[Value]) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(x, y)| x.cmp_with(y, Collation::Binary) == Ordering::Equal)
+}
+
+fn dedupe(rows: &mut Vec<Row>) {
+    let mut seen: HashMap<String, ()> = HashMap::new();
+    rows.retain(|r| seen.insert(group_signature(r), ()).is_none());
+}
+
+/// A string equal for rows whose values compare equal (3 and 3.0 alike), for hashing.
+fn group_signature(r: &[Value]) -> String {
+    let mut s = String::new();
+    for v in r {
+        match v {
+            Value::Null => s.push_str("N|"),
+            Value::Integer(i) => s.push_str(&format!("n{i}|")),
+            Value::Real(r) => {
+                if r.fract() == 0.0 && r.abs() < 9.2e18 {
+                    s.push_str(&format!("n{}|", *r as i64));
+                } else {
+                    s.push_str(&format!("r{}|", r.to_bits()));
+                }
+            }
+            Value::Text(t) => {
+                s.push('t');
+                s.push_str(&t.len().to_string());
+                s.push(':');
+                s.push_str(t);
+                s.push('|');
+            }
+            Value::Blob(b) => {
+                s.push('b');
+                for x in b.iter() {
+                    s.push_str(&format!("{x:02x}"));
+                }
+                s.push('|');
+            }
+        }
+    }
+    s
+}
+
+fn and3(a: Option<bool>, b: Option<bool>) -> Option<bool> {
+    match (a, b) {
+        (Some(false), _) | (_, Some(false)) => Some(false),
+        (Some(true), Some(true)) => Some(true),
+        _ => None,
+    }
+}
+
+fn bool3(b: Option<bool>) -> Value {
+    match b {
+        None => Value::Null,
+        Some(b) => Value::Integer(b as i64),
+    }
+}
+
+/// Compares two values as SQLite's comparison operators do: affinities applied across
+/// (datatype3.html, 4.2), NULL gives `None`.
+pub fn compare_values(
+    a: &Value,
+    aa: Option<Affinity>,
+    b: &Value,
+    ab: Option<Affinity>,
+    coll: Collation,
+) -> Option<Ordering> {
+    if a.is_null() || b.is_null() {
+        return None;
+    }
+    let numeric = |x: Option<Affinity>| x.is_some_and(Affinity::is_numeric);
+    let textish = |x: Option<Affinity>| matches!(x, None | Some(Affinity::Text) | Some(Affinity::Blob));
+    let (mut x, mut y) = (a.clone(), b.clone());
+    if numeric(aa) && textish(ab) {
+        y = Affinity::Numeric.apply(y);
+    } else if numeric(ab) && textish(aa) {
+        x = Affinity::Numeric.apply(x);
+    } else if aa == Some(Affinity::Text) && ab.is_none() {
+        y = Affinity::Text.apply(y);
+    } else if ab == Some(Affinity::Text) && aa.is_none() {
+        x = Affinity::Text.apply(x);
+    }
+    Some(x.cmp_with(&y, coll))
+}
+
+fn order_values(a: &Value, b: &Value, coll: Collation, desc: bool, nulls_first: Option<bool>) -> Ordering {
+    let nf = nulls_first.unwrap_or(!desc);
+    match (a.is_null(), b.is_null()) {
+        (true, true) => return Ordering::Equal,
+        (true, false) => return if nf { Ordering::Less } else { Ordering::Greater },
+        (false, true) => return if nf { Ordering::Greater } else { Ordering::Less },
+        _ => {}
+    }
+    let o = a.cmp_with(b, coll);
+    if desc {
+        o.reverse()
+    } else {
+        o
+    }
+}
+
+/// `CAST(v AS ty)`.
+pub fn cast(v: Value, ty: Option<&str>) -> Value {
+    if v.is_null() {
+        return v;
+    }
+    match Affinity::of_declared(ty) {
+        Affinity::Blob => Value::Blob(v.to_blob().into()),
+        Affinity::Text => Value::from(v.to_text()),
+        Affinity::Integer => Value::Integer(v.as_i64()),
+        Affinity::Real => Value::Real(v.as_f64()),
+        Affinity::Numeric => match v {
+            Value::Integer(_) | Value::Real(_) => v,
+            other => {
+                let n = crate::value::number_prefix(&other.to_text()).0;
+                match n {
+                    Value::Real(r) if r.fract() == 0.0 && r.abs() < 9.2e18 => Value::Integer(r as i64),
+                    n => n,
+                }
+            }
+        },
+    }
+}
+
+/// ORDER BY term: an ordinal or an alias of a result column names that column's expression.
+fn resolve_order_term(e: &Expr, exprs: &[(Expr, String)]) -> Result<Expr> {
+    match e {
+        Expr::Literal(Value::Integer(i)) => {
+            if *i < 1 || *i as usize > exprs.len() {
+                return Err(Error::Sql(format!(
+                    "1st ORDER BY term out of range - should be between 1 and {}",
+                    exprs.len()
+                )));
+            }
+            Ok(exprs[*i as usize - 1].0.clone())
+        }
+        Expr::Column { table: None, name } => Ok(exprs
+            .iter()
+            .find(|(x, n)| n.eq_ignore_ascii_case(name) && !matches!(x, Expr::Column { name: cn, .. } if !cn.eq_ignore_ascii_case(name)))
+            .map_or_else(|| e.clone(), |(x, _)| x.clone())),
+        Expr::Collate(inner, c) => Ok(Expr::Collate(Box::new(resolve_order_term(inner, exprs)?), *c)),
+        other => Ok(other.clone()),
+    }
+}
+
+fn resolve_group_term(e: &Expr, exprs: &[(Expr, String)]) -> Result<Expr> {
+    match e {
+        Expr::Literal(Value::Integer(i)) => {
+            if *i < 1 || *i as usize > exprs.len() {
+                return Err(Error::Sql(format!(
+                    "1st GROUP BY term out of range - should be between 1 and {}",
+                    exprs.len()
+                )));
+            }
+            Ok(exprs[*i as usize - 1].0.clone())
+        }
+        other => Ok(other.clone()),
+    }
+}
+
+/// The name SQLite gives an unaliased result column (the column's name for a column).
+pub fn expr_name(e: &Expr) -> String {
+    match e {
+        Expr::Column { name, .. } => name.clone(),
+        Expr::Literal(v) => match v {
+            Value::Text(s) => format!("'{s}'"),
+            other => other.to_string(),
+        },
+        Expr::Function { name, args, star, .. } => {
+            if *star {
+                format!("{name}(*)")
+            } else {
+                format!(
+                    "{name}({})",
+                    args.iter().map(expr_name).collect::<Vec<_>>().join(", ")
+                )
+            }
+        }
+        _ => "?".into(),
+    }
+}
+
+pub fn table_columns(t: &Table) -> Vec<SrcCol> {
+    t.columns
+        .iter()
+        .map(|c| SrcCol {
+            name: c.name.clone(),
+            affinity: Some(c.affinity),
+            coll: c.collation,
+            decl_type: c.decl_type.clone(),
+            hidden: false,
+        })
+        .collect()
+}
+
+fn is_schema_table(name: &str) -> bool {
+    ["sqlite_schema", "sqlite_master"]
+        .iter()
+        .any(|n| n.eq_ignore_ascii_case(name))
+}
+
+fn schema_table_columns() -> Vec<SrcCol> {
+    ["type", "name", "tbl_name", "rootpage", "sql"]
+        .iter()
+        .map(|n| SrcCol {
+            name: n.to_string(),
+            affinity: Some(if *n == "rootpage" { Affinity::Integer } else { Affinity::Text }),
+            coll: Collation::Binary,
+            decl_type: Some(if *n == "rootpage" { "int" } else { "text" }.into()),
+            hidden: false,
+        })
+        .collect()
+}

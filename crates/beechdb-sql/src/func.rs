@@ -1,0 +1,704 @@
+//! Built-in functions: scalar functions, aggregates, LIKE and GLOB matching, with SQLite's
+//! semantics (lang_corefunc.html, lang_aggfunc.html, lang_datefunc.html).
+//!
+//! Owns: the function table. May call: `value`.
+
+use crate::error::{Error, Result};
+use crate::value::{arith, format_real, ArithOp, Collation, Value};
+use std::sync::Arc;
+
+/// Whether `name` is an aggregate function (with `n` arguments).
+pub fn is_aggregate(name: &str, n: usize) -> bool {
+    match name {
+        "count" | "sum" | "total" | "avg" | "group_concat" | "string_agg" => true,
+        "min" | "max" => n == 1,
+        _ => false,
+    }
+}
+
+/// The running state of one aggregate.
+#[derive(Debug, Clone)]
+pub enum Acc {
+    Count(i64),
+    Sum {
+        int: Option<i64>,
+        real: f64,
+        any_real: bool,
+        overflow: bool,
+        seen: bool,
+    },
+    Total(f64),
+    Avg(f64, i64),
+    Min(Option<Value>),
+    Max(Option<Value>),
+    Concat(Option<String>),
+}
+
+impl Acc {
+    pub fn new(name: &str) -> Acc {
+        match name {
+            "count" => Acc::Count(0),
+            "sum" => Acc::Sum {
+                int: Some(0),
+                real: 0.0,
+                any_real: false,
+                overflow: false,
+                seen: false,
+            },
+            "total" => Acc::Total(0.0),
+            "avg" => Acc::Avg(0.0, 0),
+            "min" => Acc::Min(None),
+            "max" => Acc::Max(None),
+            _ => Acc::Concat(None),
+        }
+    }
+
+    /// Adds one row's arguments (`count(*)` passes none).
+    pub fn step(&mut self, args: &[Value], coll: Collation) {
+        let v = args.first();
+        match self {
+            Acc::Count(n) => {
+                if v.is_none_or(|v| !v.is_null()) {
+                    *n += 1
+                }
+            }
+            Acc::Sum {
+                int,
+                real,
+                any_real,
+                overflow,
+                seen,
+            } => {
+                let Some(v) = v.filter(|v| !v.is_null()) else { return };
+                *seen = true;
+                match v.to_numeric() {
+                    Value::Integer(i) if !*any_real => {
+                        *real += i as f64;
+                        match int.and_then(|s| s.checked_add(i)) {
+                            Some(s) => *int = Some(s),
+                            None => *overflow = true,
+                        }
+                    }
+                    n => {
+                        *any_real = true;
+                        *real += n.as_f64();
+                    }
+                }
+            }
+            Acc::Total(t) => {
+                if let Some(v) = v.filter(|v| !v.is_null()) {
+                    *t += v.as_f64();
+                }
+            }
+            Acc::Avg(s, n) => {
+                if let Some(v) = v.filter(|v| !v.is_null()) {
+                    *s += v.as_f64();
+                    *n += 1;
+                }
+            }
+            Acc::Min(m) => {
+                if let Some(v) = v.filter(|v| !v.is_null()) {
+                    if m.as_ref().is_none_or(|m| v.cmp_with(m, coll).is_lt()) {
+                        *m = Some(v.clone());
+                    }
+                }
+            }
+            Acc::Max(m) => {
+                if let Some(v) = v.filter(|v| !v.is_null()) {
+                    if m.as_ref().is_none_or(|m| v.cmp_with(m, coll).is_gt()) {
+                        *m = Some(v.clone());
+                    }
+                }
+            }
+            Acc::Concat(s) => {
+                let Some(v) = v.filter(|v| !v.is_null()) else { return };
+                let sep = match args.get(1) {
+                    Some(sep) => sep.to_text(),
+                    None => ",".to_string(),
+                };
+                match s {
+                    None => *s = Some(v.to_text()),
+                    Some(s) => {
+                        s.push_str(&sep);
+                        s.push_str(&v.to_text());
+                    }
+                }
+            }
+        }
+    }
+
+    pub fn finish(&self) -> Result<Value> {
+        Ok(match self {
+            Acc::Count(n) => Value::Integer(*n),
+            Acc::Sum {
+                int,
+                real,
+                any_real,
+                overflow,
+                seen,
+            } => {
+                if !seen {
+                    Value::Null
+                } else if *any_real {
+                    Value::Real(*real)
+                } else if *overflow {
+                    return Err(Error::Sql("integer overflow".into()));
+                } else {
+                    Value::Integer(int.unwrap_or(0))
+                }
+            }
+            Acc::Total(t) => Value::Real(*t),
+            Acc::Avg(s, n) => {
+                if *n == 0 {
+                    Value::Null
+                } else {
+                    Value::Real(s / *n as f64)
+                }
+            }
+            Acc::Min(m) | Acc::Max(m) => m.clone().unwrap_or(Value::Null),
+            Acc::Concat(s) => s.clone().map_or(Value::Null, Value::from),
+        })
+    }
+}
+
+fn arg_count(name: &str, args: &[Value], ok: impl Fn(usize) -> bool) -> Result<()> {
+    if ok(args.len()) {
+        Ok(())
+    } else {
+        Err(Error::Sql(format!("wrong number of arguments to function {name}()")))
+    }
+}
+
+/// Calls scalar function `name`.
+pub fn call(name: &str, args: &[Value]) -> Result<Value> {
+    let a = |i: usize| args.get(i).cloned().unwrap_or(Value::Null);
+    Ok(match name {
+        "abs" => {
+            arg_count(name, args, |n| n == 1)?;
+            match a(0) {
+                Value::Null => Value::Null,
+                Value::Integer(i) => Value::Integer(
+                    i.checked_abs()
+                        .ok_or_else(|| Error::Sql("integer overflow".into()))?,
+                ),
+                v => match v.to_numeric() {
+                    Value::Integer(i) => Value::Integer(i.abs()),
+                    n => Value::Real(n.as_f64().abs()),
+                },
+            }
+        }
+        "coalesce" | "ifnull" => {
+            arg_count(name, args, |n| if name == "ifnull" { n == 2 } else { n >= 2 })?;
+            args.iter().find(|v| !v.is_null()).cloned().unwrap_or(Value::Null)
+        }
+        "nullif" => {
+            arg_count(name, args, |n| n == 2)?;
+            if a(0) == a(1) {
+                Value::Null
+            } else {
+                a(0)
+            }
+        }
+        "iif" => {
+            arg_count(name, args, |n| n == 3)?;
+            if a(0).truth() == Some(true) {
+                a(1)
+            } else {
+                a(2)
+            }
+        }
+        "typeof" => Value::text(a(0).type_name()),
+        "length" => match a(0) {
+            Value::Null => Value::Null,
+            Value::Blob(b) => Value::Integer(b.len() as i64),
+            v => Value::Integer(v.to_text().chars().count() as i64),
+        },
+        "upper" | "lower" => match a(0) {
+            Value::Null => Value::Null,
+            v => {
+                let t = v.to_text();
+                Value::from(if name == "upper" {
+                    t.to_ascii_uppercase()
+                } else {
+                    t.to_ascii_lowercase()
+                })
+            }
+        },
+        "substr" | "substring" => {
+            arg_count(name, args, |n| n == 2 || n == 3)?;
+            if a(0).is_null() || a(1).is_null() || (args.len() == 3 && a(2).is_null()) {
+                return Ok(Value::Null);
+            }
+            substr(&a(0), a(1).as_i64(), args.get(2).map(Value::as_i64))
+        }
+        "instr" => {
+            if a(0).is_null() || a(1).is_null() {
+                return Ok(Value::Null);
+            }
+            let (h, n) = (a(0).to_text(), a(1).to_text());
+            Value::Integer(h.find(&n).map_or(0, |i| h[..i].chars().count() as i64 + 1))
+        }
+        "trim" | "ltrim" | "rtrim" => {
+            if a(0).is_null() {
+                return Ok(Value::Null);
+            }
+            let s = a(0).to_text();
+            let set: Vec<char> = match args.get(1) {
+                Some(v) => v.to_text().chars().collect(),
+                None => vec![' '],
+            };
+            let r = match name {
+                "trim" => s.trim_matches(|c| set.contains(&c)),
+                "ltrim" => s.trim_start_matches(|c| set.contains(&c)),
+                _ => s.trim_end_matches(|c| set.contains(&c)),
+            };
+            Value::text(r)
+        }
+        "replace" => {
+            if args.iter().any(Value::is_null) {
+                return Ok(Value::Null);
+            }
+            let pat = a(1).to_text();
+            if pat.is_empty() {
+                return Ok(a(0));
+            }
+            Value::from(a(0).to_text().replace(&pat, &a(2).to_text()))
+        }
+        "round" => {
+            if a(0).is_null() {
+                return Ok(Value::Null);
+            }
+            let digits = args.get(1).map_or(0, Value::as_i64).clamp(0, 30);
+            let x = a(0).as_f64();
+            let m = 10f64.powi(digits as i32);
+            let r = (x * m).abs().round() / m;
+            Value::Real(if x < 0.0 { -r } else { r })
+        }
+        "hex" => Value::from(
+            a(0).to_blob()
+                .iter()
+                .map(|b| format!("{b:02X}"))
+                .collect::<String>(),
+        ),
+        "quote" => Value::from(quote(&a(0))),
+        "random" => Value::Integer(rand_i64()),
+        "randomblob" | "zeroblob" => {
+            let n = a(0).as_i64().max(1) as usize;
+            let b: Vec<u8> = if name == "zeroblob" {
+                vec![0; a(0).as_i64().max(0) as usize]
+            } else {
+                (0..n).map(|_| rand_i64() as u8).collect()
+            };
+            Value::Blob(b.into())
+        }
+        "min" | "max" => {
+            if args.iter().any(Value::is_null) {
+                return Ok(Value::Null);
+            }
+            let mut best = a(0);
+            for v in &args[1..] {
+                let o = v.cmp_with(&best, Collation::Binary);
+                if (name == "min" && o.is_lt()) || (name == "max" && o.is_gt()) {
+                    best = v.clone();
+                }
+            }
+            best
+        }
+        "char" => Value::from(
+            args.iter()
+                .filter_map(|v| char::from_u32(v.as_i64() as u32))
+                .collect::<String>(),
+        ),
+        "unicode" => match a(0) {
+            Value::Null => Value::Null,
+            v => v.to_text().chars().next().map_or(Value::Null, |c| Value::Integer(c as i64)),
+        },
+        "sign" => match a(0).to_numeric() {
+            Value::Null => Value::Null,
+            n => {
+                let f = n.as_f64();
+                Value::Integer(if f > 0.0 { 1 } else if f < 0.0 { -1 } else { 0 })
+            }
+        },
+        "likely" | "unlikely" => a(0),
+        "likelihood" => a(0),
+        "printf" | "format" => printf(args)?,
+        "date" | "time" | "datetime" | "julianday" | "strftime" | "unixepoch" => {
+            crate::date::call(name, args)?
+        }
+        "sqlite_version" => Value::text("3.45.0"),
+        "last_insert_rowid" | "changes" | "total_changes" => {
+            return Err(Error::Sql(format!("{name}() is answered by the connection")))
+        }
+        _ => return Err(Error::Sql(format!("no such function: {name}"))),
+    })
+}
+
+fn substr(v: &Value, start: i64, len: Option<i64>) -> Value {
+    let units: Vec<Value> = match v {
+        Value::Blob(b) => b.iter().map(|&x| Value::Integer(x as i64)).collect(),
+        _ => v.to_text().chars().map(|c| Value::from(c.to_string())).collect(),
+    };
+    let n = units.len() as i64;
+    let (mut from, mut count) = (start, len.unwrap_or(i64::MAX / 4));
+    if from < 0 {
+        from += n + 1;
+        if from < 1 {
+            count += from - 1;
+            from = 1;
+        }
+    } else if from == 0 {
+        count -= 1;
+        from = 1;
+    }
+    if count < 0 {
+        // A negative length takes characters before the start.
+        let end = from - 1;
+        let begin = (end + count).max(0);
+        from = begin + 1;
+        count = end - begin;
+    }
+    let lo = (from - 1).clamp(0, n) as usize;
+    let hi = (from - 1).saturating_add(count).clamp(0, n) as usize;
+    match v {
+        Value::Blob(b) => Value::Blob(b[lo..hi.max(lo)].to_vec().into()),
+        _ => Value::from(
+            units[lo..hi.max(lo)]
+                .iter()
+                .map(Value::to_text)
+                .collect::<String>(),
+        ),
+    }
+}
+
+pub fn quote(v: &Value) -> String {
+    match v {
+        Value::Null => "NULL".into(),
+        Value::Integer(i) => i.to_string(),
+        Value::Real(r) => format_real(*r),
+        Value::Text(s) => format!("'{}'", s.replace('\'', "''")),
+        Value::Blob(b) => format!(
+            "X'{}'",
+            b.iter().map(|x| format!("{x:02X}")).collect::<String>()
+        ),
+    }
+}
+
+fn rand_i64() -> i64 {
+    use std::cell::Cell;
+    thread_local! {
+        static STATE: Cell<u64> = Cell::new(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0x9e37_79b9, |d| d.as_nanos() as u64)
+                | 1,
+        );
+    }
+    STATE.with(|s| {
+        let mut x = s.get();
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        s.set(x);
+        x as i64
+    })
+}
+
+/// A minimal `printf`: `%d %i %s %f %g %e %x %X %o %c %q %Q %%` with flags, width and
+/// precision.
+fn printf(args: &[Value]) -> Result<Value> {
+    let Some(fmt) = args.first() else {
+        return Ok(Value::Null);
+    };
+    if fmt.is_null() {
+        return Ok(Value::Null);
+    }
+    let fmt = fmt.to_text();
+    let mut out = String::new();
+    let mut next = 1;
+    let mut chars = fmt.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        let mut flags = String::new();
+        while let Some(&f) = chars.peek() {
+            if "-+ 0#,!".contains(f) {
+                flags.push(f);
+                chars.next();
+            } else {
+                break;
+            }
+        }
+        let mut width = String::new();
+        while let Some(&d) = chars.peek().filter(|d| d.is_ascii_digit()) {
+            width.push(d);
+            chars.next();
+        }
+        let mut prec: Option<usize> = None;
+        if chars.peek() == Some(&'.') {
+            chars.next();
+            let mut p = String::new();
+            while let Some(&d) = chars.peek().filter(|d| d.is_ascii_digit()) {
+                p.push(d);
+                chars.next();
+            }
+            prec = Some(p.parse().unwrap_or(0));
+        }
+        let Some(conv) = chars.next() else { break };
+        let mut arg = || {
+            let v = args.get(next).cloned().unwrap_or(Value::Null);
+            next += 1;
+            v
+        };
+        let body = match conv {
+            '%' => "%".to_string(),
+            'd' | 'i' => {
+                let v = arg().as_i64();
+                let s = v.abs().to_string();
+                let sign = if v < 0 {
+                    "-"
+                } else if flags.contains('+') {
+                    "+"
+                } else if flags.contains(' ') {
+                    " "
+                } else {
+                    ""
+                };
+                format!("{sign}{s}")
+            }
+            'f' | 'e' | 'E' | 'g' | 'G' => {
+                let v = arg().as_f64();
+                let p = prec.unwrap_or(6);
+                let s = match conv {
+                    'f' => format!("{v:.p$}"),
+                    'e' | 'E' => {
+                        let s = format!("{v:.p$e}");
+                        let (m, e) = s.split_once('e').unwrap_or((&s, "0"));
+                        let e: i32 = e.parse().unwrap_or(0);
+                        let s = format!("{m}e{}{:02}", if e < 0 { '-' } else { '+' }, e.abs());
+                        if conv == 'E' {
+                            s.to_uppercase()
+                        } else {
+                            s
+                        }
+                    }
+                    _ => format_real(v),
+                };
+                if flags.contains('+') && v >= 0.0 {
+                    format!("+{s}")
+                } else {
+                    s
+                }
+            }
+            'x' => format!("{:x}", arg().as_i64()),
+            'X' => format!("{:X}", arg().as_i64()),
+            'o' => format!("{:o}", arg().as_i64()),
+            'c' => arg().to_text().chars().next().map(String::from).unwrap_or_default(),
+            's' | 'z' => {
+                let v = arg();
+                let s = if v.is_null() { String::new() } else { v.to_text() };
+                match prec {
+                    Some(p) => s.chars().take(p).collect(),
+                    None => s,
+                }
+            }
+            'q' => arg().to_text().replace('\'', "''"),
+            'Q' => {
+                let v = arg();
+                if v.is_null() {
+                    "NULL".into()
+                } else {
+                    format!("'{}'", v.to_text().replace('\'', "''"))
+                }
+            }
+            'w' => arg().to_text().replace('"', "\"\""),
+            _ => return Err(Error::Sql(format!("unknown printf conversion %{conv}"))),
+        };
+        let w: usize = width.parse().unwrap_or(0);
+        let len = body.chars().count();
+        if len >= w {
+            out.push_str(&body);
+        } else if flags.contains('-') {
+            out.push_str(&body);
+            out.extend(std::iter::repeat_n(' ', w - len));
+        } else if flags.contains('0') && !matches!(conv, 's' | 'c' | 'q' | 'Q') {
+            let (sign, digits) = match body.strip_prefix('-') {
+                Some(d) => ("-", d.to_string()),
+                None => ("", body.clone()),
+            };
+            out.push_str(sign);
+            out.extend(std::iter::repeat_n('0', w - len));
+            out.push_str(&digits);
+        } else {
+            out.extend(std::iter::repeat_n(' ', w - len));
+            out.push_str(&body);
+        }
+    }
+    Ok(Value::from(out))
+}
+
+/// `x LIKE pattern` (ASCII case-insensitive, `%` and `_`, optional escape).
+pub fn like(s: &str, pattern: &str, escape: Option<char>) -> bool {
+    let s: Vec<char> = s.chars().collect();
+    let p: Vec<char> = pattern.chars().collect();
+    fn go(s: &[char], p: &[char], esc: Option<char>) -> bool {
+        let Some((&c, rest)) = p.split_first() else {
+            return s.is_empty();
+        };
+        if Some(c) == esc {
+            let Some((&lit, rest)) = rest.split_first() else {
+                return false;
+            };
+            return s
+                .first()
+                .is_some_and(|&x| x.to_ascii_lowercase() == lit.to_ascii_lowercase())
+                && go(&s[1..], rest, esc);
+        }
+        match c {
+            '%' => (0..=s.len()).any(|i| go(&s[i..], rest, esc)),
+            '_' => !s.is_empty() && go(&s[1..], rest, esc),
+            _ => {
+                s.first()
+                    .is_some_and(|&x| x.to_ascii_lowercase() == c.to_ascii_lowercase())
+                    && go(&s[1..], rest, esc)
+            }
+        }
+    }
+    go(&s, &p, escape)
+}
+
+/// `x GLOB pattern` (case-sensitive, `*`, `?`, `[...]`).
+pub fn glob(s: &str, pattern: &str) -> bool {
+    let s: Vec<char> = s.chars().collect();
+    let p: Vec<char> = pattern.chars().collect();
+    fn go(s: &[char], p: &[char]) -> bool {
+        let Some((&c, rest)) = p.split_first() else {
+            return s.is_empty();
+        };
+        match c {
+            '*' => (0..=s.len()).any(|i| go(&s[i..], rest)),
+            '?' => !s.is_empty() && go(&s[1..], rest),
+            '[' => {
+                let Some(&x) = s.first() else { return false };
+                let mut i = 0;
+                let negate = rest.first() == Some(&'^');
+                if negate {
+                    i += 1;
+                }
+                let mut matched = false;
+                let mut first = true;
+                while i < rest.len() && (rest[i] != ']' || first) {
+                    if i + 2 < rest.len() && rest[i + 1] == '-' && rest[i + 2] != ']' {
+                        if rest[i] <= x && x <= rest[i + 2] {
+                            matched = true;
+                        }
+                        i += 3;
+                    } else {
+                        if rest[i] == x {
+                            matched = true;
+                        }
+                        i += 1;
+                    }
+                    first = false;
+                }
+                if i >= rest.len() {
+                    return false;
+                }
+                matched != negate && go(&s[1..], &rest[i + 1..])
+            }
+            _ => s.first() == Some(&c) && go(&s[1..], rest),
+        }
+    }
+    go(&s, &p)
+}
+
+/// The value of CURRENT_DATE / CURRENT_TIME / CURRENT_TIMESTAMP.
+pub fn current(what: &str) -> Value {
+    crate::date::call(what, &[Value::text("now")]).unwrap_or(Value::Null)
+}
+
+/// Integer arithmetic helpers for the bitwise operators.
+pub fn bitwise(op: crate::ast::BinOp, a: &Value, b: &Value) -> Value {
+    use crate::ast::BinOp;
+    if a.is_null() || b.is_null() {
+        return Value::Null;
+    }
+    let (x, y) = (a.as_i64(), b.as_i64());
+    Value::Integer(match op {
+        BinOp::BitAnd => x & y,
+        BinOp::BitOr => x | y,
+        BinOp::Shl => shift(x, y),
+        BinOp::Shr => shift(x, y.saturating_neg()),
+        _ => unreachable!("bitwise operators only"),
+    })
+}
+
+fn shift(x: i64, by: i64) -> i64 {
+    if by >= 64 {
+        0
+    } else if by >= 0 {
+        x << by
+    } else if by <= -64 {
+        if x < 0 {
+            -1
+        } else {
+            0
+        }
+    } else {
+        x >> (-by)
+    }
+}
+
+/// `a || b`.
+pub fn concat(a: &Value, b: &Value) -> Value {
+    if a.is_null() || b.is_null() {
+        return Value::Null;
+    }
+    Value::Text(Arc::from(format!("{}{}", a.to_text(), b.to_text())))
+}
+
+pub fn negate(v: &Value) -> Value {
+    match v {
+        Value::Null => Value::Null,
+        Value::Integer(i) => match i.checked_neg() {
+            Some(n) => Value::Integer(n),
+            None => Value::Real(-(*i as f64)),
+        },
+        Value::Real(r) => Value::Real(-r),
+        other => arith(ArithOp::Sub, &Value::Integer(0), &other.to_numeric()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn like_and_glob() {
+        assert!(like("Hello", "h%O", None));
+        assert!(like("a_c", "a\\_c", Some('\\')));
+        assert!(!like("abc", "a\\_c", Some('\\')));
+        assert!(glob("abc", "a*"));
+        assert!(!glob("Abc", "a*"));
+        assert!(glob("b", "[a-c]"));
+        assert!(glob("d", "[^a-c]"));
+    }
+
+    #[test]
+    fn substr_follows_sqlite() {
+        let s = Value::text("hello");
+        assert_eq!(substr(&s, 2, Some(3)), Value::text("ell"));
+        assert_eq!(substr(&s, -3, None), Value::text("llo"));
+        assert_eq!(substr(&s, 0, Some(2)), Value::text("h"));
+        assert_eq!(substr(&s, 3, Some(-2)), Value::text("he"));
+    }
+
+    #[test]
+    fn printf_basics() {
+        let f = |args: &[Value]| printf(args).unwrap().to_text();
+        assert_eq!(f(&[Value::text("%5d|%-3s|%.2f"), 42.into(), "ab".into(), 3.14159.into()]), "   42|ab |3.14");
+        assert_eq!(f(&[Value::text("%05d"), Value::Integer(-42)]), "-0042");
+    }
+}

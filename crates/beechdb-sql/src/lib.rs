@@ -1,0 +1,509 @@
+//! BeechDB's SQL layer: SQLite's dialect and semantics over BeechDB's transactional engine,
+//! with many connections writing at once.
+//!
+//! A [`Database`] is an environment directory (a temporary one for `:memory:`); each
+//! [`Connection`] runs statements in engine transactions: autocommit statements each in
+//! their own, `BEGIN ... COMMIT` in one. Statement-level atomicity inside a transaction is a
+//! savepoint per statement. Write-write conflicts are [`Error::BusySnapshot`] or
+//! [`Error::Busy`] (SQLite's SQLITE_BUSY family): roll back and retry; autocommit
+//! statements retry themselves within the busy timeout.
+//!
+//! ```
+//! use beechdb_sql::{Database, Value};
+//! let db = Database::open_in_memory()?;
+//! let mut conn = db.connect();
+//! conn.execute_batch("CREATE TABLE t(a INTEGER PRIMARY KEY, b TEXT); INSERT INTO t(b) VALUES ('x'), ('y');")?;
+//! let rows = conn.query("SELECT a, b FROM t WHERE b = ?", &[Value::from("y")])?;
+//! assert_eq!(rows.rows, vec![vec![Value::Integer(2), Value::from("y")]]);
+//! # Ok::<(), beechdb_sql::Error>(())
+//! ```
+//!
+//! Modules: `parse` (SQL text to `ast`), `schema` (the catalog), `record` (row and key
+//! encodings), `exec` (queries), `dml` (changes), `func` and `date` (built-in functions),
+//! `value` (SQLite's type system).
+
+mod ast;
+mod date;
+mod dml;
+mod error;
+mod exec;
+mod func;
+mod parse;
+mod record;
+mod schema;
+pub mod slt;
+mod value;
+
+pub use error::{codes, ConstraintKind, Error, Result};
+pub use exec::QueryResult;
+pub use value::Value;
+
+use ast::{BeginKind, Stmt};
+use beechdb::{Config, Db, Durability, Env, Txn};
+use parking_lot::RwLock;
+use schema::{Schema, SCHEMA_DB};
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+struct Shared {
+    env: Env,
+    /// The committed schema; connections take a copy per transaction.
+    schema: RwLock<Arc<Schema>>,
+    _tmp: Option<tempfile::TempDir>,
+}
+
+/// A SQL database: an environment directory, shared by any number of connections.
+#[derive(Clone)]
+pub struct Database {
+    shared: Arc<Shared>,
+}
+
+impl Database {
+    /// Opens (creating if missing) the database in directory `path`.
+    pub fn open(path: impl AsRef<Path>) -> Result<Database> {
+        Database::open_with(path, Config::new())
+    }
+
+    /// Opens with an engine configuration (made transactional).
+    pub fn open_with(path: impl AsRef<Path>, config: Config) -> Result<Database> {
+        let env = Env::open(path, config.transactional(true))?;
+        Database::from_env(env, None)
+    }
+
+    /// A database in a temporary directory, removed when the last handle goes.
+    pub fn open_in_memory() -> Result<Database> {
+        let tmp = tempfile::tempdir()
+            .map_err(|e| Error::Sql(format!("unable to open database file: {e}")))?;
+        let env = Env::open(
+            tmp.path(),
+            Config::new()
+                .transactional(true)
+                .durability(Durability::NoSync)
+                .cache_size(16 << 20),
+        )?;
+        Database::from_env(env, Some(tmp))
+    }
+
+    fn from_env(env: Env, tmp: Option<tempfile::TempDir>) -> Result<Database> {
+        let db = match env.open_db(SCHEMA_DB) {
+            Ok(db) => db,
+            Err(beechdb::Error::DbNotFound(_)) => env.open_or_create_db(SCHEMA_DB)?,
+            Err(e) => return Err(e.into()),
+        };
+        let schema = load_schema(&env, &db)?;
+        Ok(Database {
+            shared: Arc::new(Shared {
+                env,
+                schema: RwLock::new(Arc::new(schema)),
+                _tmp: tmp,
+            }),
+        })
+    }
+
+    /// A new connection.
+    pub fn connect(&self) -> Connection {
+        Connection {
+            shared: self.shared.clone(),
+            txn: None,
+            schema: self.shared.schema.read().clone(),
+            savepoints: Vec::new(),
+            dbs: HashMap::new(),
+            last_rowid: 0,
+            changes: 0,
+            total_changes: 0,
+            busy_timeout: Duration::from_secs(5),
+            schema_changed: false,
+        }
+    }
+
+    /// The engine environment underneath.
+    pub fn env(&self) -> &Env {
+        &self.shared.env
+    }
+}
+
+fn load_schema(env: &Env, db: &Db) -> Result<Schema> {
+    let t = env.begin_txn()?;
+    let mut entries = Vec::new();
+    for kv in t.iter(db) {
+        let (_, v) = kv?;
+        entries.push(record::decode_row(&v, 5)?);
+    }
+    Schema::load(entries)
+}
+
+/// A connection: runs statements, one transaction at a time. May be moved between
+/// threads; use one per thread for concurrency.
+pub struct Connection {
+    shared: Arc<Shared>,
+    /// The explicit transaction (`BEGIN`), if one is open.
+    txn: Option<Txn>,
+    schema: Arc<Schema>,
+    /// Named savepoints: name, engine savepoint, whether it began the transaction.
+    savepoints: Vec<(String, beechdb::Savepoint, bool)>,
+    dbs: HashMap<String, Db>,
+    last_rowid: i64,
+    changes: u64,
+    total_changes: u64,
+    busy_timeout: Duration,
+    schema_changed: bool,
+}
+
+/// A prepared statement: parsed once, run many times with parameters.
+#[derive(Debug, Clone)]
+pub struct Statement {
+    stmt: Stmt,
+    params: Vec<Option<String>>,
+    explain: bool,
+}
+
+impl Statement {
+    /// Number of parameters (the largest index).
+    pub fn parameter_count(&self) -> usize {
+        self.params.len()
+    }
+
+    /// The index (1-based) of the named parameter `name` (with its sigil: `:x`, `@x`, `$x`).
+    pub fn parameter_index(&self, name: &str) -> Option<usize> {
+        self.params
+            .iter()
+            .position(|p| p.as_deref() == Some(name))
+            .map(|i| i + 1)
+    }
+
+    /// Whether the statement only reads.
+    pub fn readonly(&self) -> bool {
+        matches!(self.stmt, Stmt::Select(_))
+    }
+}
+
+impl Connection {
+    /// Parses the first statement of `sql`.
+    pub fn prepare(&self, sql: &str) -> Result<Statement> {
+        match parse::parse_one(sql)? {
+            Some(p) => Ok(Statement {
+                stmt: p.stmt,
+                params: p.params,
+                explain: p.explain,
+            }),
+            None => Err(Error::Misuse("no SQL statement".into())),
+        }
+    }
+
+    /// Runs every statement of `sql` in order, stopping at the first error.
+    pub fn execute_batch(&mut self, sql: &str) -> Result<()> {
+        let mut rest = sql;
+        while let Some(p) = parse::parse_one(rest)? {
+            let stmt = Statement {
+                stmt: p.stmt,
+                params: p.params,
+                explain: p.explain,
+            };
+            self.run(&stmt, &[])?;
+            rest = &rest[p.consumed..];
+        }
+        Ok(())
+    }
+
+    /// Runs one statement; returns the rows it changed.
+    pub fn execute(&mut self, sql: &str, params: &[Value]) -> Result<u64> {
+        let stmt = self.prepare(sql)?;
+        self.run(&stmt, params)?;
+        Ok(self.changes)
+    }
+
+    /// Runs one query; returns its rows.
+    pub fn query(&mut self, sql: &str, params: &[Value]) -> Result<QueryResult> {
+        let stmt = self.prepare(sql)?;
+        self.run(&stmt, params)
+    }
+
+    pub fn changes(&self) -> u64 {
+        self.changes
+    }
+
+    pub fn total_changes(&self) -> u64 {
+        self.total_changes
+    }
+
+    pub fn last_insert_rowid(&self) -> i64 {
+        self.last_rowid
+    }
+
+    /// Whether no explicit transaction is open.
+    pub fn is_autocommit(&self) -> bool {
+        self.txn.is_none()
+    }
+
+    /// How long an autocommit statement retries after a write conflict (default 5 s).
+    pub fn set_busy_timeout(&mut self, t: Duration) {
+        self.busy_timeout = t;
+    }
+
+    /// Runs a prepared statement with `params` (1-based positions); returns its rows (none
+    /// for statements that return none).
+    pub fn run(&mut self, stmt: &Statement, params: &[Value]) -> Result<QueryResult> {
+        if stmt.explain {
+            return Ok(QueryResult {
+                columns: vec!["id".into(), "parent".into(), "notused".into(), "detail".into()],
+                decl_types: vec![None; 4],
+                rows: vec![vec![0.into(), 0.into(), 0.into(), "SCAN".into()]],
+            });
+        }
+        match &stmt.stmt {
+            Stmt::Begin(kind) => return self.begin(*kind),
+            Stmt::Commit => return self.commit().map(|()| QueryResult::default()),
+            Stmt::Rollback(None) => return self.rollback().map(|()| QueryResult::default()),
+            Stmt::Rollback(Some(name)) => return self.rollback_to(name),
+            Stmt::Savepoint(name) => return self.savepoint(name),
+            Stmt::Release(name) => return self.release(name),
+            Stmt::Pragma { name, value } => return self.pragma(name, value.as_ref()),
+            _ => {}
+        }
+        if self.txn.is_some() {
+            // Inside a transaction: the statement's own effects undone if it fails.
+            let txn = self.txn.take().expect("checked");
+            let sp = txn.savepoint()?;
+            let r = self.exec(&txn, stmt, params);
+            match &r {
+                Ok(_) => txn.release(sp)?,
+                Err(e) if e.is_busy() => {}
+                Err(_) => txn.rollback_to(&sp)?,
+            }
+            self.txn = Some(txn);
+            if let Err(e) = &r {
+                if e.is_busy() {
+                    // After a conflict the transaction can only roll back.
+                    self.rollback()?;
+                }
+            }
+            return r;
+        }
+        // Autocommit: a transaction of its own, retried on conflicts within the timeout.
+        let started = Instant::now();
+        let mut backoff = Duration::from_micros(50);
+        loop {
+            self.schema = self.shared.schema.read().clone();
+            let txn = self.shared.env.begin_txn()?;
+            let r = self.exec(&txn, stmt, params).and_then(|res| {
+                txn.commit()?;
+                Ok(res)
+            });
+            let r = match r {
+                Ok(res) => {
+                    self.publish_schema()?;
+                    Ok(res)
+                }
+                Err(e) => {
+                    txn.abort();
+                    self.dbs.clear();
+                    self.schema = self.shared.schema.read().clone();
+                    self.schema_changed = false;
+                    Err(e)
+                }
+            };
+            match r {
+                Err(e) if e.is_busy() && started.elapsed() < self.busy_timeout => {
+                    std::thread::sleep(backoff);
+                    backoff = (backoff * 2).min(Duration::from_millis(20));
+                }
+                r => {
+                    self.dbs.clear();
+                    return r;
+                }
+            }
+        }
+    }
+
+    fn exec(&mut self, txn: &Txn, stmt: &Statement, params: &[Value]) -> Result<QueryResult> {
+        let schema_before = Arc::as_ptr(&self.schema);
+        let mut ex = exec::Exec {
+            env: &self.shared.env,
+            txn,
+            schema: &mut self.schema,
+            params,
+            last_rowid: &mut self.last_rowid,
+            changes: 0,
+            trigger_depth: 0,
+            dbs: &mut self.dbs,
+            ctes: Vec::new(),
+        };
+        let res = match &stmt.stmt {
+            Stmt::Select(s) => ex.select(s, None),
+            Stmt::Insert(i) => ex.insert(i, None).map(|_| QueryResult::default()),
+            Stmt::Update(u) => ex.update(u, None).map(|_| QueryResult::default()),
+            Stmt::Delete { table, where_ } => ex.delete(table, where_.as_ref(), None).map(|_| QueryResult::default()),
+            Stmt::CreateTable(ct) => ex.create_table(ct).map(|()| QueryResult::default()),
+            s @ Stmt::CreateIndex { .. } => ex.create_index(s).map(|()| QueryResult::default()),
+            s @ Stmt::CreateView { .. } => ex.create_view(s).map(|()| QueryResult::default()),
+            Stmt::CreateTrigger(ct) => ex.create_trigger(ct).map(|()| QueryResult::default()),
+            Stmt::Drop { kind, name, if_exists } => {
+                ex.drop_object(*kind, name, *if_exists).map(|()| QueryResult::default())
+            }
+            Stmt::Reindex(name) => ex.reindex(name.as_deref()).map(|()| QueryResult::default()),
+            Stmt::AlterTable { .. } => Err(Error::Unsupported("ALTER TABLE".into())),
+            _ => unreachable!("handled by the connection"),
+        };
+        let changes = ex.changes;
+        if matches!(stmt.stmt, Stmt::Insert(_) | Stmt::Update(_) | Stmt::Delete { .. }) {
+            self.changes = changes;
+            if res.is_ok() {
+                self.total_changes += changes;
+            }
+        }
+        if !std::ptr::eq(schema_before, Arc::as_ptr(&self.schema)) {
+            self.schema_changed = true;
+        }
+        res
+    }
+
+    /// After a commit that changed the schema: the committed schema, read back from the
+    /// engine (other connections may have changed it too), becomes everyone's.
+    fn publish_schema(&mut self) -> Result<()> {
+        if std::mem::take(&mut self.schema_changed) {
+            let db = self.shared.env.open_db(SCHEMA_DB)?;
+            let s = Arc::new(load_schema(&self.shared.env, &db)?);
+            *self.shared.schema.write() = s.clone();
+            self.schema = s;
+        }
+        Ok(())
+    }
+
+    fn begin(&mut self, _kind: BeginKind) -> Result<QueryResult> {
+        if self.txn.is_some() {
+            return Err(Error::Sql("cannot start a transaction within a transaction".into()));
+        }
+        self.schema = self.shared.schema.read().clone();
+        self.txn = Some(self.shared.env.begin_txn()?);
+        Ok(QueryResult::default())
+    }
+
+    fn commit(&mut self) -> Result<()> {
+        let Some(txn) = self.txn.take() else {
+            return Err(Error::Sql("cannot commit - no transaction is active".into()));
+        };
+        self.savepoints.clear();
+        let r = txn.commit();
+        self.dbs.clear();
+        match r {
+            Ok(_) => self.publish_schema(),
+            Err(e) => {
+                self.schema = self.shared.schema.read().clone();
+                self.schema_changed = false;
+                Err(e.into())
+            }
+        }
+    }
+
+    fn rollback(&mut self) -> Result<()> {
+        let Some(txn) = self.txn.take() else {
+            return Err(Error::Sql("cannot rollback - no transaction is active".into()));
+        };
+        txn.abort();
+        self.savepoints.clear();
+        self.dbs.clear();
+        self.schema = self.shared.schema.read().clone();
+        self.schema_changed = false;
+        Ok(())
+    }
+
+    fn savepoint(&mut self, name: &str) -> Result<QueryResult> {
+        let began = self.txn.is_none();
+        if began {
+            self.begin(BeginKind::Deferred)?;
+        }
+        let sp = self.txn.as_ref().expect("begun").savepoint()?;
+        self.savepoints.push((name.to_string(), sp, began));
+        Ok(QueryResult::default())
+    }
+
+    fn find_savepoint(&self, name: &str) -> Result<usize> {
+        self.savepoints
+            .iter()
+            .rposition(|(n, _, _)| n.eq_ignore_ascii_case(name))
+            .ok_or_else(|| Error::Sql(format!("no such savepoint: {name}")))
+    }
+
+    fn release(&mut self, name: &str) -> Result<QueryResult> {
+        let i = self.find_savepoint(name)?;
+        let mut gone = self.savepoints.split_off(i);
+        let (_, sp, began) = gone.remove(0);
+        if began {
+            self.commit()?;
+        } else {
+            self.txn.as_ref().expect("a savepoint is in a transaction").release(sp)?;
+        }
+        Ok(QueryResult::default())
+    }
+
+    fn rollback_to(&mut self, name: &str) -> Result<QueryResult> {
+        let i = self.find_savepoint(name)?;
+        self.savepoints.truncate(i + 1);
+        let txn = self.txn.as_ref().expect("a savepoint is in a transaction");
+        txn.rollback_to(&self.savepoints[i].1)?;
+        Ok(QueryResult::default())
+    }
+
+    fn pragma(&mut self, name: &str, value: Option<&ast::Expr>) -> Result<QueryResult> {
+        let one = |col: &str, v: Value| QueryResult {
+            columns: vec![col.to_string()],
+            decl_types: vec![None],
+            rows: vec![vec![v]],
+        };
+        let arg = value.map(|e| match e {
+            ast::Expr::Literal(v) => v.clone(),
+            ast::Expr::Column { name, .. } => Value::from(name.as_str()),
+            _ => Value::Null,
+        });
+        Ok(match name {
+            "table_info" => {
+                let t = self.schema.table(&arg.unwrap_or_default().to_text())?.clone();
+                let mut r = QueryResult {
+                    columns: ["cid", "name", "type", "notnull", "dflt_value", "pk"].map(String::from).to_vec(),
+                    decl_types: vec![None; 6],
+                    rows: Vec::new(),
+                };
+                for (i, c) in t.columns.iter().enumerate() {
+                    r.rows.push(vec![
+                        (i as i64).into(),
+                        c.name.as_str().into(),
+                        c.decl_type.clone().unwrap_or_default().into(),
+                        (c.not_null as i64).into(),
+                        Value::Null,
+                        ((t.rowid_alias == Some(i)) as i64).into(),
+                    ]);
+                }
+                r
+            }
+            "busy_timeout" => {
+                if let Some(v) = arg {
+                    self.busy_timeout = Duration::from_millis(v.as_i64().max(0) as u64);
+                }
+                one("timeout", (self.busy_timeout.as_millis() as i64).into())
+            }
+            "journal_mode" => one("journal_mode", "wal".into()),
+            "foreign_keys" | "user_version" | "cache_size" | "synchronous" | "noop" => {
+                QueryResult::default()
+            }
+            "page_size" => one("page_size", (self.shared.env.page_size() as i64).into()),
+            "integrity_check" => {
+                let report = self.shared.env.verify()?;
+                one(
+                    "integrity_check",
+                    if report.is_clean() { "ok".into() } else { format!("{report:?}").into() },
+                )
+            }
+            _ => QueryResult::default(),
+        })
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        if let Some(t) = self.txn.take() {
+            t.abort();
+        }
+    }
+}

@@ -1,0 +1,992 @@
+//! Parsing: SQL text through `sqlite3-parser` (a port of SQLite's own Lemon grammar, so
+//! precedence and syntax are SQLite's) into this crate's tree (`ast.rs`).
+//!
+//! Owns: the conversion, parameter numbering, and the errors for syntax this layer does
+//! not support. May call: `ast`, `value`. Invariant: nothing of the parser crate's types
+//! leaves this module.
+
+use crate::ast::*;
+use crate::error::{Error, Result};
+use crate::value::{Collation, Value};
+use sqlite3_parser::ast as p;
+use sqlite3_parser::ast::fmt::ToTokens;
+use sqlite3_parser::lexer::sql::Parser;
+use sqlite3_parser::{Bump, FallibleIterator};
+
+/// A parsed statement and the names of its parameters (`None` for `?` and `?NNN`).
+pub struct Parsed {
+    pub stmt: Stmt,
+    pub params: Vec<Option<String>>,
+    /// Bytes of the input this statement took (to find where the next begins).
+    pub consumed: usize,
+    pub explain: bool,
+}
+
+/// Parses the first statement of `sql`; `Ok(None)` when there is none (only spaces,
+/// comments, semicolons).
+pub fn parse_one(sql: &str) -> Result<Option<Parsed>> {
+    let bump = Bump::new();
+    let mut parser = Parser::new(&bump, sql.as_bytes());
+    let cmd = match parser.next() {
+        Ok(Some(cmd)) => cmd,
+        Ok(None) => return Ok(None),
+        Err(e) => return Err(Error::syntax(clean_error(&e.to_string()))),
+    };
+    let pos = parser.position();
+    let consumed = offset_of(sql, pos.line, pos.column);
+    let mut cx = Cx::default();
+    let (stmt, explain) = match &cmd {
+        p::Cmd::Stmt(s) => (cx.stmt(s)?, false),
+        p::Cmd::Explain(s) | p::Cmd::ExplainQueryPlan(s) => (cx.stmt(s)?, true),
+    };
+    Ok(Some(Parsed {
+        stmt,
+        params: cx.params,
+        consumed,
+        explain,
+    }))
+}
+
+/// The byte offset of 1-based `line` and byte `column` in `s`.
+fn offset_of(s: &str, line: usize, column: usize) -> usize {
+    let start: usize = s.split_inclusive('\n').take(line - 1).map(str::len).sum();
+    (start + column - 1).min(s.len())
+}
+
+/// SQL text of a parsed statement (what `sqlite_schema.sql` holds).
+fn sql_text(s: &p::Stmt) -> String {
+    struct Show<'a, 'b>(&'a p::Stmt<'b>);
+    impl std::fmt::Display for Show<'_, '_> {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            self.0.to_fmt(f)
+        }
+    }
+    Show(s).to_string()
+}
+
+fn clean_error(e: &str) -> String {
+    match e.find(" at (") {
+        Some(i) => e[..i].to_string(),
+        None => e.to_string(),
+    }
+}
+
+/// An identifier without its quotes (`"x"`, `[x]`, `` `x` ``, `'x'`).
+pub fn unquote(s: &str) -> String {
+    let b = s.as_bytes();
+    if b.len() >= 2 {
+        let (open, close) = (b[0], b[b.len() - 1]);
+        let pair = matches!((open, close), (b'"', b'"') | (b'`', b'`') | (b'\'', b'\'') | (b'[', b']'));
+        if pair {
+            let inner = &s[1..s.len() - 1];
+            return match open {
+                b'[' => inner.to_string(),
+                q => {
+                    let q = q as char;
+                    inner.replace(&format!("{q}{q}"), &q.to_string())
+                }
+            };
+        }
+    }
+    s.to_string()
+}
+
+fn unsupported(what: &str) -> Error {
+    Error::Unsupported(what.to_string())
+}
+
+#[derive(Default)]
+struct Cx {
+    params: Vec<Option<String>>,
+}
+
+fn name(n: &p::Name) -> String {
+    unquote(n.0)
+}
+
+fn qname(q: &p::QualifiedName) -> Result<String> {
+    if let Some(db) = &q.db_name {
+        let db = name(db);
+        if !db.eq_ignore_ascii_case("main") && !db.eq_ignore_ascii_case("temp") {
+            return Err(Error::Sql(format!("unknown database {db}")));
+        }
+    }
+    Ok(name(&q.name))
+}
+
+fn conflict(r: Option<p::ResolveType>) -> Conflict {
+    match r {
+        None | Some(p::ResolveType::Abort) => Conflict::Abort,
+        Some(p::ResolveType::Rollback) => Conflict::Rollback,
+        Some(p::ResolveType::Fail) => Conflict::Fail,
+        Some(p::ResolveType::Ignore) => Conflict::Ignore,
+        Some(p::ResolveType::Replace) => Conflict::Replace,
+    }
+}
+
+fn collation(n: &str) -> Result<Collation> {
+    let n = unquote(n);
+    Collation::from_name(&n).ok_or_else(|| Error::Sql(format!("no such collation sequence: {n}")))
+}
+
+impl Cx {
+    fn stmt(&mut self, s: &p::Stmt) -> Result<Stmt> {
+        Ok(match s {
+            p::Stmt::Select(sel) => Stmt::Select(Box::new(self.select(sel)?)),
+            p::Stmt::Insert {
+                with,
+                or_conflict,
+                tbl_name,
+                columns,
+                body,
+                returning,
+            } => {
+                if with.is_some() || returning.is_some() {
+                    return Err(unsupported("WITH or RETURNING on INSERT"));
+                }
+                let source = match body {
+                    p::InsertBody::Select(sel, upsert) => {
+                        if upsert.is_some() {
+                            return Err(unsupported("ON CONFLICT (upsert)"));
+                        }
+                        Some(Box::new(self.select(sel)?))
+                    }
+                    p::InsertBody::DefaultValues => None,
+                };
+                Stmt::Insert(Box::new(Insert {
+                    table: qname(tbl_name)?,
+                    columns: columns.as_ref().map(|c| c.iter().map(name).collect()),
+                    source,
+                    conflict: conflict(*or_conflict),
+                }))
+            }
+            p::Stmt::Update {
+                with,
+                or_conflict,
+                tbl_name,
+                sets,
+                from,
+                where_clause,
+                returning,
+                order_by,
+                limit,
+                ..
+            } => {
+                if with.is_some()
+                    || from.is_some()
+                    || returning.is_some()
+                    || order_by.is_some()
+                    || limit.is_some()
+                {
+                    return Err(unsupported("WITH, FROM, RETURNING, ORDER BY or LIMIT on UPDATE"));
+                }
+                let sets = sets
+                    .iter()
+                    .map(|s| Ok((s.col_names.iter().map(name).collect(), self.expr(&s.expr)?)))
+                    .collect::<Result<_>>()?;
+                Stmt::Update(Box::new(Update {
+                    table: qname(tbl_name)?,
+                    sets,
+                    where_: self.opt(where_clause.as_ref())?,
+                    conflict: conflict(*or_conflict),
+                }))
+            }
+            p::Stmt::Delete {
+                with,
+                tbl_name,
+                where_clause,
+                returning,
+                order_by,
+                limit,
+                ..
+            } => {
+                if with.is_some() || returning.is_some() || order_by.is_some() || limit.is_some() {
+                    return Err(unsupported("WITH, RETURNING, ORDER BY or LIMIT on DELETE"));
+                }
+                Stmt::Delete {
+                    table: qname(tbl_name)?,
+                    where_: self.opt(where_clause.as_ref())?,
+                }
+            }
+            p::Stmt::CreateTable {
+                if_not_exists,
+                tbl_name,
+                body,
+                ..
+            } => Stmt::CreateTable(Box::new(self.create_table(
+                qname(tbl_name)?,
+                *if_not_exists,
+                body,
+                s,
+            )?)),
+            p::Stmt::CreateIndex {
+                unique,
+                if_not_exists,
+                idx_name,
+                tbl_name,
+                columns,
+                where_clause,
+            } => {
+                if where_clause.is_some() {
+                    return Err(unsupported("partial indexes"));
+                }
+                Stmt::CreateIndex {
+                    name: qname(idx_name)?,
+                    table: name(tbl_name),
+                    unique: *unique,
+                    if_not_exists: *if_not_exists,
+                    columns: columns
+                        .iter()
+                        .map(|c| self.sorted_column(c))
+                        .collect::<Result<_>>()?,
+                    sql: sql_text(s),
+                }
+            }
+            p::Stmt::CreateView {
+                if_not_exists,
+                view_name,
+                columns,
+                select,
+                ..
+            } => Stmt::CreateView {
+                name: qname(view_name)?,
+                if_not_exists: *if_not_exists,
+                columns: columns.map(|cs| cs.iter().map(|c| name(&c.col_name)).collect()),
+                select: Box::new(self.select(select)?),
+                sql: sql_text(s),
+            },
+            p::Stmt::CreateTrigger {
+                if_not_exists,
+                trigger_name,
+                time,
+                event,
+                tbl_name,
+                when_clause,
+                commands,
+                ..
+            } => {
+                let body = commands
+                    .iter()
+                    .map(|c| self.trigger_cmd(c))
+                    .collect::<Result<_>>()?;
+                Stmt::CreateTrigger(Box::new(CreateTrigger {
+                    name: qname(trigger_name)?,
+                    if_not_exists: *if_not_exists,
+                    table: qname(tbl_name)?,
+                    time: match time {
+                        None | Some(p::TriggerTime::Before) => TriggerTime::Before,
+                        Some(p::TriggerTime::After) => TriggerTime::After,
+                        Some(p::TriggerTime::InsteadOf) => TriggerTime::InsteadOf,
+                    },
+                    event: match event {
+                        p::TriggerEvent::Insert => TriggerEvent::Insert,
+                        p::TriggerEvent::Delete => TriggerEvent::Delete,
+                        p::TriggerEvent::Update => TriggerEvent::Update(None),
+                        p::TriggerEvent::UpdateOf(cols) => {
+                            TriggerEvent::Update(Some(cols.iter().map(name).collect()))
+                        }
+                    },
+                    when: self.opt(when_clause.as_ref())?,
+                    body,
+                    sql: sql_text(s),
+                }))
+            }
+            p::Stmt::DropTable { if_exists, tbl_name } => drop(ObjectKind::Table, tbl_name, *if_exists)?,
+            p::Stmt::DropIndex { if_exists, idx_name } => drop(ObjectKind::Index, idx_name, *if_exists)?,
+            p::Stmt::DropView { if_exists, view_name } => drop(ObjectKind::View, view_name, *if_exists)?,
+            p::Stmt::DropTrigger {
+                if_exists,
+                trigger_name,
+            } => drop(ObjectKind::Trigger, trigger_name, *if_exists)?,
+            p::Stmt::Reindex { obj_name } => {
+                Stmt::Reindex(obj_name.as_ref().map(qname).transpose()?)
+            }
+            p::Stmt::Begin(kind, _) => Stmt::Begin(match kind {
+                None | Some(p::TransactionType::Deferred) => BeginKind::Deferred,
+                Some(p::TransactionType::Immediate) => BeginKind::Immediate,
+                Some(p::TransactionType::Exclusive) => BeginKind::Exclusive,
+            }),
+            p::Stmt::Commit(_) => Stmt::Commit,
+            p::Stmt::Rollback { savepoint_name, .. } => {
+                Stmt::Rollback(savepoint_name.as_ref().map(name))
+            }
+            p::Stmt::Savepoint(n) => Stmt::Savepoint(name(n)),
+            p::Stmt::Release(n) => Stmt::Release(name(n)),
+            p::Stmt::Pragma(n, body) => Stmt::Pragma {
+                name: qname(n)?.to_ascii_lowercase(),
+                value: match body {
+                    None => None,
+                    Some(p::PragmaBody::Equals(v) | p::PragmaBody::Call(v)) => {
+                        Some(self.pragma_value(v)?)
+                    }
+                },
+            },
+            p::Stmt::AlterTable(t, body) => Stmt::AlterTable {
+                table: qname(t)?,
+                action: match body {
+                    p::AlterTableBody::RenameTo(n) => AlterAction::RenameTo(name(n)),
+                    p::AlterTableBody::RenameColumn { old, new } => AlterAction::RenameColumn {
+                        old: name(old),
+                        new: name(new),
+                    },
+                    p::AlterTableBody::AddColumn(c) => AlterAction::AddColumn(self.column(c)?),
+                    p::AlterTableBody::DropColumn(n) => AlterAction::DropColumn(name(n)),
+                    _ => return Err(unsupported("this ALTER TABLE form")),
+                },
+            },
+            p::Stmt::Analyze(_) | p::Stmt::Vacuum(..) => Stmt::Pragma {
+                name: "noop".into(),
+                value: None,
+            },
+            p::Stmt::Attach { .. } | p::Stmt::Detach(_) => {
+                return Err(unsupported("ATTACH and DETACH"))
+            }
+            p::Stmt::CreateVirtualTable { .. } => return Err(unsupported("virtual tables")),
+        })
+    }
+
+    fn pragma_value(&mut self, v: &p::Expr) -> Result<Expr> {
+        match v {
+            p::Expr::Id(id) => Ok(Expr::Literal(Value::text(&unquote(id.0)))),
+            p::Expr::Name(n) => Ok(Expr::Literal(Value::text(&name(n)))),
+            p::Expr::Literal(p::Literal::Keyword(k)) => Ok(Expr::Literal(Value::text(k))),
+            other => self.expr(other),
+        }
+    }
+
+    fn trigger_cmd(&mut self, c: &p::TriggerCmd) -> Result<Stmt> {
+        Ok(match c {
+            p::TriggerCmd::Update {
+                or_conflict,
+                tbl_name,
+                sets,
+                from,
+                where_clause,
+            } => {
+                if from.is_some() {
+                    return Err(unsupported("UPDATE FROM in a trigger"));
+                }
+                let sets = sets
+                    .iter()
+                    .map(|s| Ok((s.col_names.iter().map(name).collect(), self.expr(&s.expr)?)))
+                    .collect::<Result<_>>()?;
+                Stmt::Update(Box::new(Update {
+                    table: qname(tbl_name)?,
+                    sets,
+                    where_: self.opt(where_clause.as_ref())?,
+                    conflict: conflict(*or_conflict),
+                }))
+            }
+            p::TriggerCmd::Insert {
+                or_conflict,
+                tbl_name,
+                col_names,
+                select,
+                upsert,
+            } => {
+                if upsert.is_some() {
+                    return Err(unsupported("upsert in a trigger"));
+                }
+                Stmt::Insert(Box::new(Insert {
+                    table: qname(tbl_name)?,
+                    columns: col_names.as_ref().map(|c| c.iter().map(name).collect()),
+                    source: Some(Box::new(self.select(select)?)),
+                    conflict: conflict(*or_conflict),
+                }))
+            }
+            p::TriggerCmd::Delete {
+                tbl_name,
+                where_clause,
+            } => Stmt::Delete {
+                table: qname(tbl_name)?,
+                where_: self.opt(where_clause.as_ref())?,
+            },
+            p::TriggerCmd::Select(sel) => Stmt::Select(Box::new(self.select(sel)?)),
+        })
+    }
+
+    fn create_table(
+        &mut self,
+        tname: String,
+        if_not_exists: bool,
+        body: &p::CreateTableBody,
+        whole: &p::Stmt,
+    ) -> Result<CreateTable> {
+        let mut t = CreateTable {
+            name: tname,
+            if_not_exists,
+            columns: Vec::new(),
+            constraints: Vec::new(),
+            without_rowid: false,
+            as_select: None,
+            sql: sql_text(whole),
+        };
+        match body {
+            p::CreateTableBody::AsSelect(sel) => t.as_select = Some(Box::new(self.select(sel)?)),
+            p::CreateTableBody::ColumnsAndConstraints {
+                columns,
+                constraints,
+                flags,
+            } => {
+                t.without_rowid = flags.contains(p::TabFlags::WithoutRowid);
+                for c in columns.iter() {
+                    t.columns.push(self.column(c)?);
+                }
+                for c in constraints.iter().flat_map(|cs| cs.iter()) {
+                    t.constraints.push(match &c.constraint {
+                        p::TableConstraint::PrimaryKey { columns, .. } => TableConstraint::PrimaryKey(
+                            columns
+                                .iter()
+                                .map(|c| self.sorted_column(c))
+                                .collect::<Result<_>>()?,
+                        ),
+                        p::TableConstraint::Unique { columns, .. } => TableConstraint::Unique(
+                            columns
+                                .iter()
+                                .map(|c| self.sorted_column(c))
+                                .collect::<Result<_>>()?,
+                        ),
+                        p::TableConstraint::Check(e, _) => TableConstraint::Check(self.expr(e)?),
+                        p::TableConstraint::ForeignKey { .. } => continue,
+                    });
+                }
+            }
+        }
+        Ok(t)
+    }
+
+    fn column(&mut self, c: &p::ColumnDefinition) -> Result<ColumnDef> {
+        let mut col = ColumnDef {
+            name: name(&c.col_name),
+            decl_type: c.col_type.as_ref().map(|t| {
+                let n = unquote(t.name);
+                match &t.size {
+                    None => n,
+                    Some(_) => {
+                        struct Show<'a, 'b>(&'a p::Type<'b>);
+                        impl std::fmt::Display for Show<'_, '_> {
+                            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                                self.0.to_fmt(f)
+                            }
+                        }
+                        Show(t).to_string()
+                    }
+                }
+            }),
+            primary_key: None,
+            autoincrement: false,
+            not_null: false,
+            unique: false,
+            default: None,
+            collation: None,
+            checks: Vec::new(),
+        };
+        for nc in c.constraints {
+            match &nc.constraint {
+                p::ColumnConstraint::PrimaryKey {
+                    order,
+                    auto_increment,
+                    ..
+                } => {
+                    col.primary_key = Some(matches!(order, Some(p::SortOrder::Desc)));
+                    col.autoincrement = *auto_increment;
+                }
+                p::ColumnConstraint::NotNull { nullable, .. } => col.not_null = !nullable,
+                p::ColumnConstraint::Unique(_) => col.unique = true,
+                p::ColumnConstraint::Check(e) => col.checks.push(self.expr(e)?),
+                p::ColumnConstraint::Default(e) => col.default = Some(self.default_expr(e)?),
+                p::ColumnConstraint::Collate { collation_name } => {
+                    col.collation = Some(collation(collation_name.0)?)
+                }
+                p::ColumnConstraint::Defer(_) | p::ColumnConstraint::ForeignKey { .. } => {}
+                p::ColumnConstraint::Generated { .. } => {
+                    return Err(unsupported("generated columns"))
+                }
+            }
+        }
+        Ok(col)
+    }
+
+    fn default_expr(&mut self, e: &p::Expr) -> Result<Expr> {
+        match e {
+            p::Expr::Id(id) => Ok(Expr::Literal(Value::text(&unquote(id.0)))),
+            other => self.expr(other),
+        }
+    }
+
+    fn sorted_column(&mut self, c: &p::SortedColumn) -> Result<IndexedColumn> {
+        let (expr, coll) = match &c.expr {
+            p::Expr::Collate(e, n) => (self.expr(e)?, Some(collation(n)?)),
+            e => (self.expr(e)?, None),
+        };
+        Ok(IndexedColumn {
+            expr,
+            desc: matches!(c.order, Some(p::SortOrder::Desc)),
+            collation: coll,
+        })
+    }
+
+    fn opt(&mut self, e: Option<&p::Expr>) -> Result<Option<Expr>> {
+        e.map(|e| self.expr(e)).transpose()
+    }
+
+    fn boxed(&mut self, e: &p::Expr) -> Result<Box<Expr>> {
+        Ok(Box::new(self.expr(e)?))
+    }
+
+    fn select(&mut self, s: &p::Select) -> Result<Select> {
+        let mut with = Vec::new();
+        if let Some(w) = &s.with {
+            for cte in w.ctes {
+                with.push(Cte {
+                    name: name(&cte.tbl_name),
+                    columns: cte.columns.map(|cs| cs.iter().map(|c| name(&c.col_name)).collect()),
+                    select: Box::new(self.select(cte.select)?),
+                });
+            }
+        }
+        let first = self.core(&s.body.select)?;
+        let mut compounds = Vec::new();
+        for c in s.body.compounds.iter().flat_map(|v| v.iter()) {
+            let op = match c.operator {
+                p::CompoundOperator::Union => CompoundOp::Union,
+                p::CompoundOperator::UnionAll => CompoundOp::UnionAll,
+                p::CompoundOperator::Intersect => CompoundOp::Intersect,
+                p::CompoundOperator::Except => CompoundOp::Except,
+            };
+            compounds.push((op, self.core(&c.select)?));
+        }
+        let mut order_by = Vec::new();
+        for o in s.order_by.iter().flat_map(|o| o.iter()) {
+            order_by.push(OrderTerm {
+                expr: self.expr(&o.expr)?,
+                desc: matches!(o.order, Some(p::SortOrder::Desc)),
+                nulls_first: o.nulls.map(|n| matches!(n, p::NullsOrder::First)),
+            });
+        }
+        let (limit, offset) = match s.limit {
+            None => (None, None),
+            Some(l) => (Some(self.expr(&l.expr)?), self.opt(l.offset.as_ref())?),
+        };
+        Ok(Select {
+            with,
+            first,
+            compounds,
+            order_by,
+            limit,
+            offset,
+        })
+    }
+
+    fn core(&mut self, c: &p::OneSelect) -> Result<Core> {
+        match c {
+            p::OneSelect::Values(rows) => Ok(Core::Values(
+                rows.iter()
+                    .map(|r| r.iter().map(|e| self.expr(e)).collect::<Result<_>>())
+                    .collect::<Result<_>>()?,
+            )),
+            p::OneSelect::Select {
+                distinctness,
+                columns,
+                from,
+                where_clause,
+                group_by,
+                having,
+                window_clause,
+            } => {
+                if window_clause.is_some() {
+                    return Err(unsupported("window functions"));
+                }
+                let mut cols = Vec::new();
+                for rc in columns.iter() {
+                    cols.push(match rc {
+                        p::ResultColumn::Star => ResultColumn::Star,
+                        p::ResultColumn::TableStar(n) => ResultColumn::TableStar(name(n)),
+                        p::ResultColumn::Expr(e, alias) => ResultColumn::Expr(
+                            self.expr(e)?,
+                            alias.as_ref().map(|a| match a {
+                                p::As::As(n) | p::As::Elided(n) => name(n),
+                            }),
+                        ),
+                    });
+                }
+                Ok(Core::Select {
+                    distinct: matches!(distinctness, Some(p::Distinctness::Distinct)),
+                    columns: cols,
+                    from: from.as_ref().map(|f| self.from(f)).transpose()?,
+                    where_: self.opt(*where_clause)?,
+                    group_by: group_by
+                        .iter()
+                        .flat_map(|g| g.iter())
+                        .map(|e| self.expr(e))
+                        .collect::<Result<_>>()?,
+                    having: self.opt(*having)?,
+                })
+            }
+        }
+    }
+
+    fn from(&mut self, f: &p::FromClause) -> Result<From> {
+        let first = self.table_ref(f.select.ok_or_else(|| Error::syntax("empty FROM"))?)?;
+        let mut joins = Vec::new();
+        for j in f.joins.iter().flat_map(|j| j.iter()) {
+            let (natural, left) = match j.operator {
+                p::JoinOperator::Comma => (false, false),
+                p::JoinOperator::TypedJoin(None) => (false, false),
+                p::JoinOperator::TypedJoin(Some(t)) => {
+                    if t.contains(p::JoinType::RIGHT) {
+                        return Err(unsupported("RIGHT and FULL joins"));
+                    }
+                    (t.contains(p::JoinType::NATURAL), t.contains(p::JoinType::LEFT))
+                }
+            };
+            let (on, using) = match &j.constraint {
+                None => (None, Vec::new()),
+                Some(p::JoinConstraint::On(e)) => (Some(self.expr(e)?), Vec::new()),
+                Some(p::JoinConstraint::Using(names)) => (None, names.iter().map(name).collect()),
+            };
+            joins.push(Join {
+                natural,
+                left,
+                table: self.table_ref(&j.table)?,
+                on,
+                using,
+            });
+        }
+        Ok(From { first, joins })
+    }
+
+    fn table_ref(&mut self, t: &p::SelectTable) -> Result<TableRef> {
+        let alias = |a: &Option<p::As>| {
+            a.as_ref().map(|a| match a {
+                p::As::As(n) | p::As::Elided(n) => name(n),
+            })
+        };
+        Ok(match t {
+            p::SelectTable::Table(q, a, _) => TableRef::Table {
+                name: qname(q)?,
+                alias: alias(a).or_else(|| q.alias.as_ref().map(name)),
+            },
+            p::SelectTable::Select(sel, a) => TableRef::Subquery {
+                select: Box::new(self.select(sel)?),
+                alias: alias(a),
+            },
+            p::SelectTable::Sub(f, a) => {
+                if a.is_some() {
+                    return Err(unsupported("an alias on a parenthesized join"));
+                }
+                TableRef::Nested(Box::new(self.from(f)?))
+            }
+            p::SelectTable::TableCall(..) => return Err(unsupported("table-valued functions")),
+        })
+    }
+
+    fn param(&mut self, v: &str) -> Result<Expr> {
+        if v.is_empty() {
+            self.params.push(None);
+            return Ok(Expr::Param(self.params.len()));
+        }
+        if let Ok(n) = v.parse::<usize>() {
+            if n == 0 || n > 32766 {
+                return Err(Error::Sql(format!(
+                    "variable number must be between ?1 and ?32766"
+                )));
+            }
+            if self.params.len() < n {
+                self.params.resize(n, None);
+            }
+            return Ok(Expr::Param(n));
+        }
+        let full = v.to_string();
+        if let Some(i) = self.params.iter().position(|p| p.as_deref() == Some(&full)) {
+            return Ok(Expr::Param(i + 1));
+        }
+        self.params.push(Some(full));
+        Ok(Expr::Param(self.params.len()))
+    }
+
+    fn expr(&mut self, e: &p::Expr) -> Result<Expr> {
+        Ok(match e {
+            p::Expr::Literal(l) => Expr::Literal(literal(l)?),
+            p::Expr::Id(id) => {
+                let n = id.0;
+                if n.starts_with('"') {
+                    // A double-quoted name that names no column is a string (resolved later).
+                    Expr::Column {
+                        table: None,
+                        name: unquote(n),
+                    }
+                } else {
+                    Expr::Column {
+                        table: None,
+                        name: unquote(n),
+                    }
+                }
+            }
+            p::Expr::Name(n) => Expr::Column {
+                table: None,
+                name: name(n),
+            },
+            p::Expr::Qualified(t, c) => Expr::Column {
+                table: Some(name(t)),
+                name: name(c),
+            },
+            p::Expr::DoublyQualified(_, t, c) => Expr::Column {
+                table: Some(name(t)),
+                name: name(c),
+            },
+            p::Expr::Variable(v) => {
+                let v = *v;
+                let (sigil, rest) = v.split_at(v.len().min(1));
+                match sigil {
+                    "?" => self.param(rest)?,
+                    _ => self.param(v)?,
+                }
+            }
+            p::Expr::Unary(op, e) => {
+                let op = match op {
+                    p::UnaryOperator::Negative => UnaryOp::Neg,
+                    p::UnaryOperator::Positive => UnaryOp::Plus,
+                    p::UnaryOperator::Not => UnaryOp::Not,
+                    p::UnaryOperator::BitwiseNot => UnaryOp::BitNot,
+                };
+                // A negative integer literal, including -9223372036854775808.
+                if op == UnaryOp::Neg {
+                    if let p::Expr::Literal(p::Literal::Numeric(n)) = e {
+                        if let Ok(i) = format!("-{n}").parse::<i64>() {
+                            return Ok(Expr::Literal(Value::Integer(i)));
+                        }
+                    }
+                }
+                Expr::Unary(op, self.boxed(e)?)
+            }
+            p::Expr::Binary(a, op, b) => {
+                let op = match op {
+                    p::Operator::Add => BinOp::Add,
+                    p::Operator::Subtract => BinOp::Sub,
+                    p::Operator::Multiply => BinOp::Mul,
+                    p::Operator::Divide => BinOp::Div,
+                    p::Operator::Modulus => BinOp::Rem,
+                    p::Operator::Concat => BinOp::Concat,
+                    p::Operator::Equals => BinOp::Eq,
+                    p::Operator::NotEquals => BinOp::Ne,
+                    p::Operator::Less => BinOp::Lt,
+                    p::Operator::LessEquals => BinOp::Le,
+                    p::Operator::Greater => BinOp::Gt,
+                    p::Operator::GreaterEquals => BinOp::Ge,
+                    p::Operator::Is => BinOp::Is,
+                    p::Operator::IsNot => BinOp::IsNot,
+                    p::Operator::And => BinOp::And,
+                    p::Operator::Or => BinOp::Or,
+                    p::Operator::BitwiseAnd => BinOp::BitAnd,
+                    p::Operator::BitwiseOr => BinOp::BitOr,
+                    p::Operator::LeftShift => BinOp::Shl,
+                    p::Operator::RightShift => BinOp::Shr,
+                    p::Operator::ArrowRight | p::Operator::ArrowRightShift => {
+                        return Err(unsupported("the -> and ->> operators"))
+                    }
+                };
+                Expr::Binary(op, self.boxed(a)?, self.boxed(b)?)
+            }
+            p::Expr::Between {
+                lhs,
+                not,
+                start,
+                end,
+            } => Expr::Between {
+                expr: self.boxed(lhs)?,
+                not: *not,
+                low: self.boxed(start)?,
+                high: self.boxed(end)?,
+            },
+            p::Expr::Case {
+                base,
+                when_then_pairs,
+                else_expr,
+            } => Expr::Case {
+                base: base.map(|b| self.boxed(b)).transpose()?,
+                whens: when_then_pairs
+                    .iter()
+                    .map(|(w, t)| Ok((self.expr(w)?, self.expr(t)?)))
+                    .collect::<Result<_>>()?,
+                else_: else_expr.map(|e| self.boxed(e)).transpose()?,
+            },
+            p::Expr::Cast { expr, type_name } => Expr::Cast(
+                self.boxed(expr)?,
+                type_name.as_ref().map(|t| unquote(t.name)),
+            ),
+            p::Expr::Collate(e, n) => Expr::Collate(self.boxed(e)?, collation(n)?),
+            p::Expr::Exists(sel) => Expr::Exists(Box::new(self.select(sel)?)),
+            p::Expr::Subquery(sel) => Expr::Subquery(Box::new(self.select(sel)?)),
+            p::Expr::FunctionCall {
+                name: fname,
+                distinctness,
+                args,
+                order_by,
+                filter_over,
+            } => {
+                if order_by.is_some() || filter_over.is_some() {
+                    return Err(unsupported("ORDER BY, FILTER or OVER on a function"));
+                }
+                Expr::Function {
+                    name: unquote(fname.0).to_ascii_lowercase(),
+                    distinct: matches!(distinctness, Some(p::Distinctness::Distinct)),
+                    args: args
+                        .iter()
+                        .flat_map(|a| a.iter())
+                        .map(|a| self.expr(a))
+                        .collect::<Result<_>>()?,
+                    star: false,
+                }
+            }
+            p::Expr::FunctionCallStar { name: fname, filter_over } => {
+                if filter_over.is_some() {
+                    return Err(unsupported("FILTER or OVER on a function"));
+                }
+                Expr::Function {
+                    name: unquote(fname.0).to_ascii_lowercase(),
+                    distinct: false,
+                    args: Vec::new(),
+                    star: true,
+                }
+            }
+            p::Expr::InList { lhs, not, rhs } => Expr::InList {
+                expr: self.boxed(lhs)?,
+                not: *not,
+                list: rhs
+                    .iter()
+                    .flat_map(|r| r.iter())
+                    .map(|e| self.expr(e))
+                    .collect::<Result<_>>()?,
+            },
+            p::Expr::InSelect { lhs, not, rhs } => Expr::InSelect {
+                expr: self.boxed(lhs)?,
+                not: *not,
+                select: Box::new(self.select(rhs)?),
+            },
+            p::Expr::InTable { lhs, not, rhs, args } => {
+                if args.is_some() {
+                    return Err(unsupported("table-valued functions"));
+                }
+                // `x IN t` is `x IN (SELECT * FROM t)`.
+                let select = Select {
+                    with: Vec::new(),
+                    first: Core::Select {
+                        distinct: false,
+                        columns: vec![ResultColumn::Star],
+                        from: Some(From {
+                            first: TableRef::Table {
+                                name: qname(rhs)?,
+                                alias: None,
+                            },
+                            joins: Vec::new(),
+                        }),
+                        where_: None,
+                        group_by: Vec::new(),
+                        having: None,
+                    },
+                    compounds: Vec::new(),
+                    order_by: Vec::new(),
+                    limit: None,
+                    offset: None,
+                };
+                Expr::InSelect {
+                    expr: self.boxed(lhs)?,
+                    not: *not,
+                    select: Box::new(select),
+                }
+            }
+            p::Expr::IsNull(e) => Expr::IsNull(self.boxed(e)?, false),
+            p::Expr::NotNull(e) => Expr::IsNull(self.boxed(e)?, true),
+            p::Expr::Like {
+                lhs,
+                not,
+                op,
+                rhs,
+                escape,
+            } => {
+                let glob = match op {
+                    p::LikeOperator::Like => false,
+                    p::LikeOperator::Glob => true,
+                    p::LikeOperator::Match | p::LikeOperator::Regexp => {
+                        return Err(unsupported("MATCH and REGEXP"))
+                    }
+                };
+                Expr::Like {
+                    expr: self.boxed(lhs)?,
+                    not: *not,
+                    glob,
+                    pattern: self.boxed(rhs)?,
+                    escape: escape.map(|e| self.boxed(e)).transpose()?,
+                }
+            }
+            p::Expr::Parenthesized(list) => {
+                if list.len() == 1 {
+                    self.expr(&list[0])?
+                } else {
+                    Expr::Row(list.iter().map(|e| self.expr(e)).collect::<Result<_>>()?)
+                }
+            }
+            p::Expr::Raise(kind, msg) => {
+                let kind = match kind {
+                    p::ResolveType::Ignore => RaiseKind::Ignore,
+                    p::ResolveType::Rollback => RaiseKind::Rollback,
+                    p::ResolveType::Fail => RaiseKind::Fail,
+                    _ => RaiseKind::Abort,
+                };
+                let msg = match msg {
+                    Some(p::Expr::Literal(l)) => Some(literal(l)?.to_text()),
+                    Some(_) => return Err(Error::syntax("RAISE takes a string")),
+                    None => None,
+                };
+                Expr::Raise(kind, msg)
+            }
+        })
+    }
+}
+
+fn drop(kind: ObjectKind, n: &p::QualifiedName, if_exists: bool) -> Result<Stmt> {
+    Ok(Stmt::Drop {
+        kind,
+        name: qname(n)?,
+        if_exists,
+    })
+}
+
+fn literal(l: &p::Literal) -> Result<Value> {
+    Ok(match l {
+        p::Literal::Numeric(n) => numeric_literal(n)?,
+        p::Literal::String(s) => Value::text(&unquote(s)),
+        p::Literal::Blob(hex) => {
+            let hex = hex.trim_start_matches(['x', 'X']).trim_matches('\'');
+            if hex.len() % 2 != 0 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(Error::syntax(format!("malformed blob literal X'{hex}'")));
+            }
+            let bytes = (0..hex.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex digits"))
+                .collect::<Vec<u8>>();
+            Value::Blob(bytes.into())
+        }
+        p::Literal::Keyword(k) => Value::text(k),
+        p::Literal::Null => Value::Null,
+        p::Literal::CurrentDate => crate::func::current("date"),
+        p::Literal::CurrentTime => crate::func::current("time"),
+        p::Literal::CurrentTimestamp => crate::func::current("datetime"),
+    })
+}
+
+fn numeric_literal(n: &str) -> Result<Value> {
+    let n = n.replace('_', "");
+    if let Some(hex) = n.strip_prefix("0x").or_else(|| n.strip_prefix("0X")) {
+        return u64::from_str_radix(hex, 16)
+            .map(|v| Value::Integer(v as i64))
+            .map_err(|_| Error::Sql(format!("hex literal too big: {n}")));
+    }
+    if let Ok(i) = n.parse::<i64>() {
+        return Ok(Value::Integer(i));
+    }
+    n.parse::<f64>()
+        .map(Value::Real)
+        .map_err(|_| Error::syntax(format!("malformed number {n}")))
+}

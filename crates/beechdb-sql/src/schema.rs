@@ -1,0 +1,372 @@
+//! The schema: tables, indexes, views and triggers, as `sqlite_schema` describes them.
+//!
+//! Owns: [`Schema`] and its objects, and their storage in the engine database
+//! `sqlite_schema` (one entry per object: key the lower-cased name, value a record `type |
+//! name | tbl_name | engine database | sql`), read back by parsing the SQL again, as SQLite
+//! does. May call: `ast`, `parse`, `record`, `value`. Invariant: a table's rows live in the
+//! engine database named in its entry, keyed by rowid; each index in its own.
+
+use crate::ast::{self, Expr, Stmt};
+use crate::error::{Error, Result};
+use crate::value::{Affinity, Collation, Value};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+pub const SCHEMA_DB: &str = "sqlite_schema";
+
+#[derive(Debug, Clone)]
+pub struct Column {
+    pub name: String,
+    pub decl_type: Option<String>,
+    pub affinity: Affinity,
+    pub not_null: bool,
+    pub default: Option<Expr>,
+    pub collation: Collation,
+}
+
+#[derive(Debug, Clone)]
+pub struct Table {
+    pub name: String,
+    pub columns: Vec<Column>,
+    /// The INTEGER PRIMARY KEY column, an alias of the rowid.
+    pub rowid_alias: Option<usize>,
+    pub autoincrement: bool,
+    pub checks: Vec<Expr>,
+    pub db: String,
+    pub sql: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Index {
+    pub name: String,
+    pub table: String,
+    /// Column positions, descending, collation.
+    pub columns: Vec<(usize, bool, Collation)>,
+    pub unique: bool,
+    /// Made for a PRIMARY KEY or UNIQUE constraint (no SQL of its own).
+    pub auto: bool,
+    pub db: String,
+    pub sql: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct View {
+    pub name: String,
+    pub columns: Option<Vec<String>>,
+    pub select: ast::Select,
+    pub sql: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Trigger {
+    pub name: String,
+    pub def: ast::CreateTrigger,
+}
+
+/// Every object, by lower-cased name.
+#[derive(Debug, Clone, Default)]
+pub struct Schema {
+    pub tables: BTreeMap<String, Arc<Table>>,
+    pub indexes: BTreeMap<String, Arc<Index>>,
+    pub views: BTreeMap<String, Arc<View>>,
+    pub triggers: BTreeMap<String, Arc<Trigger>>,
+    /// The next engine database number.
+    pub next_db: u64,
+}
+
+pub fn lc(name: &str) -> String {
+    name.to_ascii_lowercase()
+}
+
+impl Table {
+    pub fn column_index(&self, name: &str) -> Option<usize> {
+        self.columns
+            .iter()
+            .position(|c| c.name.eq_ignore_ascii_case(name))
+    }
+}
+
+impl Schema {
+    pub fn table(&self, name: &str) -> Result<&Arc<Table>> {
+        self.tables
+            .get(&lc(name))
+            .ok_or_else(|| Error::Sql(format!("no such table: {name}")))
+    }
+
+    pub fn indexes_of<'a>(&'a self, table: &'a str) -> impl Iterator<Item = &'a Arc<Index>> + 'a {
+        self.indexes
+            .values()
+            .filter(move |i| i.table.eq_ignore_ascii_case(table))
+    }
+
+    pub fn triggers_of<'a>(&'a self, table: &'a str) -> impl Iterator<Item = &'a Arc<Trigger>> + 'a {
+        self.triggers
+            .values()
+            .filter(move |t| t.def.table.eq_ignore_ascii_case(table))
+    }
+
+    /// Whether any object other than a trigger has this name.
+    pub fn name_taken(&self, name: &str) -> Option<&'static str> {
+        let n = lc(name);
+        if self.tables.contains_key(&n) {
+            Some("table")
+        } else if self.views.contains_key(&n) {
+            Some("view")
+        } else if self.indexes.contains_key(&n) {
+            Some("index")
+        } else {
+            None
+        }
+    }
+
+    pub fn new_db(&mut self, prefix: &str) -> String {
+        self.next_db += 1;
+        format!("{prefix}{}", self.next_db)
+    }
+
+    /// The table a CREATE TABLE describes, and the indexes its constraints need.
+    pub fn build_table(&mut self, ct: &ast::CreateTable) -> Result<(Table, Vec<Index>)> {
+        let mut columns = Vec::new();
+        for c in &ct.columns {
+            if columns.iter().any(|x: &Column| x.name.eq_ignore_ascii_case(&c.name)) {
+                return Err(Error::Sql(format!("duplicate column name: {}", c.name)));
+            }
+            columns.push(Column {
+                name: c.name.clone(),
+                decl_type: c.decl_type.clone(),
+                affinity: Affinity::of_declared(c.decl_type.as_deref()),
+                not_null: c.not_null,
+                default: c.default.clone(),
+                collation: c.collation.unwrap_or_default(),
+            });
+        }
+        let mut pk: Option<Vec<(usize, bool, Collation)>> = None;
+        let mut uniques: Vec<Vec<(usize, bool, Collation)>> = Vec::new();
+        let mut checks = Vec::new();
+        let mut autoincrement = false;
+        let col_of = |e: &Expr| -> Result<usize> {
+            match e {
+                Expr::Column { table: None, name } => columns
+                    .iter()
+                    .position(|c| c.name.eq_ignore_ascii_case(name))
+                    .ok_or_else(|| Error::Sql(format!("no such column: {name}"))),
+                _ => Err(Error::Unsupported("expressions in a table constraint".into())),
+            }
+        };
+        for (i, c) in ct.columns.iter().enumerate() {
+            if let Some(desc) = c.primary_key {
+                if pk.is_some() {
+                    return Err(Error::Sql(format!(
+                        "table \"{}\" has more than one primary key",
+                        ct.name
+                    )));
+                }
+                pk = Some(vec![(i, desc, columns[i].collation)]);
+                autoincrement |= c.autoincrement;
+            }
+            if c.unique {
+                uniques.push(vec![(i, false, columns[i].collation)]);
+            }
+            checks.extend(c.checks.iter().cloned());
+        }
+        for tc in &ct.constraints {
+            match tc {
+                ast::TableConstraint::PrimaryKey(cols) => {
+                    if pk.is_some() {
+                        return Err(Error::Sql(format!(
+                            "table \"{}\" has more than one primary key",
+                            ct.name
+                        )));
+                    }
+                    let mut v = Vec::new();
+                    for c in cols {
+                        let i = col_of(&c.expr)?;
+                        v.push((i, c.desc, c.collation.unwrap_or(columns[i].collation)));
+                    }
+                    pk = Some(v);
+                }
+                ast::TableConstraint::Unique(cols) => {
+                    let mut v = Vec::new();
+                    for c in cols {
+                        let i = col_of(&c.expr)?;
+                        v.push((i, c.desc, c.collation.unwrap_or(columns[i].collation)));
+                    }
+                    uniques.push(v);
+                }
+                ast::TableConstraint::Check(e) => checks.push(e.clone()),
+            }
+        }
+        // INTEGER PRIMARY KEY (exactly that type name, ascending) aliases the rowid.
+        let mut rowid_alias = None;
+        if let Some(p) = &pk {
+            if p.len() == 1 && !p[0].1 {
+                let c = &columns[p[0].0];
+                if c.decl_type.as_deref().is_some_and(|t| t.eq_ignore_ascii_case("INTEGER")) {
+                    rowid_alias = Some(p[0].0);
+                }
+            }
+        }
+        if autoincrement && rowid_alias.is_none() {
+            return Err(Error::Sql(
+                "AUTOINCREMENT is only allowed on an INTEGER PRIMARY KEY".into(),
+            ));
+        }
+        let db = self.new_db("t");
+        let mut indexes = Vec::new();
+        let mut constraint_indexes: Vec<Vec<(usize, bool, Collation)>> = Vec::new();
+        if let (Some(p), None) = (&pk, rowid_alias) {
+            constraint_indexes.push(p.clone());
+            for &(i, _, _) in p {
+                // A PRIMARY KEY column of a rowid table may hold NULL in SQLite (a legacy
+                // quirk); kept.
+                let _ = i;
+            }
+        }
+        constraint_indexes.extend(uniques);
+        for (n, cols) in constraint_indexes.into_iter().enumerate() {
+            indexes.push(Index {
+                name: format!("sqlite_autoindex_{}_{}", ct.name, n + 1),
+                table: ct.name.clone(),
+                columns: cols,
+                unique: true,
+                auto: true,
+                db: self.new_db("i"),
+                sql: None,
+            });
+        }
+        Ok((
+            Table {
+                name: ct.name.clone(),
+                columns,
+                rowid_alias,
+                autoincrement,
+                checks,
+                db,
+                sql: ct.sql.clone(),
+            },
+            indexes,
+        ))
+    }
+
+    /// Loads the schema stored in `entries` (the records of `sqlite_schema`).
+    pub fn load(entries: Vec<Vec<Value>>) -> Result<Schema> {
+        let mut s = Schema::default();
+        let mut later: Vec<Vec<Value>> = Vec::new();
+        for e in entries {
+            let kind = e.first().map(Value::to_text).unwrap_or_default();
+            match kind.as_str() {
+                "meta" => s.next_db = e[3].as_i64() as u64,
+                "table" => {
+                    let sql = e[4].to_text();
+                    let Some(Stmt::CreateTable(ct)) = crate::parse::parse_one(&sql)?.map(|p| p.stmt)
+                    else {
+                        return Err(corrupt(&sql));
+                    };
+                    let next = s.next_db;
+                    let (mut t, _) = s.build_table(&ct)?;
+                    s.next_db = next;
+                    t.db = e[3].to_text();
+                    s.tables.insert(lc(&t.name), Arc::new(t));
+                }
+                _ => later.push(e),
+            }
+        }
+        for e in later {
+            let kind = e[0].to_text();
+            let name = e[1].to_text();
+            let sql = e[4].to_text();
+            match kind.as_str() {
+                "index" => {
+                    let table = e[2].to_text();
+                    let t = s.table(&table)?.clone();
+                    let index = if sql.is_empty() {
+                        // A constraint's index: rebuilt from the table's definition.
+                        let Some(Stmt::CreateTable(ct)) =
+                            crate::parse::parse_one(&t.sql)?.map(|p| p.stmt)
+                        else {
+                            return Err(corrupt(&t.sql));
+                        };
+                        let next = s.next_db;
+                        let (_, idx) = s.build_table(&ct)?;
+                        s.next_db = next;
+                        let mut i = idx
+                            .into_iter()
+                            .find(|i| i.name.eq_ignore_ascii_case(&name))
+                            .ok_or_else(|| corrupt(&name))?;
+                        i.db = e[3].to_text();
+                        i
+                    } else {
+                        let Some(Stmt::CreateIndex {
+                            name, unique, columns, ..
+                        }) = crate::parse::parse_one(&sql)?.map(|p| p.stmt)
+                        else {
+                            return Err(corrupt(&sql));
+                        };
+                        Index {
+                            name,
+                            table: t.name.clone(),
+                            columns: index_columns(&t, &columns)?,
+                            unique,
+                            auto: false,
+                            db: e[3].to_text(),
+                            sql: Some(sql.clone()),
+                        }
+                    };
+                    s.indexes.insert(lc(&index.name), Arc::new(index));
+                }
+                "view" => {
+                    let Some(Stmt::CreateView { columns, select, .. }) =
+                        crate::parse::parse_one(&sql)?.map(|p| p.stmt)
+                    else {
+                        return Err(corrupt(&sql));
+                    };
+                    s.views.insert(
+                        lc(&name),
+                        Arc::new(View {
+                            name: name.clone(),
+                            columns,
+                            select: *select,
+                            sql: sql.clone(),
+                        }),
+                    );
+                }
+                "trigger" => {
+                    let Some(Stmt::CreateTrigger(def)) =
+                        crate::parse::parse_one(&sql)?.map(|p| p.stmt)
+                    else {
+                        return Err(corrupt(&sql));
+                    };
+                    s.triggers
+                        .insert(lc(&name), Arc::new(Trigger { name: name.clone(), def: *def }));
+                }
+                other => return Err(corrupt(other)),
+            }
+        }
+        Ok(s)
+    }
+}
+
+fn corrupt(what: &str) -> Error {
+    Error::Engine(beechdb::Error::Corrupt {
+        page: None,
+        detail: format!("malformed schema entry: {what}"),
+    })
+}
+
+/// The column positions an index's columns name.
+pub fn index_columns(
+    t: &Table,
+    cols: &[ast::IndexedColumn],
+) -> Result<Vec<(usize, bool, Collation)>> {
+    cols.iter()
+        .map(|c| match &c.expr {
+            Expr::Column { name, .. } => {
+                let i = t
+                    .column_index(name)
+                    .ok_or_else(|| Error::Sql(format!("no such column: {name}")))?;
+                Ok((i, c.desc, c.collation.unwrap_or(t.columns[i].collation)))
+            }
+            _ => Err(Error::Unsupported("indexes on expressions".into())),
+        })
+        .collect()
+}
