@@ -71,9 +71,8 @@ pub enum BeginKind {
 #[derive(Debug, Clone)]
 pub enum AlterAction {
     RenameTo(String),
-    RenameColumn { old: String, new: String },
-    AddColumn(ColumnDef),
-    DropColumn(String),
+    /// The column, and its definition's SQL text.
+    AddColumn(ColumnDef, String),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -193,6 +192,7 @@ pub enum CompoundOp {
 }
 
 #[derive(Debug, Clone)]
+#[allow(clippy::large_enum_variant)] // one per select core: not worth a box
 pub enum Core {
     Select {
         distinct: bool,
@@ -220,8 +220,14 @@ pub struct From {
 
 #[derive(Debug, Clone)]
 pub enum TableRef {
-    Table { name: String, alias: Option<String> },
-    Subquery { select: Box<Select>, alias: Option<String> },
+    Table {
+        name: String,
+        alias: Option<String>,
+    },
+    Subquery {
+        select: Box<Select>,
+        alias: Option<String>,
+    },
     Nested(Box<From>),
 }
 

@@ -149,7 +149,11 @@ fn apply_modifier(jd: Jd, m: &str, first: &Value) -> Option<Jd> {
         "second" => amount * 1000.0,
         "month" | "year" => {
             let (y, mo, d, h, mi, s) = parts(jd);
-            let months = if unit == "year" { amount * 12.0 } else { amount } as i64;
+            let months = if unit == "year" {
+                amount * 12.0
+            } else {
+                amount
+            } as i64;
             let total = y * 12 + (mo - 1) + months;
             let (ny, nm) = (total.div_euclid(12), total.rem_euclid(12) + 1);
             return Some(from_ymd_hms(ny, nm, d, h, mi, s));
@@ -186,7 +190,10 @@ pub fn call(name: &str, args: &[Value]) -> Result<Value> {
     Ok(match name {
         "date" => Value::from(format!("{y:04}-{mo:02}-{d:02}")),
         "time" => Value::from(format!("{h:02}:{mi:02}:{:02}", s as i64)),
-        "datetime" => Value::from(format!("{y:04}-{mo:02}-{d:02} {h:02}:{mi:02}:{:02}", s as i64)),
+        "datetime" => Value::from(format!(
+            "{y:04}-{mo:02}-{d:02} {h:02}:{mi:02}:{:02}",
+            s as i64
+        )),
         "julianday" => Value::Real(jd as f64 / MS_PER_DAY as f64),
         "unixepoch" => Value::Integer((jd - UNIX_EPOCH_JD).div_euclid(1000)),
         _ => {
@@ -205,7 +212,9 @@ pub fn call(name: &str, args: &[Value]) -> Result<Value> {
                     Some('f') => out.push_str(&format!("{s:06.3}")),
                     Some('H') => out.push_str(&format!("{h:02}")),
                     Some('j') => out.push_str(&format!("{doy:03}")),
-                    Some('J') => out.push_str(&crate::value::format_real(jd as f64 / MS_PER_DAY as f64)),
+                    Some('J') => {
+                        out.push_str(&crate::value::format_real(jd as f64 / MS_PER_DAY as f64))
+                    }
                     Some('m') => out.push_str(&format!("{mo:02}")),
                     Some('M') => out.push_str(&format!("{mi:02}")),
                     Some('s') => out.push_str(&(jd - UNIX_EPOCH_JD).div_euclid(1000).to_string()),
@@ -237,7 +246,10 @@ mod tests {
     #[test]
     fn dates_and_modifiers() {
         assert_eq!(t("date", &["2024-02-28", "+1 day"]), "2024-02-29");
-        assert_eq!(t("datetime", &["2024-01-31 10:00:00", "+1 month"]), "2024-03-02 10:00:00");
+        assert_eq!(
+            t("datetime", &["2024-01-31 10:00:00", "+1 month"]),
+            "2024-03-02 10:00:00"
+        );
         assert_eq!(t("date", &["2024-05-17", "start of month"]), "2024-05-01");
         assert_eq!(t("strftime", &["%Y/%j", "2024-12-31"]), "2024/366");
         assert_eq!(t("julianday", &["2000-01-01 12:00:00"]), "2451545.0");

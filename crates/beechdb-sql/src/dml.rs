@@ -41,7 +41,13 @@ fn trigger_frame(t: &Table) -> Frame {
 }
 
 fn schema_entry(kind: &str, name: &str, table: &str, db: &str, sql: &str) -> Vec<u8> {
-    encode_row(&[kind.into(), name.into(), table.into(), db.into(), sql.into()])
+    encode_row(&[
+        kind.into(),
+        name.into(),
+        table.into(),
+        db.into(),
+        sql.into(),
+    ])
 }
 
 impl Exec<'_> {
@@ -52,7 +58,13 @@ impl Exec<'_> {
     fn save_meta(&mut self) -> Result<()> {
         let next = self.schema.next_db;
         let db = self.schema_db()?;
-        let rec = encode_row(&["meta".into(), "".into(), "".into(), (next as i64).into(), "".into()]);
+        let rec = encode_row(&[
+            "meta".into(),
+            "".into(),
+            "".into(),
+            (next as i64).into(),
+            "".into(),
+        ]);
         self.txn.put(&db, b"\0meta", &rec)?;
         Ok(())
     }
@@ -97,7 +109,7 @@ impl Exec<'_> {
             None => None,
             Some(v) => {
                 let mut row = crate::record::decode_row(&v, t.columns.len())?;
-                row.truncate(t.columns.len());
+                t.complete(&mut row);
                 if let Some(a) = t.rowid_alias {
                     row[a] = Value::Integer(rowid);
                 }
@@ -134,7 +146,12 @@ impl Exec<'_> {
 
     /// The rowid of a row other than `rowid` that `row` would duplicate in a unique index,
     /// with that index.
-    fn unique_conflict(&mut self, t: &Table, row: &[Value], rowid: i64) -> Result<Option<(i64, Arc<Index>)>> {
+    fn unique_conflict(
+        &mut self,
+        t: &Table,
+        row: &[Value],
+        rowid: i64,
+    ) -> Result<Option<(i64, Arc<Index>)>> {
         for idx in self.schema.indexes_of(&t.name).cloned().collect::<Vec<_>>() {
             if !idx.unique {
                 continue;
@@ -160,23 +177,37 @@ impl Exec<'_> {
             .iter()
             .map(|&(c, _, _)| format!("{}.{}", t.name, t.columns[c].name))
             .collect();
-        let primary = idx.auto && idx.name.ends_with("_1") && t.sql.to_ascii_uppercase().contains("PRIMARY KEY");
+        let primary = idx.auto
+            && idx.name.ends_with("_1")
+            && t.sql.to_ascii_uppercase().contains("PRIMARY KEY");
         Error::Constraint(
-            if primary { ConstraintKind::PrimaryKey } else { ConstraintKind::Unique },
+            if primary {
+                ConstraintKind::PrimaryKey
+            } else {
+                ConstraintKind::Unique
+            },
             format!("UNIQUE constraint failed: {}", cols.join(", ")),
         )
     }
 
     /// NOT NULL and CHECK constraints of `row`; `Ok(false)` when the row is to be skipped
     /// (OR IGNORE).
-    fn check_row(&mut self, t: &Table, row: &mut [Value], rowid: i64, conflict: Conflict) -> Result<bool> {
+    fn check_row(
+        &mut self,
+        t: &Table,
+        row: &mut [Value],
+        rowid: i64,
+        conflict: Conflict,
+    ) -> Result<bool> {
         for (i, c) in t.columns.iter().enumerate() {
             if c.not_null && row[i].is_null() && Some(i) != t.rowid_alias {
                 match conflict {
                     Conflict::Ignore => return Ok(false),
                     Conflict::Replace if c.default.is_some() => {
                         let sc = Scope::new(&EMPTY, &[], None);
-                        row[i] = c.affinity.apply(self.eval(c.default.as_ref().unwrap(), &sc)?);
+                        row[i] = c
+                            .affinity
+                            .apply(self.eval(c.default.as_ref().unwrap(), &sc)?);
                     }
                     _ => {
                         return Err(Error::Constraint(
@@ -224,12 +255,13 @@ impl Exec<'_> {
             .triggers_of(&t.name)
             .filter(|tr| tr.def.time == time)
             .filter(|tr| match (&tr.def.event, event) {
-                (TriggerEvent::Insert, TriggerEvent::Insert) | (TriggerEvent::Delete, TriggerEvent::Delete) => true,
+                (TriggerEvent::Insert, TriggerEvent::Insert)
+                | (TriggerEvent::Delete, TriggerEvent::Delete) => true,
                 (TriggerEvent::Update(cols), TriggerEvent::Update(_)) => match cols {
                     None => true,
-                    Some(cols) => cols.iter().any(|c| {
-                        t.column_index(c).is_some_and(|i| changed.contains(&i))
-                    }),
+                    Some(cols) => cols
+                        .iter()
+                        .any(|c| t.column_index(c).is_some_and(|i| changed.contains(&i))),
                 },
                 _ => false,
             })
@@ -282,7 +314,9 @@ impl Exec<'_> {
         match stmt {
             Stmt::Insert(i) => self.insert(i, Some(&sc)).map(drop),
             Stmt::Update(u) => self.update(u, Some(&sc)).map(drop),
-            Stmt::Delete { table, where_ } => self.delete(table, where_.as_ref(), Some(&sc)).map(drop),
+            Stmt::Delete { table, where_ } => {
+                self.delete(table, where_.as_ref(), Some(&sc)).map(drop)
+            }
             Stmt::Select(s) => self.select(s, Some(&sc)).map(drop),
             _ => Err(Error::Sql("statement not allowed in a trigger".into())),
         }
@@ -301,10 +335,16 @@ impl Exec<'_> {
                 .iter()
                 .map(|c| {
                     t.column_index(c).map(Ok).unwrap_or_else(|| {
-                        if ["rowid", "oid", "_rowid_"].iter().any(|r| r.eq_ignore_ascii_case(c)) {
+                        if ["rowid", "oid", "_rowid_"]
+                            .iter()
+                            .any(|r| r.eq_ignore_ascii_case(c))
+                        {
                             Ok(usize::MAX)
                         } else {
-                            Err(Error::Sql(format!("table {} has no column named {c}", t.name)))
+                            Err(Error::Sql(format!(
+                                "table {} has no column named {c}",
+                                t.name
+                            )))
                         }
                     })
                 })
@@ -371,7 +411,14 @@ impl Exec<'_> {
             }
             let mut new_full = row.clone();
             new_full.push(Value::Integer(rowid));
-            if !self.fire(&t, TriggerTime::Before, &TriggerEvent::Insert, None, Some(&new_full), &[])? {
+            if !self.fire(
+                &t,
+                TriggerTime::Before,
+                &TriggerEvent::Insert,
+                None,
+                Some(&new_full),
+                &[],
+            )? {
                 continue;
             }
             if !self.check_row(&t, &mut row, rowid, ins.conflict)? {
@@ -385,9 +432,16 @@ impl Exec<'_> {
                     Conflict::Ignore => skip = true,
                     _ => {
                         return Err(Error::Constraint(
-                            if t.rowid_alias.is_some() { ConstraintKind::PrimaryKey } else { ConstraintKind::RowId },
+                            if t.rowid_alias.is_some() {
+                                ConstraintKind::PrimaryKey
+                            } else {
+                                ConstraintKind::RowId
+                            },
                             match t.rowid_alias {
-                                Some(a) => format!("UNIQUE constraint failed: {}.{}", t.name, t.columns[a].name),
+                                Some(a) => format!(
+                                    "UNIQUE constraint failed: {}.{}",
+                                    t.name, t.columns[a].name
+                                ),
                                 None => format!("UNIQUE constraint failed: {}.rowid", t.name),
                             },
                         ))
@@ -413,7 +467,14 @@ impl Exec<'_> {
             self.write_row(&t, rowid, &row)?;
             *self.last_rowid = rowid;
             count += 1;
-            self.fire(&t, TriggerTime::After, &TriggerEvent::Insert, None, Some(&new_full), &[])?;
+            self.fire(
+                &t,
+                TriggerTime::After,
+                &TriggerEvent::Insert,
+                None,
+                Some(&new_full),
+                &[],
+            )?;
         }
         self.changes = count;
         Ok(count)
@@ -427,7 +488,10 @@ impl Exec<'_> {
             .cloned()
             .collect();
         if triggers.is_empty() {
-            return Err(Error::Sql(format!("cannot modify {} because it is a view", v.name)));
+            return Err(Error::Sql(format!(
+                "cannot modify {} because it is a view",
+                v.name
+            )));
         }
         let cols = self.view_columns(v)?;
         let rows = match &ins.source {
@@ -447,7 +511,9 @@ impl Exec<'_> {
                         let i = cols
                             .iter()
                             .position(|c| c.name.eq_ignore_ascii_case(name))
-                            .ok_or_else(|| Error::Sql(format!("table {} has no column named {name}", v.name)))?;
+                            .ok_or_else(|| {
+                                Error::Sql(format!("table {} has no column named {name}", v.name))
+                            })?;
                         new_row[i] = val;
                     }
                 }
@@ -479,7 +545,12 @@ impl Exec<'_> {
     // ---- UPDATE and DELETE ----
 
     /// The rows of `t` matching `where_` (with their rowids last).
-    fn matching_rows(&mut self, t: &Table, where_: Option<&Expr>, outer: Option<&Scope>) -> Result<Vec<Row>> {
+    fn matching_rows(
+        &mut self,
+        t: &Table,
+        where_: Option<&Expr>,
+        outer: Option<&Scope>,
+    ) -> Result<Vec<Row>> {
         let rows = self.table_rows(t)?;
         let Some(w) = where_ else { return Ok(rows) };
         let mut frame = Frame::default();
@@ -496,7 +567,10 @@ impl Exec<'_> {
 
     pub fn update(&mut self, u: &Update, outer: Option<&Scope>) -> Result<u64> {
         if self.schema.views.contains_key(&lc(&u.table)) {
-            return Err(Error::Sql(format!("cannot modify {} because it is a view", u.table)));
+            return Err(Error::Sql(format!(
+                "cannot modify {} because it is a view",
+                u.table
+            )));
         }
         let t = self.schema.table(&u.table)?.clone();
         let mut sets: Vec<(usize, &Expr)> = Vec::new();
@@ -507,7 +581,12 @@ impl Exec<'_> {
             let name = &names[0];
             let i = match t.column_index(name) {
                 Some(i) => i,
-                None if ["rowid", "oid", "_rowid_"].iter().any(|r| r.eq_ignore_ascii_case(name)) => usize::MAX,
+                None if ["rowid", "oid", "_rowid_"]
+                    .iter()
+                    .any(|r| r.eq_ignore_ascii_case(name)) =>
+                {
+                    usize::MAX
+                }
                 None => return Err(Error::Sql(format!("no such column: {name}"))),
             };
             sets.push((i, e));
@@ -521,7 +600,9 @@ impl Exec<'_> {
         for old_full in rows {
             let old_rowid = old_full[n].as_i64();
             // The row may have been changed or removed by an earlier row's triggers.
-            let Some(current) = self.read_row(&t, old_rowid)? else { continue };
+            let Some(current) = self.read_row(&t, old_rowid)? else {
+                continue;
+            };
             let mut cur_full = current.clone();
             cur_full.push(Value::Integer(old_rowid));
             let mut new_row = current.clone();
@@ -553,7 +634,14 @@ impl Exec<'_> {
             let mut new_full = new_row.clone();
             new_full.push(Value::Integer(new_rowid));
             let event = TriggerEvent::Update(None);
-            if !self.fire(&t, TriggerTime::Before, &event, Some(&cur_full), Some(&new_full), &changed)? {
+            if !self.fire(
+                &t,
+                TriggerTime::Before,
+                &event,
+                Some(&cur_full),
+                Some(&new_full),
+                &changed,
+            )? {
                 continue;
             }
             if !self.check_row(&t, &mut new_row, new_rowid, u.conflict)? {
@@ -597,15 +685,29 @@ impl Exec<'_> {
             self.delete_row(&t, old_rowid, &current)?;
             self.write_row(&t, new_rowid, &new_row)?;
             count += 1;
-            self.fire(&t, TriggerTime::After, &event, Some(&cur_full), Some(&new_full), &changed)?;
+            self.fire(
+                &t,
+                TriggerTime::After,
+                &event,
+                Some(&cur_full),
+                Some(&new_full),
+                &changed,
+            )?;
         }
         self.changes = count;
         Ok(count)
     }
 
-    pub fn delete(&mut self, table: &str, where_: Option<&Expr>, outer: Option<&Scope>) -> Result<u64> {
+    pub fn delete(
+        &mut self,
+        table: &str,
+        where_: Option<&Expr>,
+        outer: Option<&Scope>,
+    ) -> Result<u64> {
         if self.schema.views.contains_key(&lc(table)) {
-            return Err(Error::Sql(format!("cannot modify {table} because it is a view")));
+            return Err(Error::Sql(format!(
+                "cannot modify {table} because it is a view"
+            )));
         }
         let t = self.schema.table(table)?.clone();
         let rows = self.matching_rows(&t, where_, outer)?;
@@ -613,10 +715,19 @@ impl Exec<'_> {
         let mut count = 0;
         for full in rows {
             let rowid = full[n].as_i64();
-            let Some(current) = self.read_row(&t, rowid)? else { continue };
+            let Some(current) = self.read_row(&t, rowid)? else {
+                continue;
+            };
             let mut cur_full = current.clone();
             cur_full.push(Value::Integer(rowid));
-            if !self.fire(&t, TriggerTime::Before, &TriggerEvent::Delete, Some(&cur_full), None, &[])? {
+            if !self.fire(
+                &t,
+                TriggerTime::Before,
+                &TriggerEvent::Delete,
+                Some(&cur_full),
+                None,
+                &[],
+            )? {
                 continue;
             }
             if self.read_row(&t, rowid)?.is_none() {
@@ -624,7 +735,14 @@ impl Exec<'_> {
             }
             self.delete_row(&t, rowid, &current)?;
             count += 1;
-            self.fire(&t, TriggerTime::After, &TriggerEvent::Delete, Some(&cur_full), None, &[])?;
+            self.fire(
+                &t,
+                TriggerTime::After,
+                &TriggerEvent::Delete,
+                Some(&cur_full),
+                None,
+                &[],
+            )?;
         }
         self.changes = count;
         Ok(count)
@@ -695,11 +813,17 @@ impl Exec<'_> {
         let (table, indexes) = self.schema_mut().build_table(&def)?;
         let handle = self.txn.create_db(&table.db)?;
         self.dbs.insert(table.db.clone(), handle);
-        self.put_entry(&table.name, schema_entry("table", &table.name, &table.name, &table.db, &table.sql))?;
+        self.put_entry(
+            &table.name,
+            schema_entry("table", &table.name, &table.name, &table.db, &table.sql),
+        )?;
         for i in &indexes {
             let handle = self.txn.create_db(&i.db)?;
             self.dbs.insert(i.db.clone(), handle);
-            self.put_entry(&i.name, schema_entry("index", &i.name, &table.name, &i.db, ""))?;
+            self.put_entry(
+                &i.name,
+                schema_entry("index", &i.name, &table.name, &i.db, ""),
+            )?;
         }
         self.save_meta()?;
         let table = Arc::new(table);
@@ -724,7 +848,15 @@ impl Exec<'_> {
     }
 
     pub fn create_index(&mut self, stmt: &Stmt) -> Result<()> {
-        let Stmt::CreateIndex { name, table, unique, if_not_exists, columns, sql } = stmt else {
+        let Stmt::CreateIndex {
+            name,
+            table,
+            unique,
+            if_not_exists,
+            columns,
+            sql,
+        } = stmt
+        else {
             unreachable!()
         };
         if let Some(kind) = self.schema.name_taken(name) {
@@ -769,7 +901,14 @@ impl Exec<'_> {
     }
 
     pub fn create_view(&mut self, stmt: &Stmt) -> Result<()> {
-        let Stmt::CreateView { name, if_not_exists, columns, select, sql } = stmt else {
+        let Stmt::CreateView {
+            name,
+            if_not_exists,
+            columns,
+            select,
+            sql,
+        } = stmt
+        else {
             unreachable!()
         };
         if let Some(kind) = self.schema.name_taken(name) {
@@ -785,7 +924,9 @@ impl Exec<'_> {
             sql: sql.clone(),
         };
         // The view must name existing tables and columns.
-        self.schema_mut().views.insert(lc(name), Arc::new(view.clone()));
+        self.schema_mut()
+            .views
+            .insert(lc(name), Arc::new(view.clone()));
         if let Err(e) = self.view_select_columns(&view) {
             self.schema_mut().views.remove(&lc(name));
             return Err(e);
@@ -811,7 +952,11 @@ impl Exec<'_> {
         if on_view && ct.time != TriggerTime::InsteadOf {
             return Err(Error::Sql(format!(
                 "cannot create {} trigger on view: {}",
-                if ct.time == TriggerTime::Before { "BEFORE" } else { "AFTER" },
+                if ct.time == TriggerTime::Before {
+                    "BEFORE"
+                } else {
+                    "AFTER"
+                },
                 ct.table
             )));
         }
@@ -821,7 +966,10 @@ impl Exec<'_> {
                 ct.table
             )));
         }
-        self.put_entry(&ct.name, schema_entry("trigger", &ct.name, &ct.table, "", &ct.sql))?;
+        self.put_entry(
+            &ct.name,
+            schema_entry("trigger", &ct.name, &ct.table, "", &ct.sql),
+        )?;
         self.schema_mut().triggers.insert(
             lc(&ct.name),
             Arc::new(Trigger {
@@ -863,7 +1011,12 @@ impl Exec<'_> {
                     self.remove_entry(&i.name)?;
                     self.schema_mut().indexes.remove(&lc(&i.name));
                 }
-                for tr in self.schema.triggers_of(&t.name).cloned().collect::<Vec<_>>() {
+                for tr in self
+                    .schema
+                    .triggers_of(&t.name)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                {
                     self.remove_entry(&tr.name)?;
                     self.schema_mut().triggers.remove(&lc(&tr.name));
                 }
@@ -875,7 +1028,8 @@ impl Exec<'_> {
                 let i = self.schema.indexes[&key].clone();
                 if i.auto {
                     return Err(Error::Sql(
-                        "index associated with UNIQUE or PRIMARY KEY constraint cannot be dropped".into(),
+                        "index associated with UNIQUE or PRIMARY KEY constraint cannot be dropped"
+                            .into(),
                     ));
                 }
                 self.txn.remove_db(&i.db)?;
@@ -898,6 +1052,102 @@ impl Exec<'_> {
         Ok(())
     }
 
+    pub fn alter_table(&mut self, table: &str, action: &AlterAction) -> Result<()> {
+        let t = self.schema.table(table)?.clone();
+        let paren = t
+            .sql
+            .find('(')
+            .ok_or_else(|| Error::Sql(format!("malformed schema of table {}", t.name)))?;
+        match action {
+            AlterAction::RenameTo(new) => {
+                if let Some(kind) = self.schema.name_taken(new) {
+                    return Err(Error::Sql(format!(
+                        "there is already another {kind} with this name: {new}"
+                    )));
+                }
+                if self.schema.triggers_of(&t.name).next().is_some() {
+                    return Err(Error::Unsupported(
+                        "renaming a table that has triggers".into(),
+                    ));
+                }
+                let sql = format!(
+                    "CREATE TABLE \"{}\" {}",
+                    new.replace('"', "\"\""),
+                    &t.sql[paren..]
+                );
+                self.remove_entry(&t.name)?;
+                self.put_entry(new, schema_entry("table", new, new, &t.db, &sql))?;
+                let renamed = Table {
+                    name: new.clone(),
+                    sql,
+                    ..(*t).clone()
+                };
+                let mut moved = Vec::new();
+                for i in self.schema.indexes_of(&t.name).cloned().collect::<Vec<_>>() {
+                    self.remove_entry(&i.name)?;
+                    let name = match i.auto {
+                        true => i.name.replacen(
+                            &format!("sqlite_autoindex_{}_", t.name),
+                            &format!("sqlite_autoindex_{new}_"),
+                            1,
+                        ),
+                        false => i.name.clone(),
+                    };
+                    let sql = i.sql.clone().unwrap_or_default();
+                    self.put_entry(&name, schema_entry("index", &name, new, &i.db, &sql))?;
+                    moved.push((
+                        lc(&i.name),
+                        Index {
+                            name,
+                            table: new.clone(),
+                            ..(*i).clone()
+                        },
+                    ));
+                }
+                let s = self.schema_mut();
+                s.tables.remove(&lc(&t.name));
+                s.tables.insert(lc(new), Arc::new(renamed));
+                for (old, i) in moved {
+                    s.indexes.remove(&old);
+                    s.indexes.insert(lc(&i.name), Arc::new(i));
+                }
+            }
+            AlterAction::AddColumn(col, text) => {
+                if t.column_index(&col.name).is_some() {
+                    return Err(Error::Sql(format!("duplicate column name: {}", col.name)));
+                }
+                if col.primary_key.is_some() || col.unique {
+                    return Err(Error::Sql(
+                        "Cannot add a PRIMARY KEY or UNIQUE column".into(),
+                    ));
+                }
+                if col.not_null && col.default.is_none() {
+                    return Err(Error::Sql(
+                        "Cannot add a NOT NULL column with default value NULL".into(),
+                    ));
+                }
+                let close = t.sql.rfind(')').unwrap_or(t.sql.len());
+                let sql = format!("{}, {text}{}", &t.sql[..close], &t.sql[close..]);
+                let Some(Stmt::CreateTable(ct)) = crate::parse::parse_one(&sql)?.map(|p| p.stmt)
+                else {
+                    return Err(Error::Sql("malformed table definition".into()));
+                };
+                let next = self.schema.next_db;
+                let (mut table, _) = self.schema_mut().build_table(&ct)?;
+                self.schema_mut().next_db = next;
+                table.db = t.db.clone();
+                self.put_entry(
+                    &t.name,
+                    schema_entry("table", &t.name, &t.name, &t.db, &sql),
+                )?;
+                self.schema_mut()
+                    .tables
+                    .insert(lc(&t.name), Arc::new(table));
+            }
+        }
+        Ok(())
+    }
+
     pub fn reindex(&mut self, name: Option<&str>) -> Result<()> {
         let indexes: Vec<Arc<Index>> = self
             .schema
@@ -910,14 +1160,20 @@ impl Exec<'_> {
             .cloned()
             .collect();
         if let Some(n) = name {
-            if indexes.is_empty() && !n.eq_ignore_ascii_case("binary") && !n.eq_ignore_ascii_case("nocase") && !n.eq_ignore_ascii_case("rtrim") {
-                return Err(Error::Sql(format!("unable to identify the object to be reindexed")));
+            if indexes.is_empty() && crate::value::Collation::from_name(n).is_none() {
+                return Err(Error::Sql(
+                    "unable to identify the object to be reindexed".into(),
+                ));
             }
         }
         for i in indexes {
             let t = self.schema.table(&i.table)?.clone();
             let idb = self.db(&i.db)?;
-            let keys: Vec<Vec<u8>> = self.txn.iter(&idb).map(|kv| kv.map(|(k, _)| k)).collect::<beechdb::Result<_>>()?;
+            let keys: Vec<Vec<u8>> = self
+                .txn
+                .iter(&idb)
+                .map(|kv| kv.map(|(k, _)| k))
+                .collect::<beechdb::Result<_>>()?;
             for k in keys {
                 self.txn.delete(&idb, &k)?;
             }

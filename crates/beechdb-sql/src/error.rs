@@ -109,14 +109,20 @@ impl Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Syntax(m) | Error::Sql(m) | Error::Misuse(m) | Error::Range(m) | Error::Raise(m) => {
+            Error::Syntax(m)
+            | Error::Sql(m)
+            | Error::Misuse(m)
+            | Error::Range(m)
+            | Error::Raise(m) => {
                 write!(f, "{m}")
             }
             Error::Unsupported(m) => write!(f, "not supported by BeechDB: {m}"),
             Error::Constraint(_, m) => write!(f, "{m}"),
             Error::Busy | Error::BusySnapshot => write!(f, "database is locked"),
             Error::Engine(e) => match e {
-                beechdb::Error::Deadlock | beechdb::Error::LockTimeout | beechdb::Error::Conflict => {
+                beechdb::Error::Deadlock
+                | beechdb::Error::LockTimeout
+                | beechdb::Error::Conflict => {
                     write!(f, "database is locked")
                 }
                 other => write!(f, "{other}"),

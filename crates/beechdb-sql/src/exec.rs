@@ -20,6 +20,10 @@ use std::sync::Arc;
 
 /// A row of values.
 pub type Row = Vec<Value>;
+/// Rows computed once (a common table expression): column names and rows.
+pub type Materialized = (Vec<String>, Vec<Row>);
+/// Rows of a core: each with its ORDER BY key.
+type Keyed = Vec<(Row, Row)>;
 
 /// What a query returns: column names, declared types, rows.
 #[derive(Debug, Clone, Default)]
@@ -146,7 +150,8 @@ pub struct Exec<'a> {
     /// Database handles by engine database name, kept by the connection for its
     /// transaction (databases it created are not visible by name before it commits).
     pub dbs: &'a mut HashMap<String, Db>,
-    pub ctes: Vec<HashMap<String, Arc<(Vec<String>, Vec<Row>)>>>,
+    /// Common table expressions in scope, innermost last: name -> (columns, rows).
+    pub ctes: Vec<HashMap<String, Arc<Materialized>>>,
 }
 
 fn key_of(e: &Expr) -> usize {
@@ -157,7 +162,10 @@ fn key_of(e: &Expr) -> usize {
 pub fn has_aggregate(e: &Expr) -> bool {
     let mut found = false;
     e.walk(&mut |x| {
-        if let Expr::Function { name, args, star, .. } = x {
+        if let Expr::Function {
+            name, args, star, ..
+        } = x
+        {
             if *star || func::is_aggregate(name, args.len()) {
                 found = true;
             }
@@ -168,9 +176,9 @@ pub fn has_aggregate(e: &Expr) -> bool {
 
 fn collect_aggregates<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
     match e {
-        Expr::Function { name, args, star, .. } if *star || func::is_aggregate(name, args.len()) => {
-            out.push(e)
-        }
+        Expr::Function {
+            name, args, star, ..
+        } if *star || func::is_aggregate(name, args.len()) => out.push(e),
         _ => {
             let mut children: Vec<&'e Expr> = Vec::new();
             match e {
@@ -178,13 +186,20 @@ fn collect_aggregates<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
                     children.push(a)
                 }
                 Expr::Binary(_, a, b) => children.extend([&**a, &**b]),
-                Expr::Between { expr, low, high, .. } => children.extend([&**expr, &**low, &**high]),
+                Expr::Between {
+                    expr, low, high, ..
+                } => children.extend([&**expr, &**low, &**high]),
                 Expr::InList { expr, list, .. } => {
                     children.push(expr);
                     children.extend(list.iter());
                 }
                 Expr::InSelect { expr, .. } => children.push(expr),
-                Expr::Like { expr, pattern, escape, .. } => {
+                Expr::Like {
+                    expr,
+                    pattern,
+                    escape,
+                    ..
+                } => {
                     children.extend([&**expr, &**pattern]);
                     if let Some(x) = escape {
                         children.push(x);
@@ -250,7 +265,7 @@ impl<'a> Exec<'a> {
             let (k, v) = kv?;
             let rowid = rowid_of_key(&k)?;
             let mut row = decode_row(&v, n)?;
-            row.truncate(n);
+            table.complete(&mut row);
             if let Some(a) = table.rowid_alias {
                 row[a] = Value::Integer(rowid);
             }
@@ -283,7 +298,12 @@ impl<'a> Exec<'a> {
                 }
             }
             Expr::Binary(op, a, b) => self.binary(*op, a, b, sc)?,
-            Expr::Between { expr, not, low, high } => {
+            Expr::Between {
+                expr,
+                not,
+                low,
+                high,
+            } => {
                 let ge = self.compare(BinOp::Ge, expr, low, sc)?;
                 let le = self.compare(BinOp::Le, expr, high, sc)?;
                 let both = and3(ge.truth(), le.truth());
@@ -300,10 +320,10 @@ impl<'a> Exec<'a> {
                 let aff = self.affinity(expr, sc);
                 let coll = self.collation(expr, sc);
                 let mut saw_null = false;
+                // `a IN (x, y)` is `a = +x OR a = +y`: the list's values have no affinity.
                 for item in list {
                     let v = self.eval(item, sc)?;
-                    let item_aff = self.affinity(item, sc);
-                    match compare_values(&lhs, aff, &v, item_aff, coll) {
+                    match compare_values(&lhs, aff, &v, None, coll) {
                         None => saw_null = true,
                         Some(Ordering::Equal) => return Ok(Value::Integer(!*not as i64)),
                         Some(_) => {}
@@ -411,7 +431,12 @@ impl<'a> Exec<'a> {
             }
             Expr::Cast(a, ty) => cast(self.eval(a, sc)?, ty.as_deref()),
             Expr::Collate(a, _) => self.eval(a, sc)?,
-            Expr::Function { name, args, star, distinct } => {
+            Expr::Function {
+                name,
+                args,
+                star,
+                distinct,
+            } => {
                 if *star || func::is_aggregate(name, args.len()) {
                     return match sc.agg.and_then(|a| a.get(&key_of(e))) {
                         Some(v) => Ok(v.clone()),
@@ -426,7 +451,8 @@ impl<'a> Exec<'a> {
                         // Lazily: later arguments may be errors that must not run.
                         if name == "iif" && args.len() == 3 {
                             let c = self.eval(&args[0], sc)?;
-                            return self.eval(&args[if c.truth() == Some(true) { 1 } else { 2 }], sc);
+                            return self
+                                .eval(&args[if c.truth() == Some(true) { 1 } else { 2 }], sc);
                         }
                         if args.len() < 2 {
                             return Err(Error::Sql(format!(
@@ -455,7 +481,11 @@ impl<'a> Exec<'a> {
             }
             Expr::Subquery(sel) => {
                 let r = self.select(sel, Some(sc))?;
-                r.rows.into_iter().next().and_then(|r| r.into_iter().next()).unwrap_or(Value::Null)
+                r.rows
+                    .into_iter()
+                    .next()
+                    .and_then(|r| r.into_iter().next())
+                    .unwrap_or(Value::Null)
             }
             Expr::Row(_) => return Err(Error::Sql("row value misused".into())),
             Expr::Raise(kind, msg) => {
@@ -732,23 +762,33 @@ impl<'a> Exec<'a> {
     }
 
     fn cte_columns(&self, name: &str) -> Option<Vec<SrcCol>> {
-        self.ctes.iter().rev().find_map(|m| m.get(&lc(name))).map(|c| {
-            c.0.iter()
-                .map(|n| SrcCol {
-                    name: n.clone(),
-                    affinity: None,
-                    coll: Collation::Binary,
-                    decl_type: None,
-                    hidden: false,
-                })
-                .collect()
-        })
+        self.ctes
+            .iter()
+            .rev()
+            .find_map(|m| m.get(&lc(name)))
+            .map(|c| {
+                c.0.iter()
+                    .map(|n| SrcCol {
+                        name: n.clone(),
+                        affinity: None,
+                        coll: Collation::Binary,
+                        decl_type: None,
+                        hidden: false,
+                    })
+                    .collect()
+            })
     }
 
     /// The result columns of a select, as a source: names, affinities, collations.
-    pub(crate) fn select_columns(&self, sel: &Select, names: Option<&[String]>) -> Result<Vec<SrcCol>> {
+    pub(crate) fn select_columns(
+        &self,
+        sel: &Select,
+        names: Option<&[String]>,
+    ) -> Result<Vec<SrcCol>> {
         let Core::Select { columns, from, .. } = &sel.first else {
-            let Core::Values(rows) = &sel.first else { unreachable!() };
+            let Core::Values(rows) = &sel.first else {
+                unreachable!()
+            };
             let n = rows.first().map_or(0, Vec::len);
             return Ok((0..n)
                 .map(|i| SrcCol {
@@ -809,7 +849,13 @@ impl<'a> Exec<'a> {
     fn ref_rows(&mut self, r: &TableRef, outer: Option<&Scope>) -> Result<Vec<Row>> {
         match r {
             TableRef::Table { name, .. } => {
-                if let Some(c) = self.ctes.iter().rev().find_map(|m| m.get(&lc(name))).cloned() {
+                if let Some(c) = self
+                    .ctes
+                    .iter()
+                    .rev()
+                    .find_map(|m| m.get(&lc(name)))
+                    .cloned()
+                {
                     return Ok(c.1.clone());
                 }
                 if let Some(t) = self.schema.tables.get(&lc(name)).cloned() {
@@ -840,7 +886,13 @@ impl<'a> Exec<'a> {
         let s = &self.schema;
         let mut rows = Vec::new();
         for t in s.tables.values() {
-            rows.push(vec!["table".into(), t.name.as_str().into(), t.name.as_str().into(), 0.into(), t.sql.as_str().into()]);
+            rows.push(vec![
+                "table".into(),
+                t.name.as_str().into(),
+                t.name.as_str().into(),
+                0.into(),
+                t.sql.as_str().into(),
+            ]);
         }
         for i in s.indexes.values() {
             rows.push(vec![
@@ -852,7 +904,13 @@ impl<'a> Exec<'a> {
             ]);
         }
         for v in s.views.values() {
-            rows.push(vec!["view".into(), v.name.as_str().into(), v.name.as_str().into(), 0.into(), v.sql.as_str().into()]);
+            rows.push(vec![
+                "view".into(),
+                v.name.as_str().into(),
+                v.name.as_str().into(),
+                0.into(),
+                v.sql.as_str().into(),
+            ]);
         }
         for t in s.triggers.values() {
             rows.push(vec![
@@ -893,18 +951,26 @@ impl<'a> Exec<'a> {
         items.push(item(self, &from.first, false, Vec::new())?);
         let mut bound: Vec<usize> = vec![0];
         for j in &from.joins {
-            let mut on: Vec<Expr> = j.on.iter().flat_map(|e| conjuncts(e).into_iter().cloned()).collect();
+            let mut on: Vec<Expr> =
+                j.on.iter()
+                    .flat_map(|e| conjuncts(e).into_iter().cloned())
+                    .collect();
             let right_start = *bound.last().unwrap() + items.last().unwrap().width;
             let mut names = j.using.clone();
             if j.natural {
                 let mut f = Frame::default();
                 self.add_ref_columns(&j.table, &mut f)?;
                 for c in f.sources.iter().flat_map(|s| &s.columns) {
-                    let left_has = frame
-                        .sources
-                        .iter()
-                        .filter(|s| s.start < right_start)
-                        .any(|s| s.columns.iter().any(|x| x.name.eq_ignore_ascii_case(&c.name)));
+                    let left_has =
+                        frame
+                            .sources
+                            .iter()
+                            .filter(|s| s.start < right_start)
+                            .any(|s| {
+                                s.columns
+                                    .iter()
+                                    .any(|x| x.name.eq_ignore_ascii_case(&c.name))
+                            });
                     if left_has {
                         names.push(c.name.clone());
                     }
@@ -917,7 +983,9 @@ impl<'a> Exec<'a> {
                     .filter(|s| s.start < right_start)
                     .find(|s| s.columns.iter().any(|c| c.name.eq_ignore_ascii_case(n)))
                     .ok_or_else(|| {
-                        Error::Sql(format!("cannot join using column {n} - column not present in both tables"))
+                        Error::Sql(format!(
+                            "cannot join using column {n} - column not present in both tables"
+                        ))
                     })?;
                 let right_src = frame
                     .sources
@@ -925,7 +993,9 @@ impl<'a> Exec<'a> {
                     .filter(|s| s.start >= right_start)
                     .find(|s| s.columns.iter().any(|c| c.name.eq_ignore_ascii_case(n)))
                     .ok_or_else(|| {
-                        Error::Sql(format!("cannot join using column {n} - column not present in both tables"))
+                        Error::Sql(format!(
+                            "cannot join using column {n} - column not present in both tables"
+                        ))
                     })?;
                 on.push(Expr::Binary(
                     BinOp::Eq,
@@ -992,7 +1062,9 @@ impl<'a> Exec<'a> {
             at_level[level_of(e).max(i)].push(e);
         }
         let mut row: Vec<Value> = Vec::with_capacity(frame.width);
-        self.join_level(&items, &at_level, &on_level, 0, &mut row, frame, outer, emit)?;
+        self.join_level(
+            &items, &at_level, &on_level, 0, &mut row, frame, outer, emit,
+        )?;
         Ok(())
     }
 
@@ -1044,7 +1116,16 @@ impl<'a> Exec<'a> {
             if !passes(self, row, &at_level[level])? {
                 continue;
             }
-            if !self.join_level(items, at_level, on_level, level + 1, row, frame, outer, emit)? {
+            if !self.join_level(
+                items,
+                at_level,
+                on_level,
+                level + 1,
+                row,
+                frame,
+                outer,
+                emit,
+            )? {
                 return Ok(false);
             }
         }
@@ -1052,7 +1133,16 @@ impl<'a> Exec<'a> {
             row.truncate(base);
             row.extend(std::iter::repeat_n(Value::Null, it.width));
             if passes(self, row, &at_level[level])?
-                && !self.join_level(items, at_level, on_level, level + 1, row, frame, outer, emit)?
+                && !self.join_level(
+                    items,
+                    at_level,
+                    on_level,
+                    level + 1,
+                    row,
+                    frame,
+                    outer,
+                    emit,
+                )?
             {
                 return Ok(false);
             }
@@ -1070,7 +1160,10 @@ impl<'a> Exec<'a> {
             for cte in &sel.with {
                 let r = self.cte(cte, outer)?;
                 map.insert(lc(&cte.name), Arc::new(r.clone()));
-                self.ctes.last_mut().unwrap().insert(lc(&cte.name), Arc::new(r));
+                self.ctes
+                    .last_mut()
+                    .unwrap()
+                    .insert(lc(&cte.name), Arc::new(r));
             }
         }
         let result = self.select_body(sel, outer);
@@ -1080,7 +1173,7 @@ impl<'a> Exec<'a> {
         result
     }
 
-    fn cte(&mut self, cte: &Cte, outer: Option<&Scope>) -> Result<(Vec<String>, Vec<Row>)> {
+    fn cte(&mut self, cte: &Cte, outer: Option<&Scope>) -> Result<Materialized> {
         let refers_to_self = {
             let mut hit = false;
             let mut check = |c: &Core| {
@@ -1114,11 +1207,18 @@ impl<'a> Exec<'a> {
         };
         let first = self.select(&seed, outer)?;
         let names = cte.columns.clone().unwrap_or(first.columns.clone());
-        let union_all = cte.select.compounds.iter().all(|(op, _)| *op == CompoundOp::UnionAll);
+        let union_all = cte
+            .select
+            .compounds
+            .iter()
+            .all(|(op, _)| *op == CompoundOp::UnionAll);
         let mut all = first.rows.clone();
         let mut queue = first.rows;
         let limit = match &cte.select.limit {
-            Some(l) => Some(self.eval(l, &Scope::new(&EMPTY_FRAME, &[], outer))?.as_i64()),
+            Some(l) => Some(
+                self.eval(l, &Scope::new(&EMPTY_FRAME, &[], outer))?
+                    .as_i64(),
+            ),
             None => None,
         };
         let mut guard = 0u64;
@@ -1127,7 +1227,10 @@ impl<'a> Exec<'a> {
             if guard > 10_000_000 {
                 return Err(Error::Sql("recursive query did not end".into()));
             }
-            self.ctes.push(HashMap::from([(lc(&cte.name), Arc::new((names.clone(), queue.clone())))]));
+            self.ctes.push(HashMap::from([(
+                lc(&cte.name),
+                Arc::new((names.clone(), queue.clone())),
+            )]));
             let mut next = Vec::new();
             let mut failed = None;
             for (_, core) in &cte.select.compounds {
@@ -1160,7 +1263,11 @@ impl<'a> Exec<'a> {
     }
 
     fn select_body(&mut self, sel: &Select, outer: Option<&Scope>) -> Result<QueryResult> {
-        let order: &[OrderTerm] = if sel.compounds.is_empty() { &sel.order_by } else { &[] };
+        let order: &[OrderTerm] = if sel.compounds.is_empty() {
+            &sel.order_by
+        } else {
+            &[]
+        };
         let (meta, mut rows) = self.core(&sel.first, outer, order)?;
         let mut result = QueryResult {
             columns: meta.iter().map(|c| c.name.clone()).collect(),
@@ -1188,20 +1295,21 @@ impl<'a> Exec<'a> {
                         plain.extend(more);
                         plain
                     }
+                    // As SQLite's temporary index: a later equal row replaces an earlier
+                    // one, and rows come out in index order.
                     CompoundOp::Union => {
                         plain.extend(more);
-                        dedupe(&mut plain);
-                        plain
+                        dedupe_sorted(plain)
                     }
                     CompoundOp::Intersect => {
-                        dedupe(&mut plain);
-                        plain.retain(|r| more.iter().any(|m| rows_equal(r, m)));
-                        plain
+                        let mut kept = dedupe_sorted(plain);
+                        kept.retain(|r| more.iter().any(|m| rows_equal(r, m)));
+                        kept
                     }
                     CompoundOp::Except => {
-                        dedupe(&mut plain);
-                        plain.retain(|r| !more.iter().any(|m| rows_equal(r, m)));
-                        plain
+                        let mut kept = dedupe_sorted(plain);
+                        kept.retain(|r| !more.iter().any(|m| rows_equal(r, m)));
+                        kept
                     }
                 };
             }
@@ -1284,7 +1392,7 @@ impl<'a> Exec<'a> {
         core: &Core,
         outer: Option<&Scope>,
         order: &[OrderTerm],
-    ) -> Result<(Vec<SrcCol>, Vec<(Row, Row)>)> {
+    ) -> Result<(Vec<SrcCol>, Keyed)> {
         let (distinct, columns, from, where_, group_by, having) = match core {
             Core::Values(rows) => {
                 let sc = Scope::new(&EMPTY_FRAME, &[], outer);
@@ -1292,9 +1400,14 @@ impl<'a> Exec<'a> {
                 let mut out = Vec::new();
                 for r in rows {
                     if r.len() != n {
-                        return Err(Error::Sql("all VALUES must have the same number of terms".into()));
+                        return Err(Error::Sql(
+                            "all VALUES must have the same number of terms".into(),
+                        ));
                     }
-                    let vals = r.iter().map(|e| self.eval(e, &sc)).collect::<Result<Row>>()?;
+                    let vals = r
+                        .iter()
+                        .map(|e| self.eval(e, &sc))
+                        .collect::<Result<Row>>()?;
                     out.push((vals, Vec::new()));
                 }
                 let meta = (0..n)
@@ -1382,7 +1495,7 @@ impl<'a> Exec<'a> {
             }
         }
         // Rows from the joins, each with its sort key.
-        let mut out: Vec<(Row, Row)> = Vec::new();
+        let mut out: Keyed = Vec::new();
         let order_exprs: Vec<Expr> = order
             .iter()
             .map(|o| resolve_order_term(&o.expr, &exprs))
@@ -1438,9 +1551,9 @@ impl<'a> Exec<'a> {
                 calls
                     .iter()
                     .map(|c| match c {
-                        Expr::Function { args, .. } => {
-                            args.first().map_or(Collation::Binary, |a| self.collation(a, &sc))
-                        }
+                        Expr::Function { args, .. } => args
+                            .first()
+                            .map_or(Collation::Binary, |a| self.collation(a, &sc)),
                         _ => Collation::Binary,
                     })
                     .collect()
@@ -1474,7 +1587,13 @@ impl<'a> Exec<'a> {
                     }
                 };
                 for (ci, c) in calls.iter().enumerate() {
-                    let Expr::Function { args, distinct, star, name } = c else {
+                    let Expr::Function {
+                        args,
+                        distinct,
+                        star,
+                        name,
+                    } = c
+                    else {
                         unreachable!()
                     };
                     if (name == "count" && args.len() > 1)
@@ -1490,7 +1609,10 @@ impl<'a> Exec<'a> {
                             "wrong number of arguments to function {name}()"
                         )));
                     }
-                    let vals = args.iter().map(|a| me.eval(a, &sc)).collect::<Result<Row>>()?;
+                    let vals = args
+                        .iter()
+                        .map(|a| me.eval(a, &sc))
+                        .collect::<Result<Row>>()?;
                     let g = &mut groups[gi].1;
                     if *distinct {
                         if vals.first().is_some_and(Value::is_null) {
@@ -1547,8 +1669,14 @@ impl<'a> Exec<'a> {
                         continue;
                     }
                 }
-                let vals = exprs.iter().map(|(e, _)| self.eval(e, &sc)).collect::<Result<Row>>()?;
-                let keys = order_exprs.iter().map(|e| self.eval(e, &sc)).collect::<Result<Row>>()?;
+                let vals = exprs
+                    .iter()
+                    .map(|(e, _)| self.eval(e, &sc))
+                    .collect::<Result<Row>>()?;
+                let keys = order_exprs
+                    .iter()
+                    .map(|e| self.eval(e, &sc))
+                    .collect::<Result<Row>>()?;
                 out.push((vals, keys));
             }
         }
@@ -1589,6 +1717,25 @@ fn rows_equal(a: &[Value], b: &[Value]) -> bool {
         && a.iter()
             .zip(b)
             .all(|(x, y)| x.cmp_with(y, Collation::Binary) == Ordering::Equal)
+}
+
+/// Distinct rows, the last of equal ones kept, in ascending order.
+fn dedupe_sorted(rows: Vec<Row>) -> Vec<Row> {
+    let mut last: HashMap<String, usize> = HashMap::new();
+    for (i, r) in rows.iter().enumerate() {
+        last.insert(group_signature(r), i);
+    }
+    let mut keep: Vec<usize> = last.into_values().collect();
+    keep.sort_unstable();
+    let mut rows: Vec<Row> = keep.into_iter().map(|i| rows[i].clone()).collect();
+    rows.sort_by(|a, b| {
+        a.iter()
+            .zip(b)
+            .map(|(x, y)| x.cmp_with(y, Collation::Binary))
+            .find(|o| *o != Ordering::Equal)
+            .unwrap_or(Ordering::Equal)
+    });
+    rows
 }
 
 fn dedupe(rows: &mut Vec<Row>) {
@@ -1657,7 +1804,8 @@ pub fn compare_values(
         return None;
     }
     let numeric = |x: Option<Affinity>| x.is_some_and(Affinity::is_numeric);
-    let textish = |x: Option<Affinity>| matches!(x, None | Some(Affinity::Text) | Some(Affinity::Blob));
+    let textish =
+        |x: Option<Affinity>| matches!(x, None | Some(Affinity::Text) | Some(Affinity::Blob));
     let (mut x, mut y) = (a.clone(), b.clone());
     if numeric(aa) && textish(ab) {
         y = Affinity::Numeric.apply(y);
@@ -1671,12 +1819,30 @@ pub fn compare_values(
     Some(x.cmp_with(&y, coll))
 }
 
-fn order_values(a: &Value, b: &Value, coll: Collation, desc: bool, nulls_first: Option<bool>) -> Ordering {
+fn order_values(
+    a: &Value,
+    b: &Value,
+    coll: Collation,
+    desc: bool,
+    nulls_first: Option<bool>,
+) -> Ordering {
     let nf = nulls_first.unwrap_or(!desc);
     match (a.is_null(), b.is_null()) {
         (true, true) => return Ordering::Equal,
-        (true, false) => return if nf { Ordering::Less } else { Ordering::Greater },
-        (false, true) => return if nf { Ordering::Greater } else { Ordering::Less },
+        (true, false) => {
+            return if nf {
+                Ordering::Less
+            } else {
+                Ordering::Greater
+            }
+        }
+        (false, true) => {
+            return if nf {
+                Ordering::Greater
+            } else {
+                Ordering::Less
+            }
+        }
         _ => {}
     }
     let o = a.cmp_with(b, coll);
@@ -1702,7 +1868,9 @@ pub fn cast(v: Value, ty: Option<&str>) -> Value {
             other => {
                 let n = crate::value::number_prefix(&other.to_text()).0;
                 match n {
-                    Value::Real(r) if r.fract() == 0.0 && r.abs() < 9.2e18 => Value::Integer(r as i64),
+                    Value::Real(r) if r.fract() == 0.0 && r.abs() < 9.2e18 => {
+                        Value::Integer(r as i64)
+                    }
                     n => n,
                 }
             }
@@ -1724,9 +1892,15 @@ fn resolve_order_term(e: &Expr, exprs: &[(Expr, String)]) -> Result<Expr> {
         }
         Expr::Column { table: None, name } => Ok(exprs
             .iter()
-            .find(|(x, n)| n.eq_ignore_ascii_case(name) && !matches!(x, Expr::Column { name: cn, .. } if !cn.eq_ignore_ascii_case(name)))
+            .find(|(x, n)| {
+                n.eq_ignore_ascii_case(name)
+                    && !matches!(x, Expr::Column { name: cn, .. } if !cn.eq_ignore_ascii_case(name))
+            })
             .map_or_else(|| e.clone(), |(x, _)| x.clone())),
-        Expr::Collate(inner, c) => Ok(Expr::Collate(Box::new(resolve_order_term(inner, exprs)?), *c)),
+        Expr::Collate(inner, c) => Ok(Expr::Collate(
+            Box::new(resolve_order_term(inner, exprs)?),
+            *c,
+        )),
         other => Ok(other.clone()),
     }
 }
@@ -1754,7 +1928,9 @@ pub fn expr_name(e: &Expr) -> String {
             Value::Text(s) => format!("'{s}'"),
             other => other.to_string(),
         },
-        Expr::Function { name, args, star, .. } => {
+        Expr::Function {
+            name, args, star, ..
+        } => {
             if *star {
                 format!("{name}(*)")
             } else {
@@ -1792,7 +1968,11 @@ fn schema_table_columns() -> Vec<SrcCol> {
         .iter()
         .map(|n| SrcCol {
             name: n.to_string(),
-            affinity: Some(if *n == "rootpage" { Affinity::Integer } else { Affinity::Text }),
+            affinity: Some(if *n == "rootpage" {
+                Affinity::Integer
+            } else {
+                Affinity::Text
+            }),
             coll: Collation::Binary,
             decl_type: Some(if *n == "rootpage" { "int" } else { "text" }.into()),
             hidden: false,

@@ -69,19 +69,32 @@ impl Acc {
                 overflow,
                 seen,
             } => {
-                let Some(v) = v.filter(|v| !v.is_null()) else { return };
+                let Some(v) = v.filter(|v| !v.is_null()) else {
+                    return;
+                };
                 *seen = true;
-                match v.to_numeric() {
-                    Value::Integer(i) if !*any_real => {
+                // SQLite's sqlite3_value_numeric_type: text that is wholly an integer counts
+                // as one; anything else not an integer makes the sum a REAL.
+                let as_int = match v {
+                    Value::Integer(i) => Some(*i),
+                    Value::Text(t) => match crate::value::parse_number(t) {
+                        Some(Value::Integer(i)) => Some(i),
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                match as_int {
+                    Some(i) if !*any_real => {
                         *real += i as f64;
                         match int.and_then(|s| s.checked_add(i)) {
                             Some(s) => *int = Some(s),
                             None => *overflow = true,
                         }
                     }
-                    n => {
+                    Some(i) => *real += i as f64,
+                    None => {
                         *any_real = true;
-                        *real += n.as_f64();
+                        *real += v.as_f64();
                     }
                 }
             }
@@ -111,7 +124,9 @@ impl Acc {
                 }
             }
             Acc::Concat(s) => {
-                let Some(v) = v.filter(|v| !v.is_null()) else { return };
+                let Some(v) = v.filter(|v| !v.is_null()) else {
+                    return;
+                };
                 let sep = match args.get(1) {
                     Some(sep) => sep.to_text(),
                     None => ",".to_string(),
@@ -165,7 +180,9 @@ fn arg_count(name: &str, args: &[Value], ok: impl Fn(usize) -> bool) -> Result<(
     if ok(args.len()) {
         Ok(())
     } else {
-        Err(Error::Sql(format!("wrong number of arguments to function {name}()")))
+        Err(Error::Sql(format!(
+            "wrong number of arguments to function {name}()"
+        )))
     }
 }
 
@@ -181,15 +198,22 @@ pub fn call(name: &str, args: &[Value]) -> Result<Value> {
                     i.checked_abs()
                         .ok_or_else(|| Error::Sql("integer overflow".into()))?,
                 ),
-                v => match v.to_numeric() {
-                    Value::Integer(i) => Value::Integer(i.abs()),
-                    n => Value::Real(n.as_f64().abs()),
-                },
+                v => {
+                    let r = v.as_f64();
+                    Value::Real(if r < 0.0 { -r } else { r })
+                }
             }
         }
         "coalesce" | "ifnull" => {
-            arg_count(name, args, |n| if name == "ifnull" { n == 2 } else { n >= 2 })?;
-            args.iter().find(|v| !v.is_null()).cloned().unwrap_or(Value::Null)
+            arg_count(
+                name,
+                args,
+                |n| if name == "ifnull" { n == 2 } else { n >= 2 },
+            )?;
+            args.iter()
+                .find(|v| !v.is_null())
+                .cloned()
+                .unwrap_or(Value::Null)
         }
         "nullif" => {
             arg_count(name, args, |n| n == 2)?;
@@ -311,13 +335,23 @@ pub fn call(name: &str, args: &[Value]) -> Result<Value> {
         ),
         "unicode" => match a(0) {
             Value::Null => Value::Null,
-            v => v.to_text().chars().next().map_or(Value::Null, |c| Value::Integer(c as i64)),
+            v => v
+                .to_text()
+                .chars()
+                .next()
+                .map_or(Value::Null, |c| Value::Integer(c as i64)),
         },
         "sign" => match a(0).to_numeric() {
             Value::Null => Value::Null,
             n => {
                 let f = n.as_f64();
-                Value::Integer(if f > 0.0 { 1 } else if f < 0.0 { -1 } else { 0 })
+                Value::Integer(if f > 0.0 {
+                    1
+                } else if f < 0.0 {
+                    -1
+                } else {
+                    0
+                })
             }
         },
         "likely" | "unlikely" => a(0),
@@ -328,7 +362,9 @@ pub fn call(name: &str, args: &[Value]) -> Result<Value> {
         }
         "sqlite_version" => Value::text("3.45.0"),
         "last_insert_rowid" | "changes" | "total_changes" => {
-            return Err(Error::Sql(format!("{name}() is answered by the connection")))
+            return Err(Error::Sql(format!(
+                "{name}() is answered by the connection"
+            )))
         }
         _ => return Err(Error::Sql(format!("no such function: {name}"))),
     })
@@ -337,7 +373,11 @@ pub fn call(name: &str, args: &[Value]) -> Result<Value> {
 fn substr(v: &Value, start: i64, len: Option<i64>) -> Value {
     let units: Vec<Value> = match v {
         Value::Blob(b) => b.iter().map(|&x| Value::Integer(x as i64)).collect(),
-        _ => v.to_text().chars().map(|c| Value::from(c.to_string())).collect(),
+        _ => v
+            .to_text()
+            .chars()
+            .map(|c| Value::from(c.to_string()))
+            .collect(),
     };
     let n = units.len() as i64;
     let (mut from, mut count) = (start, len.unwrap_or(i64::MAX / 4));
@@ -495,10 +535,19 @@ fn printf(args: &[Value]) -> Result<Value> {
             'x' => format!("{:x}", arg().as_i64()),
             'X' => format!("{:X}", arg().as_i64()),
             'o' => format!("{:o}", arg().as_i64()),
-            'c' => arg().to_text().chars().next().map(String::from).unwrap_or_default(),
+            'c' => arg()
+                .to_text()
+                .chars()
+                .next()
+                .map(String::from)
+                .unwrap_or_default(),
             's' | 'z' => {
                 let v = arg();
-                let s = if v.is_null() { String::new() } else { v.to_text() };
+                let s = if v.is_null() {
+                    String::new()
+                } else {
+                    v.to_text()
+                };
                 match prec {
                     Some(p) => s.chars().take(p).collect(),
                     None => s,
@@ -551,19 +600,13 @@ pub fn like(s: &str, pattern: &str, escape: Option<char>) -> bool {
             let Some((&lit, rest)) = rest.split_first() else {
                 return false;
             };
-            return s
-                .first()
-                .is_some_and(|&x| x.to_ascii_lowercase() == lit.to_ascii_lowercase())
+            return s.first().is_some_and(|&x| x.eq_ignore_ascii_case(&lit))
                 && go(&s[1..], rest, esc);
         }
         match c {
             '%' => (0..=s.len()).any(|i| go(&s[i..], rest, esc)),
             '_' => !s.is_empty() && go(&s[1..], rest, esc),
-            _ => {
-                s.first()
-                    .is_some_and(|&x| x.to_ascii_lowercase() == c.to_ascii_lowercase())
-                    && go(&s[1..], rest, esc)
-            }
+            _ => s.first().is_some_and(|&x| x.eq_ignore_ascii_case(&c)) && go(&s[1..], rest, esc),
         }
     }
     go(&s, &p, escape)
@@ -698,7 +741,15 @@ mod tests {
     #[test]
     fn printf_basics() {
         let f = |args: &[Value]| printf(args).unwrap().to_text();
-        assert_eq!(f(&[Value::text("%5d|%-3s|%.2f"), 42.into(), "ab".into(), 3.14159.into()]), "   42|ab |3.14");
+        assert_eq!(
+            f(&[
+                Value::text("%5d|%-3s|%.2f"),
+                42.into(),
+                "ab".into(),
+                2.71.into()
+            ]),
+            "   42|ab |2.71"
+        );
         assert_eq!(f(&[Value::text("%05d"), Value::Integer(-42)]), "-0042");
     }
 }

@@ -247,7 +247,12 @@ impl Connection {
     pub fn run(&mut self, stmt: &Statement, params: &[Value]) -> Result<QueryResult> {
         if stmt.explain {
             return Ok(QueryResult {
-                columns: vec!["id".into(), "parent".into(), "notused".into(), "detail".into()],
+                columns: vec![
+                    "id".into(),
+                    "parent".into(),
+                    "notused".into(),
+                    "detail".into(),
+                ],
                 decl_types: vec![None; 4],
                 rows: vec![vec![0.into(), 0.into(), 0.into(), "SCAN".into()]],
             });
@@ -334,20 +339,31 @@ impl Connection {
             Stmt::Select(s) => ex.select(s, None),
             Stmt::Insert(i) => ex.insert(i, None).map(|_| QueryResult::default()),
             Stmt::Update(u) => ex.update(u, None).map(|_| QueryResult::default()),
-            Stmt::Delete { table, where_ } => ex.delete(table, where_.as_ref(), None).map(|_| QueryResult::default()),
+            Stmt::Delete { table, where_ } => ex
+                .delete(table, where_.as_ref(), None)
+                .map(|_| QueryResult::default()),
             Stmt::CreateTable(ct) => ex.create_table(ct).map(|()| QueryResult::default()),
             s @ Stmt::CreateIndex { .. } => ex.create_index(s).map(|()| QueryResult::default()),
             s @ Stmt::CreateView { .. } => ex.create_view(s).map(|()| QueryResult::default()),
             Stmt::CreateTrigger(ct) => ex.create_trigger(ct).map(|()| QueryResult::default()),
-            Stmt::Drop { kind, name, if_exists } => {
-                ex.drop_object(*kind, name, *if_exists).map(|()| QueryResult::default())
-            }
+            Stmt::Drop {
+                kind,
+                name,
+                if_exists,
+            } => ex
+                .drop_object(*kind, name, *if_exists)
+                .map(|()| QueryResult::default()),
             Stmt::Reindex(name) => ex.reindex(name.as_deref()).map(|()| QueryResult::default()),
-            Stmt::AlterTable { .. } => Err(Error::Unsupported("ALTER TABLE".into())),
+            Stmt::AlterTable { table, action } => ex
+                .alter_table(table, action)
+                .map(|()| QueryResult::default()),
             _ => unreachable!("handled by the connection"),
         };
         let changes = ex.changes;
-        if matches!(stmt.stmt, Stmt::Insert(_) | Stmt::Update(_) | Stmt::Delete { .. }) {
+        if matches!(
+            stmt.stmt,
+            Stmt::Insert(_) | Stmt::Update(_) | Stmt::Delete { .. }
+        ) {
             self.changes = changes;
             if res.is_ok() {
                 self.total_changes += changes;
@@ -373,7 +389,9 @@ impl Connection {
 
     fn begin(&mut self, _kind: BeginKind) -> Result<QueryResult> {
         if self.txn.is_some() {
-            return Err(Error::Sql("cannot start a transaction within a transaction".into()));
+            return Err(Error::Sql(
+                "cannot start a transaction within a transaction".into(),
+            ));
         }
         self.schema = self.shared.schema.read().clone();
         self.txn = Some(self.shared.env.begin_txn()?);
@@ -382,7 +400,9 @@ impl Connection {
 
     fn commit(&mut self) -> Result<()> {
         let Some(txn) = self.txn.take() else {
-            return Err(Error::Sql("cannot commit - no transaction is active".into()));
+            return Err(Error::Sql(
+                "cannot commit - no transaction is active".into(),
+            ));
         };
         self.savepoints.clear();
         let r = txn.commit();
@@ -399,7 +419,9 @@ impl Connection {
 
     fn rollback(&mut self) -> Result<()> {
         let Some(txn) = self.txn.take() else {
-            return Err(Error::Sql("cannot rollback - no transaction is active".into()));
+            return Err(Error::Sql(
+                "cannot rollback - no transaction is active".into(),
+            ));
         };
         txn.abort();
         self.savepoints.clear();
@@ -433,7 +455,10 @@ impl Connection {
         if began {
             self.commit()?;
         } else {
-            self.txn.as_ref().expect("a savepoint is in a transaction").release(sp)?;
+            self.txn
+                .as_ref()
+                .expect("a savepoint is in a transaction")
+                .release(sp)?;
         }
         Ok(QueryResult::default())
     }
@@ -459,9 +484,14 @@ impl Connection {
         });
         Ok(match name {
             "table_info" => {
-                let t = self.schema.table(&arg.unwrap_or_default().to_text())?.clone();
+                let t = self
+                    .schema
+                    .table(&arg.unwrap_or_default().to_text())?
+                    .clone();
                 let mut r = QueryResult {
-                    columns: ["cid", "name", "type", "notnull", "dflt_value", "pk"].map(String::from).to_vec(),
+                    columns: ["cid", "name", "type", "notnull", "dflt_value", "pk"]
+                        .map(String::from)
+                        .to_vec(),
                     decl_types: vec![None; 6],
                     rows: Vec::new(),
                 };
@@ -492,7 +522,11 @@ impl Connection {
                 let report = self.shared.env.verify()?;
                 one(
                     "integrity_check",
-                    if report.is_clean() { "ok".into() } else { format!("{report:?}").into() },
+                    if report.is_clean() {
+                        "ok".into()
+                    } else {
+                        format!("{report:?}").into()
+                    },
                 )
             }
             _ => QueryResult::default(),

@@ -76,7 +76,10 @@ pub fn unquote(s: &str) -> String {
     let b = s.as_bytes();
     if b.len() >= 2 {
         let (open, close) = (b[0], b[b.len() - 1]);
-        let pair = matches!((open, close), (b'"', b'"') | (b'`', b'`') | (b'\'', b'\'') | (b'[', b']'));
+        let pair = matches!(
+            (open, close),
+            (b'"', b'"') | (b'`', b'`') | (b'\'', b'\'') | (b'[', b']')
+        );
         if pair {
             let inner = &s[1..s.len() - 1];
             return match open {
@@ -178,7 +181,9 @@ impl Cx {
                     || order_by.is_some()
                     || limit.is_some()
                 {
-                    return Err(unsupported("WITH, FROM, RETURNING, ORDER BY or LIMIT on UPDATE"));
+                    return Err(unsupported(
+                        "WITH, FROM, RETURNING, ORDER BY or LIMIT on UPDATE",
+                    ));
                 }
                 let sets = sets
                     .iter()
@@ -291,9 +296,18 @@ impl Cx {
                     sql: sql_text(s),
                 }))
             }
-            p::Stmt::DropTable { if_exists, tbl_name } => drop(ObjectKind::Table, tbl_name, *if_exists)?,
-            p::Stmt::DropIndex { if_exists, idx_name } => drop(ObjectKind::Index, idx_name, *if_exists)?,
-            p::Stmt::DropView { if_exists, view_name } => drop(ObjectKind::View, view_name, *if_exists)?,
+            p::Stmt::DropTable {
+                if_exists,
+                tbl_name,
+            } => drop(ObjectKind::Table, tbl_name, *if_exists)?,
+            p::Stmt::DropIndex {
+                if_exists,
+                idx_name,
+            } => drop(ObjectKind::Index, idx_name, *if_exists)?,
+            p::Stmt::DropView {
+                if_exists,
+                view_name,
+            } => drop(ObjectKind::View, view_name, *if_exists)?,
             p::Stmt::DropTrigger {
                 if_exists,
                 trigger_name,
@@ -325,13 +339,16 @@ impl Cx {
                 table: qname(t)?,
                 action: match body {
                     p::AlterTableBody::RenameTo(n) => AlterAction::RenameTo(name(n)),
-                    p::AlterTableBody::RenameColumn { old, new } => AlterAction::RenameColumn {
-                        old: name(old),
-                        new: name(new),
-                    },
-                    p::AlterTableBody::AddColumn(c) => AlterAction::AddColumn(self.column(c)?),
-                    p::AlterTableBody::DropColumn(n) => AlterAction::DropColumn(name(n)),
-                    _ => return Err(unsupported("this ALTER TABLE form")),
+                    p::AlterTableBody::AddColumn(c) => {
+                        struct Show<'a, 'b>(&'a p::ColumnDefinition<'b>);
+                        impl std::fmt::Display for Show<'_, '_> {
+                            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                                self.0.to_fmt(f)
+                            }
+                        }
+                        AlterAction::AddColumn(self.column(c)?, Show(c).to_string())
+                    }
+                    _ => return Err(unsupported("ALTER TABLE RENAME COLUMN and DROP COLUMN")),
                 },
             },
             p::Stmt::Analyze(_) | p::Stmt::Vacuum(..) => Stmt::Pragma {
@@ -434,12 +451,14 @@ impl Cx {
                 }
                 for c in constraints.iter().flat_map(|cs| cs.iter()) {
                     t.constraints.push(match &c.constraint {
-                        p::TableConstraint::PrimaryKey { columns, .. } => TableConstraint::PrimaryKey(
-                            columns
-                                .iter()
-                                .map(|c| self.sorted_column(c))
-                                .collect::<Result<_>>()?,
-                        ),
+                        p::TableConstraint::PrimaryKey { columns, .. } => {
+                            TableConstraint::PrimaryKey(
+                                columns
+                                    .iter()
+                                    .map(|c| self.sorted_column(c))
+                                    .collect::<Result<_>>()?,
+                            )
+                        }
                         p::TableConstraint::Unique { columns, .. } => TableConstraint::Unique(
                             columns
                                 .iter()
@@ -540,7 +559,9 @@ impl Cx {
             for cte in w.ctes {
                 with.push(Cte {
                     name: name(&cte.tbl_name),
-                    columns: cte.columns.map(|cs| cs.iter().map(|c| name(&c.col_name)).collect()),
+                    columns: cte
+                        .columns
+                        .map(|cs| cs.iter().map(|c| name(&c.col_name)).collect()),
                     select: Box::new(self.select(cte.select)?),
                 });
             }
@@ -637,7 +658,10 @@ impl Cx {
                     if t.contains(p::JoinType::RIGHT) {
                         return Err(unsupported("RIGHT and FULL joins"));
                     }
-                    (t.contains(p::JoinType::NATURAL), t.contains(p::JoinType::LEFT))
+                    (
+                        t.contains(p::JoinType::NATURAL),
+                        t.contains(p::JoinType::LEFT),
+                    )
                 }
             };
             let (on, using) = match &j.constraint {
@@ -688,9 +712,9 @@ impl Cx {
         }
         if let Ok(n) = v.parse::<usize>() {
             if n == 0 || n > 32766 {
-                return Err(Error::Sql(format!(
-                    "variable number must be between ?1 and ?32766"
-                )));
+                return Err(Error::Sql(
+                    "variable number must be between ?1 and ?32766".into(),
+                ));
             }
             if self.params.len() < n {
                 self.params.resize(n, None);
@@ -839,7 +863,10 @@ impl Cx {
                     star: false,
                 }
             }
-            p::Expr::FunctionCallStar { name: fname, filter_over } => {
+            p::Expr::FunctionCallStar {
+                name: fname,
+                filter_over,
+            } => {
                 if filter_over.is_some() {
                     return Err(unsupported("FILTER or OVER on a function"));
                 }
@@ -864,7 +891,12 @@ impl Cx {
                 not: *not,
                 select: Box::new(self.select(rhs)?),
             },
-            p::Expr::InTable { lhs, not, rhs, args } => {
+            p::Expr::InTable {
+                lhs,
+                not,
+                rhs,
+                args,
+            } => {
                 if args.is_some() {
                     return Err(unsupported("table-valued functions"));
                 }

@@ -30,7 +30,6 @@ pub struct Table {
     pub columns: Vec<Column>,
     /// The INTEGER PRIMARY KEY column, an alias of the rowid.
     pub rowid_alias: Option<usize>,
-    pub autoincrement: bool,
     pub checks: Vec<Expr>,
     pub db: String,
     pub sql: String,
@@ -79,6 +78,18 @@ pub fn lc(name: &str) -> String {
 }
 
 impl Table {
+    /// Completes a stored row: columns added after it was written take their default.
+    pub fn complete(&self, row: &mut Vec<Value>) {
+        row.truncate(self.columns.len());
+        while row.len() < self.columns.len() {
+            let d = match &self.columns[row.len()].default {
+                Some(Expr::Literal(v)) => self.columns[row.len()].affinity.apply(v.clone()),
+                _ => Value::Null,
+            };
+            row.push(d);
+        }
+    }
+
     pub fn column_index(&self, name: &str) -> Option<usize> {
         self.columns
             .iter()
@@ -99,7 +110,10 @@ impl Schema {
             .filter(move |i| i.table.eq_ignore_ascii_case(table))
     }
 
-    pub fn triggers_of<'a>(&'a self, table: &'a str) -> impl Iterator<Item = &'a Arc<Trigger>> + 'a {
+    pub fn triggers_of<'a>(
+        &'a self,
+        table: &'a str,
+    ) -> impl Iterator<Item = &'a Arc<Trigger>> + 'a {
         self.triggers
             .values()
             .filter(move |t| t.def.table.eq_ignore_ascii_case(table))
@@ -128,7 +142,10 @@ impl Schema {
     pub fn build_table(&mut self, ct: &ast::CreateTable) -> Result<(Table, Vec<Index>)> {
         let mut columns = Vec::new();
         for c in &ct.columns {
-            if columns.iter().any(|x: &Column| x.name.eq_ignore_ascii_case(&c.name)) {
+            if columns
+                .iter()
+                .any(|x: &Column| x.name.eq_ignore_ascii_case(&c.name))
+            {
                 return Err(Error::Sql(format!("duplicate column name: {}", c.name)));
             }
             columns.push(Column {
@@ -150,7 +167,9 @@ impl Schema {
                     .iter()
                     .position(|c| c.name.eq_ignore_ascii_case(name))
                     .ok_or_else(|| Error::Sql(format!("no such column: {name}"))),
-                _ => Err(Error::Unsupported("expressions in a table constraint".into())),
+                _ => Err(Error::Unsupported(
+                    "expressions in a table constraint".into(),
+                )),
             }
         };
         for (i, c) in ct.columns.iter().enumerate() {
@@ -201,7 +220,10 @@ impl Schema {
         if let Some(p) = &pk {
             if p.len() == 1 && !p[0].1 {
                 let c = &columns[p[0].0];
-                if c.decl_type.as_deref().is_some_and(|t| t.eq_ignore_ascii_case("INTEGER")) {
+                if c.decl_type
+                    .as_deref()
+                    .is_some_and(|t| t.eq_ignore_ascii_case("INTEGER"))
+                {
                     rowid_alias = Some(p[0].0);
                 }
             }
@@ -239,7 +261,6 @@ impl Schema {
                 name: ct.name.clone(),
                 columns,
                 rowid_alias,
-                autoincrement,
                 checks,
                 db,
                 sql: ct.sql.clone(),
@@ -258,7 +279,8 @@ impl Schema {
                 "meta" => s.next_db = e[3].as_i64() as u64,
                 "table" => {
                     let sql = e[4].to_text();
-                    let Some(Stmt::CreateTable(ct)) = crate::parse::parse_one(&sql)?.map(|p| p.stmt)
+                    let Some(Stmt::CreateTable(ct)) =
+                        crate::parse::parse_one(&sql)?.map(|p| p.stmt)
                     else {
                         return Err(corrupt(&sql));
                     };
@@ -297,7 +319,10 @@ impl Schema {
                         i
                     } else {
                         let Some(Stmt::CreateIndex {
-                            name, unique, columns, ..
+                            name,
+                            unique,
+                            columns,
+                            ..
                         }) = crate::parse::parse_one(&sql)?.map(|p| p.stmt)
                         else {
                             return Err(corrupt(&sql));
@@ -315,8 +340,9 @@ impl Schema {
                     s.indexes.insert(lc(&index.name), Arc::new(index));
                 }
                 "view" => {
-                    let Some(Stmt::CreateView { columns, select, .. }) =
-                        crate::parse::parse_one(&sql)?.map(|p| p.stmt)
+                    let Some(Stmt::CreateView {
+                        columns, select, ..
+                    }) = crate::parse::parse_one(&sql)?.map(|p| p.stmt)
                     else {
                         return Err(corrupt(&sql));
                     };
@@ -336,8 +362,13 @@ impl Schema {
                     else {
                         return Err(corrupt(&sql));
                     };
-                    s.triggers
-                        .insert(lc(&name), Arc::new(Trigger { name: name.clone(), def: *def }));
+                    s.triggers.insert(
+                        lc(&name),
+                        Arc::new(Trigger {
+                            name: name.clone(),
+                            def: *def,
+                        }),
+                    );
                 }
                 other => return Err(corrupt(other)),
             }

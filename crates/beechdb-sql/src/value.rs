@@ -7,6 +7,9 @@
 //! lang_expr.html); differences are listed in docs/sql-compat.md.
 
 use std::cmp::Ordering;
+
+/// 2^63: the first REAL past the largest integer.
+pub(crate) const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
 use std::fmt;
 use std::sync::Arc;
 
@@ -54,7 +57,11 @@ impl Collation {
         match self {
             Collation::Binary => a.as_bytes().cmp(b.as_bytes()),
             Collation::NoCase => {
-                let fold = |s: &str| s.bytes().map(|c| c.to_ascii_lowercase()).collect::<Vec<_>>();
+                let fold = |s: &str| {
+                    s.bytes()
+                        .map(|c| c.to_ascii_lowercase())
+                        .collect::<Vec<_>>()
+                };
                 fold(a).cmp(&fold(b))
             }
             Collation::Rtrim => a.trim_end_matches(' ').cmp(b.trim_end_matches(' ')),
@@ -117,7 +124,9 @@ impl Affinity {
 /// A REAL holding an integer that fits becomes an INTEGER (NUMERIC affinity's rule).
 fn integral(v: Value) -> Value {
     match v {
-        Value::Real(r) if r.fract() == 0.0 && (-9.223372036854776e18..9.223372036854776e18).contains(&r) => {
+        Value::Real(r)
+            if r.fract() == 0.0 && (-9.223372036854776e18..9.223372036854776e18).contains(&r) =>
+        {
             Value::Integer(r as i64)
         }
         other => other,
@@ -233,10 +242,19 @@ impl Value {
     }
 
     pub fn as_f64(&self) -> f64 {
-        match self.to_numeric() {
+        let r = match self.to_numeric() {
             Value::Integer(i) => i as f64,
             Value::Real(r) => r,
             _ => 0.0,
+        };
+        // SQLite's text-to-double keeps the sign of a zero ("-", "-0").
+        match self {
+            Value::Text(_) | Value::Blob(_)
+                if r == 0.0 && self.to_text().trim_start().starts_with('-') =>
+            {
+                -0.0
+            }
+            _ => r,
         }
     }
 
@@ -302,9 +320,9 @@ impl Value {
 fn real_to_i64(r: f64) -> i64 {
     if r.is_nan() {
         0
-    } else if r >= 9.223372036854775807e18 {
+    } else if r >= TWO_POW_63 {
         i64::MAX
-    } else if r <= -9.223372036854775808e18 {
+    } else if r <= -TWO_POW_63 {
         i64::MIN
     } else {
         r as i64
@@ -315,15 +333,17 @@ fn cmp_int_real(i: i64, r: f64) -> Ordering {
     if r.is_nan() {
         return Ordering::Greater;
     }
-    if r < -9.223372036854775808e18 {
+    if r < -TWO_POW_63 {
         return Ordering::Greater;
     }
-    if r >= 9.223372036854775808e18 {
+    if r >= TWO_POW_63 {
         return Ordering::Less;
     }
     let t = r.trunc() as i64;
     match i.cmp(&t) {
-        Ordering::Equal => 0.0f64.partial_cmp(&(r - r.trunc())).unwrap_or(Ordering::Equal),
+        Ordering::Equal => 0.0f64
+            .partial_cmp(&(r - r.trunc()))
+            .unwrap_or(Ordering::Equal),
         o => o,
     }
 }
@@ -383,8 +403,7 @@ impl fmt::Display for Value {
 
 impl PartialEq for Value {
     fn eq(&self, other: &Value) -> bool {
-        self.cmp_with(other, Collation::Binary) == Ordering::Equal
-            && self.class() == other.class()
+        self.cmp_with(other, Collation::Binary) == Ordering::Equal && self.class() == other.class()
     }
 }
 
@@ -522,9 +541,15 @@ mod tests {
         assert_eq!(arith(ArithOp::Div, &i(-7), &i(2)), i(-3));
         assert!(arith(ArithOp::Div, &i(7), &i(0)).is_null());
         assert_eq!(arith(ArithOp::Rem, &i(-7), &i(2)), i(-1));
-        assert_eq!(arith(ArithOp::Add, &i(i64::MAX), &i(1)), Value::Real(9.223372036854776e18));
+        assert_eq!(
+            arith(ArithOp::Add, &i(i64::MAX), &i(1)),
+            Value::Real(9.223372036854776e18)
+        );
         assert_eq!(arith(ArithOp::Add, &Value::text("12abc"), &i(1)), i(13));
-        assert_eq!(arith(ArithOp::Rem, &Value::Real(5.5), &i(2)), Value::Real(1.0));
+        assert_eq!(
+            arith(ArithOp::Rem, &Value::Real(5.5), &i(2)),
+            Value::Real(1.0)
+        );
     }
 
     #[test]
@@ -548,9 +573,18 @@ mod tests {
         assert_eq!(Affinity::of_declared(Some("BIGINT")), Affinity::Integer);
         assert_eq!(Affinity::of_declared(Some("DECIMAL")), Affinity::Numeric);
         assert_eq!(Affinity::of_declared(None), Affinity::Blob);
-        assert_eq!(Affinity::Integer.apply(Value::text(" 3.0 ")), Value::Integer(3));
-        assert_eq!(Affinity::Numeric.apply(Value::text("3.5")), Value::Real(3.5));
-        assert_eq!(Affinity::Numeric.apply(Value::text("x3")), Value::text("x3"));
+        assert_eq!(
+            Affinity::Integer.apply(Value::text(" 3.0 ")),
+            Value::Integer(3)
+        );
+        assert_eq!(
+            Affinity::Numeric.apply(Value::text("3.5")),
+            Value::Real(3.5)
+        );
+        assert_eq!(
+            Affinity::Numeric.apply(Value::text("x3")),
+            Value::text("x3")
+        );
         assert_eq!(Affinity::Text.apply(Value::Integer(7)), Value::text("7"));
         assert_eq!(Affinity::Real.apply(Value::Integer(7)), Value::Real(7.0));
     }
