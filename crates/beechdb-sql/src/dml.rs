@@ -551,17 +551,19 @@ impl Exec<'_> {
         where_: Option<&Expr>,
         outer: Option<&Scope>,
     ) -> Result<Vec<Row>> {
-        let rows = self.table_rows(t)?;
-        let Some(w) = where_ else { return Ok(rows) };
-        let mut frame = Frame::default();
-        frame.push(&t.name, table_columns(t), true);
+        let from = From {
+            first: TableRef::Table {
+                name: t.name.clone(),
+                alias: None,
+            },
+            joins: Vec::new(),
+        };
+        let frame = self.frame_of(Some(&from))?;
         let mut out = Vec::new();
-        for r in rows {
-            let sc = Scope::new(&frame, &r, outer);
-            if self.eval(w, &sc)?.truth() == Some(true) {
-                out.push(r);
-            }
-        }
+        self.join(&from, &frame, where_, outer, &mut |_, r| {
+            out.push(r.to_vec());
+            Ok(true)
+        })?;
         Ok(out)
     }
 

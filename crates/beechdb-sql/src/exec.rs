@@ -240,10 +240,24 @@ pub fn conjuncts(e: &Expr) -> Vec<&Expr> {
 
 /// One source of a join being run: its rows, and how it joins.
 struct JoinItem {
+    /// The rows, unless the item is a table read through an access path.
     rows: Vec<Row>,
+    table: Option<Arc<Table>>,
+    access: Access,
     left: bool,
     on: Vec<Expr>,
     width: usize,
+}
+
+/// How a table of a join is read.
+#[derive(Clone)]
+enum Access {
+    /// Every row.
+    Scan,
+    /// The row whose rowid equals the expression (of earlier tables and outer queries).
+    Rowid(Expr),
+    /// The rows whose indexed first column equals the expression.
+    Index(Arc<crate::schema::Index>, Expr, Option<Affinity>),
 }
 
 impl<'a> Exec<'a> {
@@ -690,7 +704,7 @@ impl<'a> Exec<'a> {
     // ---- SELECT ----
 
     /// The columns a FROM clause brings, without reading any row.
-    fn frame_of(&self, from: Option<&From>) -> Result<Frame> {
+    pub(crate) fn frame_of(&self, from: Option<&From>) -> Result<Frame> {
         let mut frame = Frame::default();
         if let Some(f) = from {
             self.add_ref_columns(&f.first, &mut frame)?;
@@ -927,7 +941,7 @@ impl<'a> Exec<'a> {
     /// Runs the joins of `from`, calling `emit` with each joined row that passes the ON
     /// conditions and `filter` (pushed down to the first level where its columns are bound);
     /// `emit` returns false to stop.
-    fn join(
+    pub(crate) fn join(
         &mut self,
         from: &From,
         frame: &Frame,
@@ -937,12 +951,24 @@ impl<'a> Exec<'a> {
     ) -> Result<()> {
         // The sources, each with its rows; a nested join is one item of many sources.
         let mut items: Vec<JoinItem> = Vec::new();
+        // Base tables are read when the access path is known; other sources at once.
         let item = |me: &mut Self, r: &TableRef, left: bool, on: Vec<Expr>| -> Result<JoinItem> {
             let mut f = Frame::default();
             me.add_ref_columns(r, &mut f)?;
-            let rows = me.ref_rows(r, outer)?;
+            let table = match r {
+                TableRef::Table { name, .. } if me.cte_columns(name).is_none() => {
+                    me.schema.tables.get(&lc(name)).cloned()
+                }
+                _ => None,
+            };
+            let rows = match table {
+                Some(_) => Vec::new(),
+                None => me.ref_rows(r, outer)?,
+            };
             Ok(JoinItem {
                 rows,
+                table,
+                access: Access::Scan,
                 left,
                 on,
                 width: f.width,
@@ -1061,6 +1087,23 @@ impl<'a> Exec<'a> {
         for (i, e) in inner_on_exprs {
             at_level[level_of(e).max(i)].push(e);
         }
+        // Access paths: an equality on a table's rowid or indexed column with a value known
+        // before the table is read (earlier tables, outer queries, constants).
+        for i in 0..n {
+            let Some(t) = items[i].table.clone() else {
+                continue;
+            };
+            let exprs: Vec<&Expr> = at_level[i]
+                .iter()
+                .copied()
+                .chain(on_level[i].iter())
+                .collect();
+            let access = self.choose_access(&t, frame, bound[i], i, &exprs, &level_of);
+            if matches!(access, Access::Scan) {
+                items[i].rows = self.table_rows(&t)?;
+            }
+            items[i].access = access;
+        }
         let mut row: Vec<Value> = Vec::with_capacity(frame.width);
         self.join_level(
             &items, &at_level, &on_level, 0, &mut row, frame, outer, emit,
@@ -1103,7 +1146,18 @@ impl<'a> Exec<'a> {
             }
             Ok(true)
         };
-        for r in &it.rows {
+        let looked_up;
+        let rows: &[Row] = match (&it.access, &it.table) {
+            (Access::Scan, _) | (_, None) => &it.rows,
+            (access, Some(t)) => {
+                let mut padded = row.clone();
+                padded.resize(frame.width, Value::Null);
+                let sc = Scope::new(frame, &padded, outer);
+                looked_up = self.lookup(t, access, &sc)?;
+                &looked_up
+            }
+        };
+        for r in rows {
             row.truncate(base);
             row.extend(r.iter().cloned());
             if it.left {
@@ -1149,6 +1203,141 @@ impl<'a> Exec<'a> {
         }
         row.truncate(base);
         Ok(true)
+    }
+
+    /// The access path for table `t` (columns from `start` in `frame`, item `level`) given
+    /// the conditions `exprs` on it.
+    fn choose_access(
+        &self,
+        t: &Arc<Table>,
+        frame: &Frame,
+        start: usize,
+        level: usize,
+        exprs: &[&Expr],
+        level_of: &dyn Fn(&Expr) -> usize,
+    ) -> Access {
+        let ncols = t.columns.len();
+        let mut best = Access::Scan;
+        for e in exprs {
+            let Expr::Binary(BinOp::Eq, a, b) = e else {
+                continue;
+            };
+            for (col, other) in [(a, b), (b, a)] {
+                let Expr::Column { table, name } = &**col else {
+                    continue;
+                };
+                let Ok(Some((slot, _))) = frame.resolve(table.as_deref(), name) else {
+                    continue;
+                };
+                if slot < start || slot > start + ncols {
+                    continue;
+                }
+                let mut subquery = false;
+                other.walk(&mut |x| {
+                    subquery |= matches!(
+                        x,
+                        Expr::Exists(_)
+                            | Expr::Subquery(_)
+                            | Expr::InSelect { .. }
+                            | Expr::Raise(..)
+                    )
+                });
+                if subquery || level_of(other) >= level && refers_to_frame(other, frame) {
+                    continue;
+                }
+                let c = slot - start;
+                if c == ncols || t.rowid_alias == Some(c) {
+                    return Access::Rowid((**other).clone());
+                }
+                if matches!(best, Access::Scan) {
+                    let coll = t.columns[c].collation;
+                    let idx = self.schema.indexes_of(&t.name).find(|i| {
+                        i.columns
+                            .first()
+                            .is_some_and(|&(ic, _, icoll)| ic == c && icoll == coll)
+                    });
+                    if let Some(idx) = idx {
+                        let other_aff = {
+                            let row = vec![Value::Null; frame.width];
+                            self.affinity(other, &Scope::new(frame, &row, None))
+                        };
+                        best = Access::Index(idx.clone(), (**other).clone(), other_aff);
+                        let _ = c;
+                    }
+                }
+            }
+        }
+        best
+    }
+
+    /// The rows of `t` that `access` selects, with their rowids last.
+    fn lookup(&mut self, t: &Table, access: &Access, sc: &Scope) -> Result<Vec<Row>> {
+        match access {
+            Access::Scan => self.table_rows(t),
+            Access::Rowid(e) => {
+                let v = self.eval(e, sc)?;
+                // The rowid is an integer: only a value equal to one finds a row.
+                let rowid = match Affinity::Integer.apply(v) {
+                    Value::Integer(i) => i,
+                    _ => return Ok(Vec::new()),
+                };
+                Ok(self.row_by_rowid(t, rowid)?.into_iter().collect())
+            }
+            Access::Index(idx, e, other_aff) => {
+                let v = self.eval(e, sc)?;
+                if v.is_null() {
+                    return Ok(Vec::new());
+                }
+                let &(c, desc, coll) = &idx.columns[0];
+                let col_aff = Some(t.columns[c].affinity);
+                // The value the comparison would meet the column's values with.
+                let v = match (col_aff, other_aff) {
+                    (Some(a), x) if a.is_numeric() && !x.is_some_and(Affinity::is_numeric) => {
+                        Affinity::Numeric.apply(v)
+                    }
+                    (Some(Affinity::Text), None) => Affinity::Text.apply(v),
+                    _ => v,
+                };
+                let mut prefix = Vec::new();
+                crate::record::encode_key_part(&mut prefix, &v, coll, desc);
+                let idb = self.db(&idx.db)?;
+                let mut rowids = Vec::new();
+                for kv in self.txn.range(&idb, prefix.clone()..) {
+                    let (k, val) = kv?;
+                    if !k.starts_with(&prefix) {
+                        break;
+                    }
+                    let rk = if val.is_empty() {
+                        &k[k.len() - 8..]
+                    } else {
+                        &val[..]
+                    };
+                    rowids.push(rowid_of_key(rk)?);
+                }
+                let mut out = Vec::with_capacity(rowids.len());
+                for r in rowids {
+                    out.extend(self.row_by_rowid(t, r)?);
+                }
+                Ok(out)
+            }
+        }
+    }
+
+    /// Row `rowid` of `t` with its rowid last.
+    pub fn row_by_rowid(&mut self, t: &Table, rowid: i64) -> Result<Option<Row>> {
+        let db = self.db(&t.db)?;
+        Ok(match self.txn.get(&db, &crate::record::rowid_key(rowid))? {
+            None => None,
+            Some(v) => {
+                let mut row = decode_row(&v, t.columns.len())?;
+                t.complete(&mut row);
+                if let Some(a) = t.rowid_alias {
+                    row[a] = Value::Integer(rowid);
+                }
+                row.push(Value::Integer(rowid));
+                Some(row)
+            }
+        })
     }
 
     /// Runs a SELECT; `outer` is the scope of the enclosing query, for correlated subqueries.
@@ -1710,6 +1899,17 @@ impl<'a> Exec<'a> {
         }
         Ok((meta, out))
     }
+}
+
+/// Whether `e` names a column of `frame` (rather than only outer queries' and constants).
+fn refers_to_frame(e: &Expr, frame: &Frame) -> bool {
+    let mut found = false;
+    e.walk(&mut |x| {
+        if let Expr::Column { table, name } = x {
+            found |= matches!(frame.resolve(table.as_deref(), name), Ok(Some(_)));
+        }
+    });
+    found
 }
 
 fn rows_equal(a: &[Value], b: &[Value]) -> bool {

@@ -67,7 +67,11 @@ fn transfers_keep_the_total_and_readers_see_consistent_snapshots() {
             let mut reads = 0;
             while !done.load(Ordering::Acquire) {
                 c.execute("BEGIN", &[]).unwrap();
-                assert_eq!(total(&mut c), ACCOUNTS * 1000, "a snapshot saw a partial transfer");
+                assert_eq!(
+                    total(&mut c),
+                    ACCOUNTS * 1000,
+                    "a snapshot saw a partial transfer"
+                );
                 c.execute("COMMIT", &[]).unwrap();
                 reads += 1;
             }
@@ -87,8 +91,14 @@ fn transfers_keep_the_total_and_readers_see_consistent_snapshots() {
                     let r = retry(&mut c, |c| {
                         let bal = c.query("SELECT bal FROM accounts WHERE id = ?", &[a.into()])?;
                         assert_eq!(bal.rows.len(), 1);
-                        c.execute("UPDATE accounts SET bal = bal - ? WHERE id = ?", &[amount.into(), a.into()])?;
-                        c.execute("UPDATE accounts SET bal = bal + ? WHERE id = ?", &[amount.into(), b.into()])?;
+                        c.execute(
+                            "UPDATE accounts SET bal = bal - ? WHERE id = ?",
+                            &[amount.into(), a.into()],
+                        )?;
+                        c.execute(
+                            "UPDATE accounts SET bal = bal + ? WHERE id = ?",
+                            &[amount.into(), b.into()],
+                        )?;
                         Ok(())
                     });
                     retries.fetch_add(r, Ordering::Relaxed);
@@ -116,7 +126,8 @@ fn concurrent_increments_lose_no_update() {
                 let mut c = db.connect();
                 for _ in 0..100 {
                     // Autocommit statements retry themselves on conflicts.
-                    c.execute("UPDATE counter SET n = n + 1 WHERE id = 1", &[]).unwrap();
+                    c.execute("UPDATE counter SET n = n + 1 WHERE id = 1", &[])
+                        .unwrap();
                 }
             })
         })
@@ -141,7 +152,10 @@ fn writers_of_different_rows_never_conflict() {
                 for i in 0..100 {
                     c.execute("BEGIN", &[]).unwrap();
                     let id = w * 5 + i % 5;
-                    match c.execute("UPDATE accounts SET bal = bal + 1 WHERE id = ?", &[id.into()]) {
+                    match c.execute(
+                        "UPDATE accounts SET bal = bal + 1 WHERE id = ?",
+                        &[id.into()],
+                    ) {
                         Ok(_) => c.execute("COMMIT", &[]).map(drop).unwrap(),
                         Err(e) if e.is_busy() => {
                             busy.fetch_add(1, Ordering::Relaxed);
@@ -166,14 +180,19 @@ fn a_conflict_is_sqlite_busy_and_the_transaction_can_only_roll_back() {
     let (mut a, mut b) = (db.connect(), db.connect());
     a.execute("BEGIN", &[]).unwrap();
     b.execute("BEGIN", &[]).unwrap();
-    a.execute("UPDATE accounts SET bal = 1 WHERE id = 3", &[]).unwrap();
+    a.execute("UPDATE accounts SET bal = 1 WHERE id = 3", &[])
+        .unwrap();
     b.query("SELECT * FROM accounts", &[]).unwrap();
     a.execute("COMMIT", &[]).unwrap();
-    let e = b.execute("UPDATE accounts SET bal = 2 WHERE id = 3", &[]).unwrap_err();
+    let e = b
+        .execute("UPDATE accounts SET bal = 2 WHERE id = 3", &[])
+        .unwrap_err();
     assert_eq!(e.code(), beechdb_sql::codes::SQLITE_BUSY_SNAPSHOT);
     assert!(b.is_autocommit(), "the transaction was rolled back");
     assert_eq!(
-        b.query("SELECT bal FROM accounts WHERE id = 3", &[]).unwrap().rows[0][0],
+        b.query("SELECT bal FROM accounts WHERE id = 3", &[])
+            .unwrap()
+            .rows[0][0],
         Value::Integer(1)
     );
 }

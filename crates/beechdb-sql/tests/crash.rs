@@ -31,15 +31,22 @@ fn child_tpcb() {
     if c.query("SELECT count(*) FROM branches", &[]).unwrap().rows[0][0] == Value::Integer(0) {
         c.execute("BEGIN", &[]).unwrap();
         for b in 0..2 {
-            c.execute("INSERT INTO branches VALUES(?, 0)", &[b.into()]).unwrap();
+            c.execute("INSERT INTO branches VALUES(?, 0)", &[b.into()])
+                .unwrap();
         }
         for t in 0..6i64 {
-            c.execute("INSERT INTO tellers VALUES(?, ?, 0)", &[t.into(), (t % 2).into()])
-                .unwrap();
+            c.execute(
+                "INSERT INTO tellers VALUES(?, ?, 0)",
+                &[t.into(), (t % 2).into()],
+            )
+            .unwrap();
         }
         for a in 0..40i64 {
-            c.execute("INSERT INTO accounts VALUES(?, ?, 0)", &[a.into(), (a % 2).into()])
-                .unwrap();
+            c.execute(
+                "INSERT INTO accounts VALUES(?, ?, 0)",
+                &[a.into(), (a % 2).into()],
+            )
+            .unwrap();
         }
         c.execute("COMMIT", &[]).unwrap();
     }
@@ -50,12 +57,27 @@ fn child_tpcb() {
         .unwrap();
     let mut rng = rand::rngs::StdRng::from_entropy();
     loop {
-        let (a, t, d): (i64, i64, i64) = (rng.gen_range(0..40), rng.gen_range(0..6), rng.gen_range(-99..100));
+        let (a, t, d): (i64, i64, i64) = (
+            rng.gen_range(0..40),
+            rng.gen_range(0..6),
+            rng.gen_range(-99..100),
+        );
         c.execute("BEGIN", &[]).unwrap();
-        c.execute("UPDATE accounts SET bal = bal + ? WHERE id = ?", &[d.into(), a.into()]).unwrap();
-        c.execute("UPDATE tellers SET bal = bal + ? WHERE id = ?", &[d.into(), t.into()]).unwrap();
-        c.execute("UPDATE branches SET bal = bal + ? WHERE id = ?", &[d.into(), (a % 2).into()])
-            .unwrap();
+        c.execute(
+            "UPDATE accounts SET bal = bal + ? WHERE id = ?",
+            &[d.into(), a.into()],
+        )
+        .unwrap();
+        c.execute(
+            "UPDATE tellers SET bal = bal + ? WHERE id = ?",
+            &[d.into(), t.into()],
+        )
+        .unwrap();
+        c.execute(
+            "UPDATE branches SET bal = bal + ? WHERE id = ?",
+            &[d.into(), (a % 2).into()],
+        )
+        .unwrap();
         c.execute(
             "INSERT INTO history(account, teller, delta) VALUES(?, ?, ?)",
             &[a.into(), t.into(), d.into()],
@@ -85,7 +107,13 @@ fn kills_lose_no_acknowledged_commit() {
     let mut checked = 0;
     for k in 0..kills {
         let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "child_tpcb", "--ignored", "--nocapture", "--test-threads=1"])
+            .args([
+                "--exact",
+                "child_tpcb",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(DIR, &envdir)
             .env(ACKS, &acks)
             .stdout(std::process::Stdio::null())
@@ -103,7 +131,10 @@ fn kills_lose_no_acknowledged_commit() {
             Err(e) => panic!("kill {k}: reopening failed: {e}"),
         };
         let mut c = db.connect();
-        let tables = one(&mut c, "SELECT count(*) FROM sqlite_schema WHERE type = 'table'");
+        let tables = one(
+            &mut c,
+            "SELECT count(*) FROM sqlite_schema WHERE type = 'table'",
+        );
         if tables != Value::Integer(4) {
             assert!(acked.is_empty(), "kill {k}: tables lost after commits");
             continue;
@@ -114,17 +145,37 @@ fn kills_lose_no_acknowledged_commit() {
             assert_eq!(s, history, "kill {k}: {t} total disagrees with the history");
         }
         let count = one(&mut c, "SELECT count(*) FROM history").as_i64();
-        assert!(count >= acked.len() as i64, "kill {k}: {count} rows, {} acknowledged", acked.len());
+        assert!(
+            count >= acked.len() as i64,
+            "kill {k}: {count} rows, {} acknowledged",
+            acked.len()
+        );
         for id in acked.iter().rev().take(20) {
-            let there = one(&mut c, &format!("SELECT count(*) FROM history WHERE id = {id}"));
-            assert_eq!(there, Value::Integer(1), "kill {k}: acknowledged commit {id} lost");
+            let there = one(
+                &mut c,
+                &format!("SELECT count(*) FROM history WHERE id = {id}"),
+            );
+            assert_eq!(
+                there,
+                Value::Integer(1),
+                "kill {k}: acknowledged commit {id} lost"
+            );
         }
         let ok = one(&mut c, "PRAGMA integrity_check");
         assert_eq!(ok, Value::from("ok"), "kill {k}");
         checked += 1;
     }
-    assert!(checked * 2 > kills, "only {checked} of {kills} kills found work to check");
-    let acked = std::fs::read_to_string(&acks).unwrap_or_default().lines().count();
+    assert!(
+        checked * 2 > kills,
+        "only {checked} of {kills} kills found work to check"
+    );
+    let acked = std::fs::read_to_string(&acks)
+        .unwrap_or_default()
+        .lines()
+        .count();
     println!("{kills} kills, {acked} acknowledged commits, all present");
-    assert!(acked as u64 > kills, "the children acknowledged only {acked} commits");
+    assert!(
+        acked as u64 > kills,
+        "the children acknowledged only {acked} commits"
+    );
 }

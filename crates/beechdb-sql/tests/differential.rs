@@ -132,7 +132,7 @@ fn query(rng: &mut StdRng) -> (String, bool, bool) {
                 expr(rng, &tables, 2)
             ),
             false,
-            false,
+            true,
         ),
         3 => (
             format!(
