@@ -14,6 +14,8 @@ use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+mod sql;
+
 #[derive(Parser)]
 #[command(
     name = "beech",
@@ -34,6 +36,15 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// A SQL shell (like sqlite3): interactive, or the SQL given, or standard input; the
+    /// database is the environment directory (created if missing). Exit status 1 on a SQL
+    /// error in batch mode.
+    Sql {
+        /// Environment directory.
+        dir: PathBuf,
+        /// SQL to run (statements and dot commands) instead of a session.
+        sql: Option<String>,
+    },
     /// Print environment and per-database statistics (like db_stat).
     Stat {
         /// Environment directory.
@@ -161,6 +172,7 @@ fn require_log(env: &Env, dir: &Path, command: &str) -> Res<()> {
 fn run(cli: Cli) -> Res<ExitCode> {
     let accept = cli.accept_fallback;
     match cli.command {
+        Command::Sql { dir, sql } => sql::run(&dir, sql),
         Command::Stat { dir, db, json } => stat(&dir, db, json, accept),
         Command::Dump {
             dir,

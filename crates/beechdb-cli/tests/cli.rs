@@ -379,3 +379,50 @@ fn printlog_lists_every_record() {
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
+
+#[test]
+fn sql_shell_one_shot_and_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let db = db.to_str().unwrap();
+    let (code, out, err) = beech(
+        &[
+            "sql",
+            db,
+            "CREATE TABLE t(a INTEGER PRIMARY KEY, b TEXT);\nINSERT INTO t(b) VALUES ('x'), ('y, z');\n.mode csv\n.headers on\nSELECT a, b FROM t;",
+        ],
+        None,
+    );
+    assert_eq!((code, err.as_str()), (0, ""));
+    assert_eq!(out, "a,b\n1,x\n2,\"y, z\"\n");
+    // Standard input: multi-line statements, dot commands, and an error ends it with 1.
+    let script =
+        "SELECT count(*)\n  FROM t;\n.tables\n.dump\nSELECT nope FROM t;\nSELECT 'not reached';\n";
+    let (code, out, err) = beech(&["sql", db], Some(script));
+    assert_eq!(code, 1);
+    assert!(
+        out.starts_with("2\nt\nPRAGMA foreign_keys=OFF;\nBEGIN TRANSACTION;\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("INSERT INTO \"t\" VALUES(2,'y, z');\nCOMMIT;\n"),
+        "{out}"
+    );
+    assert!(!out.contains("not reached"));
+    assert_eq!(err, "Error: no such column: nope\n");
+    // .import creates the table from the CSV header.
+    let csv = dir.path().join("in.csv");
+    std::fs::write(&csv, "name,qty\napple,3\n\"pear, green\",5\n").unwrap();
+    let (code, out, _) = beech(
+        &[
+            "sql",
+            db,
+            &format!(
+                ".import {} fruit\nSELECT sum(qty), max(name) FROM fruit;",
+                csv.display()
+            ),
+        ],
+        None,
+    );
+    assert_eq!((code, out.as_str()), (0, "8|pear, green\n"));
+}

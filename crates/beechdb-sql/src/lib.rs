@@ -192,6 +192,21 @@ impl Connection {
         }
     }
 
+    /// Parses the first statement of `sql`; returns it and the bytes it took (`None` when
+    /// only spaces, comments and semicolons remain).
+    pub fn prepare_first(&self, sql: &str) -> Result<Option<(Statement, usize)>> {
+        Ok(parse::parse_one(sql)?.map(|p| {
+            (
+                Statement {
+                    stmt: p.stmt,
+                    params: p.params,
+                    explain: p.explain,
+                },
+                p.consumed,
+            )
+        }))
+    }
+
     /// Runs every statement of `sql` in order, stopping at the first error.
     pub fn execute_batch(&mut self, sql: &str) -> Result<()> {
         let mut rest = sql;

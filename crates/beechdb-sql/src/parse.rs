@@ -64,8 +64,20 @@ fn sql_text(s: &p::Stmt) -> String {
     Show(s).to_string()
 }
 
+/// The parser's message without its position suffix, as SQLite words it.
+fn expr_text(e: &p::Expr) -> String {
+    struct Show<'a, 'b>(&'a p::Expr<'b>);
+    impl std::fmt::Display for Show<'_, '_> {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            self.0.to_fmt(f)
+        }
+    }
+    Show(e).to_string()
+}
+
 fn clean_error(e: &str) -> String {
-    match e.find(" at (") {
+    let cut = [" at (", " at line"].iter().filter_map(|p| e.find(p)).min();
+    match cut {
         Some(i) => e[..i].to_string(),
         None => e.to_string(),
     }
@@ -623,12 +635,25 @@ impl Cx {
                     cols.push(match rc {
                         p::ResultColumn::Star => ResultColumn::Star,
                         p::ResultColumn::TableStar(n) => ResultColumn::TableStar(name(n)),
-                        p::ResultColumn::Expr(e, alias) => ResultColumn::Expr(
-                            self.expr(e)?,
-                            alias.as_ref().map(|a| match a {
-                                p::As::As(n) | p::As::Elided(n) => name(n),
-                            }),
-                        ),
+                        p::ResultColumn::Expr(e, alias) => {
+                            // Unaliased, an expression's column is named by its text (a
+                            // column reference by the column's name).
+                            let alias = match alias {
+                                Some(p::As::As(n) | p::As::Elided(n)) => Some(name(n)),
+                                None if !matches!(
+                                    e,
+                                    p::Expr::Id(_)
+                                        | p::Expr::Name(_)
+                                        | p::Expr::Qualified(..)
+                                        | p::Expr::DoublyQualified(..)
+                                ) =>
+                                {
+                                    Some(expr_text(e))
+                                }
+                                None => None,
+                            };
+                            ResultColumn::Expr(self.expr(e)?, alias)
+                        }
                     });
                 }
                 Ok(Core::Select {
