@@ -258,6 +258,9 @@ enum Access {
     Rowid(Expr),
     /// The rows whose indexed first column equals the expression.
     Index(Arc<crate::schema::Index>, Expr, Option<Affinity>),
+    /// The rows whose rowid lies between the bounds (a superset: the conditions are
+    /// still evaluated on each row).
+    RowidRange(Option<Expr>, Option<Expr>),
 }
 
 impl<'a> Exec<'a> {
@@ -1218,6 +1221,56 @@ impl<'a> Exec<'a> {
     ) -> Access {
         let ncols = t.columns.len();
         let mut best = Access::Scan;
+        // Whether `col` is this table's rowid and `other` is known before the table is read.
+        let rowid_bound = |col: &Expr, other: &Expr| -> bool {
+            let Expr::Column { table, name } = col else {
+                return false;
+            };
+            let Ok(Some((slot, _))) = frame.resolve(table.as_deref(), name) else {
+                return false;
+            };
+            let is_rowid =
+                slot == start + ncols || t.rowid_alias.is_some_and(|a| slot == start + a);
+            let mut subquery = false;
+            other.walk(&mut |x| {
+                subquery |= matches!(
+                    x,
+                    Expr::Exists(_) | Expr::Subquery(_) | Expr::InSelect { .. } | Expr::Raise(..)
+                )
+            });
+            is_rowid && !subquery && !(level_of(other) >= level && refers_to_frame(other, frame))
+        };
+        let (mut lo, mut hi): (Option<Expr>, Option<Expr>) = (None, None);
+        for e in exprs {
+            match e {
+                Expr::Between {
+                    expr,
+                    not: false,
+                    low,
+                    high,
+                } if rowid_bound(expr, low) && rowid_bound(expr, high) => {
+                    lo = Some((**low).clone());
+                    hi = Some((**high).clone());
+                }
+                Expr::Binary(op @ (BinOp::Gt | BinOp::Ge | BinOp::Lt | BinOp::Le), a, b) => {
+                    if rowid_bound(a, b) {
+                        match op {
+                            BinOp::Gt | BinOp::Ge => lo = Some((**b).clone()),
+                            _ => hi = Some((**b).clone()),
+                        }
+                    } else if rowid_bound(b, a) {
+                        match op {
+                            BinOp::Lt | BinOp::Le => lo = Some((**a).clone()),
+                            _ => hi = Some((**a).clone()),
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        if lo.is_some() || hi.is_some() {
+            best = Access::RowidRange(lo, hi);
+        }
         for e in exprs {
             let Expr::Binary(BinOp::Eq, a, b) = e else {
                 continue;
@@ -1249,7 +1302,7 @@ impl<'a> Exec<'a> {
                 if c == ncols || t.rowid_alias == Some(c) {
                     return Access::Rowid((**other).clone());
                 }
-                if matches!(best, Access::Scan) {
+                if matches!(best, Access::Scan | Access::RowidRange(..)) {
                     let coll = t.columns[c].collation;
                     let idx = self.schema.indexes_of(&t.name).find(|i| {
                         i.columns
@@ -1282,6 +1335,45 @@ impl<'a> Exec<'a> {
                     _ => return Ok(Vec::new()),
                 };
                 Ok(self.row_by_rowid(t, rowid)?.into_iter().collect())
+            }
+            Access::RowidRange(lo, hi) => {
+                // Integer bounds around the values (a superset of the matching rowids).
+                let bound = |me: &mut Self,
+                             e: &Option<Expr>,
+                             low: bool|
+                 -> Result<Option<Option<i64>>> {
+                    let Some(e) = e else { return Ok(Some(None)) };
+                    Ok(match Affinity::Numeric.apply(me.eval(e, sc)?) {
+                        Value::Null => None,
+                        Value::Integer(i) => Some(Some(i)),
+                        Value::Real(r) => Some(Some(if low { r.floor() } else { r.ceil() } as i64)),
+                        // Text and blobs sort after every number.
+                        _ if low => None,
+                        _ => Some(None),
+                    })
+                };
+                let (Some(l), Some(h)) = (bound(self, lo, true)?, bound(self, hi, false)?) else {
+                    return Ok(Vec::new());
+                };
+                let db = self.db(&t.db)?;
+                let from = crate::record::rowid_key(l.unwrap_or(i64::MIN)).to_vec();
+                let to = crate::record::rowid_key(h.unwrap_or(i64::MAX)).to_vec();
+                if from > to {
+                    return Ok(Vec::new());
+                }
+                let mut out = Vec::new();
+                for kv in self.txn.range(&db, from..=to) {
+                    let (k, v) = kv?;
+                    let rowid = rowid_of_key(&k)?;
+                    let mut row = decode_row(&v, t.columns.len())?;
+                    t.complete(&mut row);
+                    if let Some(a) = t.rowid_alias {
+                        row[a] = Value::Integer(rowid);
+                    }
+                    row.push(Value::Integer(rowid));
+                    out.push(row);
+                }
+                Ok(out)
             }
             Access::Index(idx, e, other_aff) => {
                 let v = self.eval(e, sc)?;
