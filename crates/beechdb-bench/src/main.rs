@@ -7,6 +7,7 @@
 mod engines;
 mod kv;
 mod report;
+mod sql_micro;
 
 use clap::{Parser, Subcommand};
 use engines::{BenchResult, Engine, Mode, Setup};
@@ -62,6 +63,26 @@ enum Command {
         /// RAM-disk directory for tds-tmpfs-sync.
         #[arg(long, default_value = "/dev/shm")]
         tmpfs_dir: PathBuf,
+        /// Also write the results as JSON records to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// Prepared SQL statements one at a time (point and index lookups, single-row writes, a
+    /// range scan, a join, a GROUP BY): BeechDB's SQL layer, and SQLite with `--features
+    /// peers`, in the same run; medians and ratios.
+    SqlMicro {
+        /// Rows in the main table.
+        #[arg(long, default_value_t = 100_000)]
+        rows: i64,
+        /// Runs of each point operation (range scans run a tenth as often).
+        #[arg(long, default_value_t = 20_000)]
+        points: usize,
+        /// Repeats of the whole run.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        /// Directory for the databases (default: the system's temporary directory).
+        #[arg(long)]
+        dir: Option<PathBuf>,
         /// Also write the results as JSON records to this file.
         #[arg(long)]
         json: Option<PathBuf>,
@@ -143,6 +164,16 @@ fn parse_modes(names: &[String]) -> BenchResult<Vec<Mode>> {
 
 fn run(cli: Cli) -> BenchResult<()> {
     match cli.command {
+        Command::SqlMicro {
+            rows,
+            points,
+            runs,
+            dir,
+            json,
+        } => {
+            let dir = dir.unwrap_or_else(std::env::temp_dir);
+            sql_micro::run(&dir, rows, points, runs, json.as_deref())
+        }
         Command::Testfile { bytes, ops, dir } => {
             let dir = dir.unwrap_or_else(std::env::temp_dir);
             println!("running: {ops} ops");

@@ -13,7 +13,7 @@ use crate::error::Result;
 use std::ops::{Bound, RangeBounds};
 
 /// Bytes copied per refill, at least one entry.
-const RUN_BYTES: usize = 64 * 1024;
+pub(crate) const RUN_BYTES: usize = 64 * 1024;
 
 /// A position in one database. Created by [`Db::cursor`].
 pub struct Cursor {
@@ -106,7 +106,15 @@ impl Cursor {
             spans.clear();
             match e.seek(self.db.id(), to)? {
                 None => Ok(None),
-                Some(pos) => copy_run(e, &pos, forward, data, spans).map(Some),
+                Some(pos) => copy_run(
+                    e,
+                    &pos,
+                    forward,
+                    data,
+                    spans,
+                    (&Bound::Unbounded, RUN_BYTES),
+                )
+                .map(Some),
             }
         })?;
         self.version = version;
@@ -142,19 +150,21 @@ pub(crate) fn beyond(end: &Bound<Vec<u8>>, key: &[u8], reverse: bool) -> bool {
     }
 }
 
-/// Up to one leaf's run of entries (at most `RUN_BYTES`, at least one) from the position
-/// `to` finds, in the direction of travel: ascending from it when `forward`, else descending.
+/// Up to one leaf's run of entries (at most `max_bytes` and up to the first key beyond
+/// `end`, at least one) from the position `to` finds, in the direction of travel: ascending
+/// from it when `forward`, else descending.
 pub(crate) fn read_run(
     e: &Engine,
     db: u32,
     to: Seek,
     forward: bool,
+    (end, max_bytes): (&Bound<Vec<u8>>, usize),
 ) -> NeedResult<Vec<(Vec<u8>, Vec<u8>)>> {
     let Some(pos) = e.seek(db, to)? else {
         return Ok(Vec::new());
     };
     let (mut data, mut spans) = (Vec::new(), Vec::new());
-    let at = copy_run(e, &pos, forward, &mut data, &mut spans)?;
+    let at = copy_run(e, &pos, forward, &mut data, &mut spans, (end, max_bytes))?;
     let entry = |&(ks, kl, vs, vl): &(usize, usize, usize, usize)| {
         (data[ks..ks + kl].to_vec(), data[vs..vs + vl].to_vec())
     };
@@ -173,6 +183,7 @@ fn copy_run(
     forward: bool,
     data: &mut Vec<u8>,
     spans: &mut Vec<(usize, usize, usize, usize)>,
+    (end, max_bytes): (&Bound<Vec<u8>>, usize),
 ) -> NeedResult<usize> {
     let p = e.page(pos.leaf)?;
     let n = node::nslots(p);
@@ -185,9 +196,14 @@ fn copy_run(
         } else {
             lo.checked_sub(1)
         };
-        let Some(i) = grow.filter(|_| bytes < RUN_BYTES) else {
+        let Some(i) = grow.filter(|_| bytes < max_bytes) else {
             break;
         };
+        // One entry past the end is enough to show the run reached it.
+        let last = if forward { hi - 1 } else { lo };
+        if beyond(end, node::key(p, last), !forward) {
+            break;
+        }
         if matches!(node::leaf_value(p, i), LeafValue::Overflow { .. }) {
             break;
         }

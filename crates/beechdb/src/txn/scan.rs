@@ -38,6 +38,9 @@ pub struct TxnIter {
     to: Bound<Vec<u8>>,
     reverse: bool,
     batch: std::vec::IntoIter<(Vec<u8>, Vec<u8>)>,
+    /// Bytes the next batch copies from a leaf at most: small at first (a lookup reads one
+    /// or two entries), doubling up to a leaf's worth.
+    batch_bytes: usize,
     done: bool,
     /// A misuse found when the scan was created (a finished transaction, another
     /// environment's database): the first item.
@@ -62,6 +65,7 @@ impl TxnIter {
             to,
             reverse,
             batch: Vec::new().into_iter(),
+            batch_bytes: 512,
             done: empty,
             misuse,
         }
@@ -83,7 +87,10 @@ impl TxnIter {
     fn read_batch(&self, e: &Engine) -> NeedResult<Batch> {
         let forward = !self.reverse;
         let db = self.db.id();
-        let mut run = seek_from(&self.from, forward, |seek| read_run(e, db, seek, forward))?;
+        let limit = (&self.to, self.batch_bytes);
+        let mut run = seek_from(&self.from, forward, |seek| {
+            read_run(e, db, seek, forward, limit)
+        })?;
         let cut = run
             .iter()
             .position(|(k, _)| beyond(&self.to, k, self.reverse));
@@ -151,6 +158,7 @@ impl TxnIter {
             entries.reverse();
         }
         self.batch = entries.into_iter();
+        self.batch_bytes = (self.batch_bytes * 2).min(crate::btree::cursor::RUN_BYTES);
         self.done = batch.last;
         self.from = match batch.upto {
             Bound::Included(k) => Bound::Excluded(k),
