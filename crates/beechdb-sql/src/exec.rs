@@ -20,6 +20,9 @@ use std::sync::Arc;
 
 /// A row of values.
 pub type Row = Vec<Value>;
+/// Steps a recursive common table expression may take (SQLite's would run until memory
+/// ends; a query that needs more says so with a LIMIT).
+const RECURSION_LIMIT: u64 = 1_000_000;
 /// Rows computed once (a common table expression): column names and rows.
 pub type Materialized = (Vec<String>, Vec<Row>);
 /// Rows of a core: each with its ORDER BY key.
@@ -1505,8 +1508,10 @@ impl<'a> Exec<'a> {
         let mut guard = 0u64;
         while !queue.is_empty() {
             guard += 1;
-            if guard > 10_000_000 {
-                return Err(Error::Sql("recursive query did not end".into()));
+            if guard > RECURSION_LIMIT {
+                return Err(Error::Sql(format!(
+                    "recursive query did not end after {RECURSION_LIMIT} steps (add a LIMIT)"
+                )));
             }
             self.ctes.push(HashMap::from([(
                 lc(&cte.name),

@@ -481,7 +481,8 @@ pub fn arith(op: ArithOp, a: &Value, b: &Value) -> Value {
         }
         return Value::Real(if j == -1 { 0.0 } else { (i % j) as f64 });
     }
-    arith_real(op, x.as_f64(), y.as_f64())
+    // As SQLite: a real operation converts text and blobs to doubles directly ("-" is -0.0).
+    arith_real(op, a.as_f64(), b.as_f64())
 }
 
 fn arith_real(op: ArithOp, a: f64, b: f64) -> Value {
