@@ -556,3 +556,9 @@ impl Drop for Connection {
         }
     }
 }
+
+/// The README's examples (the engine's and the SQL layer's), compiled and run as doctests
+/// so they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
