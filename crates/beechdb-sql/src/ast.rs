@@ -14,6 +14,7 @@ pub enum Stmt {
     Delete {
         table: String,
         where_: Option<Expr>,
+        returning: Vec<ResultColumn>,
     },
     CreateTable(Box<CreateTable>),
     CreateIndex {
@@ -92,7 +93,22 @@ pub struct Insert {
     /// `None`: DEFAULT VALUES.
     pub source: Option<Box<Select>>,
     pub conflict: Conflict,
+    /// `ON CONFLICT` clauses, in order.
+    pub upsert: Vec<Upsert>,
+    pub returning: Vec<ResultColumn>,
 }
+
+/// `ON CONFLICT [(columns)] DO NOTHING | DO UPDATE SET ... [WHERE ...]`.
+#[derive(Debug, Clone)]
+pub struct Upsert {
+    /// The conflict target's columns (`None`: any uniqueness conflict).
+    pub target: Option<Vec<String>>,
+    /// `None`: DO NOTHING.
+    pub update: Option<(Vec<Assignment>, Option<Expr>)>,
+}
+
+/// `SET a = expr` (or `(a, b) = ...`): the columns and the value.
+pub type Assignment = (Vec<String>, Expr);
 
 #[derive(Debug, Clone)]
 pub struct Update {
@@ -100,6 +116,7 @@ pub struct Update {
     pub sets: Vec<(Vec<String>, Expr)>,
     pub where_: Option<Expr>,
     pub conflict: Conflict,
+    pub returning: Vec<ResultColumn>,
 }
 
 #[derive(Debug, Clone)]

@@ -177,11 +177,8 @@ impl Exec<'_> {
             .iter()
             .map(|&(c, _, _)| format!("{}.{}", t.name, t.columns[c].name))
             .collect();
-        let primary = idx.auto
-            && idx.name.ends_with("_1")
-            && t.sql.to_ascii_uppercase().contains("PRIMARY KEY");
         Error::Constraint(
-            if primary {
+            if idx.primary {
                 ConstraintKind::PrimaryKey
             } else {
                 ConstraintKind::Unique
@@ -314,9 +311,9 @@ impl Exec<'_> {
         match stmt {
             Stmt::Insert(i) => self.insert(i, Some(&sc)).map(drop),
             Stmt::Update(u) => self.update(u, Some(&sc)).map(drop),
-            Stmt::Delete { table, where_ } => {
-                self.delete(table, where_.as_ref(), Some(&sc)).map(drop)
-            }
+            Stmt::Delete { table, where_, .. } => self
+                .delete(table, where_.as_ref(), &[], Some(&sc))
+                .map(drop),
             Stmt::Select(s) => self.select(s, Some(&sc)).map(drop),
             _ => Err(Error::Sql("statement not allowed in a trigger".into())),
         }
@@ -424,41 +421,59 @@ impl Exec<'_> {
             if !self.check_row(&t, &mut row, rowid, ins.conflict)? {
                 continue;
             }
-            // The rowid and the unique indexes.
+            // The rowid and the unique indexes: an ON CONFLICT clause, or the statement's
+            // conflict resolution.
             let mut skip = false;
-            if let Some(existing) = self.read_row(&t, rowid)? {
-                match ins.conflict {
-                    Conflict::Replace => self.delete_row(&t, rowid, &existing)?,
-                    Conflict::Ignore => skip = true,
-                    _ => {
-                        return Err(Error::Constraint(
-                            if t.rowid_alias.is_some() {
-                                ConstraintKind::PrimaryKey
-                            } else {
-                                ConstraintKind::RowId
-                            },
-                            match t.rowid_alias {
-                                Some(a) => format!(
-                                    "UNIQUE constraint failed: {}.{}",
-                                    t.name, t.columns[a].name
-                                ),
-                                None => format!("UNIQUE constraint failed: {}.rowid", t.name),
-                            },
-                        ))
-                    }
-                }
-            }
-            while !skip {
-                match self.unique_conflict(&t, &row, rowid)? {
-                    None => break,
-                    Some((other, idx)) => match ins.conflict {
-                        Conflict::Replace => {
-                            let old = self.read_row(&t, other)?.unwrap_or_default();
-                            self.delete_row(&t, other, &old)?;
+            loop {
+                let found = match self.read_row(&t, rowid)? {
+                    Some(_) => Some((rowid, None)),
+                    None => self
+                        .unique_conflict(&t, &row, rowid)?
+                        .map(|(o, i)| (o, Some(i))),
+                };
+                let Some((other, idx)) = found else { break };
+                if let Some(u) = ins
+                    .upsert
+                    .iter()
+                    .find(|u| Self::upsert_matches(&t, u, idx.as_deref()))
+                {
+                    if let Some((sets, where_)) = &u.update {
+                        let up = (&sets[..], where_.as_ref());
+                        if self.upsert_update(&t, other, &row, up, &ins.returning)? {
+                            count += 1;
                         }
-                        Conflict::Ignore => skip = true,
-                        _ => return Err(self.unique_error(&t, &idx)),
-                    },
+                    }
+                    skip = true;
+                    break;
+                }
+                match ins.conflict {
+                    Conflict::Replace => {
+                        let old = self.read_row(&t, other)?.unwrap_or_default();
+                        self.delete_row(&t, other, &old)?;
+                    }
+                    Conflict::Ignore => {
+                        skip = true;
+                        break;
+                    }
+                    _ => {
+                        return Err(match idx {
+                            Some(idx) => self.unique_error(&t, &idx),
+                            None => Error::Constraint(
+                                if t.rowid_alias.is_some() {
+                                    ConstraintKind::PrimaryKey
+                                } else {
+                                    ConstraintKind::RowId
+                                },
+                                match t.rowid_alias {
+                                    Some(a) => format!(
+                                        "UNIQUE constraint failed: {}.{}",
+                                        t.name, t.columns[a].name
+                                    ),
+                                    None => format!("UNIQUE constraint failed: {}.rowid", t.name),
+                                },
+                            ),
+                        })
+                    }
                 }
             }
             if skip {
@@ -467,6 +482,7 @@ impl Exec<'_> {
             self.write_row(&t, rowid, &row)?;
             *self.last_rowid = rowid;
             count += 1;
+            self.emit_returning(&t, &ins.returning, &new_full)?;
             self.fire(
                 &t,
                 TriggerTime::After,
@@ -567,6 +583,201 @@ impl Exec<'_> {
         Ok(out)
     }
 
+    /// Replaces row `old_rowid` (now `current`) of `t` with `new_row` at `new_rowid`:
+    /// triggers, constraints, conflicts by `conflict`. Returns the new row with its rowid,
+    /// or `None` when it was skipped (OR IGNORE, a trigger's RAISE(IGNORE)).
+    #[allow(clippy::too_many_arguments)]
+    fn apply_update(
+        &mut self,
+        t: &Table,
+        old_rowid: i64,
+        current: Row,
+        mut new_row: Row,
+        new_rowid: i64,
+        changed: &[usize],
+        conflict: Conflict,
+    ) -> Result<Option<Row>> {
+        let mut cur_full = current.clone();
+        cur_full.push(Value::Integer(old_rowid));
+        let mut new_full = new_row.clone();
+        new_full.push(Value::Integer(new_rowid));
+        let event = TriggerEvent::Update(None);
+        if !self.fire(
+            t,
+            TriggerTime::Before,
+            &event,
+            Some(&cur_full),
+            Some(&new_full),
+            changed,
+        )? {
+            return Ok(None);
+        }
+        if !self.check_row(t, &mut new_row, new_rowid, conflict)? {
+            return Ok(None);
+        }
+        if new_rowid != old_rowid {
+            if let Some(existing) = self.read_row(t, new_rowid)? {
+                match conflict {
+                    Conflict::Replace => self.delete_row(t, new_rowid, &existing)?,
+                    Conflict::Ignore => return Ok(None),
+                    _ => {
+                        return Err(Error::Constraint(
+                            ConstraintKind::PrimaryKey,
+                            format!("UNIQUE constraint failed: {}.rowid", t.name),
+                        ))
+                    }
+                }
+            }
+        }
+        loop {
+            match self.unique_conflict(t, &new_row, new_rowid)? {
+                Some((other, _)) if other == old_rowid => break,
+                None => break,
+                Some((other, idx)) => match conflict {
+                    Conflict::Replace => {
+                        let o = self.read_row(t, other)?.unwrap_or_default();
+                        self.delete_row(t, other, &o)?;
+                    }
+                    Conflict::Ignore => return Ok(None),
+                    _ => return Err(self.unique_error(t, &idx)),
+                },
+            }
+        }
+        self.delete_row(t, old_rowid, &current)?;
+        self.write_row(t, new_rowid, &new_row)?;
+        let new_full = {
+            let mut f = new_row;
+            f.push(Value::Integer(new_rowid));
+            f
+        };
+        self.fire(
+            t,
+            TriggerTime::After,
+            &event,
+            Some(&cur_full),
+            Some(&new_full),
+            changed,
+        )?;
+        Ok(Some(new_full))
+    }
+
+    /// Evaluates RETURNING's columns over `full` (a row of `t` with its rowid last) and keeps
+    /// them in `self.returned`.
+    fn emit_returning(&mut self, t: &Table, cols: &[ResultColumn], full: &[Value]) -> Result<()> {
+        if cols.is_empty() {
+            return Ok(());
+        }
+        let mut frame = Frame::default();
+        frame.push(&t.name, table_columns(t), true);
+        let sc = Scope::new(&frame, full, None);
+        let (mut names, mut row) = (Vec::new(), Vec::new());
+        for rc in cols {
+            match rc {
+                ResultColumn::Star | ResultColumn::TableStar(_) => {
+                    for (i, c) in t.columns.iter().enumerate() {
+                        names.push(c.name.clone());
+                        row.push(full[i].clone());
+                    }
+                }
+                ResultColumn::Expr(e, alias) => {
+                    names.push(alias.clone().unwrap_or_else(|| crate::exec::expr_name(e)));
+                    row.push(self.eval(e, &sc)?);
+                }
+            }
+        }
+        self.returned.columns = names;
+        self.returned.decl_types = vec![None; row.len()];
+        self.returned.rows.push(row);
+        Ok(())
+    }
+
+    /// Whether ON CONFLICT clause `u` names the conflict on `idx` (`None`: the rowid).
+    fn upsert_matches(t: &Table, u: &Upsert, idx: Option<&Index>) -> bool {
+        let Some(target) = &u.target else { return true };
+        let mut want: Vec<String> = target.iter().map(|c| lc(c)).collect();
+        want.sort();
+        let mut have: Vec<String> = match idx {
+            None => match t.rowid_alias {
+                Some(a) => vec![lc(&t.columns[a].name)],
+                None => vec!["rowid".into()],
+            },
+            Some(i) => i
+                .columns
+                .iter()
+                .map(|&(c, _, _)| lc(&t.columns[c].name))
+                .collect(),
+        };
+        have.sort();
+        want == have
+    }
+
+    /// `DO UPDATE SET ... [WHERE ...]` on row `rowid` of `t`, with `excluded` the row that
+    /// was to be inserted.
+    fn upsert_update(
+        &mut self,
+        t: &Table,
+        rowid: i64,
+        excluded: &[Value],
+        (sets, where_): (&[(Vec<String>, Expr)], Option<&Expr>),
+        returning: &[ResultColumn],
+    ) -> Result<bool> {
+        let Some(current) = self.read_row(t, rowid)? else {
+            return Ok(false);
+        };
+        let mut frame = Frame::default();
+        frame.push(&t.name, table_columns(t), true);
+        // Unqualified names are the table's; `excluded.x` the row that was to be inserted.
+        let excluded_cols = table_columns(t)
+            .into_iter()
+            .map(|c| crate::exec::SrcCol { hidden: true, ..c })
+            .collect();
+        frame.push("excluded", excluded_cols, true);
+        let mut row = current.clone();
+        row.push(Value::Integer(rowid));
+        row.extend(excluded.iter().cloned());
+        row.push(Value::Null);
+        let sc = Scope::new(&frame, &row, None);
+        if let Some(w) = where_ {
+            if self.eval(w, &sc)?.truth() != Some(true) {
+                return Ok(false);
+            }
+        }
+        let mut new_row = current.clone();
+        let mut changed = Vec::new();
+        for (names, e) in sets {
+            let v = self.eval(e, &sc)?;
+            for n in names {
+                let i = t
+                    .column_index(n)
+                    .ok_or_else(|| Error::Sql(format!("no such column: {n}")))?;
+                new_row[i] = t.columns[i].affinity.apply(v.clone());
+                changed.push(i);
+            }
+        }
+        let new_rowid = match t.rowid_alias {
+            Some(a) => match &new_row[a] {
+                Value::Integer(r) => *r,
+                _ => return Err(Error::Sql("datatype mismatch".into())),
+            },
+            None => rowid,
+        };
+        match self.apply_update(
+            t,
+            rowid,
+            current,
+            new_row,
+            new_rowid,
+            &changed,
+            Conflict::Abort,
+        )? {
+            Some(full) => {
+                self.emit_returning(t, returning, &full)?;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
     pub fn update(&mut self, u: &Update, outer: Option<&Scope>) -> Result<u64> {
         if self.schema.views.contains_key(&lc(&u.table)) {
             return Err(Error::Sql(format!(
@@ -633,68 +844,12 @@ impl Exec<'_> {
                     _ => return Err(Error::Sql("datatype mismatch".into())),
                 }
             }
-            let mut new_full = new_row.clone();
-            new_full.push(Value::Integer(new_rowid));
-            let event = TriggerEvent::Update(None);
-            if !self.fire(
-                &t,
-                TriggerTime::Before,
-                &event,
-                Some(&cur_full),
-                Some(&new_full),
-                &changed,
+            if let Some(new_full) = self.apply_update(
+                &t, old_rowid, current, new_row, new_rowid, &changed, u.conflict,
             )? {
-                continue;
+                count += 1;
+                self.emit_returning(&t, &u.returning, &new_full)?;
             }
-            if !self.check_row(&t, &mut new_row, new_rowid, u.conflict)? {
-                continue;
-            }
-            if new_rowid != old_rowid {
-                if let Some(existing) = self.read_row(&t, new_rowid)? {
-                    match u.conflict {
-                        Conflict::Replace => self.delete_row(&t, new_rowid, &existing)?,
-                        Conflict::Ignore => continue,
-                        _ => {
-                            return Err(Error::Constraint(
-                                ConstraintKind::PrimaryKey,
-                                format!("UNIQUE constraint failed: {}.rowid", t.name),
-                            ))
-                        }
-                    }
-                }
-            }
-            let mut skip = false;
-            loop {
-                match self.unique_conflict(&t, &new_row, new_rowid)? {
-                    Some((other, _)) if other == old_rowid => break,
-                    None => break,
-                    Some((other, idx)) => match u.conflict {
-                        Conflict::Replace => {
-                            let o = self.read_row(&t, other)?.unwrap_or_default();
-                            self.delete_row(&t, other, &o)?;
-                        }
-                        Conflict::Ignore => {
-                            skip = true;
-                            break;
-                        }
-                        _ => return Err(self.unique_error(&t, &idx)),
-                    },
-                }
-            }
-            if skip {
-                continue;
-            }
-            self.delete_row(&t, old_rowid, &current)?;
-            self.write_row(&t, new_rowid, &new_row)?;
-            count += 1;
-            self.fire(
-                &t,
-                TriggerTime::After,
-                &event,
-                Some(&cur_full),
-                Some(&new_full),
-                &changed,
-            )?;
         }
         self.changes = count;
         Ok(count)
@@ -704,6 +859,7 @@ impl Exec<'_> {
         &mut self,
         table: &str,
         where_: Option<&Expr>,
+        returning: &[ResultColumn],
         outer: Option<&Scope>,
     ) -> Result<u64> {
         if self.schema.views.contains_key(&lc(table)) {
@@ -737,6 +893,7 @@ impl Exec<'_> {
             }
             self.delete_row(&t, rowid, &current)?;
             count += 1;
+            self.emit_returning(&t, returning, &cur_full)?;
             self.fire(
                 &t,
                 TriggerTime::After,
@@ -876,6 +1033,7 @@ impl Exec<'_> {
             columns: cols,
             unique: *unique,
             auto: false,
+            primary: false,
             db: db.clone(),
             sql: Some(sql.clone()),
         };

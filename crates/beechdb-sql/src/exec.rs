@@ -153,6 +153,8 @@ pub struct Exec<'a> {
     /// Database handles by engine database name, kept by the connection for its
     /// transaction (databases it created are not visible by name before it commits).
     pub dbs: &'a mut HashMap<String, Db>,
+    /// Rows a RETURNING clause produced.
+    pub returned: QueryResult,
     /// Common table expressions in scope, innermost last: name -> (columns, rows).
     pub ctes: Vec<HashMap<String, Arc<Materialized>>>,
 }

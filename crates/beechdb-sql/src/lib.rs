@@ -348,15 +348,20 @@ impl Connection {
             changes: 0,
             trigger_depth: 0,
             dbs: &mut self.dbs,
+            returned: QueryResult::default(),
             ctes: Vec::new(),
         };
         let res = match &stmt.stmt {
             Stmt::Select(s) => ex.select(s, None),
-            Stmt::Insert(i) => ex.insert(i, None).map(|_| QueryResult::default()),
-            Stmt::Update(u) => ex.update(u, None).map(|_| QueryResult::default()),
-            Stmt::Delete { table, where_ } => ex
-                .delete(table, where_.as_ref(), None)
-                .map(|_| QueryResult::default()),
+            Stmt::Insert(i) => ex.insert(i, None).map(|_| std::mem::take(&mut ex.returned)),
+            Stmt::Update(u) => ex.update(u, None).map(|_| std::mem::take(&mut ex.returned)),
+            Stmt::Delete {
+                table,
+                where_,
+                returning,
+            } => ex
+                .delete(table, where_.as_ref(), returning, None)
+                .map(|_| std::mem::take(&mut ex.returned)),
             Stmt::CreateTable(ct) => ex.create_table(ct).map(|()| QueryResult::default()),
             s @ Stmt::CreateIndex { .. } => ex.create_index(s).map(|()| QueryResult::default()),
             s @ Stmt::CreateView { .. } => ex.create_view(s).map(|()| QueryResult::default()),

@@ -156,13 +156,16 @@ impl Cx {
                 body,
                 returning,
             } => {
-                if with.is_some() || returning.is_some() {
-                    return Err(unsupported("WITH or RETURNING on INSERT"));
+                if with.is_some() {
+                    return Err(unsupported("WITH on INSERT"));
                 }
+                let mut clauses = Vec::new();
                 let source = match body {
                     p::InsertBody::Select(sel, upsert) => {
-                        if upsert.is_some() {
-                            return Err(unsupported("ON CONFLICT (upsert)"));
+                        let mut next = *upsert;
+                        while let Some(u) = next {
+                            clauses.push(self.upsert(u)?);
+                            next = u.next;
                         }
                         Some(Box::new(self.select(sel)?))
                     }
@@ -173,6 +176,8 @@ impl Cx {
                     columns: columns.as_ref().map(|c| c.iter().map(name).collect()),
                     source,
                     conflict: conflict(*or_conflict),
+                    upsert: clauses,
+                    returning: self.returning(*returning)?,
                 }))
             }
             p::Stmt::Update {
@@ -187,15 +192,8 @@ impl Cx {
                 limit,
                 ..
             } => {
-                if with.is_some()
-                    || from.is_some()
-                    || returning.is_some()
-                    || order_by.is_some()
-                    || limit.is_some()
-                {
-                    return Err(unsupported(
-                        "WITH, FROM, RETURNING, ORDER BY or LIMIT on UPDATE",
-                    ));
+                if with.is_some() || from.is_some() || order_by.is_some() || limit.is_some() {
+                    return Err(unsupported("WITH, FROM, ORDER BY or LIMIT on UPDATE"));
                 }
                 let sets = sets
                     .iter()
@@ -206,6 +204,7 @@ impl Cx {
                     sets,
                     where_: self.opt(where_clause.as_ref())?,
                     conflict: conflict(*or_conflict),
+                    returning: self.returning(*returning)?,
                 }))
             }
             p::Stmt::Delete {
@@ -217,12 +216,13 @@ impl Cx {
                 limit,
                 ..
             } => {
-                if with.is_some() || returning.is_some() || order_by.is_some() || limit.is_some() {
-                    return Err(unsupported("WITH, RETURNING, ORDER BY or LIMIT on DELETE"));
+                if with.is_some() || order_by.is_some() || limit.is_some() {
+                    return Err(unsupported("WITH, ORDER BY or LIMIT on DELETE"));
                 }
                 Stmt::Delete {
                     table: qname(tbl_name)?,
                     where_: self.opt(where_clause.as_ref())?,
+                    returning: self.returning(*returning)?,
                 }
             }
             p::Stmt::CreateTable {
@@ -404,6 +404,7 @@ impl Cx {
                     sets,
                     where_: self.opt(where_clause.as_ref())?,
                     conflict: conflict(*or_conflict),
+                    returning: Vec::new(),
                 }))
             }
             p::TriggerCmd::Insert {
@@ -413,14 +414,19 @@ impl Cx {
                 select,
                 upsert,
             } => {
-                if upsert.is_some() {
-                    return Err(unsupported("upsert in a trigger"));
+                let mut clauses = Vec::new();
+                let mut next = *upsert;
+                while let Some(u) = next {
+                    clauses.push(self.upsert(u)?);
+                    next = u.next;
                 }
                 Stmt::Insert(Box::new(Insert {
                     table: qname(tbl_name)?,
                     columns: col_names.as_ref().map(|c| c.iter().map(name).collect()),
                     source: Some(Box::new(self.select(select)?)),
                     conflict: conflict(*or_conflict),
+                    upsert: clauses,
+                    returning: Vec::new(),
                 }))
             }
             p::TriggerCmd::Delete {
@@ -429,9 +435,56 @@ impl Cx {
             } => Stmt::Delete {
                 table: qname(tbl_name)?,
                 where_: self.opt(where_clause.as_ref())?,
+                returning: Vec::new(),
             },
             p::TriggerCmd::Select(sel) => Stmt::Select(Box::new(self.select(sel)?)),
         })
+    }
+
+    fn upsert(&mut self, u: &p::Upsert) -> Result<Upsert> {
+        let target = match &u.index {
+            None => None,
+            Some(ix) => {
+                if ix.where_clause.is_some() {
+                    return Err(unsupported("a WHERE on an ON CONFLICT target"));
+                }
+                let mut cols = Vec::new();
+                for c in ix.targets {
+                    match self.sorted_column(c)?.expr {
+                        Expr::Column { name, .. } => cols.push(name),
+                        _ => return Err(unsupported("expressions in an ON CONFLICT target")),
+                    }
+                }
+                Some(cols)
+            }
+        };
+        let update = match &u.do_clause {
+            p::UpsertDo::Nothing => None,
+            p::UpsertDo::Set { sets, where_clause } => Some((
+                sets.iter()
+                    .map(|s| Ok((s.col_names.iter().map(name).collect(), self.expr(&s.expr)?)))
+                    .collect::<Result<_>>()?,
+                self.opt(where_clause.as_ref())?,
+            )),
+        };
+        Ok(Upsert { target, update })
+    }
+
+    fn returning(&mut self, r: Option<&[p::ResultColumn]>) -> Result<Vec<ResultColumn>> {
+        let mut out = Vec::new();
+        for rc in r.into_iter().flatten() {
+            out.push(match rc {
+                p::ResultColumn::Star => ResultColumn::Star,
+                p::ResultColumn::TableStar(n) => ResultColumn::TableStar(name(n)),
+                p::ResultColumn::Expr(e, alias) => ResultColumn::Expr(
+                    self.expr(e)?,
+                    alias.as_ref().map(|a| match a {
+                        p::As::As(n) | p::As::Elided(n) => name(n),
+                    }),
+                ),
+            });
+        }
+        Ok(out)
     }
 
     fn create_table(

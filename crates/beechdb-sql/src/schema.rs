@@ -35,15 +35,19 @@ pub struct Table {
     pub sql: String,
 }
 
+/// An index's columns: position in the table, descending, collation.
+pub type IndexColumns = Vec<(usize, bool, Collation)>;
+
 #[derive(Debug, Clone)]
 pub struct Index {
     pub name: String,
     pub table: String,
-    /// Column positions, descending, collation.
-    pub columns: Vec<(usize, bool, Collation)>,
+    pub columns: IndexColumns,
     pub unique: bool,
     /// Made for a PRIMARY KEY or UNIQUE constraint (no SQL of its own).
     pub auto: bool,
+    /// Made for the PRIMARY KEY (of a table whose key is not the rowid).
+    pub primary: bool,
     pub db: String,
     pub sql: Option<String>,
 }
@@ -235,23 +239,20 @@ impl Schema {
         }
         let db = self.new_db("t");
         let mut indexes = Vec::new();
-        let mut constraint_indexes: Vec<Vec<(usize, bool, Collation)>> = Vec::new();
+        // A PRIMARY KEY column of a rowid table may hold NULL in SQLite (a legacy quirk): kept.
+        let mut constraint_indexes: Vec<(IndexColumns, bool)> = Vec::new();
         if let (Some(p), None) = (&pk, rowid_alias) {
-            constraint_indexes.push(p.clone());
-            for &(i, _, _) in p {
-                // A PRIMARY KEY column of a rowid table may hold NULL in SQLite (a legacy
-                // quirk); kept.
-                let _ = i;
-            }
+            constraint_indexes.push((p.clone(), true));
         }
-        constraint_indexes.extend(uniques);
-        for (n, cols) in constraint_indexes.into_iter().enumerate() {
+        constraint_indexes.extend(uniques.into_iter().map(|u| (u, false)));
+        for (n, (cols, primary)) in constraint_indexes.into_iter().enumerate() {
             indexes.push(Index {
                 name: format!("sqlite_autoindex_{}_{}", ct.name, n + 1),
                 table: ct.name.clone(),
                 columns: cols,
                 unique: true,
                 auto: true,
+                primary,
                 db: self.new_db("i"),
                 sql: None,
             });
@@ -333,6 +334,7 @@ impl Schema {
                             columns: index_columns(&t, &columns)?,
                             unique,
                             auto: false,
+                            primary: false,
                             db: e[3].to_text(),
                             sql: Some(sql.clone()),
                         }

@@ -60,4 +60,3 @@ pub use wal::print_log;
 
 /// Largest value accepted (4 GiB - 1); longer values get [`Error::ValueTooLarge`].
 pub const MAX_VALUE_LEN: usize = btree::MAX_VALUE_LEN_USIZE;
-
