@@ -495,6 +495,24 @@ impl<'a> Exec<'a> {
                     .iter()
                     .map(|a| self.eval(a, sc))
                     .collect::<Result<Vec<_>>>()?;
+                if crate::json::is_json_function(name) || name.starts_with("->") {
+                    // An argument that a JSON function made is embedded as JSON.
+                    let is_json: Vec<bool> = args
+                        .iter()
+                        .zip(&vals)
+                        .map(|(a, v)| match a {
+                            Expr::Function { name, .. } if crate::json::returns_json(name) => true,
+                            // json_extract gives arrays and objects as JSON.
+                            Expr::Function { name, .. }
+                                if name == "json_extract" || name == "->>" =>
+                            {
+                                matches!(v, Value::Text(t) if t.starts_with(['[', '{']))
+                            }
+                            _ => false,
+                        })
+                        .collect();
+                    return crate::json::call(name, &vals, &is_json);
+                }
                 func::call(name, &vals)?
             }
             Expr::Exists(sel) => {

@@ -28,6 +28,7 @@ mod dml;
 mod error;
 mod exec;
 mod func;
+mod json;
 mod parse;
 mod record;
 mod schema;

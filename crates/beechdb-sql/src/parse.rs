@@ -885,7 +885,17 @@ impl Cx {
                     p::Operator::LeftShift => BinOp::Shl,
                     p::Operator::RightShift => BinOp::Shr,
                     p::Operator::ArrowRight | p::Operator::ArrowRightShift => {
-                        return Err(unsupported("the -> and ->> operators"))
+                        let name = if matches!(op, p::Operator::ArrowRight) {
+                            "->"
+                        } else {
+                            "->>"
+                        };
+                        return Ok(Expr::Function {
+                            name: name.into(),
+                            distinct: false,
+                            args: vec![self.expr(a)?, self.expr(b)?],
+                            star: false,
+                        });
                     }
                 };
                 Expr::Binary(op, self.boxed(a)?, self.boxed(b)?)
