@@ -113,7 +113,7 @@ pub fn call(name: &str, args: &[Value], is_json: &[bool]) -> Result<Value> {
             Value::from(J::Array(items).to_string())
         }
         "json_object" => {
-            if args.len() % 2 != 0 {
+            if !args.len().is_multiple_of(2) {
                 return Err(Error::Sql(
                     "json_object() requires an even number of arguments".into(),
                 ));
