@@ -366,6 +366,9 @@ impl Exec<'_> {
                 r.rows
             }
         };
+        if self.plan.is_some() {
+            return Ok(0);
+        }
         let mut count = 0;
         for src in source_rows {
             let mut row = vec![Value::Null; t.columns.len()];

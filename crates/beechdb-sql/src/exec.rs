@@ -155,6 +155,8 @@ pub struct Exec<'a> {
     pub dbs: &'a mut HashMap<String, Db>,
     /// Rows a RETURNING clause produced.
     pub returned: QueryResult,
+    /// Under EXPLAIN QUERY PLAN: the plan's lines, and nothing is read or changed.
+    pub plan: Option<Vec<String>>,
     /// Common table expressions in scope, innermost last: name -> (columns, rows).
     pub ctes: Vec<HashMap<String, Arc<Materialized>>>,
 }
@@ -1125,10 +1127,36 @@ impl<'a> Exec<'a> {
                 .chain(on_level[i].iter())
                 .collect();
             let access = self.choose_access(&t, frame, bound[i], i, &exprs, &level_of);
-            if matches!(access, Access::Scan) {
+            if matches!(access, Access::Scan) && self.plan.is_none() {
                 items[i].rows = self.table_rows(&t)?;
             }
             items[i].access = access;
+        }
+        if let Some(plan) = &mut self.plan {
+            // EXPLAIN QUERY PLAN: the access path of each source, in loop order.
+            for (i, it) in items.iter().enumerate() {
+                let name = &frame
+                    .sources
+                    .iter()
+                    .find(|s| s.start == bound[i])
+                    .map_or("?", |s| s.name.as_str())
+                    .to_string();
+                plan.push(match (&it.access, &it.table) {
+                    (_, None) => format!("SCAN {name} (a subquery, view or CTE)"),
+                    (Access::Scan, Some(_)) => format!("SCAN {name}"),
+                    (Access::Rowid(_), Some(_)) => {
+                        format!("SEARCH {name} USING INTEGER PRIMARY KEY (rowid=?)")
+                    }
+                    (Access::RowidRange(..), Some(_)) => {
+                        format!("SEARCH {name} USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)")
+                    }
+                    (Access::Index(idx, ..), Some(t)) => format!(
+                        "SEARCH {name} USING INDEX {} ({}=?)",
+                        idx.name, t.columns[idx.columns[0].0].name
+                    ),
+                });
+            }
+            return Ok(());
         }
         let mut row: Vec<Value> = Vec::with_capacity(frame.width);
         self.join_level(
@@ -1996,6 +2024,9 @@ impl<'a> Exec<'a> {
                     true
                 }
             });
+        }
+        if let (false, Some(plan)) = (order.is_empty(), &mut self.plan) {
+            plan.push("USE TEMP B-TREE FOR ORDER BY".into());
         }
         if !order.is_empty() {
             let sc = Scope::new(&frame, &empty_row, outer);

@@ -262,16 +262,7 @@ impl Connection {
     /// for statements that return none).
     pub fn run(&mut self, stmt: &Statement, params: &[Value]) -> Result<QueryResult> {
         if stmt.explain {
-            return Ok(QueryResult {
-                columns: vec![
-                    "id".into(),
-                    "parent".into(),
-                    "notused".into(),
-                    "detail".into(),
-                ],
-                decl_types: vec![None; 4],
-                rows: vec![vec![0.into(), 0.into(), 0.into(), "SCAN".into()]],
-            });
+            return self.explain(stmt, params);
         }
         match &stmt.stmt {
             Stmt::Begin(kind) => return self.begin(*kind),
@@ -338,6 +329,67 @@ impl Connection {
         }
     }
 
+    /// EXPLAIN QUERY PLAN (and EXPLAIN): the access path of each table, read and changing
+    /// nothing.
+    fn explain(&mut self, stmt: &Statement, params: &[Value]) -> Result<QueryResult> {
+        let mut result = QueryResult {
+            columns: ["id", "parent", "notused", "detail"]
+                .map(String::from)
+                .to_vec(),
+            decl_types: vec![None; 4],
+            rows: Vec::new(),
+        };
+        if !matches!(
+            stmt.stmt,
+            Stmt::Select(_) | Stmt::Update(_) | Stmt::Delete { .. } | Stmt::Insert(_)
+        ) {
+            return Ok(result);
+        }
+        let own = match &self.txn {
+            Some(_) => None,
+            None => Some(self.shared.env.begin_txn()?),
+        };
+        let txn = own.as_ref().or(self.txn.as_ref()).expect("a transaction");
+        let mut last_rowid = self.last_rowid;
+        let mut schema = self.schema.clone();
+        let mut dbs = std::mem::take(&mut self.dbs);
+        let mut ex = exec::Exec {
+            env: &self.shared.env,
+            txn,
+            schema: &mut schema,
+            params,
+            last_rowid: &mut last_rowid,
+            changes: 0,
+            trigger_depth: 0,
+            dbs: &mut dbs,
+            returned: QueryResult::default(),
+            plan: Some(Vec::new()),
+            ctes: Vec::new(),
+        };
+        let r = match &stmt.stmt {
+            Stmt::Select(s) => ex.select(s, None).map(drop),
+            Stmt::Update(u) => ex.update(u, None).map(drop),
+            Stmt::Delete { table, where_, .. } => {
+                ex.delete(table, where_.as_ref(), &[], None).map(drop)
+            }
+            Stmt::Insert(i) => ex.insert(i, None).map(drop),
+            _ => Ok(()),
+        };
+        let lines = ex.plan.take().unwrap_or_default();
+        self.dbs = dbs;
+        if let Some(t) = own {
+            t.abort();
+            self.dbs.clear();
+        }
+        r?;
+        for (i, l) in lines.into_iter().enumerate() {
+            result
+                .rows
+                .push(vec![(i as i64 + 2).into(), 0.into(), 0.into(), l.into()]);
+        }
+        Ok(result)
+    }
+
     fn exec(&mut self, txn: &Txn, stmt: &Statement, params: &[Value]) -> Result<QueryResult> {
         let schema_before = Arc::as_ptr(&self.schema);
         let mut ex = exec::Exec {
@@ -350,6 +402,7 @@ impl Connection {
             trigger_depth: 0,
             dbs: &mut self.dbs,
             returned: QueryResult::default(),
+            plan: None,
             ctes: Vec::new(),
         };
         let res = match &stmt.stmt {
@@ -527,6 +580,88 @@ impl Connection {
                     ]);
                 }
                 r
+            }
+            "index_list" => {
+                let t = arg.unwrap_or_default().to_text();
+                let table = self.schema.table(&t)?.clone();
+                let mut r = QueryResult {
+                    columns: ["seq", "name", "unique", "origin", "partial"]
+                        .map(String::from)
+                        .to_vec(),
+                    decl_types: vec![None; 5],
+                    rows: Vec::new(),
+                };
+                for (i, idx) in self.schema.indexes_of(&table.name).enumerate() {
+                    let origin = match (idx.auto, idx.primary) {
+                        (_, true) => "pk",
+                        (true, false) => "u",
+                        (false, _) => "c",
+                    };
+                    r.rows.push(vec![
+                        (i as i64).into(),
+                        idx.name.as_str().into(),
+                        (idx.unique as i64).into(),
+                        origin.into(),
+                        0.into(),
+                    ]);
+                }
+                r
+            }
+            "index_info" => {
+                let name = arg.unwrap_or_default().to_text();
+                let idx = self
+                    .schema
+                    .indexes
+                    .get(&schema::lc(&name))
+                    .ok_or_else(|| Error::Sql(format!("no such index: {name}")))?
+                    .clone();
+                let table = self.schema.table(&idx.table)?.clone();
+                QueryResult {
+                    columns: ["seqno", "cid", "name"].map(String::from).to_vec(),
+                    decl_types: vec![None; 3],
+                    rows: idx
+                        .columns
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &(c, _, _))| {
+                            vec![
+                                (i as i64).into(),
+                                (c as i64).into(),
+                                table.columns[c].name.as_str().into(),
+                            ]
+                        })
+                        .collect(),
+                }
+            }
+            "table_list" => {
+                let mut rows: Vec<Vec<Value>> = Vec::new();
+                for t in self.schema.tables.values() {
+                    rows.push(vec![
+                        "main".into(),
+                        t.name.as_str().into(),
+                        "table".into(),
+                        (t.columns.len() as i64).into(),
+                        0.into(),
+                        0.into(),
+                    ]);
+                }
+                for v in self.schema.views.values() {
+                    rows.push(vec![
+                        "main".into(),
+                        v.name.as_str().into(),
+                        "view".into(),
+                        0.into(),
+                        0.into(),
+                        0.into(),
+                    ]);
+                }
+                QueryResult {
+                    columns: ["schema", "name", "type", "ncol", "wr", "strict"]
+                        .map(String::from)
+                        .to_vec(),
+                    decl_types: vec![None; 6],
+                    rows,
+                }
             }
             "busy_timeout" => {
                 if let Some(v) = arg {
