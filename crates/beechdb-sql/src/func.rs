@@ -29,8 +29,8 @@ pub enum Acc {
     },
     Total(f64),
     Avg(f64, i64),
-    Min(Option<Value>),
-    Max(Option<Value>),
+    /// min (the least so far, `Less`) or max (`Greater`).
+    Extreme(Option<Value>, std::cmp::Ordering),
     Concat(Option<String>),
 }
 
@@ -47,8 +47,8 @@ impl Acc {
             },
             "total" => Acc::Total(0.0),
             "avg" => Acc::Avg(0.0, 0),
-            "min" => Acc::Min(None),
-            "max" => Acc::Max(None),
+            "min" => Acc::Extreme(None, std::cmp::Ordering::Less),
+            "max" => Acc::Extreme(None, std::cmp::Ordering::Greater),
             _ => Acc::Concat(None),
         }
     }
@@ -109,16 +109,10 @@ impl Acc {
                     *n += 1;
                 }
             }
-            Acc::Min(m) => {
+            Acc::Extreme(m, want) => {
                 if let Some(v) = v.filter(|v| !v.is_null()) {
-                    if m.as_ref().is_none_or(|m| v.cmp_with(m, coll).is_lt()) {
-                        *m = Some(v.clone());
-                    }
-                }
-            }
-            Acc::Max(m) => {
-                if let Some(v) = v.filter(|v| !v.is_null()) {
-                    if m.as_ref().is_none_or(|m| v.cmp_with(m, coll).is_gt()) {
+                    // The first of equal values stays, as in SQLite.
+                    if m.as_ref().is_none_or(|m| v.cmp_with(m, coll) == *want) {
                         *m = Some(v.clone());
                     }
                 }
@@ -170,7 +164,7 @@ impl Acc {
                     Value::Real(s / *n as f64)
                 }
             }
-            Acc::Min(m) | Acc::Max(m) => m.clone().unwrap_or(Value::Null),
+            Acc::Extreme(m, _) => m.clone().unwrap_or(Value::Null),
             Acc::Concat(s) => s.clone().map_or(Value::Null, Value::from),
         })
     }

@@ -53,28 +53,18 @@ fn offset_of(s: &str, line: usize, column: usize) -> usize {
     (start + column - 1).min(s.len())
 }
 
-/// SQL text of a parsed statement (what `sqlite_schema.sql` holds).
-fn sql_text(s: &p::Stmt) -> String {
-    struct Show<'a, 'b>(&'a p::Stmt<'b>);
-    impl std::fmt::Display for Show<'_, '_> {
+/// The SQL text a parsed node prints as (`sqlite_schema.sql`, default column names).
+fn render<T: ToTokens>(node: &T) -> String {
+    struct Show<'a, T>(&'a T);
+    impl<T: ToTokens> std::fmt::Display for Show<'_, T> {
         fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
             self.0.to_fmt(f)
         }
     }
-    Show(s).to_string()
+    Show(node).to_string()
 }
 
 /// The parser's message without its position suffix, as SQLite words it.
-fn expr_text(e: &p::Expr) -> String {
-    struct Show<'a, 'b>(&'a p::Expr<'b>);
-    impl std::fmt::Display for Show<'_, '_> {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            self.0.to_fmt(f)
-        }
-    }
-    Show(e).to_string()
-}
-
 fn clean_error(e: &str) -> String {
     let cut = [" at (", " at line"].iter().filter_map(|p| e.find(p)).min();
     match cut {
@@ -195,10 +185,7 @@ impl Cx {
                 if with.is_some() || from.is_some() || order_by.is_some() || limit.is_some() {
                     return Err(unsupported("WITH, FROM, ORDER BY or LIMIT on UPDATE"));
                 }
-                let sets = sets
-                    .iter()
-                    .map(|s| Ok((s.col_names.iter().map(name).collect(), self.expr(&s.expr)?)))
-                    .collect::<Result<_>>()?;
+                let sets = self.assignments(sets)?;
                 Stmt::Update(Box::new(Update {
                     table: qname(tbl_name)?,
                     sets,
@@ -256,7 +243,7 @@ impl Cx {
                         .iter()
                         .map(|c| self.sorted_column(c))
                         .collect::<Result<_>>()?,
-                    sql: sql_text(s),
+                    sql: render(s),
                 }
             }
             p::Stmt::CreateView {
@@ -270,7 +257,7 @@ impl Cx {
                 if_not_exists: *if_not_exists,
                 columns: columns.map(|cs| cs.iter().map(|c| name(&c.col_name)).collect()),
                 select: Box::new(self.select(select)?),
-                sql: sql_text(s),
+                sql: render(s),
             },
             p::Stmt::CreateTrigger {
                 if_not_exists,
@@ -305,7 +292,7 @@ impl Cx {
                     },
                     when: self.opt(when_clause.as_ref())?,
                     body,
-                    sql: sql_text(s),
+                    sql: render(s),
                 }))
             }
             p::Stmt::DropTable {
@@ -352,13 +339,7 @@ impl Cx {
                 action: match body {
                     p::AlterTableBody::RenameTo(n) => AlterAction::RenameTo(name(n)),
                     p::AlterTableBody::AddColumn(c) => {
-                        struct Show<'a, 'b>(&'a p::ColumnDefinition<'b>);
-                        impl std::fmt::Display for Show<'_, '_> {
-                            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                                self.0.to_fmt(f)
-                            }
-                        }
-                        AlterAction::AddColumn(self.column(c)?, Show(c).to_string())
+                        AlterAction::AddColumn(self.column(c)?, render(c))
                     }
                     _ => return Err(unsupported("ALTER TABLE RENAME COLUMN and DROP COLUMN")),
                 },
@@ -395,10 +376,7 @@ impl Cx {
                 if from.is_some() {
                     return Err(unsupported("UPDATE FROM in a trigger"));
                 }
-                let sets = sets
-                    .iter()
-                    .map(|s| Ok((s.col_names.iter().map(name).collect(), self.expr(&s.expr)?)))
-                    .collect::<Result<_>>()?;
+                let sets = self.assignments(sets)?;
                 Stmt::Update(Box::new(Update {
                     table: qname(tbl_name)?,
                     sets,
@@ -441,6 +419,12 @@ impl Cx {
         })
     }
 
+    fn assignments(&mut self, sets: &[p::Set]) -> Result<Vec<Assignment>> {
+        sets.iter()
+            .map(|s| Ok((s.col_names.iter().map(name).collect(), self.expr(&s.expr)?)))
+            .collect()
+    }
+
     fn upsert(&mut self, u: &p::Upsert) -> Result<Upsert> {
         let target = match &u.index {
             None => None,
@@ -460,12 +444,9 @@ impl Cx {
         };
         let update = match &u.do_clause {
             p::UpsertDo::Nothing => None,
-            p::UpsertDo::Set { sets, where_clause } => Some((
-                sets.iter()
-                    .map(|s| Ok((s.col_names.iter().map(name).collect(), self.expr(&s.expr)?)))
-                    .collect::<Result<_>>()?,
-                self.opt(where_clause.as_ref())?,
-            )),
+            p::UpsertDo::Set { sets, where_clause } => {
+                Some((self.assignments(sets)?, self.opt(where_clause.as_ref())?))
+            }
         };
         Ok(Upsert { target, update })
     }
@@ -501,7 +482,7 @@ impl Cx {
             constraints: Vec::new(),
             without_rowid: false,
             as_select: None,
-            sql: sql_text(whole),
+            sql: render(whole),
         };
         match body {
             p::CreateTableBody::AsSelect(sel) => t.as_select = Some(Box::new(self.select(sel)?)),
@@ -546,15 +527,7 @@ impl Cx {
                 let n = unquote(t.name);
                 match &t.size {
                     None => n,
-                    Some(_) => {
-                        struct Show<'a, 'b>(&'a p::Type<'b>);
-                        impl std::fmt::Display for Show<'_, '_> {
-                            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                                self.0.to_fmt(f)
-                            }
-                        }
-                        Show(t).to_string()
-                    }
+                    Some(_) => render(t),
                 }
             }),
             primary_key: None,
@@ -701,7 +674,7 @@ impl Cx {
                                         | p::Expr::DoublyQualified(..)
                                 ) =>
                                 {
-                                    Some(expr_text(e))
+                                    Some(render(e))
                                 }
                                 None => None,
                             };

@@ -39,6 +39,24 @@ fn format_value(v: &Value, ty: char) -> String {
     }
 }
 
+/// Adds one at the last of the first `upto` decimal digits, carrying.
+fn round_up(digits: &mut Vec<u8>, upto: usize) {
+    let mut i = upto;
+    loop {
+        if i == 0 {
+            digits.insert(0, b'1');
+            return;
+        }
+        i -= 1;
+        if digits[i] == b'9' {
+            digits[i] = b'0';
+        } else {
+            digits[i] += 1;
+            return;
+        }
+    }
+}
+
 /// `%.3f` as SQLite's printf does it: the exact decimal value rounded half away from zero.
 pub fn format_3f(r: f64) -> String {
     if !r.is_finite() {
@@ -54,20 +72,8 @@ pub fn format_3f(r: f64) -> String {
     let (int, frac) = exact.split_once('.').expect("a decimal point");
     let mut digits: Vec<u8> = int.bytes().chain(frac.bytes().take(3)).collect();
     if frac.as_bytes()[3] >= b'5' {
-        let mut i = digits.len();
-        loop {
-            if i == 0 {
-                digits.insert(0, b'1');
-                break;
-            }
-            i -= 1;
-            if digits[i] == b'9' {
-                digits[i] = b'0';
-            } else {
-                digits[i] += 1;
-                break;
-            }
-        }
+        let n = digits.len();
+        round_up(&mut digits, n);
     }
     // As SQLite's printf: at most 16 significant digits, the rest zeros.
     let first = digits
@@ -81,20 +87,7 @@ pub fn format_3f(r: f64) -> String {
             *d = b'0';
         }
         if up {
-            let mut i = cut;
-            loop {
-                if i == 0 {
-                    digits.insert(0, b'1');
-                    break;
-                }
-                i -= 1;
-                if digits[i] == b'9' {
-                    digits[i] = b'0';
-                } else {
-                    digits[i] += 1;
-                    break;
-                }
-            }
+            round_up(&mut digits, cut);
         }
     }
     let n = digits.len();

@@ -45,6 +45,24 @@ pub(crate) fn scoped_key(db: u32, key: &[u8]) -> Vec<u8> {
     k
 }
 
+/// Whether `k` lies within the bounds `lo` and `hi`.
+pub(crate) fn in_bounds(
+    k: &[u8],
+    lo: &std::ops::Bound<Vec<u8>>,
+    hi: &std::ops::Bound<Vec<u8>>,
+) -> bool {
+    use std::ops::Bound;
+    (match lo {
+        Bound::Included(l) => k >= &l[..],
+        Bound::Excluded(l) => k > &l[..],
+        Bound::Unbounded => true,
+    }) && (match hi {
+        Bound::Included(h) => k <= &h[..],
+        Bound::Excluded(h) => k < &h[..],
+        Bound::Unbounded => true,
+    })
+}
+
 /// The range of scoped keys that `[lo, hi)` of database `db` covers.
 pub(crate) fn scoped_range(
     db: u32,

@@ -237,17 +237,7 @@ impl UndoStore {
         reverse: bool,
         cap: usize,
     ) -> Result<Capped> {
-        let in_range = |k: &[u8]| {
-            (match lo {
-                Bound::Included(l) => k >= &l[..],
-                Bound::Excluded(l) => k > &l[..],
-                Bound::Unbounded => true,
-            }) && (match hi {
-                Bound::Included(h) => k <= &h[..],
-                Bound::Excluded(h) => k < &h[..],
-                Bound::Unbounded => true,
-            })
-        };
+        let in_range = |k: &[u8]| super::in_bounds(k, lo, hi);
         let (blocks, tail): (Vec<usize>, Vec<(Vec<u8>, Write)>) = {
             let g = self.inner.lock();
             let blocks = (0..g.blocks.len())

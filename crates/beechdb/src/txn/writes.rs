@@ -359,17 +359,7 @@ impl WriteSet {
     ) -> Result<Capped> {
         let mut merged: BTreeMap<Vec<u8>, Write> = BTreeMap::new();
         let mut cut: Option<Vec<u8>> = None;
-        let within = |k: &[u8]| {
-            (match lo {
-                Bound::Included(l) => k >= &l[..],
-                Bound::Excluded(l) => k > &l[..],
-                Bound::Unbounded => true,
-            }) && (match hi {
-                Bound::Included(h) => k <= &h[..],
-                Bound::Excluded(h) => k < &h[..],
-                Bound::Unbounded => true,
-            })
-        };
+        let within = |k: &[u8]| super::in_bounds(k, lo, hi);
         for li in 0..self.layers.len() {
             for pi in 0..self.layers[li].len() {
                 let mut got: Vec<(Vec<u8>, Write)> = Vec::new();
