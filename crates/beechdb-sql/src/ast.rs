@@ -317,7 +317,30 @@ pub enum Expr {
     Subquery(Box<Select>),
     /// A row value `(a, b, ...)` (only as an operand of comparisons and IN).
     Row(Vec<Expr>),
+    /// A window function call: `func(args) OVER (PARTITION BY ... ORDER BY ... frame)`.
+    Window(Box<WindowCall>),
     Raise(RaiseKind, Option<String>),
+}
+
+#[derive(Debug, Clone)]
+pub struct WindowCall {
+    pub name: String,
+    pub args: Vec<Expr>,
+    pub partition: Vec<Expr>,
+    pub order: Vec<OrderTerm>,
+    /// `ROWS` (else `RANGE`) and the frame's bounds.
+    pub rows: bool,
+    pub start: FrameBound,
+    pub end: FrameBound,
+}
+
+#[derive(Debug, Clone)]
+pub enum FrameBound {
+    UnboundedPreceding,
+    Preceding(Expr),
+    CurrentRow,
+    Following(Expr),
+    UnboundedFollowing,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -409,6 +432,8 @@ impl Expr {
                 }
             }
             Expr::Function { args, .. } | Expr::Row(args) => args.iter().for_each(|e| e.walk(f)),
+            // Computed over the whole result, like a subquery: not entered.
+            Expr::Window(_) => {}
             Expr::Literal(_)
             | Expr::Column { .. }
             | Expr::Param(_)

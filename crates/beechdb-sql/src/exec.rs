@@ -181,11 +181,19 @@ pub fn has_aggregate(e: &Expr) -> bool {
     found
 }
 
+fn is_aggregate_call(e: &Expr) -> bool {
+    matches!(e, Expr::Function { name, args, star, .. } if *star || func::is_aggregate(name, args.len()))
+}
+
 fn collect_aggregates<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
+    collect_matching(e, &is_aggregate_call, out)
+}
+
+/// The sub-expressions of `e` that `pick` chooses (not looking inside them, nor inside
+/// subqueries).
+fn collect_matching<'e>(e: &'e Expr, pick: &dyn Fn(&Expr) -> bool, out: &mut Vec<&'e Expr>) {
     match e {
-        Expr::Function {
-            name, args, star, ..
-        } if *star || func::is_aggregate(name, args.len()) => out.push(e),
+        e if pick(e) => out.push(e),
         _ => {
             let mut children: Vec<&'e Expr> = Vec::new();
             match e {
@@ -227,7 +235,7 @@ fn collect_aggregates<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
                 _ => {}
             }
             for c in children {
-                collect_aggregates(c, out);
+                collect_matching(c, pick, out);
             }
         }
     }
@@ -530,6 +538,15 @@ impl<'a> Exec<'a> {
                     .unwrap_or(Value::Null)
             }
             Expr::Row(_) => return Err(Error::Sql("row value misused".into())),
+            Expr::Window(w) => {
+                return match sc.agg.and_then(|a| a.get(&key_of(e))) {
+                    Some(v) => Ok(v.clone()),
+                    None => Err(Error::Sql(format!(
+                        "misuse of window function {}()",
+                        w.name
+                    ))),
+                }
+            }
             Expr::Raise(kind, msg) => {
                 if self.trigger_depth == 0 {
                     return Err(Error::Sql(
@@ -1483,6 +1500,198 @@ impl<'a> Exec<'a> {
         })
     }
 
+    /// The value of each window call for each row of `rows` (joined rows of `frame`).
+    fn window_values(
+        &mut self,
+        calls: &[&Expr],
+        frame: &Frame,
+        rows: &[Row],
+        outer: Option<&Scope>,
+    ) -> Result<Vec<AggValues>> {
+        let mut out: Vec<AggValues> = vec![HashMap::new(); rows.len()];
+        let empty_row = vec![Value::Null; frame.width];
+        for call in calls {
+            let Expr::Window(w) = call else { continue };
+            // Per row: its partition, its sort key, its arguments.
+            let mut partitions: Vec<Vec<usize>> = Vec::new();
+            let mut by_sig: HashMap<String, usize> = HashMap::new();
+            let (mut keys, mut args) = (
+                Vec::with_capacity(rows.len()),
+                Vec::with_capacity(rows.len()),
+            );
+            for (i, r) in rows.iter().enumerate() {
+                let sc = Scope::new(frame, r, outer);
+                let part = w
+                    .partition
+                    .iter()
+                    .map(|e| self.eval(e, &sc))
+                    .collect::<Result<Row>>()?;
+                keys.push(
+                    w.order
+                        .iter()
+                        .map(|o| self.eval(&o.expr, &sc))
+                        .collect::<Result<Row>>()?,
+                );
+                args.push(
+                    w.args
+                        .iter()
+                        .map(|e| self.eval(e, &sc))
+                        .collect::<Result<Row>>()?,
+                );
+                let sig = group_signature(&part);
+                let pi = *by_sig.entry(sig).or_insert_with(|| {
+                    partitions.push(Vec::new());
+                    partitions.len() - 1
+                });
+                partitions[pi].push(i);
+            }
+            let specs: Vec<(bool, Option<bool>, Collation)> = {
+                let sc = Scope::new(frame, &empty_row, outer);
+                w.order
+                    .iter()
+                    .map(|o| (o.desc, o.nulls_first, self.collation(&o.expr, &sc)))
+                    .collect()
+            };
+            let cmp = |a: &Row, b: &Row| {
+                for (i, &(desc, nf, coll)) in specs.iter().enumerate() {
+                    let o = order_values(&a[i], &b[i], coll, desc, nf);
+                    if o != Ordering::Equal {
+                        return o;
+                    }
+                }
+                Ordering::Equal
+            };
+            let constant = |me: &mut Self, e: &Expr| -> Result<usize> {
+                let v = me.eval(e, &Scope::new(&EMPTY_FRAME, &[], outer))?;
+                match v {
+                    Value::Integer(i) if i >= 0 => Ok(i as usize),
+                    _ => Err(Error::Sql(
+                        "frame starting offset must be a non-negative integer".into(),
+                    )),
+                }
+            };
+            for mut part in partitions {
+                part.sort_by(|&a, &b| cmp(&keys[a], &keys[b]));
+                let n = part.len();
+                // Peer groups: equal sort keys.
+                let (mut peer_start, mut peer_end, mut group) =
+                    (vec![0; n], vec![0; n], vec![0; n]);
+                let mut j = 0;
+                let mut g = 0;
+                while j < n {
+                    let mut k = j;
+                    while k + 1 < n && cmp(&keys[part[j]], &keys[part[k + 1]]) == Ordering::Equal {
+                        k += 1;
+                    }
+                    for x in j..=k {
+                        (peer_start[x], peer_end[x], group[x]) = (j, k, g);
+                    }
+                    g += 1;
+                    j = k + 1;
+                }
+                for j in 0..n {
+                    // The frame, as positions [lo, hi] (empty when lo > hi).
+                    let lo: i64 = match &w.start {
+                        FrameBound::UnboundedPreceding => 0,
+                        FrameBound::Preceding(e) => j as i64 - constant(self, e)? as i64,
+                        FrameBound::CurrentRow if w.rows => j as i64,
+                        FrameBound::CurrentRow => peer_start[j] as i64,
+                        FrameBound::Following(e) => (j + constant(self, e)?) as i64,
+                        FrameBound::UnboundedFollowing => n as i64,
+                    }
+                    .max(0);
+                    let hi: i64 = match &w.end {
+                        FrameBound::UnboundedPreceding => -1,
+                        FrameBound::Preceding(e) => j as i64 - constant(self, e)? as i64,
+                        FrameBound::CurrentRow if w.rows => j as i64,
+                        FrameBound::CurrentRow => peer_end[j] as i64,
+                        FrameBound::Following(e) => (j + constant(self, e)?) as i64,
+                        FrameBound::UnboundedFollowing => n as i64 - 1,
+                    }
+                    .min(n as i64 - 1);
+                    let in_frame = || (lo..=hi).map(|x| part[x as usize]);
+                    let arg = |r: usize, i: usize| args[r].get(i).cloned().unwrap_or(Value::Null);
+                    let v = match w.name.as_str() {
+                        "row_number" => Value::Integer(j as i64 + 1),
+                        "rank" => Value::Integer(peer_start[j] as i64 + 1),
+                        "dense_rank" => Value::Integer(group[j] as i64 + 1),
+                        "percent_rank" => Value::Real(if n <= 1 {
+                            0.0
+                        } else {
+                            peer_start[j] as f64 / (n - 1) as f64
+                        }),
+                        "cume_dist" => Value::Real((peer_end[j] + 1) as f64 / n as f64),
+                        "ntile" => {
+                            let k = arg(part[j], 0).as_i64();
+                            if k <= 0 {
+                                return Err(Error::Sql(
+                                    "argument of ntile must be a positive integer".into(),
+                                ));
+                            }
+                            let k = k as usize;
+                            let (size, extra) = (n / k, n % k);
+                            let bucket = if j < extra * (size + 1) {
+                                j / (size + 1)
+                            } else {
+                                extra + (j - extra * (size + 1)) / size.max(1)
+                            };
+                            Value::Integer(bucket as i64 + 1)
+                        }
+                        "lag" | "lead" => {
+                            let off = if w.args.len() > 1 {
+                                arg(part[j], 1).as_i64()
+                            } else {
+                                1
+                            };
+                            let at = if w.name == "lag" {
+                                j as i64 - off
+                            } else {
+                                j as i64 + off
+                            };
+                            if (0..n as i64).contains(&at) {
+                                arg(part[at as usize], 0)
+                            } else {
+                                arg(part[j], 2)
+                            }
+                        }
+                        "first_value" => in_frame().next().map_or(Value::Null, |r| arg(r, 0)),
+                        "last_value" => in_frame().next_back().map_or(Value::Null, |r| arg(r, 0)),
+                        "nth_value" => {
+                            let k = arg(part[j], 1).as_i64();
+                            if k <= 0 {
+                                return Err(Error::Sql(
+                                    "second argument to nth_value must be a positive integer"
+                                        .into(),
+                                ));
+                            }
+                            in_frame()
+                                .nth(k as usize - 1)
+                                .map_or(Value::Null, |r| arg(r, 0))
+                        }
+                        name if func::is_aggregate(name, w.args.len()) || name == "count" => {
+                            let coll = {
+                                let sc = Scope::new(frame, &empty_row, outer);
+                                w.args
+                                    .first()
+                                    .map_or(Collation::Binary, |a| self.collation(a, &sc))
+                            };
+                            let mut acc = Acc::new(name);
+                            for r in in_frame() {
+                                acc.step(&args[r], coll);
+                            }
+                            acc.finish()?
+                        }
+                        other => {
+                            return Err(Error::Sql(format!("no such window function: {other}")))
+                        }
+                    };
+                    out[part[j]].insert(key_of(call), v);
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// Runs a SELECT; `outer` is the scope of the enclosing query, for correlated subqueries.
     pub fn select(&mut self, sel: &Select, outer: Option<&Scope>) -> Result<QueryResult> {
         let pushed = !sel.with.is_empty();
@@ -1834,7 +2043,46 @@ impl<'a> Exec<'a> {
             .iter()
             .map(|o| resolve_order_term(&o.expr, &exprs))
             .collect::<Result<_>>()?;
-        if !aggregate {
+        let mut windows: Vec<&Expr> = Vec::new();
+        for e in exprs.iter().map(|(e, _)| e).chain(order_exprs.iter()) {
+            collect_matching(e, &|x| matches!(x, Expr::Window(_)), &mut windows);
+        }
+        if !windows.is_empty() {
+            if aggregate {
+                return Err(Error::Unsupported(
+                    "window functions over aggregate queries".into(),
+                ));
+            }
+            let mut rows: Vec<Row> = Vec::new();
+            match from {
+                Some(f) => self.join(f, &frame, where_.as_ref(), outer, &mut |_, r| {
+                    rows.push(r.to_vec());
+                    Ok(true)
+                })?,
+                None => {
+                    let sc = Scope::new(&frame, &[], outer);
+                    if where_.as_ref().map_or(Ok(true), |w| {
+                        self.eval(w, &sc).map(|v| v.truth() == Some(true))
+                    })? {
+                        rows.push(Vec::new());
+                    }
+                }
+            }
+            let values = self.window_values(&windows, &frame, &rows, outer)?;
+            for (r, vals) in rows.iter().zip(&values) {
+                let mut sc = Scope::new(&frame, r, outer);
+                sc.agg = Some(vals);
+                let out_vals = exprs
+                    .iter()
+                    .map(|(e, _)| self.eval(e, &sc))
+                    .collect::<Result<Row>>()?;
+                let keys = order_exprs
+                    .iter()
+                    .map(|e| self.eval(e, &sc))
+                    .collect::<Result<Row>>()?;
+                out.push((out_vals, keys));
+            }
+        } else if !aggregate {
             let mut produce = |me: &mut Self, r: &[Value]| -> Result<bool> {
                 let sc = Scope::new(&frame, r, outer);
                 let vals = exprs

@@ -419,6 +419,87 @@ impl Cx {
         })
     }
 
+    fn window(&mut self, name: String, args: Vec<Expr>, tail: &p::FunctionTail) -> Result<Expr> {
+        if tail.filter_clause.is_some() {
+            return Err(unsupported("FILTER on a function"));
+        }
+        let Some(p::Over::Window(w)) = tail.over_clause else {
+            return Err(unsupported("named windows (OVER name, WINDOW clauses)"));
+        };
+        if w.base.is_some() {
+            return Err(unsupported("named windows (OVER name, WINDOW clauses)"));
+        }
+        let partition = w
+            .partition_by
+            .iter()
+            .flat_map(|p| p.iter())
+            .map(|e| self.expr(e))
+            .collect::<Result<_>>()?;
+        let mut order = Vec::new();
+        for o in w.order_by.iter().flat_map(|o| o.iter()) {
+            order.push(OrderTerm {
+                expr: self.expr(&o.expr)?,
+                desc: matches!(o.order, Some(p::SortOrder::Desc)),
+                nulls_first: o.nulls.map(|n| matches!(n, p::NullsOrder::First)),
+            });
+        }
+        let mut bound = |b: &p::FrameBound| -> Result<FrameBound> {
+            Ok(match b {
+                p::FrameBound::UnboundedPreceding => FrameBound::UnboundedPreceding,
+                p::FrameBound::Preceding(e) => FrameBound::Preceding(self.expr(e)?),
+                p::FrameBound::CurrentRow => FrameBound::CurrentRow,
+                p::FrameBound::Following(e) => FrameBound::Following(self.expr(e)?),
+                p::FrameBound::UnboundedFollowing => FrameBound::UnboundedFollowing,
+            })
+        };
+        let (rows, start, end) = match &w.frame_clause {
+            None if order.is_empty() => (
+                true,
+                FrameBound::UnboundedPreceding,
+                FrameBound::UnboundedFollowing,
+            ),
+            None => (
+                false,
+                FrameBound::UnboundedPreceding,
+                FrameBound::CurrentRow,
+            ),
+            Some(f) => {
+                if f.exclude
+                    .as_ref()
+                    .is_some_and(|x| !matches!(x, p::FrameExclude::NoOthers))
+                {
+                    return Err(unsupported("EXCLUDE in a window frame"));
+                }
+                let rows = match f.mode {
+                    p::FrameMode::Rows => true,
+                    p::FrameMode::Range => false,
+                    p::FrameMode::Groups => return Err(unsupported("GROUPS frames")),
+                };
+                let start = bound(&f.start)?;
+                let end = match &f.end {
+                    Some(e) => bound(e)?,
+                    None => FrameBound::CurrentRow,
+                };
+                if !rows
+                    && (matches!(start, FrameBound::Preceding(_) | FrameBound::Following(_))
+                        || matches!(end, FrameBound::Preceding(_) | FrameBound::Following(_)))
+                {
+                    return Err(unsupported("RANGE frames with offsets"));
+                }
+                (rows, start, end)
+            }
+        };
+        Ok(Expr::Window(Box::new(WindowCall {
+            name,
+            args,
+            partition,
+            order,
+            rows,
+            start,
+            end,
+        })))
+    }
+
     fn assignments(&mut self, sets: &[p::Set]) -> Result<Vec<Assignment>> {
         sets.iter()
             .map(|s| Ok((s.col_names.iter().map(name).collect(), self.expr(&s.expr)?)))
@@ -910,17 +991,21 @@ impl Cx {
                 order_by,
                 filter_over,
             } => {
-                if order_by.is_some() || filter_over.is_some() {
-                    return Err(unsupported("ORDER BY, FILTER or OVER on a function"));
+                let args: Vec<Expr> = args
+                    .iter()
+                    .flat_map(|a| a.iter())
+                    .map(|a| self.expr(a))
+                    .collect::<Result<_>>()?;
+                if order_by.is_some() {
+                    return Err(unsupported("ORDER BY inside a function call"));
+                }
+                if let Some(tail) = filter_over {
+                    return self.window(unquote(fname.0).to_ascii_lowercase(), args, tail);
                 }
                 Expr::Function {
                     name: unquote(fname.0).to_ascii_lowercase(),
                     distinct: matches!(distinctness, Some(p::Distinctness::Distinct)),
-                    args: args
-                        .iter()
-                        .flat_map(|a| a.iter())
-                        .map(|a| self.expr(a))
-                        .collect::<Result<_>>()?,
+                    args,
                     star: false,
                 }
             }
@@ -928,8 +1013,8 @@ impl Cx {
                 name: fname,
                 filter_over,
             } => {
-                if filter_over.is_some() {
-                    return Err(unsupported("FILTER or OVER on a function"));
+                if let Some(tail) = filter_over {
+                    return self.window(unquote(fname.0).to_ascii_lowercase(), Vec::new(), tail);
                 }
                 Expr::Function {
                     name: unquote(fname.0).to_ascii_lowercase(),

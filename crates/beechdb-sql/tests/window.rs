@@ -1,0 +1,73 @@
+//! Window functions, checked against SQLite (rusqlite, bundled) query by query.
+
+use beechdb_sql::{Database, Value};
+
+fn show_sqlite(v: rusqlite::types::ValueRef) -> String {
+    use rusqlite::types::ValueRef;
+    match v {
+        ValueRef::Null => "NULL".into(),
+        ValueRef::Integer(i) => format!("I{i}"),
+        ValueRef::Real(r) => format!("R{r:.9}"),
+        ValueRef::Text(t) => format!("T{}", String::from_utf8_lossy(t)),
+        ValueRef::Blob(_) => "B".into(),
+    }
+}
+
+fn show(v: &Value) -> String {
+    match v {
+        Value::Null => "NULL".into(),
+        Value::Integer(i) => format!("I{i}"),
+        Value::Real(r) => format!("R{r:.9}"),
+        Value::Text(t) => format!("T{t}"),
+        Value::Blob(_) => "B".into(),
+    }
+}
+
+#[test]
+fn window_functions_match_sqlite() {
+    let db = Database::open_in_memory().unwrap();
+    let mut b = db.connect();
+    let s = rusqlite::Connection::open_in_memory().unwrap();
+    let setup = "CREATE TABLE emp(id INTEGER PRIMARY KEY, dept TEXT, name TEXT, pay INTEGER);
+        INSERT INTO emp(dept, name, pay) VALUES
+          ('eng','ann',120),('eng','bob',100),('eng','cid',120),('ops','dee',90),
+          ('ops','eve',NULL),('ops','fay',70),('hr','gus',80);";
+    b.execute_batch(setup).unwrap();
+    s.execute_batch(setup).unwrap();
+    for sql in [
+        "SELECT name, row_number() OVER (ORDER BY pay DESC, name) FROM emp ORDER BY name",
+        "SELECT name, rank() OVER (PARTITION BY dept ORDER BY pay DESC), dense_rank() OVER (PARTITION BY dept ORDER BY pay DESC) FROM emp ORDER BY id",
+        "SELECT name, sum(pay) OVER (PARTITION BY dept), count(*) OVER (), avg(pay) OVER (PARTITION BY dept) FROM emp ORDER BY id",
+        "SELECT name, sum(pay) OVER (ORDER BY id), max(pay) OVER (ORDER BY pay) FROM emp ORDER BY id",
+        "SELECT name, sum(pay) OVER (ORDER BY id ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING) FROM emp ORDER BY id",
+        "SELECT name, lag(name) OVER (ORDER BY id), lead(pay, 2, -1) OVER (ORDER BY id) FROM emp ORDER BY id",
+        "SELECT name, first_value(name) OVER (PARTITION BY dept ORDER BY pay), last_value(name) OVER (PARTITION BY dept ORDER BY pay ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) FROM emp ORDER BY id",
+        "SELECT name, ntile(3) OVER (ORDER BY id), percent_rank() OVER (ORDER BY pay), cume_dist() OVER (ORDER BY pay) FROM emp ORDER BY id",
+        "SELECT name, nth_value(name, 2) OVER (PARTITION BY dept ORDER BY name ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) FROM emp ORDER BY id",
+        "SELECT dept, name FROM emp ORDER BY row_number() OVER (PARTITION BY dept ORDER BY name DESC), dept",
+        "SELECT name, group_concat(name, '+') OVER (PARTITION BY dept ORDER BY name) FROM emp ORDER BY id",
+    ] {
+        let mut st = s.prepare(sql).unwrap();
+        let n = st.column_count();
+        let want: Vec<Vec<String>> = st
+            .query_map([], |r| (0..n).map(|i| Ok(show_sqlite(r.get_ref(i)?))).collect())
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect();
+        let got: Vec<Vec<String>> = b
+            .query(sql, &[])
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+            .rows
+            .iter()
+            .map(|r| r.iter().map(show).collect())
+            .collect();
+        assert_eq!(got, want, "{sql}");
+    }
+    assert!(b.query("SELECT rank() FROM emp", &[]).is_err());
+    assert!(b
+        .query(
+            "SELECT dept, count(*), rank() OVER (ORDER BY dept) FROM emp GROUP BY dept",
+            &[]
+        )
+        .is_err());
+}
