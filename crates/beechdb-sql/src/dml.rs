@@ -88,19 +88,25 @@ impl Exec<'_> {
     // ---- rows ----
 
     /// The next rowid: one past the largest.
+    /// A new rowid: past the largest this transaction sees, and past every rowid handed
+    /// out by the database's counter for the table (kept outside transactions, so that
+    /// concurrent inserts into one table take different rowids instead of conflicting; a
+    /// rolled-back insert leaves a gap).
     fn new_rowid(&mut self, t: &Table) -> Result<i64> {
         let db = self.db(&t.db)?;
         let last = self.txn.range_rev::<&[u8], _>(&db, ..).next().transpose()?;
-        Ok(match last {
-            None => 1,
-            Some((k, _)) => {
-                let r = rowid_of_key(&k)?;
-                if r == i64::MAX {
-                    return Err(Error::Sql("database or disk is full".into()));
-                }
-                r + 1
-            }
-        })
+        let seen = match last {
+            None => 0,
+            Some((k, _)) => rowid_of_key(&k)?,
+        };
+        let mut counters = self.rowids.lock();
+        let next = counters.entry(t.db.clone()).or_insert(0);
+        let r = (*next).max(seen.saturating_add(1)).max(1);
+        if r == i64::MAX || seen == i64::MAX {
+            return Err(Error::Sql("database or disk is full".into()));
+        }
+        *next = r + 1;
+        Ok(r)
     }
 
     fn read_row(&mut self, t: &Table, rowid: i64) -> Result<Option<Row>> {

@@ -52,6 +52,8 @@ struct Shared {
     env: Env,
     /// The committed schema; connections take a copy per transaction.
     schema: RwLock<Arc<Schema>>,
+    /// The next rowid of each table (see `dml.rs`, `new_rowid`).
+    rowids: parking_lot::Mutex<HashMap<String, i64>>,
     _tmp: Option<tempfile::TempDir>,
 }
 
@@ -98,6 +100,7 @@ impl Database {
             shared: Arc::new(Shared {
                 env,
                 schema: RwLock::new(Arc::new(schema)),
+                rowids: Default::default(),
                 _tmp: tmp,
             }),
         })
@@ -363,6 +366,7 @@ impl Connection {
             trigger_depth: 0,
             dbs: &mut dbs,
             returned: QueryResult::default(),
+            rowids: &self.shared.rowids,
             plan: Some(Vec::new()),
             ctes: Vec::new(),
         };
@@ -402,6 +406,7 @@ impl Connection {
             trigger_depth: 0,
             dbs: &mut self.dbs,
             returned: QueryResult::default(),
+            rowids: &self.shared.rowids,
             plan: None,
             ctes: Vec::new(),
         };

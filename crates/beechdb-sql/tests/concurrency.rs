@@ -196,3 +196,39 @@ fn a_conflict_is_sqlite_busy_and_the_transaction_can_only_roll_back() {
         Value::Integer(1)
     );
 }
+
+#[test]
+fn inserters_into_one_table_take_different_rowids() {
+    let (db, _dir) = setup();
+    db.connect()
+        .execute("CREATE TABLE log(id INTEGER PRIMARY KEY, who INTEGER)", &[])
+        .unwrap();
+    let busy = Arc::new(AtomicU64::new(0));
+    let threads: Vec<_> = (0..4i64)
+        .map(|w| {
+            let (db, busy) = (db.clone(), busy.clone());
+            std::thread::spawn(move || {
+                let mut c = db.connect();
+                for _ in 0..200 {
+                    c.execute("BEGIN", &[]).unwrap();
+                    match c.execute("INSERT INTO log(who) VALUES(?)", &[w.into()]) {
+                        Ok(_) => c.execute("COMMIT", &[]).map(drop).unwrap(),
+                        Err(e) if e.is_busy() => {
+                            busy.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(busy.load(Ordering::Relaxed), 0, "inserts conflicted");
+    let mut c = db.connect();
+    let r = c
+        .query("SELECT count(*), count(DISTINCT id) FROM log", &[])
+        .unwrap();
+    assert_eq!(r.rows[0], vec![Value::Integer(800), Value::Integer(800)]);
+}
