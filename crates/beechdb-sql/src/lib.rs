@@ -675,9 +675,47 @@ impl Connection {
                 one("timeout", (self.busy_timeout.as_millis() as i64).into())
             }
             "journal_mode" => one("journal_mode", "wal".into()),
-            "foreign_keys" | "user_version" | "cache_size" | "synchronous" | "noop" => {
-                QueryResult::default()
+            "user_version" => {
+                let own = match &self.txn {
+                    Some(_) => None,
+                    None => Some(self.shared.env.begin_txn()?),
+                };
+                let txn = own.as_ref().or(self.txn.as_ref()).expect("a transaction");
+                let db = match self.dbs.get(SCHEMA_DB) {
+                    Some(d) => d.clone(),
+                    None => self.shared.env.open_db(SCHEMA_DB)?,
+                };
+                const KEY: &[u8] = b"\0user_version";
+                let result = match arg {
+                    Some(v) => {
+                        let rec = record::encode_row(&[
+                            "user_version".into(),
+                            "".into(),
+                            "".into(),
+                            v.as_i64().into(),
+                            "".into(),
+                        ]);
+                        txn.put(&db, KEY, &rec)?;
+                        QueryResult::default()
+                    }
+                    None => {
+                        let v = match txn.get(&db, KEY)? {
+                            Some(rec) => {
+                                record::decode_row(&rec, 5)?.get(3).map_or(0, Value::as_i64)
+                            }
+                            None => 0,
+                        };
+                        one("user_version", v.into())
+                    }
+                };
+                if let Some(t) = own {
+                    t.commit()?;
+                }
+                result
             }
+            "foreign_keys" => one("foreign_keys", 0.into()),
+            "synchronous" => one("synchronous", 2.into()),
+            "cache_size" | "noop" => QueryResult::default(),
             "page_size" => one("page_size", (self.shared.env.page_size() as i64).into()),
             "integrity_check" => {
                 let report = self.shared.env.verify()?;

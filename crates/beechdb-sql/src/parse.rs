@@ -64,6 +64,24 @@ fn render<T: ToTokens>(node: &T) -> String {
     Show(node).to_string()
 }
 
+/// The name of an unaliased result column: the expression's text, function calls written
+/// as `name(args)` as they usually are.
+fn column_name(e: &p::Expr) -> String {
+    match e {
+        p::Expr::FunctionCallStar { name, .. } => format!("{}(*)", name.0),
+        p::Expr::FunctionCall { name, args, .. } => format!(
+            "{}({})",
+            name.0,
+            args.iter()
+                .flat_map(|a| a.iter())
+                .map(column_name)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        other => render(other),
+    }
+}
+
 /// The parser's message without its position suffix, as SQLite words it.
 fn clean_error(e: &str) -> String {
     let cut = [" at (", " at line"].iter().filter_map(|p| e.find(p)).min();
@@ -755,7 +773,7 @@ impl Cx {
                                         | p::Expr::DoublyQualified(..)
                                 ) =>
                                 {
-                                    Some(render(e))
+                                    Some(column_name(e))
                                 }
                                 None => None,
                             };

@@ -278,6 +278,8 @@ impl Schema {
             let kind = e.first().map(Value::to_text).unwrap_or_default();
             match kind.as_str() {
                 "meta" => s.next_db = e[3].as_i64() as u64,
+                // PRAGMA user_version's value: not a schema object.
+                "user_version" => {}
                 "table" => {
                     let sql = e[4].to_text();
                     let Some(Stmt::CreateTable(ct)) =

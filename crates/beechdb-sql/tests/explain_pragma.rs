@@ -92,3 +92,27 @@ fn pragmas_describe_the_schema() {
     assert!(kinds.contains(&("t".into(), "table".into())));
     assert!(kinds.contains(&("v".into(), "view".into())));
 }
+
+#[test]
+fn user_version_is_kept_and_survives_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = Database::open(dir.path()).unwrap();
+        let mut c = db.connect();
+        let v = c.query("PRAGMA user_version", &[]).unwrap();
+        assert_eq!(v.rows, vec![vec![Value::Integer(0)]]);
+        c.execute("PRAGMA user_version = 7", &[]).unwrap();
+        c.execute_batch("BEGIN; PRAGMA user_version = 8; ROLLBACK;")
+            .unwrap();
+        let v = c.query("PRAGMA user_version", &[]).unwrap();
+        assert_eq!(
+            v.rows,
+            vec![vec![Value::Integer(7)]],
+            "rolled back with its transaction"
+        );
+        db.env().clone().close().unwrap();
+    }
+    let db = Database::open(dir.path()).unwrap();
+    let v = db.connect().query("PRAGMA user_version", &[]).unwrap();
+    assert_eq!(v.rows, vec![vec![Value::Integer(7)]]);
+}
