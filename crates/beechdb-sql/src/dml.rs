@@ -96,16 +96,23 @@ impl Exec<'_> {
         let db = self.db(&t.db)?;
         let last = self.txn.range_rev::<&[u8], _>(&db, ..).next().transpose()?;
         let seen = match last {
-            None => 0,
-            Some((k, _)) => rowid_of_key(&k)?,
+            None => None,
+            Some((k, _)) => Some(rowid_of_key(&k)?),
         };
-        let mut counters = self.rowids.lock();
-        let next = counters.entry(t.db.clone()).or_insert(0);
-        let r = (*next).max(seen.saturating_add(1)).max(1);
-        if r == i64::MAX || seen == i64::MAX {
+        if seen == Some(i64::MAX) {
             return Err(Error::Sql("database or disk is full".into()));
         }
-        *next = r + 1;
+        let mut counters = self.rowids.lock();
+        let r = match (counters.get(&t.db), seen) {
+            (None, None) => 1,
+            (None, Some(s)) => s + 1,
+            (Some(&c), None) => c,
+            (Some(&c), Some(s)) => c.max(s + 1),
+        };
+        if r == i64::MAX {
+            return Err(Error::Sql("database or disk is full".into()));
+        }
+        counters.insert(t.db.clone(), r + 1);
         Ok(r)
     }
 

@@ -224,7 +224,11 @@ fn random_queries_agree_with_sqlite() {
             // Both accept a statement, or both refuse it (a rowid that is not an integer,
             // a duplicate key).
             let (a, b) = (ours.execute(s, &[]), lite.execute(s, []));
-            assert_eq!(a.is_ok(), b.is_ok(), "seed {seed}: {s}: {a:?} vs {b:?}");
+            assert_eq!(
+                a.is_ok(),
+                b.is_ok(),
+                "seed {seed}: {s}: {a:?} vs {b:?}\nsetup: {setup:#?}"
+            );
         }
         for q in 0..20 {
             let (sql, ordered, loose) = query(&mut rng);
