@@ -466,10 +466,7 @@ impl<'a> Exec<'a> {
             Expr::Cast(a, ty) => cast(self.eval(a, sc)?, ty.as_deref()),
             Expr::Collate(a, _) => self.eval(a, sc)?,
             Expr::Function {
-                name,
-                args,
-                star,
-                distinct,
+                name, args, star, ..
             } => {
                 if *star || func::is_aggregate(name, args.len()) {
                     return match sc.agg.and_then(|a| a.get(&key_of(e))) {
@@ -477,7 +474,6 @@ impl<'a> Exec<'a> {
                         None => Err(Error::Sql(format!("misuse of aggregate function {name}()"))),
                     };
                 }
-                let _ = distinct;
                 match name.as_str() {
                     "last_insert_rowid" => return Ok(Value::Integer(*self.last_rowid)),
                     "changes" => return Ok(Value::Integer(self.changes as i64)),
@@ -1385,7 +1381,6 @@ impl<'a> Exec<'a> {
                             self.affinity(other, &Scope::new(frame, &row, None))
                         };
                         best = Access::Index(idx.clone(), (**other).clone(), other_aff);
-                        let _ = c;
                     }
                 }
             }
