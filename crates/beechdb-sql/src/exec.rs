@@ -2137,15 +2137,29 @@ impl<'a> Exec<'a> {
                     })
                     .collect()
             };
+            let group_terms: Vec<Expr> = group_by
+                .iter()
+                .map(|g| resolve_group_term(g, &exprs))
+                .collect::<Result<_>>()?;
             let mut step = |me: &mut Self, r: &[Value]| -> Result<bool> {
                 let sc = Scope::new(&frame, r, outer);
-                let key = group_by
+                let key = group_terms
                     .iter()
-                    .map(|g| me.eval(&resolve_group_term(g, &exprs)?, &sc))
+                    .map(|g| me.eval(g, &sc))
                     .collect::<Result<Row>>()?;
-                let sig = group_signature(&key);
-                let gi = match index.get(&sig) {
-                    Some(&i) => i,
+                // Without GROUP BY there is one group: no key to hash.
+                let sig = if group_terms.is_empty() {
+                    String::new()
+                } else {
+                    group_signature(&key)
+                };
+                let found = if group_terms.is_empty() && !groups.is_empty() {
+                    Some(0)
+                } else {
+                    index.get(&sig).copied()
+                };
+                let gi = match found {
+                    Some(i) => i,
                     None => {
                         groups.push((
                             key,
@@ -2204,7 +2218,9 @@ impl<'a> Exec<'a> {
                     }
                     g.accs[ci].step(&vals, colls[ci]);
                 }
-                groups[gi].1.row = r.to_vec();
+                let last = &mut groups[gi].1.row;
+                last.clear();
+                last.extend_from_slice(r);
                 Ok(true)
             };
             match from {
