@@ -126,6 +126,12 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // Writing into a closed pipe (`beech dump DIR | head`) ends the process quietly, as it
+    // does Unix tools, instead of panicking in `println!`.
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     match run(Cli::parse()) {
         Ok(code) => code,
         Err(e) => {

@@ -426,3 +426,44 @@ fn sql_shell_one_shot_and_batch() {
     );
     assert_eq!((code, out.as_str()), (0, "8|pear, green\n"));
 }
+
+#[test]
+fn a_closed_pipe_ends_output_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let env_path = dir.path().join("env");
+    {
+        // Enough records that every command's output outgrows a pipe's buffer.
+        let env = beechdb::Env::open(
+            &env_path,
+            beechdb::Config::new()
+                .transactional(true)
+                .durability(beechdb::Durability::NoSync),
+        )
+        .unwrap();
+        for d in 0..300 {
+            let db = env.create_db(&format!("db{d:03}")).unwrap();
+            for i in 0..40u32 {
+                db.put(&i.to_be_bytes(), b"value").unwrap();
+            }
+        }
+        env.close().unwrap();
+    }
+    let env_s = env_path.to_str().unwrap();
+    for cmd in ["stat --json", "stat", "printlog", "dump"] {
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "{} {cmd} {env_s} | head -1",
+                env!("CARGO_BIN_EXE_beech")
+            ))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "{cmd}: {err}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).lines().count(),
+            1,
+            "{cmd}"
+        );
+    }
+}
