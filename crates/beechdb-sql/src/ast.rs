@@ -141,6 +141,8 @@ pub struct ColumnDef {
     pub default: Option<Expr>,
     pub collation: Option<Collation>,
     pub checks: Vec<Expr>,
+    /// `REFERENCES parent(...)` on this column.
+    pub references: Option<ForeignKeyDef>,
 }
 
 #[derive(Debug, Clone)]
@@ -148,6 +150,27 @@ pub enum TableConstraint {
     PrimaryKey(Vec<IndexedColumn>),
     Unique(Vec<IndexedColumn>),
     Check(Expr),
+    /// `FOREIGN KEY (columns) REFERENCES ...`.
+    ForeignKey(Vec<String>, ForeignKeyDef),
+}
+
+/// What a foreign key references, and what a change of the parent does.
+#[derive(Debug, Clone)]
+pub struct ForeignKeyDef {
+    pub parent: String,
+    /// Empty: the parent's primary key.
+    pub parent_columns: Vec<String>,
+    pub on_delete: RefAction,
+    pub on_update: RefAction,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefAction {
+    NoAction,
+    Restrict,
+    Cascade,
+    SetNull,
+    SetDefault,
 }
 
 #[derive(Debug, Clone)]

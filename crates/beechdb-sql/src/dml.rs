@@ -17,6 +17,13 @@ use crate::value::{Affinity, Value};
 use std::sync::Arc;
 
 /// The key of `row`'s entry in `index`, and its value (the rowid for a unique index).
+fn fk_error() -> Error {
+    Error::Constraint(
+        ConstraintKind::ForeignKey,
+        "FOREIGN KEY constraint failed".into(),
+    )
+}
+
 fn index_entry(index: &Index, row: &[Value], rowid: i64) -> (Vec<u8>, Vec<u8>) {
     let mut key = Vec::new();
     let mut any_null = false;
@@ -332,6 +339,161 @@ impl Exec<'_> {
         }
     }
 
+    // ---- foreign keys ----
+
+    /// The parent table of `fk` and the columns it references (its primary key when the
+    /// foreign key names none).
+    fn parent_key(&self, fk: &ForeignKeyDef) -> Result<(Arc<Table>, Vec<usize>)> {
+        let mismatch = || {
+            Error::Sql(format!(
+                "foreign key mismatch - referencing \"{}\"",
+                fk.parent
+            ))
+        };
+        let parent = self
+            .schema
+            .tables
+            .get(&lc(&fk.parent))
+            .cloned()
+            .ok_or_else(mismatch)?;
+        let cols = if fk.parent_columns.is_empty() {
+            match parent.rowid_alias {
+                Some(a) => vec![a],
+                None => self
+                    .schema
+                    .indexes_of(&parent.name)
+                    .find(|i| i.primary)
+                    .map(|i| i.columns.iter().map(|c| c.0).collect())
+                    .ok_or_else(mismatch)?,
+            }
+        } else {
+            fk.parent_columns
+                .iter()
+                .map(|n| parent.column_index(n).ok_or_else(mismatch))
+                .collect::<Result<_>>()?
+        };
+        Ok((parent, cols))
+    }
+
+    /// `t.c1 = v1 AND t.c2 = v2 ...`.
+    fn key_filter(t: &Table, cols: &[usize], vals: &[Value]) -> Expr {
+        cols.iter()
+            .zip(vals)
+            .map(|(&c, v)| {
+                Expr::Binary(
+                    BinOp::Eq,
+                    Box::new(Expr::Column {
+                        table: Some(t.name.clone()),
+                        name: t.columns[c].name.clone(),
+                    }),
+                    Box::new(Expr::Literal(v.clone())),
+                )
+            })
+            .reduce(|a, b| Expr::Binary(BinOp::And, Box::new(a), Box::new(b)))
+            .expect("a key has a column")
+    }
+
+    /// Every foreign key of `row` (of `t`) must find its parent row.
+    fn check_parents(&mut self, t: &Table, row: &[Value]) -> Result<()> {
+        if !self.foreign_keys {
+            return Ok(());
+        }
+        for (cols, fk) in &t.foreign_keys {
+            let vals: Vec<Value> = cols.iter().map(|&c| row[c].clone()).collect();
+            if vals.iter().any(Value::is_null) {
+                continue;
+            }
+            let (parent, pcols) = self.parent_key(fk)?;
+            let filter = Self::key_filter(&parent, &pcols, &vals);
+            if self.matching_rows(&parent, Some(&filter), None)?.is_empty() {
+                return Err(fk_error());
+            }
+        }
+        Ok(())
+    }
+
+    /// The rows of other tables that reference row `old` of `t` (being deleted, or its key
+    /// changed to `new`) get their foreign keys' actions.
+    fn act_on_children(&mut self, t: &Table, old: &[Value], new: Option<&[Value]>) -> Result<()> {
+        if !self.foreign_keys {
+            return Ok(());
+        }
+        let children: Vec<(Arc<Table>, Vec<usize>, ForeignKeyDef)> = self
+            .schema
+            .tables
+            .values()
+            .flat_map(|c| {
+                c.foreign_keys
+                    .iter()
+                    .filter(|(_, fk)| fk.parent.eq_ignore_ascii_case(&t.name))
+                    .map(move |(cols, fk)| (c.clone(), cols.clone(), fk.clone()))
+            })
+            .collect();
+        for (child, cols, fk) in children {
+            let (_, pcols) = self.parent_key(&fk)?;
+            let old_key: Vec<Value> = pcols.iter().map(|&c| old[c].clone()).collect();
+            if old_key.iter().any(Value::is_null) {
+                continue;
+            }
+            let new_key: Option<Vec<Value>> =
+                new.map(|n| pcols.iter().map(|&c| n[c].clone()).collect());
+            if let Some(nk) = &new_key {
+                if nk
+                    .iter()
+                    .zip(&old_key)
+                    .all(|(a, b)| a == b && a.type_name() == b.type_name())
+                {
+                    continue; // the key did not change
+                }
+            }
+            let filter = Self::key_filter(&child, &cols, &old_key);
+            if self.matching_rows(&child, Some(&filter), None)?.is_empty() {
+                continue;
+            }
+            let action = if new.is_some() {
+                fk.on_update
+            } else {
+                fk.on_delete
+            };
+            let set_to = |vals: Vec<Expr>| -> Vec<Assignment> {
+                cols.iter()
+                    .zip(vals)
+                    .map(|(&c, e)| (vec![child.columns[c].name.clone()], e))
+                    .collect()
+            };
+            let sets = match (action, &new_key) {
+                (RefAction::NoAction | RefAction::Restrict, _) => return Err(fk_error()),
+                (RefAction::Cascade, None) => {
+                    self.delete(&child.name, Some(&filter), &[], None)?;
+                    continue;
+                }
+                (RefAction::Cascade, Some(nk)) => {
+                    set_to(nk.iter().cloned().map(Expr::Literal).collect())
+                }
+                (RefAction::SetNull, _) => set_to(vec![Expr::Literal(Value::Null); cols.len()]),
+                (RefAction::SetDefault, _) => set_to(
+                    cols.iter()
+                        .map(|&c| {
+                            child.columns[c]
+                                .default
+                                .clone()
+                                .unwrap_or(Expr::Literal(Value::Null))
+                        })
+                        .collect(),
+                ),
+            };
+            let update = Update {
+                table: child.name.clone(),
+                sets,
+                where_: Some(filter),
+                conflict: Conflict::Abort,
+                returning: Vec::new(),
+            };
+            self.update(&update, None)?;
+        }
+        Ok(())
+    }
+
     // ---- INSERT ----
 
     pub fn insert(&mut self, ins: &Insert, outer: Option<&Scope>) -> Result<u64> {
@@ -496,6 +658,7 @@ impl Exec<'_> {
                 continue;
             }
             self.write_row(&t, rowid, &row)?;
+            self.check_parents(&t, &row)?;
             *self.last_rowid = rowid;
             count += 1;
             self.emit_returning(&t, &ins.returning, &new_full)?;
@@ -659,8 +822,10 @@ impl Exec<'_> {
                 },
             }
         }
+        self.act_on_children(t, &current, Some(&new_row))?;
         self.delete_row(t, old_rowid, &current)?;
         self.write_row(t, new_rowid, &new_row)?;
+        self.check_parents(t, &new_row)?;
         let new_full = {
             let mut f = new_row;
             f.push(Value::Integer(new_rowid));
@@ -907,6 +1072,7 @@ impl Exec<'_> {
             if self.read_row(&t, rowid)?.is_none() {
                 continue;
             }
+            self.act_on_children(&t, &current, None)?;
             self.delete_row(&t, rowid, &current)?;
             count += 1;
             self.emit_returning(&t, returning, &cur_full)?;
@@ -967,6 +1133,7 @@ impl Exec<'_> {
                         default: None,
                         collation: None,
                         checks: Vec::new(),
+                        references: None,
                     })
                     .collect();
                 def.sql = format!(

@@ -21,6 +21,7 @@ pub mod codes {
     pub const SQLITE_RANGE: i32 = 25;
     pub const SQLITE_BUSY_SNAPSHOT: i32 = SQLITE_BUSY | (2 << 8);
     pub const SQLITE_CONSTRAINT_CHECK: i32 = SQLITE_CONSTRAINT | (1 << 8);
+    pub const SQLITE_CONSTRAINT_FOREIGNKEY: i32 = SQLITE_CONSTRAINT | (3 << 8);
     pub const SQLITE_CONSTRAINT_NOTNULL: i32 = SQLITE_CONSTRAINT | (5 << 8);
     pub const SQLITE_CONSTRAINT_PRIMARYKEY: i32 = SQLITE_CONSTRAINT | (6 << 8);
     pub const SQLITE_CONSTRAINT_TRIGGER: i32 = SQLITE_CONSTRAINT | (7 << 8);
@@ -37,6 +38,7 @@ pub enum ConstraintKind {
     Check,
     Trigger,
     RowId,
+    ForeignKey,
 }
 
 #[derive(Debug)]
@@ -81,6 +83,7 @@ impl Error {
                 ConstraintKind::Check => SQLITE_CONSTRAINT_CHECK,
                 ConstraintKind::Trigger => SQLITE_CONSTRAINT_TRIGGER,
                 ConstraintKind::RowId => SQLITE_CONSTRAINT_ROWID,
+                ConstraintKind::ForeignKey => SQLITE_CONSTRAINT_FOREIGNKEY,
             },
             Error::BusySnapshot => SQLITE_BUSY_SNAPSHOT,
             Error::Busy => SQLITE_BUSY,

@@ -157,6 +157,8 @@ pub struct Exec<'a> {
     pub returned: QueryResult,
     /// The next rowid of each table (by engine database), shared by the connections.
     pub rowids: &'a parking_lot::Mutex<HashMap<String, i64>>,
+    /// `PRAGMA foreign_keys`: foreign keys are enforced.
+    pub foreign_keys: bool,
     /// Under EXPLAIN QUERY PLAN: the plan's lines, and nothing is read or changed.
     pub plan: Option<Vec<String>>,
     /// Common table expressions in scope, innermost last: name -> (columns, rows).

@@ -119,6 +119,7 @@ impl Database {
             total_changes: 0,
             busy_timeout: Duration::from_secs(5),
             schema_changed: false,
+            foreign_keys: false,
         }
     }
 
@@ -153,6 +154,8 @@ pub struct Connection {
     total_changes: u64,
     busy_timeout: Duration,
     schema_changed: bool,
+    /// `PRAGMA foreign_keys` (off by default, as in SQLite).
+    foreign_keys: bool,
 }
 
 /// A prepared statement: parsed once, run many times with parameters.
@@ -367,6 +370,7 @@ impl Connection {
             dbs: &mut dbs,
             returned: QueryResult::default(),
             rowids: &self.shared.rowids,
+            foreign_keys: self.foreign_keys,
             plan: Some(Vec::new()),
             ctes: Vec::new(),
         };
@@ -407,6 +411,7 @@ impl Connection {
             dbs: &mut self.dbs,
             returned: QueryResult::default(),
             rowids: &self.shared.rowids,
+            foreign_keys: self.foreign_keys,
             plan: None,
             ctes: Vec::new(),
         };
@@ -713,7 +718,22 @@ impl Connection {
                 }
                 result
             }
-            "foreign_keys" => one("foreign_keys", 0.into()),
+            "foreign_keys" => match arg {
+                Some(v) => {
+                    let on = match v {
+                        Value::Text(t) => {
+                            matches!(t.to_ascii_lowercase().as_str(), "on" | "yes" | "true" | "1")
+                        }
+                        other => other.as_i64() != 0,
+                    };
+                    // As in SQLite, a no-op inside a transaction.
+                    if self.txn.is_none() {
+                        self.foreign_keys = on;
+                    }
+                    QueryResult::default()
+                }
+                None => one("foreign_keys", (self.foreign_keys as i64).into()),
+            },
             "synchronous" => one("synchronous", 2.into()),
             "cache_size" | "noop" => QueryResult::default(),
             "page_size" => one("page_size", (self.shared.env.page_size() as i64).into()),

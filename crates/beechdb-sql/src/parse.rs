@@ -611,7 +611,12 @@ impl Cx {
                                 .collect::<Result<_>>()?,
                         ),
                         p::TableConstraint::Check(e, _) => TableConstraint::Check(self.expr(e)?),
-                        p::TableConstraint::ForeignKey { .. } => continue,
+                        p::TableConstraint::ForeignKey {
+                            columns, clause, ..
+                        } => TableConstraint::ForeignKey(
+                            columns.iter().map(|c| name(&c.col_name)).collect(),
+                            foreign_key(clause),
+                        ),
                     });
                 }
             }
@@ -636,6 +641,7 @@ impl Cx {
             default: None,
             collation: None,
             checks: Vec::new(),
+            references: None,
         };
         for nc in c.constraints {
             match &nc.constraint {
@@ -654,7 +660,10 @@ impl Cx {
                 p::ColumnConstraint::Collate { collation_name } => {
                     col.collation = Some(collation(collation_name.0)?)
                 }
-                p::ColumnConstraint::Defer(_) | p::ColumnConstraint::ForeignKey { .. } => {}
+                p::ColumnConstraint::ForeignKey { clause, .. } => {
+                    col.references = Some(foreign_key(clause))
+                }
+                p::ColumnConstraint::Defer(_) => {}
                 p::ColumnConstraint::Generated { .. } => {
                     return Err(unsupported("generated columns"))
                 }
@@ -1138,6 +1147,35 @@ impl Cx {
                 Expr::Raise(kind, msg)
             }
         })
+    }
+}
+
+fn foreign_key(c: &p::ForeignKeyClause) -> ForeignKeyDef {
+    let act = |a: &p::RefAct| match a {
+        p::RefAct::SetNull => RefAction::SetNull,
+        p::RefAct::SetDefault => RefAction::SetDefault,
+        p::RefAct::Cascade => RefAction::Cascade,
+        p::RefAct::Restrict => RefAction::Restrict,
+        p::RefAct::NoAction => RefAction::NoAction,
+    };
+    let (mut on_delete, mut on_update) = (RefAction::NoAction, RefAction::NoAction);
+    for a in c.args {
+        match a {
+            p::RefArg::OnDelete(x) => on_delete = act(x),
+            p::RefArg::OnUpdate(x) => on_update = act(x),
+            _ => {}
+        }
+    }
+    ForeignKeyDef {
+        parent: name(&c.tbl_name),
+        parent_columns: c
+            .columns
+            .iter()
+            .flat_map(|cs| cs.iter())
+            .map(|c| name(&c.col_name))
+            .collect(),
+        on_delete,
+        on_update,
     }
 }
 

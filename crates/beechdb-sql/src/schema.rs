@@ -31,6 +31,8 @@ pub struct Table {
     /// The INTEGER PRIMARY KEY column, an alias of the rowid.
     pub rowid_alias: Option<usize>,
     pub checks: Vec<Expr>,
+    /// Foreign keys: this table's columns and what they reference.
+    pub foreign_keys: Vec<(Vec<usize>, ast::ForeignKeyDef)>,
     pub db: String,
     pub sql: String,
 }
@@ -165,6 +167,7 @@ impl Schema {
         let mut uniques: Vec<Vec<(usize, bool, Collation)>> = Vec::new();
         let mut checks = Vec::new();
         let mut autoincrement = false;
+        let mut foreign_keys = Vec::new();
         let col_of = |e: &Expr| -> Result<usize> {
             match e {
                 Expr::Column { table: None, name } => columns
@@ -191,6 +194,9 @@ impl Schema {
                 uniques.push(vec![(i, false, columns[i].collation)]);
             }
             checks.extend(c.checks.iter().cloned());
+            if let Some(fk) = &c.references {
+                foreign_keys.push((vec![i], fk.clone()));
+            }
         }
         for tc in &ct.constraints {
             match tc {
@@ -217,6 +223,18 @@ impl Schema {
                     uniques.push(v);
                 }
                 ast::TableConstraint::Check(e) => checks.push(e.clone()),
+                ast::TableConstraint::ForeignKey(cols, fk) => {
+                    let cols = cols
+                        .iter()
+                        .map(|n| {
+                            col_of(&Expr::Column {
+                                table: None,
+                                name: n.clone(),
+                            })
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    foreign_keys.push((cols, fk.clone()));
+                }
             }
         }
         // INTEGER PRIMARY KEY (exactly that type name, ascending) aliases the rowid.
@@ -263,6 +281,7 @@ impl Schema {
                 columns,
                 rowid_alias,
                 checks,
+                foreign_keys,
                 db,
                 sql: ct.sql.clone(),
             },
