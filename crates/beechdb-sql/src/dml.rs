@@ -1091,12 +1091,19 @@ impl Exec<'_> {
 
     // ---- DDL ----
 
+    /// Whether `name` is free for a new object: `Ok(false)` when it is taken and `IF NOT
+    /// EXISTS` was given (nothing to do), an error when it is taken otherwise.
+    fn name_free(&self, name: &str, if_not_exists: bool) -> Result<bool> {
+        match self.schema.name_taken(name) {
+            None => Ok(true),
+            Some(_) if if_not_exists => Ok(false),
+            Some(kind) => Err(Error::Sql(format!("{kind} {name} already exists"))),
+        }
+    }
+
     pub fn create_table(&mut self, ct: &CreateTable) -> Result<()> {
-        if let Some(kind) = self.schema.name_taken(&ct.name) {
-            if ct.if_not_exists {
-                return Ok(());
-            }
-            return Err(Error::Sql(format!("{kind} {} already exists", ct.name)));
+        if !self.name_free(&ct.name, ct.if_not_exists)? {
+            return Ok(());
         }
         if ct.name.to_ascii_lowercase().starts_with("sqlite_") {
             return Err(Error::Sql(format!(
@@ -1201,11 +1208,8 @@ impl Exec<'_> {
         else {
             unreachable!()
         };
-        if let Some(kind) = self.schema.name_taken(name) {
-            if *if_not_exists {
-                return Ok(());
-            }
-            return Err(Error::Sql(format!("{kind} {name} already exists")));
+        if !self.name_free(name, *if_not_exists)? {
+            return Ok(());
         }
         let t = self.schema.table(table)?.clone();
         let cols = index_columns(&t, columns)?;
@@ -1254,11 +1258,8 @@ impl Exec<'_> {
         else {
             unreachable!()
         };
-        if let Some(kind) = self.schema.name_taken(name) {
-            if *if_not_exists {
-                return Ok(());
-            }
-            return Err(Error::Sql(format!("{kind} {name} already exists")));
+        if !self.name_free(name, *if_not_exists)? {
+            return Ok(());
         }
         let view = View {
             name: name.clone(),
