@@ -21,7 +21,8 @@ pub(crate) struct Listing {
     /// Numbers of the files named like log segments.
     pub segments: BTreeSet<u64>,
     /// Files an interrupted step leaves behind: a segment or page file being built
-    /// (`*.tmp`), the next segment prepared ahead (`log.spare`). Never part of the state.
+    /// (`*.tmp`), the next segment prepared ahead (`log.spare`), a large commit's undo store
+    /// (`undo.N.tmp`). Never part of the state.
     pub leftovers: Vec<String>,
     /// Files of Berkeley DB (`__db.NNN` region files).
     pub berkeley_db: Vec<String>,
@@ -58,7 +59,10 @@ impl Listing {
             } else if let Some(n) = segment_number(&name) {
                 l.segments.insert(n);
             } else if name == crate::wal::SPARE_SEGMENT
-                || (name.ends_with(".tmp") && (name.starts_with("log.") || name == DB_FILE_TMP))
+                || (name.ends_with(".tmp")
+                    && (name.starts_with("log.")
+                        || name.starts_with("undo.")
+                        || name == DB_FILE_TMP))
             {
                 l.leftovers.push(name);
             } else if name.starts_with("__db.") {

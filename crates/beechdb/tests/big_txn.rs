@@ -303,6 +303,7 @@ fn spilled_transactions_survive_kills_and_power_cuts_whole_or_not_at_all() {
         } else {
             common::kill(&storage, env)
         };
+        let env_storage = next.clone();
         let env = Env::open_with_storage(Arc::new(next), cfg).unwrap();
         let seen = contents(&env.open_db("d").unwrap());
         match which(&seen, n) {
@@ -311,6 +312,12 @@ fn spilled_transactions_survive_kills_and_power_cuts_whole_or_not_at_all() {
         }
         let report = env.verify().unwrap();
         assert!(report.is_clean(), "seed {seed}: {report:?}");
+        use beechdb::storage::Storage;
+        let names = env_storage.list().unwrap();
+        assert!(
+            !names.iter().any(|n| n.starts_with("undo.")),
+            "seed {seed}: an undo store outlived its process: {names:?}"
+        );
     }
 }
 
