@@ -120,9 +120,12 @@ impl WriteSet {
         let Some(Part::Mem(map)) = layer.last_mut() else {
             unreachable!("pushed above")
         };
-        let replaced = map.get(&key).map(|old| entry_size(&key, old));
-        map.insert(key, w);
-        self.mem_bytes = self.mem_bytes + added - replaced.unwrap_or(0);
+        let key_len = key.len();
+        // One lookup: the entry replaced, if any, comes back from the insert.
+        let replaced = map.insert(key, w).map_or(0, |old| {
+            key_len + old.map_or(0, |v| v.len()) + ENTRY_OVERHEAD
+        });
+        self.mem_bytes = self.mem_bytes + added - replaced;
     }
 
     /// This transaction's latest write of scoped key `key`, if it wrote it.
