@@ -145,6 +145,24 @@ pub struct ColumnDef {
     pub references: Option<ForeignKeyDef>,
 }
 
+impl ColumnDef {
+    /// A column with no constraints.
+    pub fn plain(name: String, decl_type: Option<String>) -> ColumnDef {
+        ColumnDef {
+            name,
+            decl_type,
+            primary_key: None,
+            autoincrement: false,
+            not_null: false,
+            unique: false,
+            default: None,
+            collation: None,
+            checks: Vec::new(),
+            references: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub enum TableConstraint {
     PrimaryKey(Vec<IndexedColumn>),

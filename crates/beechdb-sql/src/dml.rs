@@ -123,19 +123,22 @@ impl Exec<'_> {
         Ok(r)
     }
 
-    fn read_row(&mut self, t: &Table, rowid: i64) -> Result<Option<Row>> {
+    pub(crate) fn read_row(&mut self, t: &Table, rowid: i64) -> Result<Option<Row>> {
         let db = self.db(&t.db)?;
-        Ok(match self.txn.get(&db, &rowid_key(rowid))? {
-            None => None,
-            Some(v) => {
-                let mut row = crate::record::decode_row(&v, t.columns.len())?;
-                t.complete(&mut row);
-                if let Some(a) = t.rowid_alias {
-                    row[a] = Value::Integer(rowid);
-                }
-                Some(row)
-            }
-        })
+        match self.txn.get(&db, &rowid_key(rowid))? {
+            None => Ok(None),
+            Some(v) => t.row_from(rowid, &v).map(Some),
+        }
+    }
+
+    /// Row `rowid` as it is now (an earlier row's triggers may have changed or removed it),
+    /// alone and with its rowid appended.
+    fn current_row(&mut self, t: &Table, rowid: i64) -> Result<Option<(Row, Row)>> {
+        Ok(self.read_row(t, rowid)?.map(|row| {
+            let mut full = row.clone();
+            full.push(Value::Integer(rowid));
+            (row, full)
+        }))
     }
 
     fn write_row(&mut self, t: &Table, rowid: i64, row: &[Value]) -> Result<()> {
@@ -993,12 +996,9 @@ impl Exec<'_> {
         let mut count = 0;
         for old_full in rows {
             let old_rowid = old_full[n].as_i64();
-            // The row may have been changed or removed by an earlier row's triggers.
-            let Some(current) = self.read_row(&t, old_rowid)? else {
+            let Some((current, cur_full)) = self.current_row(&t, old_rowid)? else {
                 continue;
             };
-            let mut cur_full = current.clone();
-            cur_full.push(Value::Integer(old_rowid));
             let mut new_row = current.clone();
             let mut new_rowid = old_rowid;
             {
@@ -1054,11 +1054,9 @@ impl Exec<'_> {
         let mut count = 0;
         for full in rows {
             let rowid = full[n].as_i64();
-            let Some(current) = self.read_row(&t, rowid)? else {
+            let Some((current, cur_full)) = self.current_row(&t, rowid)? else {
                 continue;
             };
-            let mut cur_full = current.clone();
-            cur_full.push(Value::Integer(rowid));
             if !self.fire(
                 &t,
                 TriggerTime::Before,
@@ -1115,32 +1113,19 @@ impl Exec<'_> {
         let rows = match &ct.as_select {
             Some(sel) => {
                 let r = self.select(sel, None)?;
-                let meta_affinity: Vec<Option<Affinity>> = {
-                    let cols = r.columns.clone();
-                    cols.iter().map(|_| None).collect()
-                };
                 def.columns = r
                     .columns
                     .iter()
                     .zip(&r.decl_types)
-                    .zip(meta_affinity)
-                    .map(|((n, d), _)| ColumnDef {
-                        name: n.clone(),
-                        decl_type: d.as_ref().map(|d| match Affinity::of_declared(Some(d)) {
+                    .map(|(n, d)| {
+                        let decl = d.as_ref().map(|d| match Affinity::of_declared(Some(d)) {
                             Affinity::Integer => "INT".into(),
                             Affinity::Text => "TEXT".into(),
                             Affinity::Real => "REAL".into(),
                             Affinity::Numeric => "NUM".into(),
                             Affinity::Blob => "".into(),
-                        }),
-                        primary_key: None,
-                        autoincrement: false,
-                        not_null: false,
-                        unique: false,
-                        default: None,
-                        collation: None,
-                        checks: Vec::new(),
-                        references: None,
+                        });
+                        ColumnDef::plain(n.clone(), decl)
                     })
                     .collect();
                 def.sql = format!(

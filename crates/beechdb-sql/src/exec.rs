@@ -10,7 +10,7 @@
 use crate::ast::*;
 use crate::error::{Error, Result};
 use crate::func::{self, Acc};
-use crate::record::{decode_row, rowid_of_key};
+use crate::record::rowid_of_key;
 use crate::schema::{lc, Schema, Table};
 use crate::value::{arith, Affinity, ArithOp, Collation, Value};
 use beechdb::{Db, Env, Txn};
@@ -295,20 +295,7 @@ impl<'a> Exec<'a> {
     /// Every row of `table` with its rowid last.
     pub fn table_rows(&mut self, table: &Table) -> Result<Vec<Row>> {
         let db = self.db(&table.db)?;
-        let n = table.columns.len();
-        let mut out = Vec::new();
-        for kv in self.txn.iter(&db) {
-            let (k, v) = kv?;
-            let rowid = rowid_of_key(&k)?;
-            let mut row = decode_row(&v, n)?;
-            table.complete(&mut row);
-            if let Some(a) = table.rowid_alias {
-                row[a] = Value::Integer(rowid);
-            }
-            row.push(Value::Integer(rowid));
-            out.push(row);
-        }
-        Ok(out)
+        rows_with_rowids(table, self.txn.iter(&db))
     }
 
     // ---- expressions ----
@@ -1428,19 +1415,7 @@ impl<'a> Exec<'a> {
                 if from > to {
                     return Ok(Vec::new());
                 }
-                let mut out = Vec::new();
-                for kv in self.txn.range(&db, from..=to) {
-                    let (k, v) = kv?;
-                    let rowid = rowid_of_key(&k)?;
-                    let mut row = decode_row(&v, t.columns.len())?;
-                    t.complete(&mut row);
-                    if let Some(a) = t.rowid_alias {
-                        row[a] = Value::Integer(rowid);
-                    }
-                    row.push(Value::Integer(rowid));
-                    out.push(row);
-                }
-                Ok(out)
+                rows_with_rowids(t, self.txn.range(&db, from..=to))
             }
             Access::Index(idx, e, other_aff) => {
                 let v = self.eval(e, sc)?;
@@ -1484,19 +1459,10 @@ impl<'a> Exec<'a> {
 
     /// Row `rowid` of `t` with its rowid last.
     pub fn row_by_rowid(&mut self, t: &Table, rowid: i64) -> Result<Option<Row>> {
-        let db = self.db(&t.db)?;
-        Ok(match self.txn.get(&db, &crate::record::rowid_key(rowid))? {
-            None => None,
-            Some(v) => {
-                let mut row = decode_row(&v, t.columns.len())?;
-                t.complete(&mut row);
-                if let Some(a) = t.rowid_alias {
-                    row[a] = Value::Integer(rowid);
-                }
-                row.push(Value::Integer(rowid));
-                Some(row)
-            }
-        })
+        Ok(self.read_row(t, rowid)?.map(|mut row| {
+            row.push(Value::Integer(rowid));
+            row
+        }))
     }
 
     /// The value of each window call for each row of `rows` (joined rows of `frame`).
@@ -2310,6 +2276,19 @@ impl<'a> Exec<'a> {
         }
         Ok((meta, out))
     }
+}
+
+/// The rows a scan of a table's engine database yields, each with its rowid last.
+fn rows_with_rowids(t: &Table, scan: beechdb::TxnIter) -> Result<Vec<Row>> {
+    let mut out = Vec::new();
+    for kv in scan {
+        let (k, v) = kv?;
+        let rowid = rowid_of_key(&k)?;
+        let mut row = t.row_from(rowid, &v)?;
+        row.push(Value::Integer(rowid));
+        out.push(row);
+    }
+    Ok(out)
 }
 
 /// Whether `e` names a column of `frame` (rather than only outer queries' and constants).

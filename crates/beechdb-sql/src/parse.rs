@@ -625,24 +625,11 @@ impl Cx {
     }
 
     fn column(&mut self, c: &p::ColumnDefinition) -> Result<ColumnDef> {
-        let mut col = ColumnDef {
-            name: name(&c.col_name),
-            decl_type: c.col_type.as_ref().map(|t| {
-                let n = unquote(t.name);
-                match &t.size {
-                    None => n,
-                    Some(_) => render(t),
-                }
-            }),
-            primary_key: None,
-            autoincrement: false,
-            not_null: false,
-            unique: false,
-            default: None,
-            collation: None,
-            checks: Vec::new(),
-            references: None,
-        };
+        let decl_type = c.col_type.as_ref().map(|t| match &t.size {
+            None => unquote(t.name),
+            Some(_) => render(t),
+        });
+        let mut col = ColumnDef::plain(name(&c.col_name), decl_type);
         for nc in c.constraints {
             match &nc.constraint {
                 p::ColumnConstraint::PrimaryKey {

@@ -84,6 +84,17 @@ pub fn lc(name: &str) -> String {
 }
 
 impl Table {
+    /// Row `rowid` from its stored record: columns added after it was written take their
+    /// default, and the INTEGER PRIMARY KEY (not stored) is the rowid.
+    pub fn row_from(&self, rowid: i64, stored: &[u8]) -> Result<Vec<Value>> {
+        let mut row = crate::record::decode_row(stored, self.columns.len())?;
+        self.complete(&mut row);
+        if let Some(a) = self.rowid_alias {
+            row[a] = Value::Integer(rowid);
+        }
+        Ok(row)
+    }
+
     /// Completes a stored row: columns added after it was written take their default.
     pub fn complete(&self, row: &mut Vec<Value>) {
         row.truncate(self.columns.len());
