@@ -18,7 +18,7 @@ use crate::env::{Db, Shared};
 use crate::error::{Error, Result};
 use crate::wal::{Op, OpsBuilder};
 use parking_lot::{Mutex, MutexGuard};
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashSet;
 use std::ops::RangeBounds;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -27,9 +27,10 @@ use std::sync::Arc;
 /// name, so two transactions cannot both create (or remove) the same one.
 const CATALOG_LOCK: u32 = crate::engine::CATALOG;
 
-/// Key locks one transaction holds in a database before it asks for the whole database. A
-/// key lock costs about 128 bytes (its entries in the lock table and in the transaction's
-/// set), so these take about an eighth of the transaction's memory.
+/// Key locks a transaction holds before it asks for the whole database of the key it is
+/// locking (and again after as many more). A key lock costs about 128 bytes (its entries in
+/// the lock table and in the transaction's set), so these take about an eighth of the
+/// transaction's memory.
 fn escalation_threshold(txn_memory: usize) -> usize {
     (txn_memory / 1024).max(64)
 }
@@ -83,9 +84,10 @@ pub(super) struct State {
     marks: Vec<Mark>,
     next_mark: u64,
     locked: FxHashSet<Vec<u8>>,
-    /// Key locks held per database, and the databases held whole instead.
-    locks_in: FxHashMap<u32, usize>,
+    /// Databases held whole instead of key by key, and the count of key locks at which to
+    /// try that next.
     escalated: Vec<u32>,
+    escalate_at: usize,
     /// Databases created and removed, in order.
     pub(super) ddl: Vec<Ddl>,
     /// Databases written (each once).
@@ -202,8 +204,8 @@ impl State {
             marks: Vec::new(),
             next_mark: 0,
             locked: FxHashSet::default(),
-            locks_in: FxHashMap::default(),
             escalated: Vec::new(),
+            escalate_at: 0,
             ddl: Vec::new(),
             dbs: Vec::new(),
             durability: Durability::Sync,
@@ -388,10 +390,10 @@ impl Txn {
                 return Err(Error::TxnFinished);
             }
             st.locked.insert(sk);
-            let held = st.locks_in.entry(db).or_default();
-            *held += 1;
-            if db != CATALOG_LOCK && *held >= escalation_threshold(tx.txn_memory) {
+            let threshold = escalation_threshold(tx.txn_memory);
+            if db != CATALOG_LOCK && st.locked.len() >= st.escalate_at.max(threshold) {
                 self.escalate(&mut st, db);
+                st.escalate_at = st.locked.len() + threshold;
             }
         }
         if let Some(s) = self.inner.snapshot {
@@ -418,12 +420,10 @@ impl Txn {
         };
         let wait = tx.lock_timeout.min(std::time::Duration::from_secs(1));
         if !tx.txns.locks.escalate(self.inner.id, db, wait) {
-            st.locks_in.insert(db, 0);
             return;
         }
         let prefix = db.to_be_bytes();
         st.locked.retain(|k| !k.starts_with(&prefix));
-        st.locks_in.remove(&db);
         st.escalated.push(db);
     }
 
