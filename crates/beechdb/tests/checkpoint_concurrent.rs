@@ -13,7 +13,7 @@ use beechdb::storage::MemStorage;
 use beechdb::{Config, Db, Env};
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -36,13 +36,45 @@ struct History {
     acked: usize,
 }
 
-fn writer(env: &Env, db: &Db, thread: u64, seed: u64, commits: usize) -> History {
+/// Checkpoints completed so far, and whether the checkpointing thread has stopped: writers
+/// wait for a new checkpoint every `PACE` commits, so checkpoints interleave with commits
+/// however the scheduler treats the threads (a loaded machine once ran only 5 checkpoints
+/// during 1,200 commits).
+#[derive(Default)]
+struct Checkpoints {
+    done: AtomicU64,
+    stopped: AtomicBool,
+}
+
+const PACE: usize = 40;
+
+impl Checkpoints {
+    fn wait_for_next(&self, seen: &mut u64) {
+        while self.done.load(Ordering::Acquire) == *seen && !self.stopped.load(Ordering::Acquire) {
+            std::thread::yield_now();
+        }
+        *seen = self.done.load(Ordering::Acquire);
+    }
+}
+
+fn writer(
+    env: &Env,
+    db: &Db,
+    thread: u64,
+    seed: u64,
+    commits: usize,
+    checkpoints: &Checkpoints,
+) -> History {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed * 31 + thread);
     let mut h = History {
         models: vec![Model::new()],
         acked: 0,
     };
-    for _ in 0..commits {
+    let mut seen = 0;
+    for i in 0..commits {
+        if i % PACE == PACE - 1 {
+            checkpoints.wait_for_next(&mut seen);
+        }
         let Ok(t) = env.begin_txn() else { break };
         let mut next = h.models[h.acked].clone();
         for _ in 0..rng.gen_range(1..5) {
@@ -76,16 +108,17 @@ fn writer(env: &Env, db: &Db, thread: u64, seed: u64, commits: usize) -> History
 /// Writers and a checkpointing thread until the writers finish (or the power fails).
 fn run(env: &Env, db: &Db, seed: u64, commits: usize) -> Vec<History> {
     let done = AtomicBool::new(false);
+    let checkpoints = Checkpoints::default();
     std::thread::scope(|s| {
         let checkpointer = s.spawn(|| {
-            let mut n = 0u64;
             while !done.load(Ordering::Relaxed) && env.sync().is_ok() {
-                n += 1;
+                checkpoints.done.fetch_add(1, Ordering::Release);
             }
-            n
+            checkpoints.stopped.store(true, Ordering::Release);
         });
+        let checkpoints = &checkpoints;
         let writers: Vec<_> = (0..WRITERS)
-            .map(|t| s.spawn(move || writer(env, db, t, seed, commits)))
+            .map(|t| s.spawn(move || writer(env, db, t, seed, commits, checkpoints)))
             .collect();
         let histories = writers.into_iter().map(|w| w.join().unwrap()).collect();
         done.store(true, Ordering::Relaxed);
