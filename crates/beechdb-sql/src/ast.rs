@@ -4,6 +4,7 @@
 //! Owns: the statement and expression types. May call: `value`. Names are stored unquoted;
 //! identifiers compare case-insensitively (done where they are resolved).
 
+use crate::functions::UserFunction;
 use crate::value::{Collation, Value};
 
 #[derive(Debug, Clone)]
@@ -73,7 +74,7 @@ pub enum BeginKind {
 pub enum AlterAction {
     RenameTo(String),
     /// The column, and its definition's SQL text.
-    AddColumn(ColumnDef, String),
+    AddColumn(Box<ColumnDef>, String),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -353,6 +354,8 @@ pub enum Expr {
         distinct: bool,
         args: Vec<Expr>,
         star: bool,
+        /// The registered function the call resolved to when prepared, if any.
+        user: Option<UserFunction>,
     },
     Exists(Box<Select>),
     Subquery(Box<Select>),
@@ -366,6 +369,8 @@ pub enum Expr {
 #[derive(Debug, Clone)]
 pub struct WindowCall {
     pub name: String,
+    /// The registered aggregate the call resolved to when prepared, if any.
+    pub user: Option<UserFunction>,
     pub args: Vec<Expr>,
     pub partition: Vec<Expr>,
     pub order: Vec<OrderTerm>,

@@ -10,6 +10,7 @@ pub mod codes {
     pub const SQLITE_ABORT: i32 = 4;
     pub const SQLITE_BUSY: i32 = 5;
     pub const SQLITE_LOCKED: i32 = 6;
+    pub const SQLITE_INTERRUPT: i32 = 9;
     pub const SQLITE_IOERR: i32 = 10;
     pub const SQLITE_CORRUPT: i32 = 11;
     pub const SQLITE_FULL: i32 = 13;
@@ -60,6 +61,8 @@ pub enum Error {
     Range(String),
     /// A RAISE(ABORT / FAIL / ROLLBACK) in a trigger.
     Raise(String),
+    /// The statement was interrupted (`Interrupter::interrupt`).
+    Interrupted,
     /// The storage engine failed.
     Engine(beechdb::Error),
 }
@@ -87,6 +90,7 @@ impl Error {
             },
             Error::BusySnapshot => SQLITE_BUSY_SNAPSHOT,
             Error::Busy => SQLITE_BUSY,
+            Error::Interrupted => SQLITE_INTERRUPT,
             Error::Misuse(_) => SQLITE_MISUSE,
             Error::Range(_) => SQLITE_RANGE,
             Error::Raise(_) => SQLITE_CONSTRAINT_TRIGGER,
@@ -122,6 +126,7 @@ impl fmt::Display for Error {
             Error::Unsupported(m) => write!(f, "not supported by BeechDB: {m}"),
             Error::Constraint(_, m) => write!(f, "{m}"),
             Error::Busy | Error::BusySnapshot => write!(f, "database is locked"),
+            Error::Interrupted => write!(f, "interrupted"),
             Error::Engine(e) => match e {
                 beechdb::Error::Deadlock
                 | beechdb::Error::LockTimeout

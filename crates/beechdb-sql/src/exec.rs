@@ -10,6 +10,7 @@
 use crate::ast::*;
 use crate::error::{Error, Result};
 use crate::func::{self, Acc};
+use crate::functions::UserFunction;
 use crate::record::rowid_of_key;
 use crate::schema::{lc, Schema, Table};
 use crate::value::{arith, Affinity, ArithOp, Collation, Value};
@@ -163,6 +164,8 @@ pub struct Exec<'a> {
     pub plan: Option<Vec<String>>,
     /// Common table expressions in scope, innermost last: name -> (columns, rows).
     pub ctes: Vec<HashMap<String, Arc<Materialized>>>,
+    /// Set from another thread to stop the statement (see `Interrupter`).
+    pub interrupted: &'a std::sync::atomic::AtomicBool,
 }
 
 fn key_of(e: &Expr) -> usize {
@@ -173,20 +176,19 @@ fn key_of(e: &Expr) -> usize {
 pub fn has_aggregate(e: &Expr) -> bool {
     let mut found = false;
     e.walk(&mut |x| {
-        if let Expr::Function {
-            name, args, star, ..
-        } = x
-        {
-            if *star || func::is_aggregate(name, args.len()) {
-                found = true;
-            }
-        }
+        found |= is_aggregate_call(x);
     });
     found
 }
 
 fn is_aggregate_call(e: &Expr) -> bool {
-    matches!(e, Expr::Function { name, args, star, .. } if *star || func::is_aggregate(name, args.len()))
+    match e {
+        Expr::Function { user: Some(u), .. } => matches!(u, UserFunction::Aggregate(_)),
+        Expr::Function {
+            name, args, star, ..
+        } => *star || func::is_aggregate(name, args.len()),
+        _ => false,
+    }
 }
 
 fn collect_aggregates<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
@@ -455,15 +457,16 @@ impl<'a> Exec<'a> {
             Expr::Cast(a, ty) => cast(self.eval(a, sc)?, ty.as_deref()),
             Expr::Collate(a, _) => self.eval(a, sc)?,
             Expr::Function {
-                name, args, star, ..
+                name, args, user, ..
             } => {
-                if *star || func::is_aggregate(name, args.len()) {
+                if is_aggregate_call(e) {
                     return match sc.agg.and_then(|a| a.get(&key_of(e))) {
                         Some(v) => Ok(v.clone()),
                         None => Err(Error::Sql(format!("misuse of aggregate function {name}()"))),
                     };
                 }
                 match name.as_str() {
+                    _ if user.is_some() => {}
                     "last_insert_rowid" => return Ok(Value::Integer(*self.last_rowid)),
                     "changes" => return Ok(Value::Integer(self.changes as i64)),
                     "coalesce" | "ifnull" | "iif" => {
@@ -492,6 +495,9 @@ impl<'a> Exec<'a> {
                     .iter()
                     .map(|a| self.eval(a, sc))
                     .collect::<Result<Vec<_>>>()?;
+                if let Some(UserFunction::Scalar(f)) = user {
+                    return f(&vals);
+                }
                 if crate::json::is_json_function(name) || name.starts_with("->") {
                     // An argument that a JSON function made is embedded as JSON.
                     let is_json: Vec<bool> = args
@@ -1196,6 +1202,9 @@ impl<'a> Exec<'a> {
             } else {
                 row
             };
+            if me.interrupted.load(std::sync::atomic::Ordering::Relaxed) {
+                return Err(Error::Interrupted);
+            }
             let sc = Scope::new(frame, r, outer);
             for e in exprs {
                 if me.eval(e, &sc)?.truth() != Some(true) {
@@ -1633,16 +1642,19 @@ impl<'a> Exec<'a> {
                                 .nth(k as usize - 1)
                                 .map_or(Value::Null, |r| arg(r, 0))
                         }
-                        name if func::is_aggregate(name, w.args.len()) || name == "count" => {
+                        name if w.user.is_some()
+                            || func::is_aggregate(name, w.args.len())
+                            || name == "count" =>
+                        {
                             let coll = {
                                 let sc = Scope::new(frame, &empty_row, outer);
                                 w.args
                                     .first()
                                     .map_or(Collation::Binary, |a| self.collation(a, &sc))
                             };
-                            let mut acc = Acc::new(name);
+                            let mut acc = Acc::new(name, w.user.as_ref());
                             for r in in_frame() {
-                                acc.step(&args[r], coll);
+                                acc.step(&args[r], coll)?;
                             }
                             acc.finish()?
                         }
@@ -2024,6 +2036,8 @@ impl<'a> Exec<'a> {
                     rows.push(r.to_vec());
                     Ok(true)
                 })?,
+                // Only planning: nothing is evaluated.
+                None if self.plan.is_some() => {}
                 None => {
                     let sc = Scope::new(&frame, &[], outer);
                     if where_.as_ref().map_or(Ok(true), |w| {
@@ -2063,6 +2077,8 @@ impl<'a> Exec<'a> {
             };
             match from {
                 Some(f) => self.join(f, &frame, where_.as_ref(), outer, &mut produce)?,
+                // Only planning: nothing is evaluated.
+                None if self.plan.is_some() => {}
                 None => {
                     let sc = Scope::new(&frame, &[], outer);
                     let keep = match where_ {
@@ -2135,7 +2151,9 @@ impl<'a> Exec<'a> {
                                 accs: calls
                                     .iter()
                                     .map(|c| match c {
-                                        Expr::Function { name, .. } => Acc::new(name),
+                                        Expr::Function { name, user, .. } => {
+                                            Acc::new(name, user.as_ref())
+                                        }
                                         _ => unreachable!(),
                                     })
                                     .collect(),
@@ -2153,6 +2171,7 @@ impl<'a> Exec<'a> {
                         distinct,
                         star,
                         name,
+                        ..
                     } = c
                     else {
                         unreachable!()
@@ -2184,7 +2203,7 @@ impl<'a> Exec<'a> {
                         }
                         g.distinct_seen[ci].push(vals.clone());
                     }
-                    g.accs[ci].step(&vals, colls[ci]);
+                    g.accs[ci].step(&vals, colls[ci])?;
                 }
                 let last = &mut groups[gi].1.row;
                 last.clear();
@@ -2193,6 +2212,8 @@ impl<'a> Exec<'a> {
             };
             match from {
                 Some(f) => self.join(f, &frame, where_.as_ref(), outer, &mut step)?,
+                // Only planning: nothing is evaluated.
+                None if self.plan.is_some() => {}
                 None => {
                     let sc = Scope::new(&frame, &[], outer);
                     let keep = match where_ {
@@ -2204,14 +2225,14 @@ impl<'a> Exec<'a> {
                     }
                 }
             }
-            if groups.is_empty() && group_by.is_empty() {
+            if groups.is_empty() && group_by.is_empty() && self.plan.is_none() {
                 groups.push((
                     Vec::new(),
                     Group {
                         accs: calls
                             .iter()
                             .map(|c| match c {
-                                Expr::Function { name, .. } => Acc::new(name),
+                                Expr::Function { name, user, .. } => Acc::new(name, user.as_ref()),
                                 _ => unreachable!(),
                             })
                             .collect(),
@@ -2220,7 +2241,7 @@ impl<'a> Exec<'a> {
                     },
                 ));
             }
-            for (_, g) in &groups {
+            for (_, g) in &mut groups {
                 let mut values: AggValues = HashMap::new();
                 for (ci, c) in calls.iter().enumerate() {
                     values.insert(key_of(c), g.accs[ci].finish()?);

@@ -4,6 +4,7 @@
 //! Owns: the function table. May call: `value`.
 
 use crate::error::{Error, Result};
+use crate::functions::{AggregateState, UserFunction};
 use crate::value::{arith, format_real, ArithOp, Collation, Value};
 use std::sync::Arc;
 
@@ -17,7 +18,6 @@ pub fn is_aggregate(name: &str, n: usize) -> bool {
 }
 
 /// The running state of one aggregate.
-#[derive(Debug, Clone)]
 pub enum Acc {
     Count(i64),
     Sum {
@@ -32,10 +32,15 @@ pub enum Acc {
     /// min (the least so far, `Less`) or max (`Greater`).
     Extreme(Option<Value>, std::cmp::Ordering),
     Concat(Option<String>),
+    User(Box<dyn AggregateState>),
 }
 
 impl Acc {
-    pub fn new(name: &str) -> Acc {
+    /// The state of a call of `name`, or of the registered aggregate it resolved to.
+    pub fn new(name: &str, user: Option<&UserFunction>) -> Acc {
+        if let Some(UserFunction::Aggregate(f)) = user {
+            return Acc::User(f.start());
+        }
         match name {
             "count" => Acc::Count(0),
             "sum" => Acc::Sum {
@@ -54,9 +59,10 @@ impl Acc {
     }
 
     /// Adds one row's arguments (`count(*)` passes none).
-    pub fn step(&mut self, args: &[Value], coll: Collation) {
+    pub fn step(&mut self, args: &[Value], coll: Collation) -> Result<()> {
         let v = args.first();
         match self {
+            Acc::User(state) => return state.step(args),
             Acc::Count(n) => {
                 if v.is_none_or(|v| !v.is_null()) {
                     *n += 1
@@ -70,7 +76,7 @@ impl Acc {
                 seen,
             } => {
                 let Some(v) = v.filter(|v| !v.is_null()) else {
-                    return;
+                    return Ok(());
                 };
                 *seen = true;
                 // SQLite's sqlite3_value_numeric_type: text that is wholly an integer counts
@@ -119,7 +125,7 @@ impl Acc {
             }
             Acc::Concat(s) => {
                 let Some(v) = v.filter(|v| !v.is_null()) else {
-                    return;
+                    return Ok(());
                 };
                 let sep = match args.get(1) {
                     Some(sep) => sep.to_text(),
@@ -134,10 +140,12 @@ impl Acc {
                 }
             }
         }
+        Ok(())
     }
 
-    pub fn finish(&self) -> Result<Value> {
+    pub fn finish(&mut self) -> Result<Value> {
         Ok(match self {
+            Acc::User(state) => return state.finish(),
             Acc::Count(n) => Value::Integer(*n),
             Acc::Sum {
                 int,
@@ -146,7 +154,7 @@ impl Acc {
                 overflow,
                 seen,
             } => {
-                if !seen {
+                if !*seen {
                     Value::Null
                 } else if *any_real {
                     Value::Real(*real)
@@ -161,7 +169,7 @@ impl Acc {
                 if *n == 0 {
                     Value::Null
                 } else {
-                    Value::Real(s / *n as f64)
+                    Value::Real(*s / *n as f64)
                 }
             }
             Acc::Extreme(m, _) => m.clone().unwrap_or(Value::Null),

@@ -28,6 +28,7 @@ mod dml;
 mod error;
 mod exec;
 mod func;
+pub mod functions;
 mod json;
 mod parse;
 mod record;
@@ -37,14 +38,19 @@ mod value;
 
 pub use error::{codes, ConstraintKind, Error, Result};
 pub use exec::QueryResult;
+pub use functions::{
+    AggregateFunction, AggregateState, CollationFunction, ScalarFunction, UserFunction,
+};
 pub use value::Value;
 
 use ast::{BeginKind, Stmt};
 use beechdb::{Config, Db, Durability, Env, Txn};
+use functions::Registry;
 use parking_lot::RwLock;
 use schema::{Schema, SCHEMA_DB};
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -120,6 +126,8 @@ impl Database {
             busy_timeout: Duration::from_secs(5),
             schema_changed: false,
             foreign_keys: false,
+            registry: Registry::default(),
+            interrupted: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -156,6 +164,21 @@ pub struct Connection {
     schema_changed: bool,
     /// `PRAGMA foreign_keys` (off by default, as in SQLite).
     foreign_keys: bool,
+    /// Functions and collations the application registered.
+    registry: Registry,
+    /// Set by an [`Interrupter`]: the running statement stops with [`Error::Interrupted`].
+    interrupted: Arc<AtomicBool>,
+}
+
+/// Stops whatever statement a connection is running, from any thread (SQLite's
+/// `sqlite3_interrupt`).
+#[derive(Clone)]
+pub struct Interrupter(Arc<AtomicBool>);
+
+impl Interrupter {
+    pub fn interrupt(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
 }
 
 /// A prepared statement: parsed once, run many times with parameters.
@@ -172,6 +195,11 @@ impl Statement {
         self.params.len()
     }
 
+    /// The name of parameter `i` (1-based) with its sigil; `None` for `?` and out of range.
+    pub fn parameter_name(&self, i: usize) -> Option<&str> {
+        self.params.get(i.checked_sub(1)?)?.as_deref()
+    }
+
     /// The index (1-based) of the named parameter `name` (with its sigil: `:x`, `@x`, `$x`).
     pub fn parameter_index(&self, name: &str) -> Option<usize> {
         self.params
@@ -180,16 +208,73 @@ impl Statement {
             .map(|i| i + 1)
     }
 
-    /// Whether the statement only reads.
+    /// What the statement does, as SQLite's authorizer sees it: `(action code, first
+    /// argument, second argument)` with SQLite's `SQLITE_*` action numbers, at the level of
+    /// the statement (its kind, the table it changes, the columns it sets); reads of
+    /// single columns are not reported.
+    pub fn authorizer_actions(&self) -> Vec<(i32, Option<String>, Option<String>)> {
+        use ast::ObjectKind as K;
+        let s = |x: &str| Some(x.to_string());
+        match &self.stmt {
+            Stmt::Select(_) => vec![(21, None, None)],
+            Stmt::Insert(i) => vec![(18, s(&i.table), None)],
+            Stmt::Update(u) => u
+                .sets
+                .iter()
+                .flat_map(|(cols, _)| cols.iter().map(|c| (23, s(&u.table), s(c))))
+                .collect(),
+            Stmt::Delete { table, .. } => vec![(9, s(table), None)],
+            Stmt::CreateTable(t) => vec![(2, s(&t.name), None)],
+            Stmt::CreateIndex { name, table, .. } => vec![(1, s(name), s(table))],
+            Stmt::CreateView { name, .. } => vec![(8, s(name), None)],
+            Stmt::CreateTrigger(t) => vec![(7, s(&t.name), s(&t.table))],
+            Stmt::Drop { kind, name, .. } => {
+                let code = match kind {
+                    K::Table => 11,
+                    K::Index => 10,
+                    K::View => 17,
+                    K::Trigger => 16,
+                };
+                vec![(code, s(name), None)]
+            }
+            Stmt::Reindex(name) => vec![(27, name.clone(), None)],
+            Stmt::Begin(_) => vec![(22, s("BEGIN"), None)],
+            Stmt::Commit => vec![(22, s("COMMIT"), None)],
+            Stmt::Rollback(None) => vec![(22, s("ROLLBACK"), None)],
+            Stmt::Rollback(Some(n)) => vec![(32, s("ROLLBACK"), s(n))],
+            Stmt::Savepoint(n) => vec![(32, s("BEGIN"), s(n))],
+            Stmt::Release(n) => vec![(32, s("RELEASE"), s(n))],
+            Stmt::Pragma { name, value } => {
+                let arg = match value {
+                    Some(ast::Expr::Literal(v)) => Some(v.to_text()),
+                    _ => None,
+                };
+                vec![(19, s(name), arg)]
+            }
+            Stmt::AlterTable { table, .. } => vec![(26, s("main"), s(table))],
+        }
+    }
+
+    /// Whether the statement changes nothing stored (as SQLite counts: queries, and the
+    /// transaction control statements).
     pub fn readonly(&self) -> bool {
-        matches!(self.stmt, Stmt::Select(_))
+        self.explain
+            || matches!(
+                self.stmt,
+                Stmt::Select(_)
+                    | Stmt::Begin(_)
+                    | Stmt::Commit
+                    | Stmt::Rollback(_)
+                    | Stmt::Savepoint(_)
+                    | Stmt::Release(_)
+            )
     }
 }
 
 impl Connection {
     /// Parses the first statement of `sql`.
     pub fn prepare(&self, sql: &str) -> Result<Statement> {
-        match parse::parse_one(sql)? {
+        match parse::parse_with(sql, &self.registry)? {
             Some(p) => Ok(Statement {
                 stmt: p.stmt,
                 params: p.params,
@@ -202,7 +287,7 @@ impl Connection {
     /// Parses the first statement of `sql`; returns it and the bytes it took (`None` when
     /// only spaces, comments and semicolons remain).
     pub fn prepare_first(&self, sql: &str) -> Result<Option<(Statement, usize)>> {
-        Ok(parse::parse_one(sql)?.map(|p| {
+        Ok(parse::parse_with(sql, &self.registry)?.map(|p| {
             (
                 Statement {
                     stmt: p.stmt,
@@ -217,7 +302,7 @@ impl Connection {
     /// Runs every statement of `sql` in order, stopping at the first error.
     pub fn execute_batch(&mut self, sql: &str) -> Result<()> {
         let mut rest = sql;
-        while let Some(p) = parse::parse_one(rest)? {
+        while let Some(p) = parse::parse_with(rest, &self.registry)? {
             let stmt = Statement {
                 stmt: p.stmt,
                 params: p.params,
@@ -259,6 +344,24 @@ impl Connection {
         self.txn.is_none()
     }
 
+    /// Registers (or with `None` removes) function `name` taking `n_args` arguments (-1:
+    /// any number). Statements prepared afterwards call it instead of a built-in function
+    /// of the same name.
+    pub fn create_function(&mut self, name: &str, n_args: i32, f: Option<UserFunction>) {
+        self.registry.set_function(name, n_args, f);
+    }
+
+    /// Registers (or with `None` removes) collation `name`, usable in `COLLATE` clauses of
+    /// expressions and ORDER BY (not in table or index definitions).
+    pub fn create_collation(&mut self, name: &str, f: Option<Arc<CollationFunction>>) {
+        self.registry.set_collation(name, f);
+    }
+
+    /// A handle that interrupts this connection's running statement from another thread.
+    pub fn interrupter(&self) -> Interrupter {
+        Interrupter(self.interrupted.clone())
+    }
+
     /// How long an autocommit statement retries after a write conflict (default 5 s).
     pub fn set_busy_timeout(&mut self, t: Duration) {
         self.busy_timeout = t;
@@ -267,6 +370,7 @@ impl Connection {
     /// Runs a prepared statement with `params` (1-based positions); returns its rows (none
     /// for statements that return none).
     pub fn run(&mut self, stmt: &Statement, params: &[Value]) -> Result<QueryResult> {
+        self.interrupted.store(false, Ordering::Relaxed);
         if stmt.explain {
             return self.explain(stmt, params);
         }
@@ -345,11 +449,42 @@ impl Connection {
             decl_types: vec![None; 4],
             rows: Vec::new(),
         };
+        let (lines, _) = self.dry_run(stmt, params)?;
+        for (i, l) in lines.into_iter().enumerate() {
+            result
+                .rows
+                .push(vec![(i as i64 + 2).into(), 0.into(), 0.into(), l.into()]);
+        }
+        Ok(result)
+    }
+
+    /// The names and declared types of the columns a statement returns, known without
+    /// running it (SQLite's `sqlite3_column_count` / `_name` / `_decltype` before the first
+    /// step). Empty for statements that return no rows or whose rows depend on running
+    /// them (RETURNING, PRAGMA).
+    pub fn describe(&mut self, stmt: &Statement) -> Result<QueryResult> {
+        if stmt.explain {
+            return self.explain(stmt, &[]).map(|mut r| {
+                r.rows.clear();
+                r
+            });
+        }
+        let params = vec![Value::Null; stmt.parameter_count()];
+        Ok(self.dry_run(stmt, &params)?.1.unwrap_or_default())
+    }
+
+    /// Plans `stmt` without reading or changing anything: the plan's lines, and for a
+    /// SELECT its (empty) result with the column names.
+    fn dry_run(
+        &mut self,
+        stmt: &Statement,
+        params: &[Value],
+    ) -> Result<(Vec<String>, Option<QueryResult>)> {
         if !matches!(
             stmt.stmt,
             Stmt::Select(_) | Stmt::Update(_) | Stmt::Delete { .. } | Stmt::Insert(_)
         ) {
-            return Ok(result);
+            return Ok((Vec::new(), None));
         }
         let own = match &self.txn {
             Some(_) => None,
@@ -373,9 +508,11 @@ impl Connection {
             foreign_keys: self.foreign_keys,
             plan: Some(Vec::new()),
             ctes: Vec::new(),
+            interrupted: &self.interrupted,
         };
+        let mut described = None;
         let r = match &stmt.stmt {
-            Stmt::Select(s) => ex.select(s, None).map(drop),
+            Stmt::Select(s) => ex.select(s, None).map(|r| described = Some(r)),
             Stmt::Update(u) => ex.update(u, None).map(drop),
             Stmt::Delete { table, where_, .. } => {
                 ex.delete(table, where_.as_ref(), &[], None).map(drop)
@@ -390,12 +527,7 @@ impl Connection {
             self.dbs.clear();
         }
         r?;
-        for (i, l) in lines.into_iter().enumerate() {
-            result
-                .rows
-                .push(vec![(i as i64 + 2).into(), 0.into(), 0.into(), l.into()]);
-        }
-        Ok(result)
+        Ok((lines, described))
     }
 
     fn exec(&mut self, txn: &Txn, stmt: &Statement, params: &[Value]) -> Result<QueryResult> {
@@ -414,6 +546,7 @@ impl Connection {
             foreign_keys: self.foreign_keys,
             plan: None,
             ctes: Vec::new(),
+            interrupted: &self.interrupted,
         };
         let res = match &stmt.stmt {
             Stmt::Select(s) => ex.select(s, None),

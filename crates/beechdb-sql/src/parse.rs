@@ -7,6 +7,7 @@
 
 use crate::ast::*;
 use crate::error::{Error, Result};
+use crate::functions::Registry;
 use crate::value::{Collation, Value};
 use sqlite3_parser::ast as p;
 use sqlite3_parser::ast::fmt::ToTokens;
@@ -25,6 +26,12 @@ pub struct Parsed {
 /// Parses the first statement of `sql`; `Ok(None)` when there is none (only spaces,
 /// comments, semicolons).
 pub fn parse_one(sql: &str) -> Result<Option<Parsed>> {
+    parse_with(sql, &Registry::default())
+}
+
+/// Parses the first statement of `sql`, resolving calls and collations to those `registry`
+/// holds before the built-in ones.
+pub fn parse_with(sql: &str, registry: &Registry) -> Result<Option<Parsed>> {
     let bump = Bump::new();
     let mut parser = Parser::new(&bump, sql.as_bytes());
     let cmd = match parser.next() {
@@ -34,7 +41,11 @@ pub fn parse_one(sql: &str) -> Result<Option<Parsed>> {
     };
     let pos = parser.position();
     let consumed = offset_of(sql, pos.line, pos.column);
-    let mut cx = Cx::default();
+    let mut cx = Cx {
+        params: Vec::new(),
+        registry,
+        source: create_text(&sql[..consumed]),
+    };
     let (stmt, explain) = match &cmd {
         p::Cmd::Stmt(s) => (cx.stmt(s)?, false),
         p::Cmd::Explain(s) | p::Cmd::ExplainQueryPlan(s) => (cx.stmt(s)?, true),
@@ -118,9 +129,37 @@ fn unsupported(what: &str) -> Error {
     Error::Unsupported(what.to_string())
 }
 
-#[derive(Default)]
-struct Cx {
+struct Cx<'r> {
     params: Vec<Option<String>>,
+    registry: &'r Registry,
+    /// The text of a CREATE statement as written, kept in `sqlite_schema` as SQLite does.
+    source: Option<String>,
+}
+
+/// `stmt` from its CREATE keyword to its last token (no comments before, no semicolon
+/// after); `None` if it is not a CREATE statement.
+fn create_text(stmt: &str) -> Option<String> {
+    let mut rest = stmt;
+    loop {
+        rest = rest.trim_start();
+        if let Some(r) = rest.strip_prefix("--") {
+            rest = r.split_once('\n').map_or("", |(_, after)| after);
+        } else if let Some(r) = rest.strip_prefix("/*") {
+            rest = r.split_once("*/").map_or("", |(_, after)| after);
+        } else {
+            break;
+        }
+    }
+    if !rest
+        .get(..6)
+        .is_some_and(|w| w.eq_ignore_ascii_case("CREATE"))
+    {
+        return None;
+    }
+    Some(
+        rest.trim_end_matches(|c: char| c == ';' || c.is_whitespace())
+            .to_string(),
+    )
 }
 
 fn name(n: &p::Name) -> String {
@@ -152,7 +191,12 @@ fn collation(n: &str) -> Result<Collation> {
     Collation::from_name(&n).ok_or_else(|| Error::Sql(format!("no such collation sequence: {n}")))
 }
 
-impl Cx {
+impl Cx<'_> {
+    /// The statement's text as written, or rendered from `node`.
+    fn source_or<T: ToTokens>(&self, node: &T) -> String {
+        self.source.clone().unwrap_or_else(|| render(node))
+    }
+
     fn stmt(&mut self, s: &p::Stmt) -> Result<Stmt> {
         Ok(match s {
             p::Stmt::Select(sel) => Stmt::Select(Box::new(self.select(sel)?)),
@@ -164,9 +208,6 @@ impl Cx {
                 body,
                 returning,
             } => {
-                if with.is_some() {
-                    return Err(unsupported("WITH on INSERT"));
-                }
                 let mut clauses = Vec::new();
                 let source = match body {
                     p::InsertBody::Select(sel, upsert) => {
@@ -175,7 +216,15 @@ impl Cx {
                             clauses.push(self.upsert(u)?);
                             next = u.next;
                         }
-                        Some(Box::new(self.select(sel)?))
+                        let mut sel = self.select(sel)?;
+                        // The statement's WITH is in scope in its SELECT (before the
+                        // SELECT's own).
+                        if let Some(w) = with {
+                            let mut ctes = self.with_clause(w)?;
+                            ctes.append(&mut sel.with);
+                            sel.with = ctes;
+                        }
+                        Some(Box::new(sel))
                     }
                     p::InsertBody::DefaultValues => None,
                 };
@@ -261,7 +310,7 @@ impl Cx {
                         .iter()
                         .map(|c| self.sorted_column(c))
                         .collect::<Result<_>>()?,
-                    sql: render(s),
+                    sql: self.source_or(s),
                 }
             }
             p::Stmt::CreateView {
@@ -275,7 +324,7 @@ impl Cx {
                 if_not_exists: *if_not_exists,
                 columns: columns.map(|cs| cs.iter().map(|c| name(&c.col_name)).collect()),
                 select: Box::new(self.select(select)?),
-                sql: render(s),
+                sql: self.source_or(s),
             },
             p::Stmt::CreateTrigger {
                 if_not_exists,
@@ -310,7 +359,7 @@ impl Cx {
                     },
                     when: self.opt(when_clause.as_ref())?,
                     body,
-                    sql: render(s),
+                    sql: self.source_or(s),
                 }))
             }
             p::Stmt::DropTable {
@@ -357,7 +406,7 @@ impl Cx {
                 action: match body {
                     p::AlterTableBody::RenameTo(n) => AlterAction::RenameTo(name(n)),
                     p::AlterTableBody::AddColumn(c) => {
-                        AlterAction::AddColumn(self.column(c)?, render(c))
+                        AlterAction::AddColumn(Box::new(self.column(c)?), render(c))
                     }
                     _ => return Err(unsupported("ALTER TABLE RENAME COLUMN and DROP COLUMN")),
                 },
@@ -508,6 +557,7 @@ impl Cx {
             }
         };
         Ok(Expr::Window(Box::new(WindowCall {
+            user: self.registry.function(&name, args.len()).cloned(),
             name,
             args,
             partition,
@@ -581,7 +631,7 @@ impl Cx {
             constraints: Vec::new(),
             without_rowid: false,
             as_select: None,
-            sql: render(whole),
+            sql: self.source_or(whole),
         };
         match body {
             p::CreateTableBody::AsSelect(sel) => t.as_select = Some(Box::new(self.select(sel)?)),
@@ -686,19 +736,26 @@ impl Cx {
         Ok(Box::new(self.expr(e)?))
     }
 
-    fn select(&mut self, s: &p::Select) -> Result<Select> {
-        let mut with = Vec::new();
-        if let Some(w) = &s.with {
-            for cte in w.ctes {
-                with.push(Cte {
+    fn with_clause(&mut self, w: &p::With) -> Result<Vec<Cte>> {
+        w.ctes
+            .iter()
+            .map(|cte| {
+                Ok(Cte {
                     name: name(&cte.tbl_name),
                     columns: cte
                         .columns
                         .map(|cs| cs.iter().map(|c| name(&c.col_name)).collect()),
                     select: Box::new(self.select(cte.select)?),
-                });
-            }
-        }
+                })
+            })
+            .collect()
+    }
+
+    fn select(&mut self, s: &p::Select) -> Result<Select> {
+        let with = match &s.with {
+            Some(w) => self.with_clause(w)?,
+            None => Vec::new(),
+        };
         let first = self.core(&s.body.select)?;
         let mut compounds = Vec::new();
         for c in s.body.compounds.iter().flat_map(|v| v.iter()) {
@@ -963,6 +1020,7 @@ impl Cx {
                             distinct: false,
                             args: vec![self.expr(a)?, self.expr(b)?],
                             star: false,
+                            user: None,
                         });
                     }
                 };
@@ -995,7 +1053,13 @@ impl Cx {
                 self.boxed(expr)?,
                 type_name.as_ref().map(|t| unquote(t.name)),
             ),
-            p::Expr::Collate(e, n) => Expr::Collate(self.boxed(e)?, collation(n)?),
+            p::Expr::Collate(e, n) => {
+                let coll = match self.registry.collation(&unquote(n)) {
+                    Some(c) => c,
+                    None => collation(n)?,
+                };
+                Expr::Collate(self.boxed(e)?, coll)
+            }
             p::Expr::Exists(sel) => Expr::Exists(Box::new(self.select(sel)?)),
             p::Expr::Subquery(sel) => Expr::Subquery(Box::new(self.select(sel)?)),
             p::Expr::FunctionCall {
@@ -1016,8 +1080,10 @@ impl Cx {
                 if let Some(tail) = filter_over {
                     return self.window(unquote(fname.0).to_ascii_lowercase(), args, tail);
                 }
+                let name = unquote(fname.0).to_ascii_lowercase();
                 Expr::Function {
-                    name: unquote(fname.0).to_ascii_lowercase(),
+                    user: self.registry.function(&name, args.len()).cloned(),
+                    name,
                     distinct: matches!(distinctness, Some(p::Distinctness::Distinct)),
                     args,
                     star: false,
@@ -1035,6 +1101,7 @@ impl Cx {
                     distinct: false,
                     args: Vec::new(),
                     star: true,
+                    user: None,
                 }
             }
             p::Expr::InList { lhs, not, rhs } => Expr::InList {

@@ -151,7 +151,8 @@ pub fn encode_key_part(out: &mut Vec<u8>, v: &Value, coll: Collation, desc: bool
         Value::Text(s) => {
             out.push(0x20);
             let folded: std::borrow::Cow<str> = match coll {
-                Collation::Binary => s.as_ref().into(),
+                // User collations are refused in table and index definitions.
+                Collation::Binary | Collation::User(_) => s.as_ref().into(),
                 Collation::NoCase => s.to_ascii_lowercase().into(),
                 Collation::Rtrim => s.trim_end_matches(' ').into(),
             };

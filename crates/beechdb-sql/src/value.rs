@@ -41,6 +41,8 @@ pub enum Collation {
     Binary,
     NoCase,
     Rtrim,
+    /// A collation the application registered (see `functions.rs`); only in expressions.
+    User(u32),
 }
 
 impl Collation {
@@ -65,6 +67,7 @@ impl Collation {
                 fold(a).cmp(&fold(b))
             }
             Collation::Rtrim => a.trim_end_matches(' ').cmp(b.trim_end_matches(' ')),
+            Collation::User(i) => crate::functions::user_compare(i, a, b),
         }
     }
 }
@@ -287,6 +290,11 @@ impl Value {
             Value::Text(s) => s.to_string(),
             Value::Blob(b) => String::from_utf8_lossy(b).into_owned(),
         }
+    }
+
+    /// The value as a SQL literal (`quote()`): text quoted, blobs as `X'..'`.
+    pub fn to_sql_literal(&self) -> String {
+        crate::func::quote(self)
     }
 
     pub fn to_blob(&self) -> Vec<u8> {

@@ -1,0 +1,685 @@
+//! The connection handle: open and close, the error state, `sqlite3_exec`, and the hooks
+//! an application sets on a connection (busy timeout, progress, authorizer, trace, limits).
+//!
+//! Owns: `sqlite3` and the process's table of open environments (one `Database` per
+//! directory, shared by every connection to it). May call: `stmt` (for `sqlite3_exec`),
+//! `util`.
+
+use crate::consts::*;
+use crate::util::{c_str, errstr, strdup_sqlite};
+use beechdb_sql::{Connection, Database, Interrupter};
+use parking_lot::{Mutex, ReentrantMutex};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
+use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
+use std::time::Duration;
+
+pub(crate) type TraceFn =
+    unsafe extern "C" fn(c_uint, *mut c_void, *mut c_void, *mut c_void) -> c_int;
+pub(crate) type ProgressFn = unsafe extern "C" fn(*mut c_void) -> c_int;
+pub(crate) type AuthorizerFn = unsafe extern "C" fn(
+    *mut c_void,
+    c_int,
+    *const c_char,
+    *const c_char,
+    *const c_char,
+    *const c_char,
+) -> c_int;
+type ExecCallback =
+    unsafe extern "C" fn(*mut c_void, c_int, *mut *mut c_char, *mut *mut c_char) -> c_int;
+
+/// A database connection (`sqlite3*`).
+pub struct sqlite3 {
+    pub(crate) inner: ReentrantMutex<RefCell<Inner>>,
+    err: Mutex<ErrState>,
+    interrupter: Option<Interrupter>,
+    filename: CString,
+}
+
+/// What a connection's lock guards.
+pub(crate) struct Inner {
+    /// `None` when the open failed (the handle then only reports why).
+    pub conn: Option<Connection>,
+    /// The entry of `DATABASES` this connection holds (none for private databases).
+    db_key: Option<PathBuf>,
+    /// Statements, blobs and backups not yet finalized.
+    pub live: usize,
+    /// `sqlite3_close_v2` was called while `live > 0`: freed by the last finalize.
+    zombie: bool,
+    pub readonly: bool,
+    pub extended_codes: bool,
+    pub trace: Option<(c_uint, TraceFn, *mut c_void)>,
+    pub progress: Option<(ProgressFn, *mut c_void)>,
+    pub authorizer: Option<(AuthorizerFn, *mut c_void)>,
+    pub limits: [c_int; LIMITS.len()],
+}
+
+// The raw pointers are the application's callback contexts, used under the lock only.
+unsafe impl Send for Inner {}
+
+struct ErrState {
+    /// The extended result code of the last failed call (SQLITE_OK after a success).
+    code: c_int,
+    msg: CString,
+}
+
+/// SQLite's default (and here: highest) limits, by `SQLITE_LIMIT_*` number.
+pub(crate) const LIMITS: [c_int; 12] = [
+    1_000_000_000, // LENGTH
+    1_000_000_000, // SQL_LENGTH
+    2000,          // COLUMN
+    1000,          // EXPR_DEPTH
+    500,           // COMPOUND_SELECT
+    250_000_000,   // VDBE_OP
+    127,           // FUNCTION_ARG
+    10,            // ATTACHED
+    50_000,        // LIKE_PATTERN_LENGTH
+    32_766,        // VARIABLE_NUMBER
+    1000,          // TRIGGER_DEPTH
+    0,             // WORKER_THREADS
+];
+pub(crate) const LIMIT_LENGTH: usize = 0;
+pub(crate) const LIMIT_SQL_LENGTH: usize = 1;
+
+/// Open environments: directory -> the database and how many connections use it.
+static DATABASES: LazyLock<Mutex<HashMap<PathBuf, (Database, usize)>>> =
+    LazyLock::new(Default::default);
+
+/// An error as a code and message.
+pub(crate) type Failure = (c_int, String);
+
+impl sqlite3 {
+    /// Runs `f` on the connection under its lock; a nested call from a callback that would
+    /// need the connection again is refused. A panic becomes SQLITE_INTERNAL.
+    pub(crate) fn with<R>(
+        &self,
+        fail: R,
+        f: impl FnOnce(&mut Inner) -> Result<R, Failure>,
+    ) -> (R, c_int) {
+        self.call(true, fail, f)
+    }
+
+    /// Like `with`, but a success leaves the error state alone (for `sqlite3_reset`, which
+    /// reports the error of the step before it, and for reading column names).
+    pub(crate) fn with_quiet<R>(
+        &self,
+        fail: R,
+        f: impl FnOnce(&mut Inner) -> Result<R, Failure>,
+    ) -> (R, c_int) {
+        self.call(false, fail, f)
+    }
+
+    fn call<R>(
+        &self,
+        clear: bool,
+        fail: R,
+        f: impl FnOnce(&mut Inner) -> Result<R, Failure>,
+    ) -> (R, c_int) {
+        let guard = self.inner.lock();
+        let Ok(mut inner) = guard.try_borrow_mut() else {
+            return (
+                fail,
+                self.fail(
+                    SQLITE_MISUSE,
+                    "the connection is in use by the statement that called this callback",
+                ),
+            );
+        };
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mut inner))) {
+            Ok(Ok(r)) => {
+                if clear {
+                    self.clear_error();
+                }
+                (r, SQLITE_OK)
+            }
+            Ok(Err((code, msg))) => {
+                let extended = inner.extended_codes;
+                let c = self.fail(code, &msg);
+                (fail, if extended { code } else { c })
+            }
+            Err(_) => (
+                fail,
+                self.fail(
+                    SQLITE_INTERNAL,
+                    "internal error in BeechDB (a bug: please report it)",
+                ),
+            ),
+        }
+    }
+
+    /// Like `with` for calls that return only a code.
+    pub(crate) fn run(&self, f: impl FnOnce(&mut Inner) -> Result<(), Failure>) -> c_int {
+        self.with((), f).1
+    }
+
+    /// Records an error; returns its primary code.
+    pub(crate) fn fail(&self, code: c_int, msg: &str) -> c_int {
+        let mut e = self.err.lock();
+        e.code = code;
+        e.msg = c_str(msg);
+        code & 0xff
+    }
+
+    /// The primary code of the last error (SQLITE_OK after a success).
+    pub(crate) fn err_code(&self) -> c_int {
+        self.err.lock().code & 0xff
+    }
+
+    pub(crate) fn clear_error(&self) {
+        let mut e = self.err.lock();
+        if e.code != SQLITE_OK {
+            e.code = SQLITE_OK;
+            e.msg = c_str(errstr(SQLITE_OK));
+        }
+    }
+
+    fn open(path: &str, flags: c_int) -> Box<sqlite3> {
+        let mut inner = Inner {
+            conn: None,
+            db_key: None,
+            live: 0,
+            zombie: false,
+            readonly: flags & SQLITE_OPEN_READWRITE == 0,
+            extended_codes: false,
+            trace: None,
+            progress: None,
+            authorizer: None,
+            limits: LIMITS,
+        };
+        let opened = open_database(path, flags);
+        let mut failure = None;
+        match opened {
+            Ok((db, key)) => {
+                inner.conn = Some(db.connect());
+                inner.db_key = key;
+            }
+            Err(f) => failure = Some(f),
+        }
+        let handle = Box::new(sqlite3 {
+            interrupter: inner.conn.as_ref().map(Connection::interrupter),
+            inner: ReentrantMutex::new(RefCell::new(inner)),
+            err: Mutex::new(ErrState {
+                code: SQLITE_OK,
+                msg: c_str(errstr(SQLITE_OK)),
+            }),
+            filename: c_str(path),
+        });
+        if let Some((code, msg)) = failure {
+            handle.fail(code, &msg);
+        }
+        handle
+    }
+
+    /// Frees the handle: its connection, then its hold on the environment.
+    unsafe fn free(p: *mut sqlite3) {
+        let handle = Box::from_raw(p);
+        let mut inner = handle.inner.into_inner().into_inner();
+        if let Some((cb, ctx)) = inner
+            .trace
+            .filter(|t| t.0 & SQLITE_TRACE_CLOSE != 0)
+            .map(|t| (t.1, t.2))
+        {
+            cb(SQLITE_TRACE_CLOSE, ctx, p.cast(), std::ptr::null_mut());
+        }
+        drop(inner.conn.take());
+        if let Some(key) = inner.db_key.take() {
+            let mut all = DATABASES.lock();
+            if let Some(entry) = all.get_mut(&key) {
+                entry.1 -= 1;
+                if entry.1 == 0 {
+                    all.remove(&key);
+                }
+            }
+        }
+    }
+
+    /// One fewer statement (or blob, or backup) uses the connection; frees a closed one
+    /// with none left.
+    pub(crate) unsafe fn release(p: *mut sqlite3) {
+        let free = {
+            let guard = (*p).inner.lock();
+            let mut inner = guard.borrow_mut();
+            inner.live -= 1;
+            inner.zombie && inner.live == 0
+        };
+        if free {
+            sqlite3::free(p);
+        }
+    }
+}
+
+impl Inner {
+    pub(crate) fn conn(&mut self) -> Result<&mut Connection, Failure> {
+        self.conn.as_mut().ok_or((
+            SQLITE_MISUSE,
+            "the database connection failed to open".into(),
+        ))
+    }
+}
+
+/// Turns a `beechdb-sql` error into SQLite's code (extended) and message.
+pub(crate) fn failure(e: beechdb_sql::Error) -> Failure {
+    (e.code(), e.to_string())
+}
+
+/// The environment a path names (a directory, created when `SQLITE_OPEN_CREATE` allows),
+/// shared with the other connections of this process; or a private temporary one.
+fn open_database(path: &str, flags: c_int) -> Result<(Database, Option<PathBuf>), Failure> {
+    let (path, memory) = parse_filename(path, flags)?;
+    if memory {
+        let db = Database::open_in_memory().map_err(failure)?;
+        return Ok((db, None));
+    }
+    let cant = |why: String| {
+        (
+            SQLITE_CANTOPEN,
+            format!("unable to open database file: {why}"),
+        )
+    };
+    let dir = Path::new(&path);
+    if dir.is_file() {
+        return Err(cant(format!(
+            "{path} is a file; BeechDB keeps a database in a directory (an environment)"
+        )));
+    }
+    if !dir.exists() {
+        if flags & SQLITE_OPEN_CREATE == 0 {
+            return Err(cant(format!("{path} does not exist")));
+        }
+        std::fs::create_dir_all(dir).map_err(|e| cant(format!("{path}: {e}")))?;
+    }
+    let key = std::fs::canonicalize(dir).map_err(|e| cant(format!("{path}: {e}")))?;
+    let mut all = DATABASES.lock();
+    if let Some((db, n)) = all.get_mut(&key) {
+        *n += 1;
+        return Ok((db.clone(), Some(key)));
+    }
+    let db = Database::open(&key).map_err(|e| cant(e.to_string()))?;
+    all.insert(key.clone(), (db.clone(), 1));
+    Ok((db, Some(key)))
+}
+
+/// The directory a filename names, and whether it is a private in-memory database:
+/// `:memory:`, `""`, and with `SQLITE_OPEN_URI` (or a `file:` name) the URI forms
+/// `file:path?mode=...` and `file::memory:`.
+fn parse_filename(name: &str, flags: c_int) -> Result<(String, bool), Failure> {
+    if name.is_empty() || name == ":memory:" || flags & SQLITE_OPEN_MEMORY != 0 {
+        return Ok((String::new(), true));
+    }
+    let Some(uri) = name
+        .strip_prefix("file:")
+        .filter(|_| flags & SQLITE_OPEN_URI != 0)
+    else {
+        return Ok((name.to_string(), false));
+    };
+    let (path, query) = uri.split_once('?').unwrap_or((uri, ""));
+    let path = match path.strip_prefix("//") {
+        Some(rest) => match rest.find('/') {
+            Some(0) => rest.to_string(),
+            Some(i) if &rest[..i] == "localhost" => rest[i..].to_string(),
+            _ => {
+                return Err((
+                    SQLITE_ERROR,
+                    format!(
+                        "invalid uri authority: {}",
+                        &rest[..rest.find('/').unwrap_or(rest.len())]
+                    ),
+                ))
+            }
+        },
+        None => path.to_string(),
+    };
+    let path = percent_decode(&path);
+    let memory = query.split('&').any(|kv| kv == "mode=memory") || path == ":memory:";
+    Ok((path, memory))
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+unsafe fn handle<'a>(db: *mut sqlite3) -> Option<&'a sqlite3> {
+    db.as_ref()
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn sqlite3_open_v2(
+    filename: *const c_char,
+    pp: *mut *mut sqlite3,
+    flags: c_int,
+    _vfs: *const c_char,
+) -> c_int {
+    if pp.is_null() {
+        return SQLITE_MISUSE;
+    }
+    let name = if filename.is_null() {
+        String::new()
+    } else {
+        CStr::from_ptr(filename).to_string_lossy().into_owned()
+    };
+    let handle = sqlite3::open(&name, flags);
+    let code = handle.err.lock().code & 0xff;
+    *pp = Box::into_raw(handle);
+    code
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn sqlite3_open(filename: *const c_char, pp: *mut *mut sqlite3) -> c_int {
+    sqlite3_open_v2(
+        filename,
+        pp,
+        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+        std::ptr::null(),
+    )
+}
+
+/// Closes, or with statements still open: `SQLITE_BUSY` (v1) or closes when the last one
+/// is finalized (v2).
+unsafe fn close(db: *mut sqlite3, deferred: bool) -> c_int {
+    let Some(h) = handle(db) else {
+        return SQLITE_OK;
+    };
+    {
+        let guard = h.inner.lock();
+        let Ok(mut inner) = guard.try_borrow_mut() else {
+            return h.fail(
+                SQLITE_MISUSE,
+                "cannot close a connection from its own callback",
+            );
+        };
+        if inner.live > 0 {
+            if !deferred {
+                return h.fail(
+                    SQLITE_BUSY,
+                    "unable to close due to unfinalized statements or unfinished backups",
+                );
+            }
+            inner.zombie = true;
+            // An open transaction ends now, as in SQLite.
+            if let Some(c) = inner.conn.as_mut() {
+                if !c.is_autocommit() {
+                    let _ = c.execute("ROLLBACK", &[]);
+                }
+            }
+            return SQLITE_OK;
+        }
+    }
+    sqlite3::free(db);
+    SQLITE_OK
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn sqlite3_close(db: *mut sqlite3) -> c_int {
+    close(db, false)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn sqlite3_close_v2(db: *mut sqlite3) -> c_int {
+    close(db, true)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn sqlite3_errcode(db: *mut sqlite3) -> c_int {
+    handle(db).map_or(SQLITE_NOMEM, |h| h.err.lock().code & 0xff)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn sqlite3_extended_errcode(db: *mut sqlite3) -> c_int {
+    handle(db).map_or(SQLITE_NOMEM, |h| h.err.lock().code)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn sqlite3_errmsg(db: *mut sqlite3) -> *const c_char {
+    match handle(db) {
+        // The message lives until the next call that changes the error state.
+        Some(h) => h.err.lock().msg.as_ptr(),
+        None => c"out of memory".as_ptr(),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn sqlite3_extended_result_codes(db: *mut sqlite3, on: c_int) -> c_int {
+    match handle(db) {
+        Some(h) => h.run(|i| {
+            i.extended_codes = on != 0;
+            Ok(())
+        }),
+        None => SQLITE_MISUSE,
+    }
+}
+
+/// Reads a value of the connection (`SQLITE_MISUSE` handle -> `default`).
+unsafe fn read<R>(db: *mut sqlite3, default: R, f: impl FnOnce(&mut Connection) -> R) -> R {
+    match handle(db) {
+        Some(h) => {
+            let guard = h.inner.lock();
+            let r = match guard.try_borrow_mut() {
+                Ok(mut inner) => match inner.conn.as_mut() {
+                    Some(c) => f(c),
+                    None => default,
+                },
+                Err(_) => default,
+            };
+            r
+        }
+        None => default,
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn sqlite3_changes(db: *mut sqlite3) -> c_int {
+    read(db, 0, |c| c.changes() as c_int)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn sqlite3_changes64(db: *mut sqlite3) -> i64 {
+    read(db, 0, |c| c.changes() as i64)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn sqlite3_total_changes(db: *mut sqlite3) -> c_int {
+    read(db, 0, |c| c.total_changes() as c_int)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn sqlite3_total_changes64(db: *mut sqlite3) -> i64 {
+    read(db, 0, |c| c.total_changes() as i64)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn sqlite3_last_insert_rowid(db: *mut sqlite3) -> i64 {
+    read(db, 0, |c| c.last_insert_rowid())
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn sqlite3_get_autocommit(db: *mut sqlite3) -> c_int {
+    read(db, 1, |c| c.is_autocommit() as c_int)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn sqlite3_busy_timeout(db: *mut sqlite3, ms: c_int) -> c_int {
+    match handle(db) {
+        Some(h) => h.run(|i| {
+            i.conn()?
+                .set_busy_timeout(Duration::from_millis(ms.max(0) as u64));
+            Ok(())
+        }),
+        None => SQLITE_MISUSE,
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn sqlite3_interrupt(db: *mut sqlite3) {
+    if let Some(i) = handle(db).and_then(|h| h.interrupter.as_ref()) {
+        i.interrupt();
+    }
+}
+
+/// Sets the progress handler. BeechDB calls it once per `sqlite3_step` rather than every
+/// `n` virtual machine instructions (it has no virtual machine); a nonzero return
+/// interrupts the statement.
+#[no_mangle]
+pub unsafe extern "C" fn sqlite3_progress_handler(
+    db: *mut sqlite3,
+    n: c_int,
+    cb: Option<ProgressFn>,
+    ctx: *mut c_void,
+) {
+    if let Some(h) = handle(db) {
+        h.run(|i| {
+            i.progress = cb.filter(|_| n > 0).map(|cb| (cb, ctx));
+            Ok(())
+        });
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn sqlite3_set_authorizer(
+    db: *mut sqlite3,
+    cb: Option<AuthorizerFn>,
+    ctx: *mut c_void,
+) -> c_int {
+    match handle(db) {
+        Some(h) => h.run(|i| {
+            i.authorizer = cb.map(|cb| (cb, ctx));
+            Ok(())
+        }),
+        None => SQLITE_MISUSE,
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn sqlite3_trace_v2(
+    db: *mut sqlite3,
+    mask: c_uint,
+    cb: Option<TraceFn>,
+    ctx: *mut c_void,
+) -> c_int {
+    match handle(db) {
+        Some(h) => h.run(|i| {
+            i.trace = cb.filter(|_| mask != 0).map(|cb| (mask, cb, ctx));
+            Ok(())
+        }),
+        None => SQLITE_MISUSE,
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn sqlite3_limit(db: *mut sqlite3, id: c_int, new: c_int) -> c_int {
+    let Some(h) = handle(db) else {
+        return -1;
+    };
+    if !(0..LIMITS.len() as c_int).contains(&id) {
+        return -1;
+    }
+    h.with(-1, |i| {
+        let old = i.limits[id as usize];
+        if new >= 0 {
+            i.limits[id as usize] = new.min(LIMITS[id as usize]);
+        }
+        Ok(old)
+    })
+    .0
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn sqlite3_db_filename(
+    db: *mut sqlite3,
+    _name: *const c_char,
+) -> *const c_char {
+    handle(db).map_or(std::ptr::null(), |h| h.filename.as_ptr())
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn sqlite3_db_readonly(db: *mut sqlite3, _name: *const c_char) -> c_int {
+    match handle(db) {
+        Some(h) => h.with(-1, |i| Ok(i.readonly as c_int)).0,
+        None => -1,
+    }
+}
+
+/// Runs every statement of `sql`, calling `cb` for each row.
+#[no_mangle]
+pub unsafe extern "C" fn sqlite3_exec(
+    db: *mut sqlite3,
+    sql: *const c_char,
+    cb: Option<ExecCallback>,
+    arg: *mut c_void,
+    errmsg: *mut *mut c_char,
+) -> c_int {
+    use crate::stmt::*;
+    if !errmsg.is_null() {
+        *errmsg = std::ptr::null_mut();
+    }
+    let Some(h) = handle(db) else {
+        return SQLITE_MISUSE;
+    };
+    if sql.is_null() {
+        return SQLITE_OK;
+    }
+    let report = |rc: c_int| {
+        if rc != SQLITE_OK && !errmsg.is_null() {
+            *errmsg = strdup_sqlite(CStr::from_ptr(sqlite3_errmsg(db)));
+        }
+        rc
+    };
+    let mut rest = sql;
+    while *rest != 0 {
+        let mut stmt = std::ptr::null_mut();
+        let mut tail = std::ptr::null();
+        let rc = sqlite3_prepare_v2(db, rest, -1, &mut stmt, &mut tail);
+        if rc != SQLITE_OK {
+            return report(rc);
+        }
+        rest = tail;
+        if stmt.is_null() {
+            continue;
+        }
+        let n = sqlite3_column_count(stmt);
+        let mut names: Vec<*mut c_char> = (0..n)
+            .map(|i| sqlite3_column_name(stmt, i) as *mut c_char)
+            .collect();
+        loop {
+            match sqlite3_step(stmt) {
+                SQLITE_ROW => {
+                    let Some(cb) = cb else { continue };
+                    let mut values: Vec<*mut c_char> = (0..n)
+                        .map(|i| sqlite3_column_text(stmt, i) as *mut c_char)
+                        .collect();
+                    if cb(arg, n, values.as_mut_ptr(), names.as_mut_ptr()) != 0 {
+                        sqlite3_finalize(stmt);
+                        return report(h.fail(SQLITE_ABORT, "query aborted"));
+                    }
+                }
+                SQLITE_DONE => break,
+                rc => {
+                    let msg = CStr::from_ptr(sqlite3_errmsg(db)).to_owned();
+                    let code = sqlite3_extended_errcode(db);
+                    sqlite3_finalize(stmt);
+                    h.fail(code, &msg.to_string_lossy());
+                    return report(rc);
+                }
+            }
+        }
+        sqlite3_finalize(stmt);
+    }
+    h.clear_error();
+    SQLITE_OK
+}

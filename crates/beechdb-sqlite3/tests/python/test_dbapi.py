@@ -1,0 +1,374 @@
+"""Python's own sqlite3 module (DB-API 2.0) on BeechDB's libsqlite3.
+
+Run by tests/dropin.rs with LD_LIBRARY_PATH naming a directory whose libsqlite3.so.0 is
+BeechDB's library; the first test checks that it is the library in use.
+
+    python3 -m unittest test_dbapi      (BEECH_DROPIN_DIR: a scratch directory)
+"""
+import datetime
+import os
+import sqlite3
+import tempfile
+import threading
+import unittest
+
+SCRATCH = os.environ.get("BEECH_DROPIN_DIR") or tempfile.mkdtemp()
+
+
+def fresh(name):
+    """A path for a new database (a BeechDB environment directory)."""
+    return os.path.join(tempfile.mkdtemp(dir=SCRATCH), name)
+
+
+class Library(unittest.TestCase):
+    def test_runs_on_beechdb(self):
+        with open("/proc/self/maps") as f:
+            libs = {line.split()[-1] for line in f if "sqlite3" in line and "/" in line}
+        real = {os.path.realpath(p) for p in libs}
+        self.assertTrue(any("beechdb_sqlite3" in p for p in real), real)
+        self.assertEqual(sqlite3.sqlite_version, "3.46.0")
+        self.assertEqual(sqlite3.threadsafety, 3)
+
+
+class Basics(unittest.TestCase):
+    def setUp(self):
+        self.path = fresh("basics")
+        self.con = sqlite3.connect(self.path)
+        self.con.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, name TEXT, score REAL, data BLOB)")
+
+    def tearDown(self):
+        self.con.close()
+
+    def test_execute_parameters_and_fetch(self):
+        cur = self.con.cursor()
+        cur.execute("INSERT INTO t(name, score) VALUES (?, ?)", ("ann", 1.5))
+        self.assertEqual(cur.lastrowid, 1)
+        self.assertEqual(cur.rowcount, 1)
+        cur.execute("INSERT INTO t(name, score) VALUES (:n, :s)", {"n": "bob", "s": 2})
+        cur.executemany("INSERT INTO t(name, data) VALUES (?, ?)", [(f"x{i}", bytes([i, 0, 255])) for i in range(10)])
+        self.assertEqual(cur.rowcount, 10)
+        cur.execute("SELECT id, name, score, data FROM t ORDER BY id")
+        self.assertEqual([d[0] for d in cur.description], ["id", "name", "score", "data"])
+        self.assertEqual(cur.fetchone(), (1, "ann", 1.5, None))
+        self.assertEqual(cur.fetchmany(2), [(2, "bob", 2.0, None), (3, "x0", None, b"\x00\x00\xff")])
+        self.assertEqual(len(cur.fetchall()), 9)
+        self.assertIsNone(cur.fetchone())
+        self.assertEqual(self.con.execute("SELECT count(*), sum(length(data)) FROM t").fetchone(), (12, 30))
+        self.assertEqual(self.con.total_changes, 12)
+
+    def test_types_round_trip(self):
+        values = [None, 0, -1, 2**63 - 1, -(2**63), 3.25, float("inf"), "", "héllo ✓", b"", b"\x00\x01"]
+        for v in values:
+            got = self.con.execute("SELECT ?", (v,)).fetchone()[0]
+            self.assertEqual(got, v, repr(v))
+            self.assertEqual(type(got), type(v), repr(v))
+        with self.assertRaises(OverflowError):
+            self.con.execute("SELECT ?", (2**64,))
+
+    def test_transactions(self):
+        self.con.execute("INSERT INTO t(name) VALUES ('a')")
+        self.assertTrue(self.con.in_transaction)
+        self.con.rollback()
+        self.assertFalse(self.con.in_transaction)
+        self.assertEqual(self.con.execute("SELECT count(*) FROM t").fetchone()[0], 0)
+        with self.con:
+            self.con.execute("INSERT INTO t(name) VALUES ('b')")
+        with self.assertRaises(sqlite3.IntegrityError):
+            with self.con:
+                self.con.execute("INSERT INTO t(name) VALUES ('c')")
+                self.con.execute("INSERT INTO t(id) SELECT id FROM t WHERE name = 'b'")
+        self.assertEqual(self.con.execute("SELECT name FROM t").fetchall(), [("b",)])
+        # Another connection sees only what was committed.
+        other = sqlite3.connect(self.path)
+        self.con.execute("INSERT INTO t(name) VALUES ('d')")
+        self.assertEqual(other.execute("SELECT count(*) FROM t").fetchone()[0], 1)
+        self.con.commit()
+        self.assertEqual(other.execute("SELECT count(*) FROM t").fetchone()[0], 2)
+        other.close()
+
+    def test_isolation_level_none_is_autocommit(self):
+        self.con.isolation_level = None
+        self.con.execute("INSERT INTO t(name) VALUES ('auto')")
+        self.assertFalse(self.con.in_transaction)
+        self.con.execute("BEGIN IMMEDIATE")
+        self.con.execute("INSERT INTO t(name) VALUES ('explicit')")
+        self.assertTrue(self.con.in_transaction)
+        self.con.execute("ROLLBACK")
+        self.assertEqual(self.con.execute("SELECT name FROM t").fetchall(), [("auto",)])
+
+    def test_row_factories(self):
+        self.con.execute("INSERT INTO t(name, score) VALUES ('r', 7)")
+        self.con.row_factory = sqlite3.Row
+        row = self.con.execute("SELECT id, name AS who, score FROM t").fetchone()
+        self.assertEqual(row["who"], "r")
+        self.assertEqual(row[2], 7.0)
+        self.assertEqual(row.keys(), ["id", "who", "score"])
+        self.con.row_factory = lambda cur, r: {d[0]: v for d, v in zip(cur.description, r)}
+        self.assertEqual(self.con.execute("SELECT name FROM t").fetchone(), {"name": "r"})
+        self.con.text_factory = bytes
+        self.con.row_factory = None
+        self.assertEqual(self.con.execute("SELECT name FROM t").fetchone(), (b"r",))
+
+    def test_declared_types_and_converters(self):
+        con = sqlite3.connect(fresh("types"), detect_types=sqlite3.PARSE_DECLTYPES)
+        con.execute("CREATE TABLE e(d DATE, ts TIMESTAMP)")
+        day = datetime.date(2026, 11, 24)
+        at = datetime.datetime(2026, 11, 24, 6, 58, 49)
+        sqlite3.register_adapter(datetime.date, lambda d: d.isoformat())
+        sqlite3.register_adapter(datetime.datetime, lambda d: d.isoformat(" "))
+        sqlite3.register_converter("DATE", lambda b: datetime.date.fromisoformat(b.decode()))
+        sqlite3.register_converter("TIMESTAMP", lambda b: datetime.datetime.fromisoformat(b.decode()))
+        con.execute("INSERT INTO e VALUES (?, ?)", (day, at))
+        self.assertEqual(con.execute("SELECT d, ts FROM e").fetchone(), (day, at))
+        con.close()
+
+    def test_errors(self):
+        with self.assertRaises(sqlite3.OperationalError) as cm:
+            self.con.execute("SELEC 1")
+        self.assertIn("syntax error", str(cm.exception))
+        with self.assertRaises(sqlite3.OperationalError) as cm:
+            self.con.execute("SELECT * FROM nowhere")
+        self.assertIn("no such table: nowhere", str(cm.exception))
+        self.con.execute("INSERT INTO t(id) VALUES (1)")
+        with self.assertRaises(sqlite3.IntegrityError) as cm:
+            self.con.execute("INSERT INTO t(id) VALUES (1)")
+        self.assertEqual(cm.exception.sqlite_errorname, "SQLITE_CONSTRAINT_PRIMARYKEY")
+        with self.assertRaises(sqlite3.ProgrammingError):
+            self.con.execute("SELECT ?", (1, 2))
+        with self.assertRaises(sqlite3.ProgrammingError):
+            self.con.execute("SELECT 1; SELECT 2")
+        self.assertTrue(sqlite3.complete_statement("SELECT 1;"))
+        self.assertFalse(sqlite3.complete_statement("SELECT 1"))
+
+    def test_executescript_and_iterdump(self):
+        self.con.executescript(
+            """
+            CREATE TABLE s(a, b);
+            INSERT INTO s VALUES (1, 'x');
+            INSERT INTO s VALUES (2, 'it''s');
+            CREATE INDEX s_a ON s(a);
+            """
+        )
+        self.assertEqual(self.con.execute("SELECT b FROM s ORDER BY a").fetchall(), [("x",), ("it's",)])
+        dump = list(self.con.iterdump())
+        self.assertIn("INSERT INTO \"s\" VALUES(2,'it''s');", dump)
+        self.assertIn("CREATE INDEX s_a ON s(a);", dump)
+        self.assertIn("CREATE TABLE s(a, b);", dump)
+
+
+class Functions(unittest.TestCase):
+    def setUp(self):
+        self.con = sqlite3.connect(":memory:")
+        self.con.execute("CREATE TABLE v(x INTEGER, s TEXT)")
+        self.con.executemany("INSERT INTO v VALUES (?, ?)", [(i, "abcdefghij"[: i + 1]) for i in range(6)])
+
+    def tearDown(self):
+        self.con.close()
+
+    def test_scalar_function(self):
+        self.con.create_function("twice", 1, lambda v: None if v is None else v * 2, deterministic=True)
+        self.assertEqual(self.con.execute("SELECT twice(x), twice(s) FROM v WHERE x = 2").fetchone(), (4, "abcabc"))
+        self.assertEqual(self.con.execute("SELECT twice(NULL)").fetchone(), (None,))
+
+        def boom(v):
+            raise ValueError("no")
+
+        self.con.create_function("boom", 1, boom)
+        with self.assertRaises(sqlite3.OperationalError) as cm:
+            self.con.execute("SELECT boom(1)").fetchone()
+        self.assertIn("user-defined function raised exception", str(cm.exception))
+
+    def test_aggregate(self):
+        class Spread:
+            def __init__(self):
+                self.values = []
+
+            def step(self, v):
+                self.values.append(v)
+
+            def finalize(self):
+                return max(self.values) - min(self.values) if self.values else None
+
+        self.con.create_aggregate("spread", 1, Spread)
+        self.assertEqual(self.con.execute("SELECT spread(x) FROM v").fetchone(), (5,))
+        self.assertEqual(
+            self.con.execute("SELECT x % 2, spread(x) FROM v GROUP BY x % 2 ORDER BY 1").fetchall(),
+            [(0, 4), (1, 4)],
+        )
+        self.assertEqual(self.con.execute("SELECT spread(x) FROM v WHERE x > 99").fetchone(), (None,))
+
+    def test_window_function(self):
+        class Total:
+            def __init__(self):
+                self.n = 0
+
+            def step(self, v):
+                self.n += v
+
+            def inverse(self, v):
+                self.n -= v
+
+            def value(self):
+                return self.n
+
+            def finalize(self):
+                return self.n
+
+        self.con.create_window_function("total_of", 1, Total)
+        rows = self.con.execute(
+            "SELECT x, total_of(x) OVER (ORDER BY x ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) FROM v"
+        ).fetchall()
+        self.assertEqual(rows, [(0, 0), (1, 1), (2, 3), (3, 5), (4, 7), (5, 9)])
+
+    def test_collation(self):
+        self.con.create_collation("reverse", lambda a, b: (a < b) - (a > b))
+        rows = self.con.execute("SELECT s FROM v WHERE x < 3 ORDER BY s COLLATE reverse").fetchall()
+        self.assertEqual(rows, [("abc",), ("ab",), ("a",)])
+        self.con.create_collation("reverse", None)
+        with self.assertRaises(sqlite3.OperationalError):
+            self.con.execute("SELECT s FROM v ORDER BY s COLLATE reverse")
+
+
+class Hooks(unittest.TestCase):
+    def setUp(self):
+        self.con = sqlite3.connect(":memory:")
+        self.con.execute("CREATE TABLE h(a)")
+
+    def tearDown(self):
+        self.con.close()
+
+    def test_trace_callback(self):
+        seen = []
+        self.con.set_trace_callback(seen.append)
+        self.con.execute("INSERT INTO h VALUES (?)", ("it's",))
+        self.con.set_trace_callback(None)
+        self.con.execute("SELECT 1")
+        self.assertIn("INSERT INTO h VALUES ('it''s')", seen)
+        self.assertNotIn("SELECT 1", seen)
+
+    def test_authorizer(self):
+        def deny_deletes(action, arg1, arg2, db, source):
+            return sqlite3.SQLITE_DENY if action == sqlite3.SQLITE_DELETE else sqlite3.SQLITE_OK
+
+        self.con.set_authorizer(deny_deletes)
+        self.con.execute("INSERT INTO h VALUES (1)")
+        with self.assertRaises(sqlite3.DatabaseError) as cm:
+            self.con.execute("DELETE FROM h")
+        self.assertIn("not authorized", str(cm.exception))
+        self.con.set_authorizer(None)
+        self.con.execute("DELETE FROM h")
+
+    def test_progress_handler_interrupts(self):
+        self.con.set_progress_handler(lambda: 1, 1)
+        with self.assertRaises(sqlite3.OperationalError) as cm:
+            self.con.execute("SELECT 1")
+        self.assertIn("interrupted", str(cm.exception))
+        self.con.set_progress_handler(None, 1)
+        self.assertEqual(self.con.execute("SELECT 1").fetchone(), (1,))
+
+    def test_limits(self):
+        old = self.con.getlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH)
+        self.con.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, 20)
+        with self.assertRaises(sqlite3.DataError):
+            self.con.execute("SELECT 'a long statement text'")
+        self.con.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, old)
+
+    def test_serialize_is_refused_clearly(self):
+        with self.assertRaises(sqlite3.OperationalError):
+            self.con.serialize()
+
+
+class BlobsAndBackup(unittest.TestCase):
+    def test_blob_io(self):
+        con = sqlite3.connect(fresh("blobs"))
+        con.execute("CREATE TABLE b(id INTEGER PRIMARY KEY, data BLOB)")
+        con.execute("INSERT INTO b VALUES (1, zeroblob(10))")
+        con.commit()
+        with con.blobopen("b", "data", 1) as blob:
+            self.assertEqual(len(blob), 10)
+            blob.write(b"hello")
+            blob.seek(0)
+            self.assertEqual(blob.read(5), b"hello")
+            with self.assertRaises(ValueError):
+                blob.write(b"x" * 20)
+        self.assertEqual(con.execute("SELECT data FROM b").fetchone()[0], b"hello" + bytes(5))
+        con.close()
+
+    def test_backup(self):
+        src = sqlite3.connect(fresh("src"))
+        src.executescript("CREATE TABLE k(a TEXT UNIQUE, b); INSERT INTO k VALUES ('one', 1), ('two', 2);")
+        dst = sqlite3.connect(fresh("dst"))
+        progress = []
+        src.backup(dst, progress=lambda status, remaining, total: progress.append((remaining, total)))
+        self.assertEqual(dst.execute("SELECT a, b FROM k ORDER BY b").fetchall(), [("one", 1), ("two", 2)])
+        with self.assertRaises(sqlite3.IntegrityError):
+            dst.execute("INSERT INTO k VALUES ('one', 3)")
+        self.assertEqual(progress[-1], (0, 2))
+        src.close()
+        dst.close()
+
+
+class ConcurrentWriters(unittest.TestCase):
+    def test_threads_with_own_connections(self):
+        path = fresh("threads")
+        con = sqlite3.connect(path)
+        con.execute("CREATE TABLE acct(id INTEGER PRIMARY KEY, bal INTEGER)")
+        con.executemany("INSERT INTO acct VALUES (?, 100)", [(i,) for i in range(20)])
+        con.execute("CREATE TABLE history(thread, n)")
+        con.commit()
+        threads, per_thread = 4, 50
+        errors, retries = [], [0]
+
+        def work(t):
+            c = sqlite3.connect(path, timeout=10, isolation_level=None)
+            import random
+
+            rnd = random.Random(t)
+            for n in range(per_thread):
+                while True:
+                    try:
+                        c.execute("BEGIN")
+                        a, b = rnd.randrange(20), rnd.randrange(20)
+                        c.execute("UPDATE acct SET bal = bal - 1 WHERE id = ?", (a,))
+                        c.execute("UPDATE acct SET bal = bal + 1 WHERE id = ?", (b,))
+                        c.execute("INSERT INTO history VALUES (?, ?)", (t, n))
+                        c.execute("COMMIT")
+                        break
+                    except sqlite3.OperationalError as e:
+                        if "locked" not in str(e):
+                            errors.append(e)
+                            return
+                        retries[0] += 1
+                        if c.in_transaction:
+                            c.execute("ROLLBACK")
+            c.close()
+
+        pool = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+        for th in pool:
+            th.start()
+        for th in pool:
+            th.join()
+        self.assertEqual(errors, [])
+        self.assertEqual(con.execute("SELECT sum(bal) FROM acct").fetchone()[0], 2000)
+        self.assertEqual(con.execute("SELECT count(*) FROM history").fetchone()[0], threads * per_thread)
+        con.close()
+
+    def test_one_connection_shared_by_threads(self):
+        con = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+        con.execute("CREATE TABLE c(n)")
+
+        def work():
+            for i in range(100):
+                con.execute("INSERT INTO c VALUES (?)", (i,))
+
+        pool = [threading.Thread(target=work) for _ in range(3)]
+        for th in pool:
+            th.start()
+        for th in pool:
+            th.join()
+        self.assertEqual(con.execute("SELECT count(*), sum(n) FROM c").fetchone(), (300, 3 * 4950))
+        con.close()
+
+
+if __name__ == "__main__":
+    unittest.main()
