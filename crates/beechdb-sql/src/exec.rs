@@ -16,7 +16,7 @@ use crate::schema::{lc, Schema, Table};
 use crate::value::{arith, Affinity, ArithOp, Collation, Value};
 use beechdb::{Db, Env, Txn};
 use std::cmp::Ordering;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 /// A row of values.
@@ -268,6 +268,70 @@ struct JoinItem {
     left: bool,
     on: Vec<Expr>,
     width: usize,
+    /// For an item scanned in full below the first: its rows by the value of the column an
+    /// equality joins on (see `HashProbe`).
+    hash: Option<HashProbe>,
+}
+
+/// The rows of a scanned join item grouped by the numeric value of one column, built once
+/// per join: for an equality `column = expression of earlier items` with no index to use,
+/// each outer row then reads only its bucket (SQLite's automatic index, in memory).
+///
+/// A superset is all it must give: every candidate still passes the join's conditions.
+/// Rows whose column is not a number (text, blob, NULL) are candidates for every probe,
+/// since affinity may make text equal a number; a probe that is not a number reads all rows.
+struct HashProbe {
+    probe: Expr,
+    buckets: HashMap<NumKey, Vec<usize>>,
+    others: Vec<usize>,
+}
+
+#[derive(PartialEq, Eq, Hash)]
+enum NumKey {
+    Int(i64),
+    Real(u64),
+}
+
+/// The key under which numbers that compare equal meet: an integral real in range is its
+/// integer (SQLite compares integers and reals exactly).
+fn num_key(v: &Value) -> Option<NumKey> {
+    const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
+    match v {
+        Value::Integer(i) => Some(NumKey::Int(*i)),
+        Value::Real(r) if r.fract() == 0.0 && (-TWO_POW_63..TWO_POW_63).contains(r) => {
+            Some(NumKey::Int(*r as i64))
+        }
+        Value::Real(r) if !r.is_nan() => Some(NumKey::Real(r.to_bits())),
+        _ => None,
+    }
+}
+
+impl HashProbe {
+    fn build(rows: &[Row], column: usize, probe: Expr) -> HashProbe {
+        let mut h = HashProbe {
+            probe,
+            buckets: HashMap::new(),
+            others: Vec::new(),
+        };
+        for (i, r) in rows.iter().enumerate() {
+            match num_key(&r[column]) {
+                Some(k) => h.buckets.entry(k).or_default().push(i),
+                None => h.others.push(i),
+            }
+        }
+        h
+    }
+
+    /// The rows (in scan order) that can match `v`; `None`: all of them.
+    fn candidates(&self, v: &Value) -> Option<Vec<usize>> {
+        let k = num_key(v)?;
+        let mut c = self.buckets.get(&k).cloned().unwrap_or_default();
+        if !self.others.is_empty() {
+            c.extend_from_slice(&self.others);
+            c.sort_unstable();
+        }
+        Some(c)
+    }
 }
 
 /// How a table of a join is read.
@@ -1010,6 +1074,7 @@ impl<'a> Exec<'a> {
                 left,
                 on,
                 width: f.width,
+                hash: None,
             })
         };
         items.push(item(self, &from.first, false, Vec::new())?);
@@ -1142,6 +1207,9 @@ impl<'a> Exec<'a> {
             }
             items[i].access = access;
         }
+        if self.plan.is_none() {
+            self.hash_joins(&mut items, frame, &bound, &at_level, &on_level, &level_of);
+        }
         if let Some(plan) = &mut self.plan {
             // EXPLAIN QUERY PLAN: the access path of each source, in loop order.
             for (i, it) in items.iter().enumerate() {
@@ -1173,6 +1241,55 @@ impl<'a> Exec<'a> {
             &items, &at_level, &on_level, 0, &mut row, frame, outer, emit,
         )?;
         Ok(())
+    }
+
+    /// Gives each item scanned in full below the first a `HashProbe` on an equality with
+    /// earlier items (for a LEFT JOIN, one of its ON conditions).
+    fn hash_joins(
+        &self,
+        items: &mut [JoinItem],
+        frame: &Frame,
+        bound: &[usize],
+        at_level: &[Vec<&Expr>],
+        on_level: &[Vec<Expr>],
+        level_of: &dyn Fn(&Expr) -> usize,
+    ) {
+        for i in 1..items.len() {
+            let it = &items[i];
+            if !matches!(it.access, Access::Scan) || it.rows.len() < 8 {
+                continue;
+            }
+            let exprs: Vec<&Expr> = if it.left {
+                on_level[i].iter().collect()
+            } else {
+                at_level[i].clone()
+            };
+            let (start, end) = (bound[i], bound[i] + it.width);
+            let found = exprs.iter().find_map(|e| {
+                let Expr::Binary(BinOp::Eq, a, b) = e else {
+                    return None;
+                };
+                [(a, b), (b, a)].into_iter().find_map(|(col, other)| {
+                    let Expr::Column { table, name } = &**col else {
+                        return None;
+                    };
+                    let (slot, _) = frame.resolve(table.as_deref(), name).ok()??;
+                    let mut subquery = false;
+                    other.walk(&mut |x| {
+                        subquery |= matches!(
+                            x,
+                            Expr::Exists(_) | Expr::Subquery(_) | Expr::InSelect { .. }
+                        )
+                    });
+                    let earlier = level_of(other) < i || !refers_to_frame(other, frame);
+                    ((start..end).contains(&slot) && earlier && !subquery)
+                        .then(|| (slot - start, (**other).clone()))
+                })
+            });
+            if let Some((column, probe)) = found {
+                items[i].hash = Some(HashProbe::build(&items[i].rows, column, probe));
+            }
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1213,8 +1330,21 @@ impl<'a> Exec<'a> {
             }
             Ok(true)
         };
-        let looked_up;
+        let looked_up: Vec<Row>;
         let rows: &[Row] = match (&it.access, &it.table) {
+            (Access::Scan, _) | (_, None) if it.hash.is_some() => {
+                let h = it.hash.as_ref().expect("checked");
+                let mut padded = row.clone();
+                padded.resize(frame.width, Value::Null);
+                let v = self.eval(&h.probe, &Scope::new(frame, &padded, outer))?;
+                match h.candidates(&v) {
+                    Some(c) => {
+                        looked_up = c.into_iter().map(|k| it.rows[k].clone()).collect();
+                        &looked_up
+                    }
+                    None => &it.rows,
+                }
+            }
             (Access::Scan, _) | (_, None) => &it.rows,
             (access, Some(t)) => {
                 let mut padded = row.clone();
@@ -2104,7 +2234,7 @@ impl<'a> Exec<'a> {
             }
             struct Group {
                 accs: Vec<Acc>,
-                distinct_seen: Vec<Vec<Row>>,
+                distinct_seen: Vec<HashSet<String>>,
                 row: Row,
             }
             let mut groups: Vec<(Row, Group)> = Vec::new();
@@ -2157,7 +2287,7 @@ impl<'a> Exec<'a> {
                                         _ => unreachable!(),
                                     })
                                     .collect(),
-                                distinct_seen: vec![Vec::new(); calls.len()],
+                                distinct_seen: vec![HashSet::new(); calls.len()],
                                 row: Vec::new(),
                             },
                         ));
@@ -2198,10 +2328,9 @@ impl<'a> Exec<'a> {
                         if vals.first().is_some_and(Value::is_null) {
                             continue;
                         }
-                        if g.distinct_seen[ci].iter().any(|s| rows_equal(s, &vals)) {
+                        if !g.distinct_seen[ci].insert(group_signature(&vals)) {
                             continue;
                         }
-                        g.distinct_seen[ci].push(vals.clone());
                     }
                     g.accs[ci].step(&vals, colls[ci])?;
                 }
@@ -2265,15 +2394,8 @@ impl<'a> Exec<'a> {
             }
         }
         if distinct {
-            let mut seen: Vec<Row> = Vec::new();
-            out.retain(|(r, _)| {
-                if seen.iter().any(|s| rows_equal(s, r)) {
-                    false
-                } else {
-                    seen.push(r.clone());
-                    true
-                }
-            });
+            let mut seen: HashSet<String> = HashSet::new();
+            out.retain(|(r, _)| seen.insert(group_signature(r)));
         }
         if let (false, Some(plan)) = (order.is_empty(), &mut self.plan) {
             plan.push("USE TEMP B-TREE FOR ORDER BY".into());

@@ -1,0 +1,133 @@
+//! Functions and collations an application registers on a connection: resolved when a
+//! statement is prepared, hiding built-ins of the same name and argument count, usable as
+//! aggregates and window functions; and a statement stopped from another thread.
+
+use beechdb_sql::{AggregateFunction, AggregateState, Database, Error, UserFunction, Value};
+use std::sync::Arc;
+
+struct Longest;
+struct LongestState(Option<String>);
+
+impl AggregateFunction for Longest {
+    fn start(&self) -> Box<dyn AggregateState> {
+        Box::new(LongestState(None))
+    }
+}
+
+impl AggregateState for LongestState {
+    fn step(&mut self, args: &[Value]) -> beechdb_sql::Result<()> {
+        let t = args[0].to_text();
+        if self.0.as_ref().is_none_or(|b| t.len() > b.len()) {
+            self.0 = Some(t);
+        }
+        Ok(())
+    }
+    fn finish(&mut self) -> beechdb_sql::Result<Value> {
+        Ok(self.0.take().map_or(Value::Null, Value::from))
+    }
+}
+
+fn one(conn: &mut beechdb_sql::Connection, sql: &str) -> Value {
+    conn.query(sql, &[]).unwrap().rows[0][0].clone()
+}
+
+#[test]
+fn registered_functions_and_collations() {
+    let db = Database::open_in_memory().unwrap();
+    let mut c = db.connect();
+    c.execute_batch(
+        "CREATE TABLE w(x TEXT); INSERT INTO w VALUES ('ccc'), ('a'), ('bb'), ('dddd');",
+    )
+    .unwrap();
+    // A scalar function, and one hiding the built-in upper() for one argument.
+    c.create_function(
+        "twice",
+        1,
+        Some(UserFunction::Scalar(Arc::new(|a: &[Value]| {
+            Ok(Value::Integer(a[0].as_i64() * 2))
+        }))),
+    );
+    c.create_function(
+        "upper",
+        1,
+        Some(UserFunction::Scalar(Arc::new(|_: &[Value]| {
+            Ok(Value::from("mine"))
+        }))),
+    );
+    assert_eq!(one(&mut c, "SELECT twice(21)"), Value::Integer(42));
+    assert_eq!(one(&mut c, "SELECT upper('x')"), Value::from("mine"));
+    // Errors from a function are the statement's.
+    c.create_function(
+        "fails",
+        -1,
+        Some(UserFunction::Scalar(Arc::new(|_: &[Value]| {
+            Err(Error::Sql("it failed".into()))
+        }))),
+    );
+    let e = c.query("SELECT fails(1, 2)", &[]).unwrap_err();
+    assert_eq!(e.to_string(), "it failed");
+    // An aggregate, grouped and as a window function over a frame.
+    c.create_function(
+        "longest",
+        1,
+        Some(UserFunction::Aggregate(Arc::new(Longest))),
+    );
+    assert_eq!(one(&mut c, "SELECT longest(x) FROM w"), Value::from("dddd"));
+    let r = c
+        .query(
+            "SELECT longest(x) OVER (ORDER BY rowid ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) FROM w",
+            &[],
+        )
+        .unwrap();
+    let got: Vec<Value> = r.rows.into_iter().map(|mut r| r.remove(0)).collect();
+    assert_eq!(got, ["ccc", "ccc", "bb", "dddd"].map(Value::from));
+    // A collation by length, in ORDER BY and comparisons.
+    c.create_collation(
+        "bylen",
+        Some(Arc::new(|a: &str, b: &str| a.len().cmp(&b.len()))),
+    );
+    let r = c
+        .query("SELECT x FROM w ORDER BY x COLLATE bylen DESC", &[])
+        .unwrap();
+    let got: Vec<Value> = r.rows.into_iter().map(|mut r| r.remove(0)).collect();
+    assert_eq!(got, ["dddd", "ccc", "bb", "a"].map(Value::from));
+    assert_eq!(
+        one(&mut c, "SELECT 'ab' = 'xy' COLLATE bylen"),
+        Value::Integer(1)
+    );
+    // Not in table definitions (their text outlives the connection's registration).
+    assert!(c
+        .execute("CREATE TABLE v(y TEXT COLLATE bylen)", &[])
+        .is_err());
+    // Removed: statements prepared afterwards no longer see it.
+    c.create_function("twice", 1, None);
+    assert!(c.query("SELECT twice(1)", &[]).is_err());
+    // Another connection never saw them.
+    let mut other = db.connect();
+    assert!(other.query("SELECT longest(x) FROM w", &[]).is_err());
+}
+
+#[test]
+fn interrupt_stops_a_running_statement() {
+    let db = Database::open_in_memory().unwrap();
+    let mut c = db.connect();
+    c.execute_batch("CREATE TABLE n(i); INSERT INTO n VALUES (1), (2), (3), (4), (5), (6), (7), (8), (9), (10);")
+        .unwrap();
+    let stop = c.interrupter();
+    // A statement that would take minutes: interrupted from another thread.
+    let t = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        stop.interrupt();
+    });
+    let e = c
+        .query(
+            "SELECT count(*) FROM n a, n b, n c, n d, n e, n f, n g, n h, n i",
+            &[],
+        )
+        .unwrap_err();
+    t.join().unwrap();
+    assert!(matches!(e, Error::Interrupted), "{e}");
+    assert_eq!(e.code(), beechdb_sql::codes::SQLITE_INTERRUPT);
+    // The next statement runs.
+    assert_eq!(one(&mut c, "SELECT count(*) FROM n"), Value::Integer(10));
+}
