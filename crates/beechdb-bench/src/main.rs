@@ -6,6 +6,7 @@
 
 mod engines;
 mod kv;
+mod plot;
 mod report;
 mod sql_bench;
 mod sql_micro;
@@ -102,6 +103,10 @@ enum Command {
         /// Also write the results as JSON records to this file.
         #[arg(long)]
         json: Option<PathBuf>,
+        /// Draw PNG plots of TPS against threads into this directory (docs/ for the
+        /// figures in docs/benchmarks.md).
+        #[arg(long)]
+        plots: Option<PathBuf>,
     },
     /// Prepared SQL statements one at a time (point and index lookups, single-row writes, a
     /// range scan, a join, a GROUP BY): BeechDB's SQL layer, and SQLite with `--features
@@ -211,6 +216,7 @@ fn run(cli: Cli) -> BenchResult<()> {
             engines,
             dir,
             json,
+            plots,
         } => {
             use sql_bench::SqlEngine::*;
             if runs == 0 || seconds <= 0.0 || wisconsin_runs == 0 {
@@ -235,6 +241,7 @@ fn run(cli: Cli) -> BenchResult<()> {
                 wisconsin_runs,
                 engines,
                 json,
+                plots,
             });
             let _ = std::fs::remove_dir_all(&dir);
             r

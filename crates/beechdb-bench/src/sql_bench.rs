@@ -70,6 +70,8 @@ pub struct Options {
     pub wisconsin_runs: usize,
     pub engines: Vec<SqlEngine>,
     pub json: Option<PathBuf>,
+    /// Directory for PNG plots of TPS against threads (`sql-seed004.png`, `sql-tpcb.png`).
+    pub plots: Option<PathBuf>,
 }
 
 /// One measured run of a throughput benchmark.
@@ -773,7 +775,30 @@ fn throughput(
         println!("{row} {} |", notes.join("; "));
     }
     ratios(records, bench, engines);
+    if let Some(dir) = &opts.plots {
+        plot(dir, records, bench, engines, title);
+    }
     Ok(())
+}
+
+/// Draws the medians of `bench` against threads, one line per engine.
+fn plot(dir: &Path, records: &[Record], bench: &str, engines: &[SqlEngine], title: &str) {
+    let series: Vec<crate::plot::Series> = engines
+        .iter()
+        .map(|e| {
+            let points = records
+                .iter()
+                .filter(|r| r.engine == e.name() && r.bench == bench)
+                .filter_map(|r| r.tps.as_ref().map(|s| (r.threads as f64, s.median)))
+                .collect();
+            (e.name().to_string(), points)
+        })
+        .collect();
+    let path = dir.join(format!("sql-{bench}.png"));
+    match crate::plot::lines(&path, title, "committed transactions per second", &series) {
+        Ok(()) => println!("\nplot: {}", path.display()),
+        Err(e) => eprintln!("{e}"),
+    }
 }
 
 /// BeechDB's median throughput over each peer's, per thread count.

@@ -346,6 +346,9 @@ enum Access {
     /// The rows whose rowid lies between the bounds (a superset: the conditions are
     /// still evaluated on each row).
     RowidRange(Option<Expr>, Option<Expr>),
+    /// The rows whose indexed first column (numeric affinity, ascending) lies between the
+    /// bounds (a superset, as for `RowidRange`).
+    IndexRange(Arc<crate::schema::Index>, Option<Expr>, Option<Expr>),
 }
 
 impl<'a> Exec<'a> {
@@ -1232,6 +1235,19 @@ impl<'a> Exec<'a> {
                         "SEARCH {name} USING INDEX {} ({}=?)",
                         idx.name, t.columns[idx.columns[0].0].name
                     ),
+                    (Access::IndexRange(idx, lo, hi), Some(t)) => {
+                        let col = &t.columns[idx.columns[0].0].name;
+                        let terms: Vec<String> = [(lo, ">"), (hi, "<")]
+                            .iter()
+                            .filter(|(b, _)| b.is_some())
+                            .map(|(_, op)| format!("{col}{op}?"))
+                            .collect();
+                        format!(
+                            "SEARCH {name} USING INDEX {} ({})",
+                            idx.name,
+                            terms.join(" AND ")
+                        )
+                    }
                 });
             }
             return Ok(());
@@ -1415,16 +1431,18 @@ impl<'a> Exec<'a> {
     ) -> Access {
         let ncols = t.columns.len();
         let mut best = Access::Scan;
-        // Whether `col` is this table's rowid and `other` is known before the table is read.
-        let rowid_bound = |col: &Expr, other: &Expr| -> bool {
+        // The column of this table `col` names (`ncols` for the rowid and its alias), if
+        // `other` is known before the table is read.
+        let bound_column = |col: &Expr, other: &Expr| -> Option<usize> {
             let Expr::Column { table, name } = col else {
-                return false;
+                return None;
             };
-            let Ok(Some((slot, _))) = frame.resolve(table.as_deref(), name) else {
-                return false;
-            };
-            let is_rowid =
-                slot == start + ncols || t.rowid_alias.is_some_and(|a| slot == start + a);
+            let (slot, _) = frame.resolve(table.as_deref(), name).ok()??;
+            if slot < start || slot > start + ncols {
+                return None;
+            }
+            let c = slot - start;
+            let c = if t.rowid_alias == Some(c) { ncols } else { c };
             let mut subquery = false;
             other.walk(&mut |x| {
                 subquery |= matches!(
@@ -1432,9 +1450,11 @@ impl<'a> Exec<'a> {
                     Expr::Exists(_) | Expr::Subquery(_) | Expr::InSelect { .. } | Expr::Raise(..)
                 )
             });
-            is_rowid && !subquery && !(level_of(other) >= level && refers_to_frame(other, frame))
+            let later = level_of(other) >= level && refers_to_frame(other, frame);
+            (!subquery && !later).then_some(c)
         };
-        let (mut lo, mut hi): (Option<Expr>, Option<Expr>) = (None, None);
+        // Range bounds by column: low, high.
+        let mut ranges: HashMap<usize, (Option<Expr>, Option<Expr>)> = HashMap::new();
         for e in exprs {
             match e {
                 Expr::Between {
@@ -1442,28 +1462,44 @@ impl<'a> Exec<'a> {
                     not: false,
                     low,
                     high,
-                } if rowid_bound(expr, low) && rowid_bound(expr, high) => {
-                    lo = Some((**low).clone());
-                    hi = Some((**high).clone());
+                } => {
+                    if let (Some(c), Some(_)) = (bound_column(expr, low), bound_column(expr, high))
+                    {
+                        let r = ranges.entry(c).or_default();
+                        r.0 = Some((**low).clone());
+                        r.1 = Some((**high).clone());
+                    }
                 }
                 Expr::Binary(op @ (BinOp::Gt | BinOp::Ge | BinOp::Lt | BinOp::Le), a, b) => {
-                    if rowid_bound(a, b) {
-                        match op {
-                            BinOp::Gt | BinOp::Ge => lo = Some((**b).clone()),
-                            _ => hi = Some((**b).clone()),
-                        }
-                    } else if rowid_bound(b, a) {
-                        match op {
-                            BinOp::Lt | BinOp::Le => lo = Some((**a).clone()),
-                            _ => hi = Some((**a).clone()),
-                        }
+                    let lower = matches!(op, BinOp::Gt | BinOp::Ge);
+                    // `col op other`, or `other op col` (the direction reversed).
+                    let (c, other, lower) = match (bound_column(a, b), bound_column(b, a)) {
+                        (Some(c), _) => (c, b, lower),
+                        (None, Some(c)) => (c, a, !lower),
+                        _ => continue,
+                    };
+                    let r = ranges.entry(c).or_default();
+                    if lower {
+                        r.0 = Some((**other).clone());
+                    } else {
+                        r.1 = Some((**other).clone());
                     }
                 }
                 _ => {}
             }
         }
-        if lo.is_some() || hi.is_some() {
+        if let Some((lo, hi)) = ranges.remove(&ncols) {
             best = Access::RowidRange(lo, hi);
+        } else {
+            // A range on the first column of an ascending index over a numeric column.
+            let ranged = self.schema.indexes_of(&t.name).find_map(|i| {
+                let &(c, desc, _) = i.columns.first()?;
+                let r = ranges.get(&c)?;
+                (!desc && t.columns[c].affinity.is_numeric()).then(|| (i.clone(), r.clone()))
+            });
+            if let Some((idx, (lo, hi))) = ranged {
+                best = Access::IndexRange(idx, lo, hi);
+            }
         }
         for e in exprs {
             let Expr::Binary(BinOp::Eq, a, b) = e else {
@@ -1496,7 +1532,10 @@ impl<'a> Exec<'a> {
                 if c == ncols || t.rowid_alias == Some(c) {
                     return Access::Rowid((**other).clone());
                 }
-                if matches!(best, Access::Scan | Access::RowidRange(..)) {
+                if matches!(
+                    best,
+                    Access::Scan | Access::RowidRange(..) | Access::IndexRange(..)
+                ) {
                     let coll = t.columns[c].collation;
                     let idx = self.schema.indexes_of(&t.name).find(|i| {
                         i.columns
@@ -1555,6 +1594,55 @@ impl<'a> Exec<'a> {
                     return Ok(Vec::new());
                 }
                 rows_with_rowids(t, self.txn.range(&db, from..=to))
+            }
+            Access::IndexRange(idx, lo, hi) => {
+                // A bound as the key of a number: `None` when it is NULL (nothing matches);
+                // `Some(None)` when it is not a number (text and blobs sort after every
+                // number, so a high bound of text bounds nothing and a low one excludes
+                // every number: read the whole table then).
+                let key = |me: &mut Self, e: &Option<Expr>| -> Result<Option<Option<Vec<u8>>>> {
+                    let Some(e) = e else { return Ok(Some(None)) };
+                    let v = Affinity::Numeric.apply(me.eval(e, sc)?);
+                    Ok(match v {
+                        Value::Null => None,
+                        Value::Integer(_) | Value::Real(_) => {
+                            let mut k = Vec::new();
+                            crate::record::encode_key_part(&mut k, &v, Collation::Binary, false);
+                            Some(Some(k))
+                        }
+                        _ => Some(None),
+                    })
+                };
+                let (Some(l), Some(h)) = (key(self, lo)?, key(self, hi)?) else {
+                    return Ok(Vec::new());
+                };
+                if (lo.is_some() && l.is_none()) || (hi.is_some() && h.is_none()) {
+                    return self.table_rows(t);
+                }
+                // From the low bound (or the first number, past the NULLs) to the high one
+                // (or the end: text and blobs are greater than any number).
+                let from = l.unwrap_or_else(|| vec![0x10]);
+                let idb = self.db(&idx.db)?;
+                let mut rowids = Vec::new();
+                for kv in self.txn.range(&idb, from..) {
+                    let (k, val) = kv?;
+                    if h.as_ref()
+                        .is_some_and(|h| k[..h.len().min(k.len())] > h[..])
+                    {
+                        break;
+                    }
+                    let rk = if val.is_empty() {
+                        &k[k.len() - 8..]
+                    } else {
+                        &val[..]
+                    };
+                    rowids.push(rowid_of_key(rk)?);
+                }
+                let mut out = Vec::with_capacity(rowids.len());
+                for r in rowids {
+                    out.extend(self.row_by_rowid(t, r)?);
+                }
+                Ok(out)
             }
             Access::Index(idx, e, other_aff) => {
                 let v = self.eval(e, sc)?;

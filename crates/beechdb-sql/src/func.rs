@@ -362,7 +362,7 @@ pub fn call(name: &str, args: &[Value]) -> Result<Value> {
         "date" | "time" | "datetime" | "julianday" | "strftime" | "unixepoch" => {
             crate::date::call(name, args)?
         }
-        "sqlite_version" => Value::text("3.45.0"),
+        "sqlite_version" => Value::text(crate::SQLITE_VERSION),
         "last_insert_rowid" | "changes" | "total_changes" => {
             return Err(Error::Sql(format!(
                 "{name}() is answered by the connection"

@@ -37,6 +37,9 @@ pub mod slt;
 mod value;
 
 pub use error::{codes, ConstraintKind, Error, Result};
+
+/// The version of SQLite whose dialect this layer follows (`sqlite_version()`).
+pub const SQLITE_VERSION: &str = "3.46.0";
 pub use exec::QueryResult;
 pub use functions::{
     AggregateFunction, AggregateState, CollationFunction, ScalarFunction, UserFunction,

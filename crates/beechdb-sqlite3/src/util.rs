@@ -328,6 +328,18 @@ mod tests {
     use super::is_complete;
 
     #[test]
+    fn one_version_everywhere() {
+        let lib = crate::SQLITE_VERSION.to_str().unwrap();
+        assert_eq!(lib, beechdb_sql::SQLITE_VERSION);
+        assert_eq!(&super::sqlite3_version[..lib.len()], lib.as_bytes());
+        let n = crate::SQLITE_VERSION_NUMBER;
+        assert_eq!(
+            format!("{}.{}.{}", n / 1_000_000, n / 1000 % 1000, n % 1000),
+            lib
+        );
+    }
+
+    #[test]
     fn complete_statements() {
         assert!(is_complete(b"SELECT 1;"));
         assert!(is_complete(b"SELECT 1; -- done\n"));
