@@ -1622,27 +1622,10 @@ impl<'a> Exec<'a> {
                 // From the low bound (or the first number, past the NULLs) to the high one
                 // (or the end: text and blobs are greater than any number).
                 let from = l.unwrap_or_else(|| vec![0x10]);
-                let idb = self.db(&idx.db)?;
-                let mut rowids = Vec::new();
-                for kv in self.txn.range(&idb, from..) {
-                    let (k, val) = kv?;
-                    if h.as_ref()
+                self.rows_through_index(t, idx, from, |k| {
+                    h.as_ref()
                         .is_some_and(|h| k[..h.len().min(k.len())] > h[..])
-                    {
-                        break;
-                    }
-                    let rk = if val.is_empty() {
-                        &k[k.len() - 8..]
-                    } else {
-                        &val[..]
-                    };
-                    rowids.push(rowid_of_key(rk)?);
-                }
-                let mut out = Vec::with_capacity(rowids.len());
-                for r in rowids {
-                    out.extend(self.row_by_rowid(t, r)?);
-                }
-                Ok(out)
+                })
             }
             Access::Index(idx, e, other_aff) => {
                 let v = self.eval(e, sc)?;
@@ -1661,27 +1644,40 @@ impl<'a> Exec<'a> {
                 };
                 let mut prefix = Vec::new();
                 crate::record::encode_key_part(&mut prefix, &v, coll, desc);
-                let idb = self.db(&idx.db)?;
-                let mut rowids = Vec::new();
-                for kv in self.txn.range(&idb, prefix.clone()..) {
-                    let (k, val) = kv?;
-                    if !k.starts_with(&prefix) {
-                        break;
-                    }
-                    let rk = if val.is_empty() {
-                        &k[k.len() - 8..]
-                    } else {
-                        &val[..]
-                    };
-                    rowids.push(rowid_of_key(rk)?);
-                }
-                let mut out = Vec::with_capacity(rowids.len());
-                for r in rowids {
-                    out.extend(self.row_by_rowid(t, r)?);
-                }
-                Ok(out)
+                self.rows_through_index(t, idx, prefix.clone(), |k| !k.starts_with(&prefix))
             }
         }
+    }
+
+    /// The rows of `t` whose entries in `idx` run from key `from` to the first key `past`
+    /// says is beyond the range, in index order, with their rowids last.
+    fn rows_through_index(
+        &mut self,
+        t: &Table,
+        idx: &crate::schema::Index,
+        from: Vec<u8>,
+        past: impl Fn(&[u8]) -> bool,
+    ) -> Result<Vec<Row>> {
+        let idb = self.db(&idx.db)?;
+        let mut rowids = Vec::new();
+        for kv in self.txn.range(&idb, from..) {
+            let (k, val) = kv?;
+            if past(&k) {
+                break;
+            }
+            // A unique index keeps the rowid as the value; others end the key with it.
+            let rk = if val.is_empty() {
+                &k[k.len() - 8..]
+            } else {
+                &val[..]
+            };
+            rowids.push(rowid_of_key(rk)?);
+        }
+        let mut out = Vec::with_capacity(rowids.len());
+        for r in rowids {
+            out.extend(self.row_by_rowid(t, r)?);
+        }
+        Ok(out)
     }
 
     /// Row `rowid` of `t` with its rowid last.
