@@ -72,42 +72,7 @@ enum Command {
     /// Seed 004's concurrency test, TPC-B (seed 000 Table 6) and Wisconsin (Table 7): one C
     /// program run on BeechDB's drop-in libsqlite3, SQLite (journal and WAL) and Berkeley DB
     /// SQL, engines interleaved, and BeechDB's Rust API in the same run.
-    Sql {
-        /// Benchmarks: seed004, tpcb, wisconsin; comma-separated.
-        #[arg(long, value_delimiter = ',', default_value = "seed004,tpcb,wisconsin")]
-        bench: Vec<String>,
-        /// Thread counts for seed004 (the seed: 1,2,4,8,16,32,64,100).
-        #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16,32,64,100")]
-        seed004_threads: Vec<usize>,
-        /// Thread counts for tpcb (the seed: 1,2,3,4,5,10).
-        #[arg(long, value_delimiter = ',', default_value = "1,2,3,4,5,10")]
-        tpcb_threads: Vec<usize>,
-        /// Seconds each throughput run lasts.
-        #[arg(long, default_value_t = 10.0)]
-        seconds: f64,
-        /// Runs of each point (medians are reported).
-        #[arg(long, default_value_t = 3)]
-        runs: usize,
-        /// Wisconsin relation sizes (the seed: 10000,100000).
-        #[arg(long, value_delimiter = ',', default_value = "10000,100000")]
-        wisconsin_tuples: Vec<usize>,
-        /// Runs of each Wisconsin query (the seed: 10; the mean is reported).
-        #[arg(long, default_value_t = 10)]
-        wisconsin_runs: usize,
-        /// Engines (default: all; those whose library is not installed are left out).
-        #[arg(long, value_enum, value_delimiter = ',')]
-        engines: Vec<sql_bench::SqlEngine>,
-        /// Directory for the databases (default: the system's temporary directory).
-        #[arg(long)]
-        dir: Option<PathBuf>,
-        /// Also write the results as JSON records to this file.
-        #[arg(long)]
-        json: Option<PathBuf>,
-        /// Draw PNG plots of TPS against threads into this directory (docs/ for the
-        /// figures in docs/benchmarks.md).
-        #[arg(long)]
-        plots: Option<PathBuf>,
-    },
+    Sql(sql_bench::Options),
     /// Prepared SQL statements one at a time (point and index lookups, single-row writes, a
     /// range scan, a join, a GROUP BY): BeechDB's SQL layer, and SQLite with `--features
     /// peers`, in the same run; medians and ratios.
@@ -205,47 +170,7 @@ fn parse_modes(names: &[String]) -> BenchResult<Vec<Mode>> {
 
 fn run(cli: Cli) -> BenchResult<()> {
     match cli.command {
-        Command::Sql {
-            bench,
-            seed004_threads,
-            tpcb_threads,
-            seconds,
-            runs,
-            wisconsin_tuples,
-            wisconsin_runs,
-            engines,
-            dir,
-            json,
-            plots,
-        } => {
-            use sql_bench::SqlEngine::*;
-            if runs == 0 || seconds <= 0.0 || wisconsin_runs == 0 {
-                return Err("--runs, --seconds and --wisconsin-runs must be positive".into());
-            }
-            let engines = if engines.is_empty() {
-                vec![Beechdb, BeechdbC, Sqlite, SqliteWal, Bdb]
-            } else {
-                engines
-            };
-            let dir = dir
-                .unwrap_or_else(std::env::temp_dir)
-                .join(format!("beechdb-sql-bench-{}", std::process::id()));
-            let r = sql_bench::run(&sql_bench::Options {
-                dir: dir.clone(),
-                benches: bench,
-                seed004_threads,
-                tpcb_threads,
-                seconds,
-                runs,
-                wisconsin_tuples,
-                wisconsin_runs,
-                engines,
-                json,
-                plots,
-            });
-            let _ = std::fs::remove_dir_all(&dir);
-            r
-        }
+        Command::Sql(opts) => sql_bench::run(opts),
         Command::SqlMicro {
             rows,
             points,

@@ -59,18 +59,45 @@ impl SqlEngine {
     }
 }
 
+#[derive(clap::Args)]
 pub struct Options {
-    pub dir: PathBuf,
+    /// Benchmarks: seed004, tpcb, wisconsin; comma-separated.
+    #[arg(
+        long = "bench",
+        value_delimiter = ',',
+        default_value = "seed004,tpcb,wisconsin"
+    )]
     pub benches: Vec<String>,
+    /// Thread counts for seed004 (the seed: 1,2,4,8,16,32,64,100).
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16,32,64,100")]
     pub seed004_threads: Vec<usize>,
+    /// Thread counts for tpcb (the seed: 1,2,3,4,5,10).
+    #[arg(long, value_delimiter = ',', default_value = "1,2,3,4,5,10")]
     pub tpcb_threads: Vec<usize>,
+    /// Seconds each throughput run lasts.
+    #[arg(long, default_value_t = 10.0)]
     pub seconds: f64,
+    /// Runs of each point (medians are reported).
+    #[arg(long, default_value_t = 3)]
     pub runs: usize,
+    /// Wisconsin relation sizes (the seed: 10000,100000).
+    #[arg(long, value_delimiter = ',', default_value = "10000,100000")]
     pub wisconsin_tuples: Vec<usize>,
+    /// Runs of each Wisconsin query (the seed: 10; the mean is reported).
+    #[arg(long, default_value_t = 10)]
     pub wisconsin_runs: usize,
+    /// Engines (default: all; those whose library is not installed are left out).
+    #[arg(long, value_enum, value_delimiter = ',')]
     pub engines: Vec<SqlEngine>,
+    /// Directory for the databases (default: the system's temporary directory).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Also write the results as JSON records to this file.
+    #[arg(long)]
     pub json: Option<PathBuf>,
-    /// Directory for PNG plots of TPS against threads (`sql-seed004.png`, `sql-tpcb.png`).
+    /// Draw PNG plots of TPS against threads into this directory (`sql-seed004.png`,
+    /// `sql-tpcb.png`; docs/ for the figures in docs/benchmarks.md).
+    #[arg(long)]
     pub plots: Option<PathBuf>,
 }
 
@@ -658,9 +685,27 @@ fn parse<T: serde::de::DeserializeOwned>(lines: &[String]) -> BenchResult<Vec<T>
         .collect()
 }
 
-pub fn run(opts: &Options) -> BenchResult<()> {
-    std::fs::create_dir_all(&opts.dir)?;
-    let libs = prepare(&opts.dir, &opts.engines)?;
+pub fn run(mut opts: Options) -> BenchResult<()> {
+    if opts.runs == 0 || opts.seconds <= 0.0 || opts.wisconsin_runs == 0 {
+        return Err("--runs, --seconds and --wisconsin-runs must be positive".into());
+    }
+    if opts.engines.is_empty() {
+        use SqlEngine::*;
+        opts.engines = vec![Beechdb, BeechdbC, Sqlite, SqliteWal, Bdb];
+    }
+    let work = opts
+        .dir
+        .clone()
+        .unwrap_or_else(std::env::temp_dir)
+        .join(format!("beechdb-sql-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&work)?;
+    let r = run_in(&opts, &work);
+    let _ = std::fs::remove_dir_all(&work);
+    r
+}
+
+fn run_in(opts: &Options, dir: &Path) -> BenchResult<()> {
+    let libs = prepare(dir, &opts.engines)?;
     let engines: Vec<SqlEngine> = opts
         .engines
         .iter()
@@ -676,9 +721,9 @@ pub fn run(opts: &Options) -> BenchResult<()> {
                 } else {
                     &opts.tpcb_threads
                 };
-                throughput(opts, &libs, &engines, bench, threads, &mut records)?
+                throughput(opts, dir, &libs, &engines, bench, threads, &mut records)?
             }
-            "wisconsin" => wisconsin(opts, &libs, &engines, &mut records)?,
+            "wisconsin" => wisconsin(opts, dir, &libs, &engines, &mut records)?,
             other => return Err(format!("unknown SQL benchmark {other:?}").into()),
         }
     }
@@ -695,6 +740,7 @@ pub fn run(opts: &Options) -> BenchResult<()> {
 
 fn throughput(
     opts: &Options,
+    dir: &Path,
     libs: &Libraries,
     engines: &[SqlEngine],
     bench: &str,
@@ -725,7 +771,7 @@ fn throughput(
             for k in 0..engines.len() {
                 let e = engines[(k + run) % engines.len()];
                 let r = if e == SqlEngine::Beechdb {
-                    let work = tempfile::tempdir_in(&opts.dir)?;
+                    let work = tempfile::tempdir_in(dir)?;
                     if bench == "seed004" {
                         native_seed004(work.path(), t, opts.seconds)?
                     } else {
@@ -733,7 +779,7 @@ fn throughput(
                     }
                 } else {
                     let args = [bench.to_string(), t.to_string(), opts.seconds.to_string()];
-                    let lines = run_c(libs, e, &args, &opts.dir)?;
+                    let lines = run_c(libs, e, &args, dir)?;
                     parse::<Throughput>(&lines)?
                         .pop()
                         .ok_or_else(|| format!("{}: no result", e.name()))?
@@ -842,6 +888,7 @@ fn ratios(records: &[Record], bench: &str, engines: &[SqlEngine]) {
 
 fn wisconsin(
     opts: &Options,
+    dir: &Path,
     libs: &Libraries,
     engines: &[SqlEngine],
     records: &mut Vec<Record>,
@@ -851,7 +898,7 @@ fn wisconsin(
             "\n### Wisconsin (seed 000 Table 7), {n} tuples: ms per query, mean of {} runs\n",
             opts.wisconsin_runs
         );
-        let queries = opts.dir.join(format!("wisconsin-{n}.tsv"));
+        let queries = dir.join(format!("wisconsin-{n}.tsv"));
         let text: String = wisconsin_queries(n)
             .iter()
             .map(|(l, s)| format!("{l}\t{s}\n"))
@@ -860,7 +907,7 @@ fn wisconsin(
         let mut by_engine: BTreeMap<SqlEngine, Vec<QueryTime>> = BTreeMap::new();
         for &e in engines {
             let times = if e == SqlEngine::Beechdb {
-                let work = tempfile::tempdir_in(&opts.dir)?;
+                let work = tempfile::tempdir_in(dir)?;
                 native_wisconsin(work.path(), n, opts.wisconsin_runs)?
             } else {
                 let args = [
@@ -869,7 +916,7 @@ fn wisconsin(
                     opts.wisconsin_runs.to_string(),
                     queries.display().to_string(),
                 ];
-                parse(&run_c(libs, e, &args, &opts.dir)?)?
+                parse(&run_c(libs, e, &args, dir)?)?
             };
             by_engine.insert(e, times);
         }

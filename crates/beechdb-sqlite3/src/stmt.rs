@@ -528,18 +528,29 @@ pub unsafe extern "C" fn sqlite3_column_decltype(p: *mut sqlite3_stmt, i: c_int)
         .map_or(std::ptr::null(), |t| t.as_ptr())
 }
 
-unsafe fn column<'a>(p: *mut sqlite3_stmt, i: c_int) -> Option<&'a sqlite3_value> {
-    p.as_ref().and_then(|s| s.column(i))
+/// `f` of column `i` of the current row (`default` without one), under the connection's
+/// lock: the value's text form is made on first use, and another thread may ask too.
+unsafe fn column<R>(
+    p: *mut sqlite3_stmt,
+    i: c_int,
+    default: R,
+    f: impl FnOnce(&sqlite3_value) -> R,
+) -> R {
+    let Some(s) = p.as_ref() else {
+        return default;
+    };
+    let _guard = (*s.db).inner.lock();
+    s.column(i).map_or(default, f)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn sqlite3_column_type(p: *mut sqlite3_stmt, i: c_int) -> c_int {
-    column(p, i).map_or(SQLITE_NULL, sqlite3_value::type_code)
+    column(p, i, SQLITE_NULL, sqlite3_value::type_code)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn sqlite3_column_int64(p: *mut sqlite3_stmt, i: c_int) -> i64 {
-    column(p, i).map_or(0, |v| v.v.as_i64())
+    column(p, i, 0, |v| v.v.as_i64())
 }
 
 #[no_mangle]
@@ -549,22 +560,22 @@ pub unsafe extern "C" fn sqlite3_column_int(p: *mut sqlite3_stmt, i: c_int) -> c
 
 #[no_mangle]
 pub unsafe extern "C" fn sqlite3_column_double(p: *mut sqlite3_stmt, i: c_int) -> f64 {
-    column(p, i).map_or(0.0, |v| v.v.as_f64())
+    column(p, i, 0.0, |v| v.v.as_f64())
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn sqlite3_column_text(p: *mut sqlite3_stmt, i: c_int) -> *const u8 {
-    column(p, i).map_or(std::ptr::null(), sqlite3_value::text_ptr)
+    column(p, i, std::ptr::null(), sqlite3_value::text_ptr)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn sqlite3_column_blob(p: *mut sqlite3_stmt, i: c_int) -> *const c_void {
-    column(p, i).map_or(std::ptr::null(), sqlite3_value::blob_ptr)
+    column(p, i, std::ptr::null(), sqlite3_value::blob_ptr)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn sqlite3_column_bytes(p: *mut sqlite3_stmt, i: c_int) -> c_int {
-    column(p, i).map_or(0, sqlite3_value::bytes)
+    column(p, i, 0, sqlite3_value::bytes)
 }
 
 #[no_mangle]
@@ -572,7 +583,7 @@ pub unsafe extern "C" fn sqlite3_column_value(
     p: *mut sqlite3_stmt,
     i: c_int,
 ) -> *mut sqlite3_value {
-    column(p, i).map_or(std::ptr::null_mut(), |v| v as *const _ as *mut _)
+    column(p, i, std::ptr::null_mut(), |v| v as *const _ as *mut _)
 }
 
 #[no_mangle]
