@@ -465,22 +465,17 @@ pub unsafe extern "C" fn sqlite3_extended_result_codes(db: *mut sqlite3, on: c_i
     }
 }
 
-/// Reads a value of the connection (`SQLITE_MISUSE` handle -> `default`).
+/// Reads from the connection: `default` for a null handle, one that failed to open, or a
+/// call from inside one of its own callbacks.
 unsafe fn read<R>(db: *mut sqlite3, default: R, f: impl FnOnce(&mut Connection) -> R) -> R {
-    match handle(db) {
-        Some(h) => {
-            let guard = h.inner.lock();
-            let r = match guard.try_borrow_mut() {
-                Ok(mut inner) => match inner.conn.as_mut() {
-                    Some(c) => f(c),
-                    None => default,
-                },
-                Err(_) => default,
-            };
-            r
-        }
-        None => default,
-    }
+    let Some(h) = handle(db) else {
+        return default;
+    };
+    let guard = h.inner.lock();
+    let Ok(mut inner) = guard.try_borrow_mut() else {
+        return default;
+    };
+    inner.conn.as_mut().map_or(default, f)
 }
 
 #[no_mangle]

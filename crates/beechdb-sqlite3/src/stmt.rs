@@ -40,7 +40,9 @@ enum State {
     Done,
 }
 
-/// The parts of `sql` up to the end of its first statement, parsed on `db`.
+/// Prepares the first statement of `sql` (`n` bytes, or up to the NUL when negative) on
+/// `db`; `*tail` is where the next one begins. No statement (only spaces and comments)
+/// leaves `*pp` null.
 unsafe fn prepare(
     db: *mut sqlite3,
     sql: *const c_char,
@@ -80,6 +82,7 @@ unsafe fn prepare(
         if !described.columns.is_empty() {
             s.set_columns(&described);
         }
+        inner.live += 1;
         Ok(Some((Some(s), used)))
     });
     let Some((stmt, used)) = stmt else {
@@ -89,8 +92,6 @@ unsafe fn prepare(
         *tail = sql.add(used);
     }
     if let Some(s) = stmt {
-        let guard = h.inner.lock();
-        guard.borrow_mut().live += 1;
         *pp = Box::into_raw(Box::new(s));
     }
     rc
