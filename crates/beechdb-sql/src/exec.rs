@@ -271,6 +271,11 @@ struct JoinItem {
     /// For an item scanned in full below the first: its rows by the value of the column an
     /// equality joins on (see `HashProbe`).
     hash: Option<HashProbe>,
+    /// For a table read through an index equality: how many lookups it took, and the
+    /// whole table hashed on that column once the lookups come to cost more than reading
+    /// it (see `join_level`).
+    probes: std::cell::Cell<usize>,
+    hashed: std::cell::RefCell<Option<(Vec<Row>, HashProbe)>>,
 }
 
 /// The rows of a scanned join item grouped by the numeric value of one column, built once
@@ -1078,6 +1083,8 @@ impl<'a> Exec<'a> {
                 on,
                 width: f.width,
                 hash: None,
+                probes: Default::default(),
+                hashed: Default::default(),
             })
         };
         items.push(item(self, &from.first, false, Vec::new())?);
@@ -1259,6 +1266,36 @@ impl<'a> Exec<'a> {
         Ok(())
     }
 
+    /// Counts a lookup of `t` through `idx` (an equality with `probe`); once the lookups
+    /// reach a sixteenth of the table's rows (estimated by its rowid counter, checked at
+    /// each power of two from 64), reads the whole table once into a `HashProbe` on the
+    /// indexed column, which the remaining lookups use for numeric values. An index lookup
+    /// costs a tree descent for the entry and another for the row: many of them cost more
+    /// than one scan (SQLite would start the join from the other table; this keeps the
+    /// join order and changes how the inner table is read).
+    fn consider_hashing(
+        &mut self,
+        it: &JoinItem,
+        t: &Table,
+        idx: &crate::schema::Index,
+        probe: &Expr,
+    ) -> Result<()> {
+        let n = it.probes.get() + 1;
+        it.probes.set(n);
+        if n < 64 || !n.is_power_of_two() || it.hashed.borrow().is_some() {
+            return Ok(());
+        }
+        let c = idx.columns[0].0;
+        let estimate = self.rowids.lock().get(&t.db).copied();
+        if !t.columns[c].affinity.is_numeric() || estimate.is_none_or(|r| r > 16 * n as i64) {
+            return Ok(());
+        }
+        let rows = self.table_rows(t)?;
+        let h = HashProbe::build(&rows, c, probe.clone());
+        *it.hashed.borrow_mut() = Some((rows, h));
+        Ok(())
+    }
+
     /// Gives each item scanned in full below the first a `HashProbe` on an equality with
     /// earlier items (for a LEFT JOIN, one of its ON conditions).
     fn hash_joins(
@@ -1366,7 +1403,21 @@ impl<'a> Exec<'a> {
                 let mut padded = row.clone();
                 padded.resize(frame.width, Value::Null);
                 let sc = Scope::new(frame, &padded, outer);
-                looked_up = self.lookup(t, access, &sc)?;
+                if let Access::Index(idx, probe, _) = access {
+                    self.consider_hashing(it, t, idx, probe)?;
+                }
+                let hashed = it.hashed.borrow();
+                let candidates = match &*hashed {
+                    Some((rows, h)) => h
+                        .candidates(&self.eval(&h.probe, &sc)?)
+                        .map(|c| c.into_iter().map(|k| rows[k].clone()).collect()),
+                    None => None,
+                };
+                drop(hashed);
+                looked_up = match candidates {
+                    Some(rows) => rows,
+                    None => self.lookup(t, access, &sc)?,
+                };
                 &looked_up
             }
         };

@@ -2,7 +2,8 @@
 //! equality joins without an index (read through an in-memory hash of the inner rows:
 //! integers and integral reals meet, numeric text meets numbers only where affinity converts
 //! it, NULL meets nothing, LEFT JOINs keep their unmatched rows), and ranges on an indexed
-//! numeric column (text and blobs above every number, NULL in no range).
+//! numeric column (text and blobs above every number, NULL in no range); index lookups
+//! that turn into a hash of the whole table when there are many of them.
 
 use beechdb_sql::{Database, Value};
 
@@ -174,6 +175,49 @@ fn equality_joins_without_an_index_match_sqlite() {
                 "SELECT a.tag, b.tag FROM a JOIN b ON a.{x} = b.{y} + 0"
             ));
         }
+    }
+    same_rows(&mut ours, &lite, &queries);
+}
+
+#[test]
+fn many_index_lookups_hashed_match_sqlite() {
+    let setup = "CREATE TABLE o(x, tag); CREATE TABLE i(k INTEGER, r REAL, t TEXT, tag);
+                 CREATE INDEX i_k ON i(k); CREATE INDEX i_r ON i(r); CREATE INDEX i_t ON i(t);";
+    let db = Database::open_in_memory().unwrap();
+    let mut ours = db.connect();
+    let lite = rusqlite::Connection::open_in_memory().unwrap();
+    ours.execute_batch(setup).unwrap();
+    lite.execute_batch(setup).unwrap();
+    let kinds = [
+        "{n}", "{n}.0", "'{n}'", "'x{n}'", "NULL", "{n}.5", "X'0{d}'",
+    ];
+    let mut inserts = Vec::new();
+    // 700 outer rows probe a 100-row inner table: past 64 lookups, and 16 x 64 > 100.
+    for n in 0..700 {
+        let v = kinds[n % kinds.len()]
+            .replace("{n}", &(n % 60).to_string())
+            .replace("{d}", &(n % 10).to_string());
+        inserts.push(format!("INSERT INTO o VALUES ({v}, {n})"));
+    }
+    for n in 0..100 {
+        let v = kinds[n % kinds.len()]
+            .replace("{n}", &(n % 50).to_string())
+            .replace("{d}", &(n % 10).to_string());
+        inserts.push(format!("INSERT INTO i VALUES ({v}, {v}, {v}, {n})"));
+    }
+    for sql in &inserts {
+        ours.execute(sql, &[]).unwrap();
+        lite.execute(sql, []).unwrap();
+    }
+    let mut queries = Vec::new();
+    for c in ["k", "r", "t"] {
+        queries.push(format!("SELECT o.tag, i.tag FROM o, i WHERE i.{c} = o.x"));
+        queries.push(format!(
+            "SELECT o.tag, i.tag FROM o LEFT JOIN i ON i.{c} = o.x"
+        ));
+        queries.push(format!(
+            "SELECT count(*), sum(i.tag) FROM o JOIN i ON o.x = i.{c}"
+        ));
     }
     same_rows(&mut ours, &lite, &queries);
 }
