@@ -19,6 +19,7 @@ use std::time::Duration;
 pub(crate) type TraceFn =
     unsafe extern "C" fn(c_uint, *mut c_void, *mut c_void, *mut c_void) -> c_int;
 pub(crate) type ProgressFn = unsafe extern "C" fn(*mut c_void) -> c_int;
+pub(crate) type BusyFn = unsafe extern "C" fn(*mut c_void, c_int) -> c_int;
 pub(crate) type AuthorizerFn = unsafe extern "C" fn(
     *mut c_void,
     c_int,
@@ -53,6 +54,8 @@ pub(crate) struct Inner {
     pub trace: Option<(c_uint, TraceFn, *mut c_void)>,
     pub progress: Option<(ProgressFn, *mut c_void)>,
     pub authorizer: Option<(AuthorizerFn, *mut c_void)>,
+    /// `sqlite3_busy_handler`'s callback (it replaces the busy timeout, and the reverse).
+    pub busy: Option<(BusyFn, *mut c_void)>,
     pub limits: [c_int; LIMITS.len()],
 }
 
@@ -186,6 +189,7 @@ impl sqlite3 {
             trace: None,
             progress: None,
             authorizer: None,
+            busy: None,
             limits: LIMITS,
         };
         let opened = open_database(path, flags);
@@ -512,8 +516,30 @@ pub unsafe extern "C" fn sqlite3_get_autocommit(db: *mut sqlite3) -> c_int {
 pub unsafe extern "C" fn sqlite3_busy_timeout(db: *mut sqlite3, ms: c_int) -> c_int {
     match handle(db) {
         Some(h) => h.run(|i| {
+            i.busy = None;
             i.conn()?
                 .set_busy_timeout(Duration::from_millis(ms.max(0) as u64));
+            Ok(())
+        }),
+        None => SQLITE_MISUSE,
+    }
+}
+
+/// Sets (or with `None` clears) the busy handler. When an auto-commit statement meets a
+/// write conflict, the handler is called with the number of times it was called before for
+/// that statement: nonzero runs the statement again, zero gives SQLITE_BUSY. (Inside an
+/// explicit transaction a conflict has already rolled the transaction back, so SQLITE_BUSY
+/// comes at once.) It replaces `sqlite3_busy_timeout`'s waiting, as in SQLite.
+#[no_mangle]
+pub unsafe extern "C" fn sqlite3_busy_handler(
+    db: *mut sqlite3,
+    cb: Option<BusyFn>,
+    ctx: *mut c_void,
+) -> c_int {
+    match handle(db) {
+        Some(h) => h.run(|i| {
+            i.busy = cb.map(|cb| (cb, ctx));
+            i.conn()?.set_busy_timeout(Duration::ZERO);
             Ok(())
         }),
         None => SQLITE_MISUSE,
@@ -677,4 +703,111 @@ pub unsafe extern "C" fn sqlite3_exec(
     }
     h.clear_error();
     SQLITE_OK
+}
+
+/// Runs `sql` and returns every row as strings (SQLite's legacy `sqlite3_get_table`): the
+/// first `ncol` entries are the column names, then `nrow` rows of `ncol` values (NULL for
+/// SQL NULL). Free the result with `sqlite3_free_table`.
+#[no_mangle]
+pub unsafe extern "C" fn sqlite3_get_table(
+    db: *mut sqlite3,
+    sql: *const c_char,
+    result: *mut *mut *mut c_char,
+    nrow: *mut c_int,
+    ncol: *mut c_int,
+    errmsg: *mut *mut c_char,
+) -> c_int {
+    use crate::stmt::*;
+    if !errmsg.is_null() {
+        *errmsg = std::ptr::null_mut();
+    }
+    if result.is_null() {
+        return SQLITE_MISUSE;
+    }
+    *result = std::ptr::null_mut();
+    let Some(h) = handle(db) else {
+        return SQLITE_MISUSE;
+    };
+    let copy = |p: *const c_char| {
+        if p.is_null() {
+            std::ptr::null_mut()
+        } else {
+            strdup_sqlite(CStr::from_ptr(p))
+        }
+    };
+    // Slot 0 keeps the number of entries for sqlite3_free_table, as SQLite does.
+    let mut cells: Vec<*mut c_char> = vec![std::ptr::null_mut()];
+    let (mut rows, mut cols) = (0, 0);
+    let mut rest = sql;
+    let mut rc = SQLITE_OK;
+    while rc == SQLITE_OK && !rest.is_null() && *rest != 0 {
+        let mut stmt = std::ptr::null_mut();
+        rc = sqlite3_prepare_v2(db, rest, -1, &mut stmt, &mut rest);
+        if rc != SQLITE_OK || stmt.is_null() {
+            continue;
+        }
+        loop {
+            match sqlite3_step(stmt) {
+                SQLITE_ROW => {
+                    let n = sqlite3_column_count(stmt);
+                    if cols == 0 {
+                        cols = n;
+                        cells.extend((0..n).map(|i| copy(sqlite3_column_name(stmt, i))));
+                    } else if n != cols {
+                        rc = h.fail(
+                            SQLITE_ERROR,
+                            "sqlite3_get_table() called with two or more incompatible queries",
+                        );
+                        break;
+                    }
+                    cells.extend((0..n).map(|i| copy(sqlite3_column_text(stmt, i).cast())));
+                    rows += 1;
+                }
+                SQLITE_DONE => break,
+                other => {
+                    rc = other;
+                    break;
+                }
+            }
+        }
+        // Finalizing leaves the step's error, if any, in place.
+        sqlite3_finalize(stmt);
+    }
+    let total = cells.len();
+    cells[0] = total as *mut c_char;
+    let table = libc::malloc(total * std::mem::size_of::<*mut c_char>()) as *mut *mut c_char;
+    if table.is_null() {
+        return SQLITE_NOMEM;
+    }
+    std::ptr::copy_nonoverlapping(cells.as_ptr(), table, total);
+    let table = table.add(1);
+    if rc != SQLITE_OK {
+        if !errmsg.is_null() {
+            *errmsg = strdup_sqlite(CStr::from_ptr(sqlite3_errmsg(db)));
+        }
+        sqlite3_free_table(table);
+        return rc;
+    }
+    *result = table;
+    if !nrow.is_null() {
+        *nrow = rows;
+    }
+    if !ncol.is_null() {
+        *ncol = cols;
+    }
+    h.clear_error();
+    SQLITE_OK
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn sqlite3_free_table(table: *mut *mut c_char) {
+    if table.is_null() {
+        return;
+    }
+    let base = table.sub(1);
+    let total = *base as usize;
+    for i in 1..total {
+        libc::free(*base.add(i) as *mut c_void);
+    }
+    libc::free(base as *mut c_void);
 }

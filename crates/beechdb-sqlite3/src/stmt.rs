@@ -261,7 +261,19 @@ pub unsafe extern "C" fn sqlite3_step(p: *mut sqlite3_stmt) -> c_int {
                 "attempt to write a readonly database".into(),
             ));
         }
-        let r = inner.conn()?.run(&s.stmt, &s.params);
+        // An auto-commit statement that lost a conflict left nothing behind: the
+        // application's busy handler decides whether it runs again. (In a transaction, the
+        // conflict has rolled the transaction back.)
+        let autocommit = inner.conn()?.is_autocommit();
+        let mut r = inner.conn()?.run(&s.stmt, &s.params);
+        let mut calls = 0;
+        while let (Some((busy, ctx)), Err(e)) = (inner.busy, &r) {
+            if !autocommit || !e.is_busy() || busy(ctx, calls) == 0 {
+                break;
+            }
+            calls += 1;
+            r = inner.conn()?.run(&s.stmt, &s.params);
+        }
         s.state = State::Rows;
         match r {
             Ok(result) => {
