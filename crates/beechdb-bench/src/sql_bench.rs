@@ -524,6 +524,10 @@ pub fn wisconsin_queries(n: usize) -> Vec<(String, String)> {
              AND A.{c} < {p10} AND B.{c} < {p10}"
         )
     };
+    let delete = |k: usize| format!("DELETE FROM tenktup1 WHERE unique1 = {k}");
+    let update = |col: &str, to: usize, from: usize| {
+        format!("UPDATE tenktup1 SET {col} = {to} WHERE {col} = {from}")
+    };
     let insert = |k: usize| {
         format!(
             "INSERT INTO tenktup1 VALUES ({k}, {k}, 0, 0, 0, 0, 0, 0, 0, 0, {k}, 0, 1, \
@@ -554,18 +558,8 @@ pub fn wisconsin_queries(n: usize) -> Vec<(String, String)> {
         (21, min_g.clone()),
         (22, sum_g.clone()),
         (26, insert(n + 1)),
-        (
-            27,
-            format!("DELETE FROM tenktup1 WHERE unique1 = {}", n + 1),
-        ),
-        (
-            28,
-            format!(
-                "UPDATE tenktup1 SET unique2 = {} WHERE unique2 = {}",
-                n + 1,
-                n * 1491 / 10_000
-            ),
-        ),
+        (27, delete(n + 1)),
+        (28, update("unique2", n + 1, n * 1491 / 10_000)),
     ];
     q.extend(no_index.into_iter().map(|(i, s)| (i.to_string(), s)));
     for t in ["tenktup1", "tenktup2", "onektup", "bprime"] {
@@ -601,26 +595,9 @@ pub fn wisconsin_queries(n: usize) -> Vec<(String, String)> {
         (24, min_g),
         (25, sum_g),
         (29, insert(n + 2)),
-        (
-            30,
-            format!("DELETE FROM tenktup1 WHERE unique1 = {}", n + 2),
-        ),
-        (
-            31,
-            format!(
-                "UPDATE tenktup1 SET unique2 = {} WHERE unique2 = {}",
-                n + 3,
-                n * 1492 / 10_000
-            ),
-        ),
-        (
-            32,
-            format!(
-                "UPDATE tenktup1 SET unique1 = {} WHERE unique1 = {}",
-                n + 4,
-                n * 1493 / 10_000
-            ),
-        ),
+        (30, delete(n + 2)),
+        (31, update("unique2", n + 3, n * 1492 / 10_000)),
+        (32, update("unique1", n + 4, n * 1493 / 10_000)),
     ];
     q.extend(indexed.into_iter().map(|(i, s)| (i.to_string(), s)));
     q
