@@ -1267,7 +1267,7 @@ impl<'a> Exec<'a> {
     }
 
     /// Counts a lookup of `t` through `idx` (an equality with `probe`); once the lookups
-    /// reach a sixteenth of the table's rows (estimated by its rowid counter, checked at
+    /// reach a sixteenth of the table's rows (estimated by its largest rowid, checked at
     /// each power of two from 64), reads the whole table once into a `HashProbe` on the
     /// indexed column, which the remaining lookups use for numeric values. An index lookup
     /// costs a tree descent for the entry and another for the row: many of them cost more
@@ -1286,8 +1286,23 @@ impl<'a> Exec<'a> {
             return Ok(());
         }
         let c = idx.columns[0].0;
-        let estimate = self.rowids.lock().get(&t.db).copied();
-        if !t.columns[c].affinity.is_numeric() || estimate.is_none_or(|r| r > 16 * n as i64) {
+        if !t.columns[c].affinity.is_numeric() {
+            return Ok(());
+        }
+        // The rowid counter, or else the largest rowid: an upper bound on the rows unless
+        // rowids were given out of order.
+        let counter = self.rowids.lock().get(&t.db).copied();
+        let estimate = match counter {
+            Some(r) => r,
+            None => {
+                let db = self.db(&t.db)?;
+                match self.txn.range_rev::<&[u8], _>(&db, ..).next().transpose()? {
+                    Some((k, _)) => rowid_of_key(&k)?,
+                    None => 0,
+                }
+            }
+        };
+        if estimate > 16 * n as i64 {
             return Ok(());
         }
         let rows = self.table_rows(t)?;
