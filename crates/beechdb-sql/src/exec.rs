@@ -1266,6 +1266,32 @@ impl<'a> Exec<'a> {
         Ok(())
     }
 
+    /// The rows of a FROM clause that pass `filter`, handed to `emit`; without a FROM
+    /// clause, the one empty row if it passes. Only planning, nothing is evaluated.
+    fn source_rows(
+        &mut self,
+        from: Option<&From>,
+        frame: &Frame,
+        filter: Option<&Expr>,
+        outer: Option<&Scope>,
+        emit: &mut dyn FnMut(&mut Self, &[Value]) -> Result<bool>,
+    ) -> Result<()> {
+        match from {
+            Some(f) => self.join(f, frame, filter, outer, emit),
+            None if self.plan.is_some() => Ok(()),
+            None => {
+                let keep = match filter {
+                    Some(w) => self.eval(w, &Scope::new(frame, &[], outer))?.truth() == Some(true),
+                    None => true,
+                };
+                if keep {
+                    emit(self, &[])?;
+                }
+                Ok(())
+            }
+        }
+    }
+
     /// Counts a lookup of `t` through `idx` (an equality with `probe`); once the lookups
     /// reach a sixteenth of the table's rows (estimated by its largest rowid, checked at
     /// each power of two from 64), reads the whole table once into a `HashProbe` on the
@@ -2311,22 +2337,16 @@ impl<'a> Exec<'a> {
                 ));
             }
             let mut rows: Vec<Row> = Vec::new();
-            match from {
-                Some(f) => self.join(f, &frame, where_.as_ref(), outer, &mut |_, r| {
+            self.source_rows(
+                from.as_ref(),
+                &frame,
+                where_.as_ref(),
+                outer,
+                &mut |_, r| {
                     rows.push(r.to_vec());
                     Ok(true)
-                })?,
-                // Only planning: nothing is evaluated.
-                None if self.plan.is_some() => {}
-                None => {
-                    let sc = Scope::new(&frame, &[], outer);
-                    if where_.as_ref().map_or(Ok(true), |w| {
-                        self.eval(w, &sc).map(|v| v.truth() == Some(true))
-                    })? {
-                        rows.push(Vec::new());
-                    }
-                }
-            }
+                },
+            )?;
             let values = self.window_values(&windows, &frame, &rows, outer)?;
             for (r, vals) in rows.iter().zip(&values) {
                 let mut sc = Scope::new(&frame, r, outer);
@@ -2355,21 +2375,7 @@ impl<'a> Exec<'a> {
                 out.push((vals, keys));
                 Ok(true)
             };
-            match from {
-                Some(f) => self.join(f, &frame, where_.as_ref(), outer, &mut produce)?,
-                // Only planning: nothing is evaluated.
-                None if self.plan.is_some() => {}
-                None => {
-                    let sc = Scope::new(&frame, &[], outer);
-                    let keep = match where_ {
-                        Some(w) => self.eval(w, &sc)?.truth() == Some(true),
-                        None => true,
-                    };
-                    if keep {
-                        produce(self, &[])?;
-                    }
-                }
-            }
+            self.source_rows(from.as_ref(), &frame, where_.as_ref(), outer, &mut produce)?;
         } else {
             // Aggregates: the calls in the result, HAVING and ORDER BY.
             let mut calls: Vec<&Expr> = Vec::new();
@@ -2489,21 +2495,7 @@ impl<'a> Exec<'a> {
                 last.extend_from_slice(r);
                 Ok(true)
             };
-            match from {
-                Some(f) => self.join(f, &frame, where_.as_ref(), outer, &mut step)?,
-                // Only planning: nothing is evaluated.
-                None if self.plan.is_some() => {}
-                None => {
-                    let sc = Scope::new(&frame, &[], outer);
-                    let keep = match where_ {
-                        Some(w) => self.eval(w, &sc)?.truth() == Some(true),
-                        None => true,
-                    };
-                    if keep {
-                        step(self, &[])?;
-                    }
-                }
-            }
+            self.source_rows(from.as_ref(), &frame, where_.as_ref(), outer, &mut step)?;
             if groups.is_empty() && group_by.is_empty() && self.plan.is_none() {
                 groups.push((
                     Vec::new(),

@@ -140,22 +140,18 @@ fn concurrent_increments_lose_no_update() {
     assert_eq!(n, Value::Integer(400));
 }
 
-#[test]
-fn writers_of_different_rows_never_conflict() {
-    let (db, _dir) = setup();
+/// Four writers, each running `txns` transactions of one statement (`sql` with the
+/// parameter `param(writer, i)`); returns how many met SQLITE_BUSY.
+fn conflicts(db: &Database, txns: i64, sql: &'static str, param: fn(i64, i64) -> i64) -> u64 {
     let busy = Arc::new(AtomicU64::new(0));
     let threads: Vec<_> = (0..4i64)
         .map(|w| {
             let (db, busy) = (db.clone(), busy.clone());
             std::thread::spawn(move || {
                 let mut c = db.connect();
-                for i in 0..100 {
+                for i in 0..txns {
                     c.execute("BEGIN", &[]).unwrap();
-                    let id = w * 5 + i % 5;
-                    match c.execute(
-                        "UPDATE accounts SET bal = bal + 1 WHERE id = ?",
-                        &[id.into()],
-                    ) {
+                    match c.execute(sql, &[param(w, i).into()]) {
                         Ok(_) => c.execute("COMMIT", &[]).map(drop).unwrap(),
                         Err(e) if e.is_busy() => {
                             busy.fetch_add(1, Ordering::Relaxed);
@@ -169,7 +165,14 @@ fn writers_of_different_rows_never_conflict() {
     for t in threads {
         t.join().unwrap();
     }
-    assert_eq!(busy.load(Ordering::Relaxed), 0);
+    busy.load(Ordering::Relaxed)
+}
+
+#[test]
+fn writers_of_different_rows_never_conflict() {
+    let (db, _dir) = setup();
+    let sql = "UPDATE accounts SET bal = bal + 1 WHERE id = ?";
+    assert_eq!(conflicts(&db, 100, sql, |w, i| w * 5 + i % 5), 0);
     let mut c = db.connect();
     assert_eq!(total(&mut c), ACCOUNTS * 1000 + 400);
 }
@@ -203,29 +206,8 @@ fn inserters_into_one_table_take_different_rowids() {
     db.connect()
         .execute("CREATE TABLE log(id INTEGER PRIMARY KEY, who INTEGER)", &[])
         .unwrap();
-    let busy = Arc::new(AtomicU64::new(0));
-    let threads: Vec<_> = (0..4i64)
-        .map(|w| {
-            let (db, busy) = (db.clone(), busy.clone());
-            std::thread::spawn(move || {
-                let mut c = db.connect();
-                for _ in 0..200 {
-                    c.execute("BEGIN", &[]).unwrap();
-                    match c.execute("INSERT INTO log(who) VALUES(?)", &[w.into()]) {
-                        Ok(_) => c.execute("COMMIT", &[]).map(drop).unwrap(),
-                        Err(e) if e.is_busy() => {
-                            busy.fetch_add(1, Ordering::Relaxed);
-                        }
-                        Err(e) => panic!("{e}"),
-                    }
-                }
-            })
-        })
-        .collect();
-    for t in threads {
-        t.join().unwrap();
-    }
-    assert_eq!(busy.load(Ordering::Relaxed), 0, "inserts conflicted");
+    let sql = "INSERT INTO log(who) VALUES(?)";
+    assert_eq!(conflicts(&db, 200, sql, |w, _| w), 0, "inserts conflicted");
     let mut c = db.connect();
     let r = c
         .query("SELECT count(*), count(DISTINCT id) FROM log", &[])

@@ -1,6 +1,8 @@
 //! JSON functions and operators, checked against SQLite (rusqlite, bundled).
 
-use beechdb_sql::{Database, Value};
+mod common;
+
+use beechdb_sql::Database;
 
 #[test]
 fn json_functions_match_sqlite() {
@@ -21,43 +23,7 @@ fn json_functions_match_sqlite() {
         "SELECT json(' { \"a\" : [ 1 , 2 ] } '), json_valid('{'), json_valid('[]'), json_extract('[1,[2,3]]', '$[1][0]', '$[0]')",
         "SELECT id FROM docs WHERE body ->> 'age' > 30",
     ] {
-        let mut st = s.prepare(sql).unwrap();
-        let n = st.column_count();
-        let want: Vec<Vec<String>> = st
-            .query_map([], |r| {
-                (0..n)
-                    .map(|i| {
-                        Ok(match r.get_ref(i)? {
-                            rusqlite::types::ValueRef::Null => "NULL".to_string(),
-                            rusqlite::types::ValueRef::Integer(x) => format!("I{x}"),
-                            rusqlite::types::ValueRef::Real(x) => format!("R{x}"),
-                            rusqlite::types::ValueRef::Text(t) => format!("T{}", String::from_utf8_lossy(t)),
-                            rusqlite::types::ValueRef::Blob(_) => "B".to_string(),
-                        })
-                    })
-                    .collect()
-            })
-            .unwrap()
-            .map(|r| r.unwrap())
-            .collect();
-        let got: Vec<Vec<String>> = b
-            .query(sql, &[])
-            .unwrap_or_else(|e| panic!("{sql}: {e}"))
-            .rows
-            .iter()
-            .map(|r| {
-                r.iter()
-                    .map(|v| match v {
-                        Value::Null => "NULL".to_string(),
-                        Value::Integer(x) => format!("I{x}"),
-                        Value::Real(x) => format!("R{x}"),
-                        Value::Text(t) => format!("T{t}"),
-                        Value::Blob(_) => "B".to_string(),
-                    })
-                    .collect()
-            })
-            .collect();
-        assert_eq!(got, want, "{sql}");
+        common::same_rows(&mut b, &s, sql, false);
     }
     assert!(b.query("SELECT json('{bad')", &[]).is_err());
 }

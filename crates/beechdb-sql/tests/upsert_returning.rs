@@ -1,29 +1,9 @@
 //! Upsert (`ON CONFLICT ... DO NOTHING / DO UPDATE`) and RETURNING, checked against SQLite
 //! (rusqlite, bundled) statement by statement.
 
-use beechdb_sql::{Database, Value};
+mod common;
 
-fn sqlite_rows(c: &rusqlite::Connection, sql: &str) -> Vec<Vec<String>> {
-    let mut st = c.prepare(sql).unwrap();
-    let n = st.column_count();
-    st.query_map([], |r| {
-        (0..n).map(|i| Ok(format!("{:?}", r.get_ref(i)?))).collect()
-    })
-    .unwrap()
-    .map(|r| r.unwrap())
-    .collect()
-}
-
-fn ours(v: &Value) -> String {
-    use rusqlite::types::ValueRef;
-    match v {
-        Value::Null => format!("{:?}", ValueRef::Null),
-        Value::Integer(i) => format!("{:?}", ValueRef::Integer(*i)),
-        Value::Real(r) => format!("{:?}", ValueRef::Real(*r)),
-        Value::Text(t) => format!("{:?}", ValueRef::Text(t.as_bytes())),
-        Value::Blob(b) => format!("{:?}", ValueRef::Blob(b)),
-    }
-}
+use beechdb_sql::Database;
 
 #[test]
 fn upsert_and_returning_match_sqlite() {
@@ -47,15 +27,7 @@ fn upsert_and_returning_match_sqlite() {
         "SELECT * FROM u ORDER BY id",
     ];
     for sql in script {
-        let want = sqlite_rows(&s, sql);
-        let got: Vec<Vec<String>> = b
-            .query(sql, &[])
-            .unwrap_or_else(|e| panic!("{sql}: {e}"))
-            .rows
-            .iter()
-            .map(|r| r.iter().map(ours).collect())
-            .collect();
-        assert_eq!(got, want, "{sql}");
+        common::same_rows(&mut b, &s, sql, false);
     }
     // A conflict no clause names is still an error.
     let e = b

@@ -1,27 +1,8 @@
 //! Window functions, checked against SQLite (rusqlite, bundled) query by query.
 
-use beechdb_sql::{Database, Value};
+mod common;
 
-fn show_sqlite(v: rusqlite::types::ValueRef) -> String {
-    use rusqlite::types::ValueRef;
-    match v {
-        ValueRef::Null => "NULL".into(),
-        ValueRef::Integer(i) => format!("I{i}"),
-        ValueRef::Real(r) => format!("R{r:.9}"),
-        ValueRef::Text(t) => format!("T{}", String::from_utf8_lossy(t)),
-        ValueRef::Blob(_) => "B".into(),
-    }
-}
-
-fn show(v: &Value) -> String {
-    match v {
-        Value::Null => "NULL".into(),
-        Value::Integer(i) => format!("I{i}"),
-        Value::Real(r) => format!("R{r:.9}"),
-        Value::Text(t) => format!("T{t}"),
-        Value::Blob(_) => "B".into(),
-    }
-}
+use beechdb_sql::Database;
 
 #[test]
 fn window_functions_match_sqlite() {
@@ -47,21 +28,7 @@ fn window_functions_match_sqlite() {
         "SELECT dept, name FROM emp ORDER BY row_number() OVER (PARTITION BY dept ORDER BY name DESC), dept",
         "SELECT name, group_concat(name, '+') OVER (PARTITION BY dept ORDER BY name) FROM emp ORDER BY id",
     ] {
-        let mut st = s.prepare(sql).unwrap();
-        let n = st.column_count();
-        let want: Vec<Vec<String>> = st
-            .query_map([], |r| (0..n).map(|i| Ok(show_sqlite(r.get_ref(i)?))).collect())
-            .unwrap()
-            .map(|r| r.unwrap())
-            .collect();
-        let got: Vec<Vec<String>> = b
-            .query(sql, &[])
-            .unwrap_or_else(|e| panic!("{sql}: {e}"))
-            .rows
-            .iter()
-            .map(|r| r.iter().map(show).collect())
-            .collect();
-        assert_eq!(got, want, "{sql}");
+        common::same_rows(&mut b, &s, sql, false);
     }
     assert!(b.query("SELECT rank() FROM emp", &[]).is_err());
     assert!(b

@@ -1,0 +1,50 @@
+//! What the tests that compare BeechDB's SQL with SQLite (rusqlite, bundled) share: both
+//! engines' rows of a statement, every value printed the same way (as rusqlite's
+//! `ValueRef` prints it), so that equal strings mean equal storage class and value.
+#![allow(dead_code)] // each test file uses part of it
+
+use beechdb_sql::{Connection, Value};
+use rusqlite::types::ValueRef;
+
+/// A value as rusqlite prints the same value read from SQLite.
+pub fn printed(v: &Value) -> String {
+    match v {
+        Value::Null => format!("{:?}", ValueRef::Null),
+        Value::Integer(i) => format!("{:?}", ValueRef::Integer(*i)),
+        Value::Real(r) => format!("{:?}", ValueRef::Real(*r)),
+        Value::Text(t) => format!("{:?}", ValueRef::Text(t.as_bytes())),
+        Value::Blob(b) => format!("{:?}", ValueRef::Blob(b)),
+    }
+}
+
+/// SQLite's rows of `sql`.
+pub fn sqlite_rows(c: &rusqlite::Connection, sql: &str) -> Vec<Vec<String>> {
+    let mut st = c.prepare(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let n = st.column_count();
+    st.query_map([], |r| {
+        (0..n).map(|i| Ok(format!("{:?}", r.get_ref(i)?))).collect()
+    })
+    .unwrap()
+    .map(|r| r.unwrap())
+    .collect()
+}
+
+/// BeechDB's rows of `sql`.
+pub fn our_rows(c: &mut Connection, sql: &str) -> Vec<Vec<String>> {
+    c.query(sql, &[])
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .rows
+        .iter()
+        .map(|r| r.iter().map(printed).collect())
+        .collect()
+}
+
+/// Runs `sql` on both and asserts the same rows (in the same order unless `sorted`).
+pub fn same_rows(ours: &mut Connection, lite: &rusqlite::Connection, sql: &str, sorted: bool) {
+    let (mut got, mut want) = (our_rows(ours, sql), sqlite_rows(lite, sql));
+    if sorted {
+        got.sort();
+        want.sort();
+    }
+    assert_eq!(got, want, "{sql}");
+}
