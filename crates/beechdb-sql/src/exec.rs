@@ -1006,46 +1006,29 @@ impl<'a> Exec<'a> {
         }
     }
 
+    /// `sqlite_schema`'s rows: type, name, table, root page (always 0), SQL text.
     fn schema_rows(&self) -> Vec<Row> {
         let s = &self.schema;
-        let mut rows = Vec::new();
-        for t in s.tables.values() {
-            rows.push(vec![
-                "table".into(),
-                t.name.as_str().into(),
-                t.name.as_str().into(),
-                0.into(),
-                t.sql.as_str().into(),
-            ]);
-        }
-        for i in s.indexes.values() {
-            rows.push(vec![
-                "index".into(),
-                i.name.as_str().into(),
-                i.table.as_str().into(),
-                0.into(),
-                i.sql.as_deref().map_or(Value::Null, Value::from),
-            ]);
-        }
-        for v in s.views.values() {
-            rows.push(vec![
-                "view".into(),
-                v.name.as_str().into(),
-                v.name.as_str().into(),
-                0.into(),
-                v.sql.as_str().into(),
-            ]);
-        }
-        for t in s.triggers.values() {
-            rows.push(vec![
-                "trigger".into(),
-                t.name.as_str().into(),
-                t.def.table.as_str().into(),
-                0.into(),
-                t.def.sql.as_str().into(),
-            ]);
-        }
-        rows
+        let row = |kind: &str, name: &str, table: &str, sql: Value| -> Row {
+            vec![kind.into(), name.into(), table.into(), 0.into(), sql]
+        };
+        let tables = s
+            .tables
+            .values()
+            .map(|t| row("table", &t.name, &t.name, t.sql.as_str().into()));
+        let indexes = s.indexes.values().map(|i| {
+            let sql = i.sql.as_deref().map_or(Value::Null, Value::from);
+            row("index", &i.name, &i.table, sql)
+        });
+        let views = s
+            .views
+            .values()
+            .map(|v| row("view", &v.name, &v.name, v.sql.as_str().into()));
+        let triggers = s
+            .triggers
+            .values()
+            .map(|t| row("trigger", &t.name, &t.def.table, t.def.sql.as_str().into()));
+        tables.chain(indexes).chain(views).chain(triggers).collect()
     }
 
     /// Runs the joins of `from`, calling `emit` with each joined row that passes the ON
