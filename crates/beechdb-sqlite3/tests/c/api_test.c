@@ -179,6 +179,14 @@ static void basics(void) {
     sqlite3_close(db);
 }
 
+/* A function that runs SQL on its own connection: refused with SQLITE_MISUSE, which it
+   returns as its result. */
+static void reentrant(sqlite3_context *ctx, int n, sqlite3_value **args) {
+    (void)n;
+    (void)args;
+    sqlite3_result_int(ctx, sqlite3_exec(sqlite3_context_db_handle(ctx), "SELECT 1", 0, 0, 0));
+}
+
 /* A scalar function: the product of its arguments. */
 static void product(sqlite3_context *ctx, int n, sqlite3_value **args) {
     CHECK(*(int *)sqlite3_user_data(ctx) == 42);
@@ -259,6 +267,21 @@ static void functions(void) {
         CHECK(strcmp((const char *)sqlite3_column_text(s, 0), want[i]) == 0);
     }
     CHECK_RC(db, sqlite3_step(s), SQLITE_DONE);
+    sqlite3_finalize(s);
+
+    /* A callback that re-enters its own connection gets SQLITE_MISUSE, not a deadlock. */
+    CHECK_RC(db, sqlite3_create_function(db, "reentrant", 0, SQLITE_UTF8, 0, reentrant, 0, 0), SQLITE_OK);
+    CHECK_RC(db, sqlite3_prepare_v2(db, "SELECT reentrant()", -1, &s, 0), SQLITE_OK);
+    CHECK_RC(db, sqlite3_step(s), SQLITE_ROW);
+    CHECK(sqlite3_column_int(s, 0) == SQLITE_MISUSE);
+    /* Binding a statement that is running is misuse too; after a reset it binds. */
+    sqlite3_stmt *bound;
+    CHECK_RC(db, sqlite3_prepare_v2(db, "SELECT x FROM w WHERE ? IS NULL", -1, &bound, 0), SQLITE_OK);
+    CHECK_RC(db, sqlite3_step(bound), SQLITE_ROW);
+    CHECK_RC(db, sqlite3_bind_int(bound, 1, 1), SQLITE_MISUSE);
+    sqlite3_reset(bound);
+    CHECK_RC(db, sqlite3_bind_int(bound, 1, 1), SQLITE_OK);
+    sqlite3_finalize(bound);
     sqlite3_finalize(s);
 
     /* Replacing the function releases the old one's data. */
