@@ -420,6 +420,26 @@ pub unsafe extern "C" fn sqlite3_bind_text64(
     rc
 }
 
+/// Binds `n` bytes at `data` as a blob (NULL for a null pointer). A length past what
+/// memory can hold, or past the LENGTH limit, is refused (SQLITE_TOOBIG), never cut.
+unsafe fn bind_blob(
+    p: *mut sqlite3_stmt,
+    i: c_int,
+    data: *const c_void,
+    n: u64,
+    destructor: isize,
+) -> c_int {
+    let rc = if data.is_null() {
+        bind(p, i, Value::Null)
+    } else if n > isize::MAX as u64 {
+        SQLITE_TOOBIG
+    } else {
+        bind(p, i, blob_value(data, n as i64))
+    };
+    dispose(destructor, data as *mut c_void);
+    rc
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn sqlite3_bind_blob(
     p: *mut sqlite3_stmt,
@@ -428,14 +448,7 @@ pub unsafe extern "C" fn sqlite3_bind_blob(
     n: c_int,
     destructor: isize,
 ) -> c_int {
-    let v = if data.is_null() {
-        Value::Null
-    } else {
-        blob_value(data, n as i64)
-    };
-    let rc = bind(p, i, v);
-    dispose(destructor, data as *mut c_void);
-    rc
+    bind_blob(p, i, data, n.max(0) as u64, destructor)
 }
 
 #[no_mangle]
@@ -446,7 +459,7 @@ pub unsafe extern "C" fn sqlite3_bind_blob64(
     n: u64,
     destructor: isize,
 ) -> c_int {
-    sqlite3_bind_blob(p, i, data, n.min(c_int::MAX as u64) as c_int, destructor)
+    bind_blob(p, i, data, n, destructor)
 }
 
 #[no_mangle]

@@ -76,6 +76,12 @@ static void basics(void) {
         CHECK_RC(db, sqlite3_reset(ins), SQLITE_OK);
     }
     CHECK_RC(db, sqlite3_bind_int(ins, 4, 1), SQLITE_RANGE);
+    /* A value past SQLITE_LIMIT_LENGTH is refused, never cut. */
+    int old_limit = sqlite3_limit(db, SQLITE_LIMIT_LENGTH, 8);
+    CHECK_RC(db, sqlite3_bind_blob64(ins, 3, "0123456789", 10, SQLITE_STATIC), SQLITE_TOOBIG);
+    CHECK_RC(db, sqlite3_bind_text(ins, 1, "0123456789", -1, SQLITE_STATIC), SQLITE_TOOBIG);
+    CHECK_RC(db, sqlite3_bind_blob64(ins, 3, "01234567", 8, SQLITE_STATIC), SQLITE_OK);
+    CHECK(sqlite3_limit(db, SQLITE_LIMIT_LENGTH, old_limit) == 8);
     CHECK_RC(db, sqlite3_finalize(ins), SQLITE_OK);
     CHECK(sqlite3_total_changes(db) == 100);
 
