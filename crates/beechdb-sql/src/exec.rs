@@ -1565,7 +1565,7 @@ impl<'a> Exec<'a> {
         }
         if let Some((lo, hi)) = ranges.remove(&ncols) {
             best = Access::RowidRange(lo, hi);
-        } else {
+        } else if !ranges.is_empty() {
             // A range on the first column of an ascending index over a numeric column.
             let ranged = self.schema.indexes_of(&t.name).find_map(|i| {
                 let &(c, desc, _) = i.columns.first()?;
