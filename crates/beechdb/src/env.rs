@@ -41,6 +41,8 @@ pub(crate) struct Shared {
     /// and cursors wait for that.
     pub(crate) bulk_done: crate::sync::Broadcast,
     max_key: usize,
+    /// Takes over commits when the environment is a member of a replication group.
+    pub(crate) replicator: parking_lot::RwLock<Option<Arc<dyn crate::Replicator>>>,
 }
 
 /// Loads a reader tries without the exclusive lock before it takes it.
@@ -350,7 +352,7 @@ impl Drop for Shared {
 /// ```
 #[derive(Clone)]
 pub struct Env {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
 }
 
 impl Env {
@@ -514,6 +516,7 @@ impl Env {
                 tx,
                 bulk_done: crate::sync::Broadcast::new(),
                 max_key,
+                replicator: parking_lot::RwLock::new(None),
             }),
         };
         if replayed {

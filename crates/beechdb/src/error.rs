@@ -103,6 +103,16 @@ pub enum Error {
     /// A lock wait exceeded the configured timeout (Berkeley DB: `DB_LOCK_NOTGRANTED`).
     /// Abort and retry.
     LockTimeout,
+    /// A write on a member of a replication group that is not its master. `master` is the
+    /// member believed to be master, if one is known: send the write there (JE:
+    /// `ReplicaWriteException`).
+    NotMaster {
+        /// The current master's node id, if known.
+        master: Option<u64>,
+    },
+    /// Replication could not complete a commit; the message says what happened and whether
+    /// the commit may still be applied (JE: `InsufficientAcksException` and kin).
+    Replication(String),
 }
 
 impl Error {
@@ -143,6 +153,9 @@ impl Error {
             | Error::TxnFinished => (libc::EINVAL, "EINVAL"),
             Error::Conflict | Error::Deadlock => (codes::DB_LOCK_DEADLOCK, "DB_LOCK_DEADLOCK"),
             Error::LockTimeout => (codes::DB_LOCK_NOTGRANTED, "DB_LOCK_NOTGRANTED"),
+            // Berkeley DB answers a write on a replication client with EACCES.
+            Error::NotMaster { .. } => (libc::EACCES, "EACCES"),
+            Error::Replication(_) => (libc::EAGAIN, "EAGAIN"),
         }
     }
 
@@ -194,6 +207,15 @@ impl fmt::Display for Error {
             ),
             Error::Deadlock => write!(f, "deadlock: this transaction was chosen as the victim; abort and retry"),
             Error::LockTimeout => write!(f, "lock wait timed out; abort and retry"),
+            Error::NotMaster { master: Some(m) } => write!(
+                f,
+                "this member is a replica: writes go to the master, node {m}"
+            ),
+            Error::NotMaster { master: None } => write!(
+                f,
+                "this member is a replica and no master is known: retry when one is elected"
+            ),
+            Error::Replication(detail) => write!(f, "replication: {detail}"),
         }
     }
 }

@@ -38,6 +38,7 @@ mod env;
 mod error;
 mod files;
 mod pinned;
+mod replica;
 mod stats;
 pub mod storage;
 mod sync;
@@ -53,6 +54,7 @@ pub use config::{
 pub use env::{Db, Env};
 pub use error::{codes, Error, Result};
 pub use pinned::PinnedCheckpoint;
+pub use replica::Replicator;
 pub use stats::{DbStat, EnvStat, LockCounts, LogCounts, TxnCounts, TxnStat};
 pub use txn::{Savepoint, Txn, TxnIter};
 pub use verify::{verify_path, Problem, VerifyReport};

@@ -46,6 +46,14 @@ impl Shared {
     /// durability `d`. Returns the commit's LSN.
     pub(super) fn commit_spilled(&self, txn: u64, st: &mut State, d: Durability) -> Result<u64> {
         self.live()?;
+        if self.replicator().is_some() {
+            return Err(Error::InvalidArgument(
+                "a transaction whose writes outgrew its memory budget (Config::txn_memory) \
+                 cannot be replicated yet: commit it in smaller transactions or raise the \
+                 budget"
+                    .into(),
+            ));
+        }
         let tx = self.tx()?;
         let wal = tx.wal.as_ref().expect("only a logged transaction spills");
         let (runs, reader) = st.writes.runs(wal, txn, &tx.txns.stats)?;

@@ -92,10 +92,25 @@ thread_local! {
 }
 
 impl Shared {
-    /// Logs and applies transaction `txn` as one commit: its databases created or removed
-    /// (`ddl`, in order), then its writes `ops`, which touch the databases `dbs`; waits for
-    /// durability `d`. Returns the commit's LSN.
+    /// Commits transaction `txn`: its databases created or removed (`ddl`, in order), then
+    /// its writes `ops`, which touch the databases `dbs`, with durability `d`. Returns the
+    /// commit's LSN; in a replication group, the replicator's commit token.
     pub(crate) fn commit_txn(
+        &self,
+        txn: u64,
+        ddl: &[Ddl],
+        ops: Ops,
+        dbs: &[u32],
+        d: Durability,
+    ) -> Result<u64> {
+        match self.replicator() {
+            Some(r) => self.commit_replicated(r.as_ref(), ddl, ops, d),
+            None => self.commit_local(txn, ddl, ops, dbs, d),
+        }
+    }
+
+    /// Logs and applies a commit here (see [`Shared::commit_txn`]); returns its LSN.
+    pub(crate) fn commit_local(
         &self,
         txn: u64,
         ddl: &[Ddl],

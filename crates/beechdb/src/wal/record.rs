@@ -113,12 +113,12 @@ impl<'a> Ops<'a> {
         self.bytes
     }
 
-    fn encode(&self, out: &mut Vec<u8>) {
+    pub(crate) fn encode(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.count.to_le_bytes());
         out.extend_from_slice(self.bytes);
     }
 
-    fn take(buf: &mut &'a [u8]) -> Option<Ops<'a>> {
+    pub(crate) fn take(buf: &mut &'a [u8]) -> Option<Ops<'a>> {
         let count = take_u32(buf)?;
         let start = *buf;
         for _ in 0..count {

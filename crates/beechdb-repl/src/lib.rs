@@ -1,0 +1,437 @@
+//! BeechDB high availability: a replication group of environments, one of them the master,
+//! on the openraft consensus library.
+//!
+//! Owns: [`Member`] (one environment of a group: its Raft node, its replicated log, its
+//! state machine), the group's vocabulary ([`MemberConfig`], [`Status`]) and the mapping of
+//! openraft's outcomes onto the engine's errors. May call: the engine (`beechdb`), openraft,
+//! tokio. Invariants: a commit reaches the trees of any member, the master included, only
+//! once the group has committed it (visibility equals Raft commit), and every member
+//! applies the same commits in the same order; a member's environment records, in the same
+//! local commit as the data, the last log position it applied, so a restart resumes from
+//! exactly there.
+//!
+//! Layout of a member's directory: `env/` is the environment, `raft/` the replicated log
+//! (see [`log_store`]); `env.incoming/` exists only while a copy from the master is being
+//! installed (see [`state`]).
+
+// openraft's error types are large by its design; its traits fix the signatures.
+#![allow(clippy::result_large_err)]
+
+pub mod log_store;
+pub mod net;
+pub mod state;
+
+use beechdb::{Durability, Env, Error, Result};
+use openraft::error::{ClientWriteError, RaftError};
+use openraft::{BasicNode, RaftMetrics, ServerState};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Cursor;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A member's id in its group.
+pub type NodeId = u64;
+
+/// One entry of the replicated log: a transaction's commit, as the engine encoded it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Request {
+    /// The encoded write set (see `beechdb::Replicator`).
+    pub commit: Vec<u8>,
+    /// Whether the log must reach disk (fsync) before a member acknowledges it: the
+    /// commit's durability was [`Durability::Sync`].
+    pub sync: bool,
+}
+
+/// What applying an entry gave: the LSN of the local commit on the member that applied it,
+/// and why the commit was refused, if it was (every member refuses it alike).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Response {
+    pub lsn: u64,
+    pub refused: Option<Refusal>,
+}
+
+/// Why every member refused a committed entry's writes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum Refusal {
+    /// It writes a database that an earlier entry removed.
+    DbRemoved,
+    /// It creates a database whose name an earlier entry took.
+    DbExists(String),
+    /// It creates a database with an id an earlier entry took.
+    Conflict,
+}
+
+impl Refusal {
+    pub(crate) fn of(e: &Error) -> Option<Refusal> {
+        match e {
+            Error::DbRemoved => Some(Refusal::DbRemoved),
+            Error::DbExists(n) => Some(Refusal::DbExists(n.clone())),
+            Error::Conflict => Some(Refusal::Conflict),
+            _ => None,
+        }
+    }
+
+    fn error(self) -> Error {
+        match self {
+            Refusal::DbRemoved => Error::DbRemoved,
+            Refusal::DbExists(n) => Error::DbExists(n),
+            Refusal::Conflict => Error::Conflict,
+        }
+    }
+}
+
+openraft::declare_raft_types!(
+    /// The group's types: entries are engine commits; snapshots are copies of an
+    /// environment's durable checkpoint.
+    pub TypeConfig:
+        D = Request,
+        R = Response,
+        NodeId = NodeId,
+        Node = BasicNode,
+);
+
+/// The openraft node of a member.
+pub type Raft = openraft::Raft<TypeConfig>;
+
+/// How one member runs.
+#[derive(Debug, Clone)]
+pub struct MemberConfig {
+    /// This member's id, unique in the group.
+    pub id: NodeId,
+    /// The member's directory (created if missing): its environment and its log.
+    pub dir: PathBuf,
+    /// The environment's configuration (transactional; its durability setting is not used:
+    /// a commit's durability is decided by the log, see [`Request::sync`]).
+    pub env: beechdb::Config,
+    /// Heartbeats from the master, and the range of election timeouts of the others.
+    pub heartbeat: Duration,
+    pub election_timeout: (Duration, Duration),
+    /// A copy of the environment (a snapshot) is taken after this many log entries, and
+    /// the log before it is removed: a replica further behind is rebuilt from a copy.
+    pub snapshot_every: u64,
+    /// How long a commit on the master waits for the group to commit it before failing
+    /// with [`Error::Replication`] (the commit may still be applied later).
+    pub ack_timeout: Duration,
+}
+
+impl MemberConfig {
+    /// A configuration with defaults suited to a local network: heartbeats every 50 ms,
+    /// elections after 150-300 ms of silence, a snapshot every 50,000 entries.
+    pub fn new(id: NodeId, dir: impl Into<PathBuf>) -> MemberConfig {
+        MemberConfig {
+            id,
+            dir: dir.into(),
+            env: beechdb::Config::default(),
+            heartbeat: Duration::from_millis(50),
+            election_timeout: (Duration::from_millis(150), Duration::from_millis(300)),
+            snapshot_every: 50_000,
+            ack_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// A member's view of its group, from its last metrics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    pub id: NodeId,
+    /// `master`, `replica`, `candidate`, `learner` (a non-voting replica) or `shutdown`.
+    pub state: &'static str,
+    /// The member this one believes to be master.
+    pub master: Option<NodeId>,
+    pub term: u64,
+    /// The last log position this member has and has applied.
+    pub last_log: u64,
+    pub applied: u64,
+    /// Voting members and non-voting replicas, as this member knows them.
+    pub voters: BTreeSet<NodeId>,
+    pub learners: BTreeSet<NodeId>,
+    /// The last entry the member's latest copy of its environment covers, and the last
+    /// entry removed from its log.
+    pub snapshot: Option<u64>,
+    pub purged: Option<u64>,
+}
+
+/// One member of a replication group, running: an environment whose commits go through
+/// the group. Writes succeed on the master only ([`Error::NotMaster`] elsewhere, naming the
+/// master); reads work on every member.
+pub struct Member {
+    id: NodeId,
+    net: net::Network,
+    raft: Raft,
+    sm: Arc<state::StateMachine>,
+    runtime: Arc<tokio::runtime::Runtime>,
+}
+
+/// Takes over the environment's commits: each goes into the group's log and is applied
+/// once the group commits it.
+struct CommitPath {
+    raft: Raft,
+    runtime: tokio::runtime::Handle,
+    ack_timeout: Duration,
+}
+
+impl beechdb::Replicator for CommitPath {
+    fn replicate(&self, commit: &[u8], d: Durability) -> Result<u64> {
+        let request = Request {
+            commit: commit.to_vec(),
+            sync: d == Durability::Sync,
+        };
+        let raft = self.raft.clone();
+        let wait = self.ack_timeout;
+        let written = self
+            .runtime
+            .block_on(async move { tokio::time::timeout(wait, raft.client_write(request)).await });
+        let Ok(written) = written else {
+            return Err(Error::Replication(format!(
+                "the group did not commit this transaction within {wait:?} (no majority \
+                 reachable?); it may still be committed and applied later"
+            )));
+        };
+        match written {
+            Ok(r) => match r.data.refused {
+                None => Ok(r.log_id.index),
+                Some(refusal) => Err(refusal.error()),
+            },
+            Err(e) => Err(write_error(e)),
+        }
+    }
+
+    fn catch_up(&self) -> Result<()> {
+        let raft = self.raft.clone();
+        let read = self
+            .runtime
+            .block_on(async move { raft.ensure_linearizable().await });
+        read.map(drop).map_err(|e| match e {
+            RaftError::APIError(openraft::error::CheckIsLeaderError::ForwardToLeader(f)) => {
+                Error::NotMaster {
+                    master: f.leader_id,
+                }
+            }
+            e => Error::Replication(format!("{e}; the commit was not made")),
+        })
+    }
+}
+
+/// The engine's error for an openraft write failure.
+fn write_error(e: RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>) -> Error {
+    match e {
+        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => Error::NotMaster {
+            master: f.leader_id,
+        },
+        RaftError::APIError(ClientWriteError::ChangeMembershipError(c)) => {
+            Error::InvalidArgument(format!("membership change refused: {c}"))
+        }
+        RaftError::Fatal(f) => Error::Replication(format!(
+            "this member stopped ({f}); the commit may yet be applied by the group"
+        )),
+    }
+}
+
+impl Member {
+    /// Starts a member: opens (or creates) its environment and log under
+    /// `config.dir`, and joins the network `net`. A new member knows no group until
+    /// [`Member::initialize`] is called on one member, or a master adds it.
+    pub fn start(config: MemberConfig, net: &net::Network) -> Result<Member> {
+        let runtime = Arc::new(
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .thread_name(format!("beechdb-repl-{}", config.id))
+                .enable_all()
+                .build()
+                .map_err(|e| Error::Io {
+                    context: "starting the replication runtime".into(),
+                    source: e,
+                })?,
+        );
+        std::fs::create_dir_all(&config.dir).map_err(|e| Error::Io {
+            context: format!("creating {}", config.dir.display()),
+            source: e,
+        })?;
+        let log = log_store::LogStore::open(&config.dir.join("raft"))?;
+        let sm = Arc::new(state::StateMachine::open(&config.dir, config.env.clone())?);
+        let raft_config = openraft::Config {
+            cluster_name: "beechdb".into(),
+            heartbeat_interval: config.heartbeat.as_millis() as u64,
+            election_timeout_min: config.election_timeout.0.as_millis() as u64,
+            election_timeout_max: config.election_timeout.1.as_millis() as u64,
+            snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(config.snapshot_every),
+            max_in_snapshot_log_to_keep: 1000,
+            ..Default::default()
+        }
+        .validate()
+        .map_err(|e| Error::InvalidArgument(format!("replication settings: {e}")))?;
+        let network = net.endpoint(config.id);
+        let raft = runtime
+            .block_on(Raft::new(
+                config.id,
+                Arc::new(raft_config),
+                network,
+                log,
+                sm.clone(),
+            ))
+            .map_err(|e| Error::Replication(format!("starting member {}: {e}", config.id)))?;
+        net.register(config.id, raft.clone());
+        let member = Member {
+            id: config.id,
+            net: net.clone(),
+            raft,
+            sm,
+            runtime,
+        };
+        member.sm.set_replicator(Some(Arc::new(CommitPath {
+            raft: member.raft.clone(),
+            runtime: member.runtime.handle().clone(),
+            ack_timeout: config.ack_timeout,
+        })))?;
+        Ok(member)
+    }
+
+    /// This member's id.
+    pub fn id(&self) -> NodeId {
+        self.id
+    }
+
+    /// The environment: reads here, writes through it on the master. After this member is
+    /// rebuilt from a copy of the master's environment, handles taken before fail with
+    /// [`Error::Closed`]: take new ones here.
+    pub fn env(&self) -> Env {
+        self.sm.env()
+    }
+
+    /// Makes a new group of the voting members `members` (ids), this one among them: call
+    /// it once, on one member, when the group is first formed.
+    pub fn initialize(&self, members: &[NodeId]) -> Result<()> {
+        let nodes: BTreeMap<NodeId, BasicNode> = members
+            .iter()
+            .map(|&id| (id, BasicNode::new(id.to_string())))
+            .collect();
+        let raft = self.raft.clone();
+        self.runtime
+            .block_on(async move { raft.initialize(nodes).await })
+            .map_err(|e| Error::InvalidArgument(format!("forming the group: {e}")))
+    }
+
+    /// Adds member `id` (already started) to the group, as a voter or as a non-voting
+    /// replica; on the master only. Returns once it has caught up and the change is
+    /// committed.
+    pub fn add_member(&self, id: NodeId, voter: bool) -> Result<()> {
+        let raft = self.raft.clone();
+        self.runtime.block_on(async move {
+            raft.add_learner(id, BasicNode::new(id.to_string()), true)
+                .await
+                .map_err(write_error)?;
+            if voter {
+                let mut voters = raft
+                    .metrics()
+                    .borrow()
+                    .membership_config
+                    .membership()
+                    .voter_ids()
+                    .collect::<BTreeSet<_>>();
+                voters.insert(id);
+                raft.change_membership(voters, true)
+                    .await
+                    .map_err(write_error)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Removes member `id` from the group (voter or not); on the master only.
+    pub fn remove_member(&self, id: NodeId) -> Result<()> {
+        let raft = self.raft.clone();
+        self.runtime.block_on(async move {
+            let m = raft.metrics().borrow().membership_config.clone();
+            let voters: BTreeSet<NodeId> =
+                m.membership().voter_ids().filter(|&v| v != id).collect();
+            raft.change_membership(voters, false)
+                .await
+                .map_err(write_error)?;
+            let learners: BTreeSet<NodeId> = [id].into();
+            raft.change_membership(openraft::ChangeMembers::RemoveNodes(learners), false)
+                .await
+                .map_err(write_error)
+                .map(drop)
+        })
+    }
+
+    fn metrics(&self) -> RaftMetrics<NodeId, BasicNode> {
+        self.raft.metrics().borrow().clone()
+    }
+
+    /// This member's view of the group.
+    pub fn status(&self) -> Status {
+        let m = self.metrics();
+        let membership = m.membership_config.membership();
+        Status {
+            id: self.id,
+            state: match m.state {
+                ServerState::Leader => "master",
+                ServerState::Follower => "replica",
+                ServerState::Candidate => "candidate",
+                ServerState::Learner => "learner",
+                ServerState::Shutdown => "shutdown",
+            },
+            master: m.current_leader,
+            term: m.current_term,
+            last_log: m.last_log_index.unwrap_or(0),
+            applied: m.last_applied.map_or(0, |l| l.index),
+            voters: membership.voter_ids().collect(),
+            learners: membership.learner_ids().collect(),
+            snapshot: m.snapshot.map(|l| l.index),
+            purged: m.purged.map(|l| l.index),
+        }
+    }
+
+    /// Whether this member is the master now.
+    pub fn is_master(&self) -> bool {
+        self.metrics().state == ServerState::Leader
+    }
+
+    /// Waits until this member knows a master (itself or another); returns its id.
+    pub fn wait_for_master(&self, timeout: Duration) -> Result<NodeId> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(m) = self.metrics().current_leader {
+                return Ok(m);
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::Replication(format!(
+                    "member {} knows no master after {timeout:?}",
+                    self.id
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Waits until this member has applied the commit with token `token` (what a commit
+    /// returned on the master), so that reads here see it; a typed error after `timeout`.
+    pub fn wait_applied(&self, token: u64, timeout: Duration) -> Result<()> {
+        let raft = self.raft.clone();
+        self.runtime
+            .block_on(async move {
+                raft.wait(Some(timeout))
+                    .applied_index_at_least(Some(token), "read consistency")
+                    .await
+            })
+            .map(drop)
+            .map_err(|e| {
+                Error::Replication(format!(
+                    "member {} has not applied commit {token} within {timeout:?}: {e}",
+                    self.id
+                ))
+            })
+    }
+
+    /// Stops this member: it leaves the network (others see it as unreachable) and its
+    /// environment is closed, everything applied made durable.
+    pub fn shutdown(self) -> Result<()> {
+        self.net.leave(self.id);
+        let raft = self.raft.clone();
+        let _ = self.runtime.block_on(async move { raft.shutdown().await });
+        self.sm.close()
+    }
+}

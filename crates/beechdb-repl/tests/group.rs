@@ -1,0 +1,287 @@
+//! A replication group in one process, over the network the test controls: elections,
+//! writes on the master only, replicas converging, failover, a member rejoining, a replica
+//! rebuilt from a copy, partitions, and the bank invariant read on every member.
+
+use beechdb::{Env, Error};
+use beechdb_repl::net::Network;
+use beechdb_repl::{Member, MemberConfig, NodeId};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+fn config(dir: &Path, id: NodeId) -> MemberConfig {
+    MemberConfig::new(id, dir.join(format!("m{id}")))
+}
+
+/// Starts members `ids` in `dir` on `net` and forms a group of them.
+fn group(dir: &Path, net: &Network, ids: &[NodeId]) -> BTreeMap<NodeId, Member> {
+    let members: BTreeMap<NodeId, Member> = ids
+        .iter()
+        .map(|&id| (id, Member::start(config(dir, id), net).unwrap()))
+        .collect();
+    members[&ids[0]].initialize(ids).unwrap();
+    members
+}
+
+/// The id of the member all running members agree is master, once they do.
+fn master_of(members: &BTreeMap<NodeId, Member>) -> NodeId {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let masters: Vec<NodeId> = members
+            .values()
+            .filter(|m| m.is_master())
+            .map(Member::id)
+            .collect();
+        if let [m] = masters[..] {
+            if members.values().all(|x| x.status().master == Some(m)) {
+                return m;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no agreed master: {:?}",
+            statuses(members)
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn statuses(members: &BTreeMap<NodeId, Member>) -> Vec<beechdb_repl::Status> {
+    members.values().map(Member::status).collect()
+}
+
+/// Every database but the marker, with every key and value.
+type Contents = BTreeMap<String, Vec<(Vec<u8>, Vec<u8>)>>;
+
+fn contents(env: &Env) -> Contents {
+    let txn = env.begin_txn().unwrap();
+    let mut out = BTreeMap::new();
+    for name in env.db_names().unwrap() {
+        if name == beechdb_repl::state::MARKER_DB {
+            continue;
+        }
+        let db = env.open_db(&name).unwrap();
+        out.insert(name, txn.iter(&db).map(Result::unwrap).collect());
+    }
+    txn.abort();
+    out
+}
+
+/// Commits `key = value` in `db` on `m`, creating the database if needed; the token.
+fn put(m: &Member, db: &str, key: &str, value: &str) -> beechdb::Result<u64> {
+    let env = m.env();
+    let db = env.open_or_create_db(db)?;
+    let t = env.begin_txn()?;
+    t.put(&db, key.as_bytes(), value.as_bytes())?;
+    t.commit()
+}
+
+fn wait_all(members: &BTreeMap<NodeId, Member>, token: u64) {
+    for m in members.values() {
+        m.wait_applied(token, WAIT).unwrap();
+    }
+}
+
+#[test]
+fn a_group_elects_a_master_replicates_and_refuses_writes_on_replicas() {
+    let dir = tempfile::tempdir().unwrap();
+    let net = Network::new();
+    let members = group(dir.path(), &net, &[1, 2, 3]);
+    let master = master_of(&members);
+    let mut token = 0;
+    for i in 0..50 {
+        token = put(
+            &members[&master],
+            "kv",
+            &format!("k{i:03}"),
+            &format!("v{i}"),
+        )
+        .unwrap();
+    }
+    wait_all(&members, token);
+    let want = contents(&members[&master].env());
+    assert_eq!(want["kv"].len(), 50);
+    for m in members.values() {
+        assert_eq!(contents(&m.env()), want, "member {}", m.id());
+    }
+    let replica = members.keys().copied().find(|&id| id != master).unwrap();
+    match put(&members[&replica], "kv", "x", "y") {
+        Err(Error::NotMaster { master: Some(m) }) => assert_eq!(m, master),
+        other => panic!("a write on a replica gave {other:?}"),
+    }
+    // A database created on the master exists everywhere, under the same name.
+    let token = put(&members[&master], "other", "a", "b").unwrap();
+    wait_all(&members, token);
+    for m in members.values() {
+        assert_eq!(
+            m.env()
+                .open_db("other")
+                .unwrap()
+                .get(b"a")
+                .unwrap()
+                .unwrap(),
+            b"b"
+        );
+    }
+    for (_, m) in members {
+        m.shutdown().unwrap();
+    }
+}
+
+#[test]
+fn failover_keeps_every_acknowledged_commit_and_the_old_master_rejoins() {
+    let dir = tempfile::tempdir().unwrap();
+    let net = Network::new();
+    let mut members = group(dir.path(), &net, &[1, 2, 3]);
+    let first = master_of(&members);
+    let mut acked = Vec::new();
+    for i in 0..30 {
+        put(&members[&first], "kv", &format!("a{i}"), "1").unwrap();
+        acked.push(format!("a{i}"));
+    }
+    members.remove(&first).unwrap().shutdown().unwrap();
+    let started = Instant::now();
+    let second = master_of(&members);
+    let failover = started.elapsed();
+    assert_ne!(first, second);
+    for i in 0..30 {
+        put(&members[&second], "kv", &format!("b{i}"), "2").unwrap();
+        acked.push(format!("b{i}"));
+    }
+    // The old master comes back as a replica and catches up.
+    members.insert(
+        first,
+        Member::start(config(dir.path(), first), &net).unwrap(),
+    );
+    let token = put(&members[&second], "kv", "last", "3").unwrap();
+    acked.push("last".into());
+    wait_all(&members, token);
+    assert_eq!(master_of(&members), second);
+    let want = contents(&members[&second].env());
+    for key in &acked {
+        assert!(
+            want["kv"].iter().any(|(k, _)| k == key.as_bytes()),
+            "{key} lost"
+        );
+    }
+    for m in members.values() {
+        assert_eq!(contents(&m.env()), want, "member {}", m.id());
+    }
+    eprintln!("failover after a clean stop of the master: {failover:?}");
+    for (_, m) in members {
+        m.shutdown().unwrap();
+    }
+}
+
+#[test]
+fn an_isolated_master_steps_aside_and_its_unacknowledged_write_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let net = Network::new();
+    let members: BTreeMap<NodeId, Member> = [1, 2, 3]
+        .iter()
+        .map(|&id| {
+            let c = MemberConfig {
+                ack_timeout: Duration::from_secs(1),
+                ..config(dir.path(), id)
+            };
+            (id, Member::start(c, &net).unwrap())
+        })
+        .collect();
+    members[&1].initialize(&[1, 2, 3]).unwrap();
+    let first = master_of(&members);
+    put(&members[&first], "kv", "before", "1").unwrap();
+    net.isolate(first);
+    // Cut off from the majority, the old master cannot commit: a typed error, not a hang.
+    match put(&members[&first], "kv", "cut-off", "x") {
+        Err(Error::Replication(msg)) => assert!(msg.contains("may still be"), "{msg}"),
+        Err(Error::NotMaster { .. }) => {}
+        other => panic!("a write on an isolated master gave {other:?}"),
+    }
+    // The others elect a master of their own and take writes.
+    let others: BTreeMap<NodeId, &Member> = members
+        .iter()
+        .filter(|(&id, _)| id != first)
+        .map(|(&id, m)| (id, m))
+        .collect();
+    let deadline = Instant::now() + WAIT;
+    let second = loop {
+        if let Some(m) = others.values().find(|m| m.is_master()) {
+            break m.id();
+        }
+        assert!(Instant::now() < deadline, "no new master");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let token = put(&members[&second], "kv", "during", "2").unwrap();
+    net.heal();
+    wait_all(&members, token);
+    assert_eq!(master_of(&members), second);
+    let want = contents(&members[&second].env());
+    // The write the old master could not commit was never applied anywhere.
+    assert!(!want["kv"].iter().any(|(k, _)| k == b"cut-off"));
+    assert_eq!(want["kv"].len(), 2);
+    for m in members.values() {
+        assert_eq!(contents(&m.env()), want, "member {}", m.id());
+    }
+    for (_, m) in members {
+        m.shutdown().unwrap();
+    }
+}
+
+#[test]
+fn a_member_added_after_the_log_was_removed_is_rebuilt_from_a_copy() {
+    let dir = tempfile::tempdir().unwrap();
+    let net = Network::new();
+    let small = |id| MemberConfig {
+        snapshot_every: 20,
+        ..config(dir.path(), id)
+    };
+    let mut members: BTreeMap<NodeId, Member> = [1, 2, 3]
+        .iter()
+        .map(|&id| (id, Member::start(small(id), &net).unwrap()))
+        .collect();
+    members[&1].initialize(&[1, 2, 3]).unwrap();
+    let master = master_of(&members);
+    for i in 0..1500 {
+        put(
+            &members[&master],
+            "kv",
+            &format!("k{i:05}"),
+            &"x".repeat(i % 50),
+        )
+        .unwrap();
+    }
+    let newcomer = Member::start(small(4), &net).unwrap();
+    members[&master].add_member(4, false).unwrap();
+    members.insert(4, newcomer);
+    let token = put(&members[&master], "kv", "after", "y").unwrap();
+    wait_all(&members, token);
+    let want = contents(&members[&master].env());
+    assert_eq!(want["kv"].len(), 1501);
+    for m in members.values() {
+        assert_eq!(contents(&m.env()), want, "member {}", m.id());
+    }
+    let (master_status, newcomer) = (members[&master].status(), members[&4].status());
+    assert_eq!(newcomer.state, "learner");
+    // The log it needed was gone: it was rebuilt from a copy of the master's environment.
+    assert!(master_status.purged.unwrap_or(0) > 1, "{master_status:?}");
+    assert!(newcomer.snapshot.is_some(), "{newcomer:?}");
+    for (_, m) in members {
+        m.shutdown().unwrap();
+    }
+}
+
+#[test]
+fn a_member_refuses_an_environment_that_was_never_a_members() {
+    let dir = tempfile::tempdir().unwrap();
+    let env_dir = dir.path().join("m1/env");
+    let env = Env::open(&env_dir, beechdb::Config::default().transactional(true)).unwrap();
+    env.create_db("mine").unwrap().put(b"k", b"v").unwrap();
+    env.close().unwrap();
+    match Member::start(config(dir.path(), 1), &Network::new()) {
+        Err(Error::InvalidArgument(msg)) => assert!(msg.contains("never a group member"), "{msg}"),
+        Err(e) => panic!("unexpected error {e}"),
+        Ok(_) => panic!("an environment with data became a member"),
+    }
+}

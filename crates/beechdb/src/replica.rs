@@ -1,0 +1,218 @@
+//! Replication hooks: how a replication layer (the `beechdb-repl` crate) takes over the
+//! commits of an environment and applies the commits of others.
+//!
+//! Owns: [`Replicator`], the encoding of a replicated commit, [`Env::set_replicator`] and
+//! [`Env::apply_replicated`]. May call: the commit pipeline (`txn::commit`). Invariants:
+//! with a replicator installed, no commit reaches the trees except through
+//! [`Env::apply_replicated`], so every member applies the same commits in the same order;
+//! the transaction that made a commit keeps its locks until its commit is applied, so the
+//! writes it checked cannot be overtaken; a replicated commit names databases by the ids the
+//! master gave them, which every member shares because only the master creates databases.
+
+use crate::config::Durability;
+use crate::env::{Db, Env, Shared};
+use crate::error::{Error, Result};
+use crate::txn::Ddl;
+use crate::wal::{Op, Ops, OpsBuilder};
+use std::sync::Arc;
+
+/// Takes over the commits of an environment: each transaction's commit is handed to
+/// [`Replicator::replicate`] instead of being logged and applied locally. The replicator
+/// makes it durable on the members its policy asks for and applies it everywhere, this
+/// environment included, with [`Env::apply_replicated`].
+pub trait Replicator: Send + Sync {
+    /// Replicates one commit (an encoded write set) with durability `d` on this member;
+    /// returns once it is applied here, with its position in the replicated log (the
+    /// commit token that replicas can wait for). An error says whether the commit may yet
+    /// be applied ([`Error::Replication`]) or was refused ([`Error::NotMaster`]).
+    fn replicate(&self, commit: &[u8], d: Durability) -> Result<u64>;
+
+    /// Returns once this member has applied every commit the group made before now, or
+    /// fails if it is not the master. Called before a commit that creates databases: the
+    /// ids it took must not be taken by a commit of an earlier master still to be applied.
+    fn catch_up(&self) -> Result<()>;
+}
+
+const DDL_CREATE: u8 = 1;
+const DDL_REMOVE: u8 = 2;
+
+/// Encodes a commit: its databases created or removed, in order, then its writes.
+pub(crate) fn encode_commit(ddl: &[Ddl], ops: Ops) -> Vec<u8> {
+    let mut out = Vec::with_capacity(8 + ops.bytes().len());
+    out.extend_from_slice(&(ddl.len() as u32).to_le_bytes());
+    for d in ddl {
+        let (kind, db, name) = match d {
+            Ddl::Create { db, name } => (DDL_CREATE, db, name),
+            Ddl::Remove { db, name } => (DDL_REMOVE, db, name),
+        };
+        out.push(kind);
+        out.extend_from_slice(&db.to_le_bytes());
+        out.extend_from_slice(&(name.len() as u32).to_le_bytes());
+        out.extend_from_slice(name.as_bytes());
+    }
+    ops.encode(&mut out);
+    out
+}
+
+/// Decodes [`encode_commit`]'s bytes; a typed error for anything cut short, malformed or
+/// followed by stray bytes.
+pub(crate) fn decode_commit(bytes: &[u8]) -> Result<(Vec<Ddl>, Ops<'_>)> {
+    let bad = || Error::Corrupt {
+        page: None,
+        detail: "a replicated commit is malformed".into(),
+    };
+    let buf = &mut &bytes[..];
+    let take_u32 = |buf: &mut &[u8]| -> Option<u32> {
+        let (head, rest) = buf.split_first_chunk::<4>()?;
+        *buf = rest;
+        Some(u32::from_le_bytes(*head))
+    };
+    let count = take_u32(buf).ok_or_else(bad)?;
+    let mut ddl = Vec::new();
+    for _ in 0..count {
+        let (&kind, rest) = buf.split_first().ok_or_else(bad)?;
+        *buf = rest;
+        let db = take_u32(buf).ok_or_else(bad)?;
+        let len = take_u32(buf).ok_or_else(bad)? as usize;
+        if buf.len() < len {
+            return Err(bad());
+        }
+        let (name, rest) = buf.split_at(len);
+        *buf = rest;
+        let name = std::str::from_utf8(name).map_err(|_| bad())?.to_string();
+        ddl.push(match kind {
+            DDL_CREATE => Ddl::Create { db, name },
+            DDL_REMOVE => Ddl::Remove { db, name },
+            _ => return Err(bad()),
+        });
+    }
+    let ops = Ops::take(buf).ok_or_else(bad)?;
+    if !buf.is_empty() {
+        return Err(bad());
+    }
+    Ok((ddl, ops))
+}
+
+impl Shared {
+    pub(crate) fn replicator(&self) -> Option<Arc<dyn Replicator>> {
+        self.replicator.read().clone()
+    }
+
+    /// Hands a commit to the replicator `r` (see [`Shared::commit_txn`]).
+    pub(crate) fn commit_replicated(
+        &self,
+        r: &dyn Replicator,
+        ddl: &[Ddl],
+        ops: Ops,
+        d: Durability,
+    ) -> Result<u64> {
+        self.live()?;
+        if ddl.iter().any(|d| matches!(d, Ddl::Create { .. })) {
+            r.catch_up()?;
+            let e = self.engine.read();
+            for d in ddl {
+                if let Ddl::Create { db, name } = d {
+                    if e.names.contains_key(name) {
+                        return Err(Error::DbExists(name.clone()));
+                    }
+                    if e.db(*db).is_ok() {
+                        // An earlier master's database took the id: a retry takes another.
+                        return Err(Error::Conflict);
+                    }
+                }
+            }
+        }
+        r.replicate(&encode_commit(ddl, ops), d)
+    }
+}
+
+impl Env {
+    /// Installs (or with `None` removes) the replicator that takes over this environment's
+    /// commits. Transactional environments only.
+    pub fn set_replicator(&self, replicator: Option<Arc<dyn Replicator>>) -> Result<()> {
+        self.shared.tx()?;
+        *self.shared.replicator.write() = replicator;
+        Ok(())
+    }
+
+    /// Applies a commit that a [`Replicator`] was given (here or on another member), as
+    /// one local commit with durability `d`, together with `marker`, a write of the
+    /// replication layer's own (its applied position, in a database of its own) that
+    /// becomes durable atomically with the commit. `commit` `None` applies the marker
+    /// alone. Takes no locks: the master's transaction that made the commit still holds
+    /// them, and a replica has no other writers. Returns the local commit's LSN.
+    pub fn apply_replicated(
+        &self,
+        commit: Option<&[u8]>,
+        marker: Option<(&Db, &[u8], &[u8])>,
+        d: Durability,
+    ) -> Result<u64> {
+        let shared = &self.shared;
+        let tx = shared.tx()?;
+        let none = OpsBuilder::default();
+        let (ddl, ops) = match commit {
+            Some(bytes) => decode_commit(bytes)?,
+            None => (Vec::new(), none.ops()),
+        };
+        let mut all = OpsBuilder::default();
+        let mut dbs: Vec<u32> = Vec::new();
+        let writes = ops.iter().chain(marker.map(|(db, key, value)| Op::Put {
+            db: db.id(),
+            key,
+            value,
+        }));
+        for op in writes {
+            if !dbs.contains(&op.db()) {
+                dbs.push(op.db());
+            }
+            all.push(op);
+        }
+        let id = tx.txns.new_id();
+        shared.commit_local(id, &ddl, all.ops(), &dbs, d)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_commit_round_trips_and_damage_is_refused() {
+        let ddl = vec![
+            Ddl::Create {
+                db: 7,
+                name: "accounts".into(),
+            },
+            Ddl::Remove {
+                db: 3,
+                name: "old".into(),
+            },
+        ];
+        let mut ops = OpsBuilder::default();
+        ops.push(Op::Put {
+            db: 7,
+            key: b"k",
+            value: b"v",
+        });
+        ops.push(Op::Delete {
+            db: 2,
+            key: b"gone",
+        });
+        let bytes = encode_commit(&ddl, ops.ops());
+        let (ddl2, ops2) = decode_commit(&bytes).unwrap();
+        assert_eq!(format!("{ddl:?}"), format!("{ddl2:?}"));
+        assert_eq!(
+            ops2.iter().collect::<Vec<_>>(),
+            ops.ops().iter().collect::<Vec<_>>()
+        );
+        for cut in 0..bytes.len() {
+            assert!(decode_commit(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(decode_commit(&longer).is_err());
+        let mut bad_kind = bytes;
+        bad_kind[4] = 9;
+        assert!(decode_commit(&bad_kind).is_err());
+    }
+}
