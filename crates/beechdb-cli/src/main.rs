@@ -14,6 +14,7 @@ use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+mod node;
 mod sql;
 
 #[derive(Parser)]
@@ -123,6 +124,43 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run one member of a replication group as a process, until killed. Its directory
+    /// holds its environment and its log. Clients write through `beechdb_repl::tcp::Client`.
+    Node {
+        /// The member's directory (created if missing).
+        dir: PathBuf,
+        /// The member's id in the group.
+        #[arg(long)]
+        id: u64,
+        /// Address to listen on (the member's address in the group), e.g. 127.0.0.1:7001.
+        #[arg(long)]
+        listen: String,
+        /// The group's name: members of other groups are refused.
+        #[arg(long, default_value = "beechdb")]
+        group: String,
+        /// Form a new group of these voting members, ID=ADDRESS,... (give the same list to
+        /// each; the smallest id forms it).
+        #[arg(long)]
+        init: Option<String>,
+        /// Join the running group at these addresses (any members; the master is found).
+        #[arg(long)]
+        join: Option<String>,
+        /// With --join: join as a non-voting replica.
+        #[arg(long)]
+        replica: bool,
+    },
+    /// The status of the members of a group: state, master, term, log and applied positions.
+    Members {
+        /// Member addresses.
+        #[arg(required = true)]
+        addrs: Vec<String>,
+        /// The group's name.
+        #[arg(long, default_value = "beechdb")]
+        group: String,
+        /// One JSON object per member.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -179,6 +217,16 @@ fn run(cli: Cli) -> Res<ExitCode> {
     let accept = cli.accept_fallback;
     match cli.command {
         Command::Sql { dir, sql } => sql::run(&dir, sql),
+        Command::Node {
+            dir,
+            id,
+            listen,
+            group,
+            init,
+            join,
+            replica,
+        } => node::run(dir, id, listen, group, init, join, replica),
+        Command::Members { addrs, group, json } => node::status(&group, &addrs, json),
         Command::Stat { dir, db, json } => stat(&dir, db, json, accept),
         Command::Dump {
             dir,

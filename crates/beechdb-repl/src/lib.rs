@@ -20,6 +20,7 @@
 pub mod log_store;
 pub mod net;
 pub mod state;
+pub mod tcp;
 
 use beechdb::{Durability, Env, Error, Result};
 use openraft::error::{ClientWriteError, RaftError};
@@ -132,6 +133,15 @@ impl MemberConfig {
     }
 }
 
+/// How a member reaches the others.
+pub enum Transport<'a> {
+    /// Members of this process, on a network the caller controls (tests).
+    Local(&'a net::Network),
+    /// TCP: this member listens on `listen` (its address in the group) and belongs to the
+    /// group named `group` (connections from other groups are refused).
+    Tcp { listen: &'a str, group: &'a str },
+}
+
 /// A member's view of its group, from its last metrics.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Status {
@@ -158,7 +168,8 @@ pub struct Status {
 /// master); reads work on every member.
 pub struct Member {
     id: NodeId,
-    net: net::Network,
+    /// The in-process network, which the member leaves when it stops.
+    net: Option<net::Network>,
     raft: Raft,
     sm: Arc<state::StateMachine>,
     runtime: Arc<tokio::runtime::Runtime>,
@@ -231,9 +242,9 @@ fn write_error(e: RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>) -> Err
 
 impl Member {
     /// Starts a member: opens (or creates) its environment and log under
-    /// `config.dir`, and joins the network `net`. A new member knows no group until
+    /// `config.dir`, and joins the network. A new member knows no group until
     /// [`Member::initialize`] is called on one member, or a master adds it.
-    pub fn start(config: MemberConfig, net: &net::Network) -> Result<Member> {
+    pub fn start(config: MemberConfig, transport: Transport) -> Result<Member> {
         let runtime = Arc::new(
             tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
@@ -262,20 +273,47 @@ impl Member {
         }
         .validate()
         .map_err(|e| Error::InvalidArgument(format!("replication settings: {e}")))?;
-        let network = net.endpoint(config.id);
-        let raft = runtime
-            .block_on(Raft::new(
-                config.id,
-                Arc::new(raft_config),
-                network,
-                log,
-                sm.clone(),
-            ))
+        let raft_config = Arc::new(raft_config);
+        let started = match &transport {
+            Transport::Local(net) => {
+                let endpoint = net.endpoint(config.id);
+                runtime.block_on(Raft::new(config.id, raft_config, endpoint, log, sm.clone()))
+            }
+            Transport::Tcp { group, .. } => {
+                let endpoint = tcp::TcpEndpoint {
+                    group: group.to_string(),
+                    from: config.id,
+                };
+                runtime.block_on(Raft::new(config.id, raft_config, endpoint, log, sm.clone()))
+            }
+        };
+        let raft = started
             .map_err(|e| Error::Replication(format!("starting member {}: {e}", config.id)))?;
-        net.register(config.id, raft.clone());
+        let net = match transport {
+            Transport::Local(net) => {
+                net.register(config.id, raft.clone());
+                Some(net.clone())
+            }
+            Transport::Tcp { listen, group } => {
+                let listener = runtime
+                    .block_on(tokio::net::TcpListener::bind(listen))
+                    .map_err(|e| Error::Io {
+                        context: format!("listening on {listen}"),
+                        source: e,
+                    })?;
+                let server = Arc::new(tcp::Server {
+                    group: group.to_string(),
+                    raft: raft.clone(),
+                    sm: sm.clone(),
+                    ack_timeout: config.ack_timeout,
+                });
+                runtime.spawn(tcp::serve(listener, server));
+                None
+            }
+        };
         let member = Member {
             id: config.id,
-            net: net.clone(),
+            net,
             raft,
             sm,
             runtime,
@@ -300,12 +338,13 @@ impl Member {
         self.sm.env()
     }
 
-    /// Makes a new group of the voting members `members` (ids), this one among them: call
-    /// it once, on one member, when the group is first formed.
-    pub fn initialize(&self, members: &[NodeId]) -> Result<()> {
+    /// Makes a new group of the voting members `members` (ids and addresses; addresses are
+    /// not used on a local network), this one among them: call it once, on one member,
+    /// when the group is first formed.
+    pub fn initialize(&self, members: &[(NodeId, &str)]) -> Result<()> {
         let nodes: BTreeMap<NodeId, BasicNode> = members
             .iter()
-            .map(|&id| (id, BasicNode::new(id.to_string())))
+            .map(|&(id, addr)| (id, BasicNode::new(addr)))
             .collect();
         let raft = self.raft.clone();
         self.runtime
@@ -313,30 +352,14 @@ impl Member {
             .map_err(|e| Error::InvalidArgument(format!("forming the group: {e}")))
     }
 
-    /// Adds member `id` (already started) to the group, as a voter or as a non-voting
-    /// replica; on the master only. Returns once it has caught up and the change is
-    /// committed.
-    pub fn add_member(&self, id: NodeId, voter: bool) -> Result<()> {
+    /// Adds member `id` (already started, at `addr`) to the group, as a voter or as a
+    /// non-voting replica; on the master only. Returns once it has caught up and the change
+    /// is committed.
+    pub fn add_member(&self, id: NodeId, addr: &str, voter: bool) -> Result<()> {
         let raft = self.raft.clone();
-        self.runtime.block_on(async move {
-            raft.add_learner(id, BasicNode::new(id.to_string()), true)
-                .await
-                .map_err(write_error)?;
-            if voter {
-                let mut voters = raft
-                    .metrics()
-                    .borrow()
-                    .membership_config
-                    .membership()
-                    .voter_ids()
-                    .collect::<BTreeSet<_>>();
-                voters.insert(id);
-                raft.change_membership(voters, true)
-                    .await
-                    .map_err(write_error)?;
-            }
-            Ok(())
-        })
+        let addr = addr.to_string();
+        self.runtime
+            .block_on(async move { add_member(&raft, id, addr, voter).await })
     }
 
     /// Removes member `id` from the group (voter or not); on the master only.
@@ -363,26 +386,7 @@ impl Member {
 
     /// This member's view of the group.
     pub fn status(&self) -> Status {
-        let m = self.metrics();
-        let membership = m.membership_config.membership();
-        Status {
-            id: self.id,
-            state: match m.state {
-                ServerState::Leader => "master",
-                ServerState::Follower => "replica",
-                ServerState::Candidate => "candidate",
-                ServerState::Learner => "learner",
-                ServerState::Shutdown => "shutdown",
-            },
-            master: m.current_leader,
-            term: m.current_term,
-            last_log: m.last_log_index.unwrap_or(0),
-            applied: m.last_applied.map_or(0, |l| l.index),
-            voters: membership.voter_ids().collect(),
-            learners: membership.learner_ids().collect(),
-            snapshot: m.snapshot.map(|l| l.index),
-            purged: m.purged.map(|l| l.index),
-        }
+        status_of(&self.raft)
     }
 
     /// Whether this member is the master now.
@@ -429,9 +433,56 @@ impl Member {
     /// Stops this member: it leaves the network (others see it as unreachable) and its
     /// environment is closed, everything applied made durable.
     pub fn shutdown(self) -> Result<()> {
-        self.net.leave(self.id);
+        if let Some(net) = &self.net {
+            net.leave(self.id);
+        }
         let raft = self.raft.clone();
         let _ = self.runtime.block_on(async move { raft.shutdown().await });
         self.sm.close()
+    }
+}
+
+/// Adds member `id` at `addr` to the group of the master `raft`.
+pub(crate) async fn add_member(raft: &Raft, id: NodeId, addr: String, voter: bool) -> Result<()> {
+    raft.add_learner(id, BasicNode::new(addr), true)
+        .await
+        .map_err(write_error)?;
+    if voter {
+        let mut voters = raft
+            .metrics()
+            .borrow()
+            .membership_config
+            .membership()
+            .voter_ids()
+            .collect::<BTreeSet<_>>();
+        voters.insert(id);
+        raft.change_membership(voters, true)
+            .await
+            .map_err(write_error)?;
+    }
+    Ok(())
+}
+
+/// The status of the member whose node is `raft`.
+pub(crate) fn status_of(raft: &Raft) -> Status {
+    let m = raft.metrics().borrow().clone();
+    let membership = m.membership_config.membership();
+    Status {
+        id: m.id,
+        state: match m.state {
+            ServerState::Leader => "master",
+            ServerState::Follower => "replica",
+            ServerState::Candidate => "candidate",
+            ServerState::Learner => "learner",
+            ServerState::Shutdown => "shutdown",
+        },
+        master: m.current_leader,
+        term: m.current_term,
+        last_log: m.last_log_index.unwrap_or(0),
+        applied: m.last_applied.map_or(0, |l| l.index),
+        voters: membership.voter_ids().collect(),
+        learners: membership.learner_ids().collect(),
+        snapshot: m.snapshot.map(|l| l.index),
+        purged: m.purged.map(|l| l.index),
     }
 }

@@ -266,6 +266,29 @@ impl StateMachine {
     }
 }
 
+/// A 64-bit FNV-1a digest of every database but the marker, as `txn` reads them: names,
+/// keys and values, each with its length.
+pub fn digest(env: &Env, txn: &beechdb::Txn) -> Result<u64> {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |bytes: &[u8]| {
+        for b in (bytes.len() as u64).to_le_bytes().iter().chain(bytes) {
+            h = (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3);
+        }
+    };
+    for name in env.db_names()? {
+        if name == MARKER_DB {
+            continue;
+        }
+        eat(name.as_bytes());
+        for kv in txn.iter(&env.open_db(&name)?) {
+            let (k, v) = kv?;
+            eat(&k);
+            eat(&v);
+        }
+    }
+    Ok(h)
+}
+
 /// The regular files of directory `dir` as one byte string: for each, its name's length
 /// (u32) and name, its length (u64) and bytes.
 fn pack(dir: &Path) -> Result<Vec<u8>> {

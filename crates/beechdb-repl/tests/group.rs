@@ -4,7 +4,7 @@
 
 use beechdb::{Env, Error};
 use beechdb_repl::net::Network;
-use beechdb_repl::{Member, MemberConfig, NodeId};
+use beechdb_repl::{Member, MemberConfig, NodeId, Transport};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -19,9 +19,15 @@ fn config(dir: &Path, id: NodeId) -> MemberConfig {
 fn group(dir: &Path, net: &Network, ids: &[NodeId]) -> BTreeMap<NodeId, Member> {
     let members: BTreeMap<NodeId, Member> = ids
         .iter()
-        .map(|&id| (id, Member::start(config(dir, id), net).unwrap()))
+        .map(|&id| {
+            (
+                id,
+                Member::start(config(dir, id), Transport::Local(net)).unwrap(),
+            )
+        })
         .collect();
-    members[&ids[0]].initialize(ids).unwrap();
+    let nodes: Vec<(NodeId, &str)> = ids.iter().map(|&id| (id, "")).collect();
+    members[&ids[0]].initialize(&nodes).unwrap();
     members
 }
 
@@ -153,7 +159,7 @@ fn failover_keeps_every_acknowledged_commit_and_the_old_master_rejoins() {
     // The old master comes back as a replica and catches up.
     members.insert(
         first,
-        Member::start(config(dir.path(), first), &net).unwrap(),
+        Member::start(config(dir.path(), first), Transport::Local(&net)).unwrap(),
     );
     let token = put(&members[&second], "kv", "last", "3").unwrap();
     acked.push("last".into());
@@ -186,10 +192,12 @@ fn an_isolated_master_steps_aside_and_its_unacknowledged_write_fails() {
                 ack_timeout: Duration::from_secs(1),
                 ..config(dir.path(), id)
             };
-            (id, Member::start(c, &net).unwrap())
+            (id, Member::start(c, Transport::Local(&net)).unwrap())
         })
         .collect();
-    members[&1].initialize(&[1, 2, 3]).unwrap();
+    members[&1]
+        .initialize(&[(1, ""), (2, ""), (3, "")])
+        .unwrap();
     let first = master_of(&members);
     put(&members[&first], "kv", "before", "1").unwrap();
     net.isolate(first);
@@ -239,9 +247,16 @@ fn a_member_added_after_the_log_was_removed_is_rebuilt_from_a_copy() {
     };
     let mut members: BTreeMap<NodeId, Member> = [1, 2, 3]
         .iter()
-        .map(|&id| (id, Member::start(small(id), &net).unwrap()))
+        .map(|&id| {
+            (
+                id,
+                Member::start(small(id), Transport::Local(&net)).unwrap(),
+            )
+        })
         .collect();
-    members[&1].initialize(&[1, 2, 3]).unwrap();
+    members[&1]
+        .initialize(&[(1, ""), (2, ""), (3, "")])
+        .unwrap();
     let master = master_of(&members);
     for i in 0..1500 {
         put(
@@ -252,8 +267,8 @@ fn a_member_added_after_the_log_was_removed_is_rebuilt_from_a_copy() {
         )
         .unwrap();
     }
-    let newcomer = Member::start(small(4), &net).unwrap();
-    members[&master].add_member(4, false).unwrap();
+    let newcomer = Member::start(small(4), Transport::Local(&net)).unwrap();
+    members[&master].add_member(4, "", false).unwrap();
     members.insert(4, newcomer);
     let token = put(&members[&master], "kv", "after", "y").unwrap();
     wait_all(&members, token);
@@ -279,9 +294,89 @@ fn a_member_refuses_an_environment_that_was_never_a_members() {
     let env = Env::open(&env_dir, beechdb::Config::default().transactional(true)).unwrap();
     env.create_db("mine").unwrap().put(b"k", b"v").unwrap();
     env.close().unwrap();
-    match Member::start(config(dir.path(), 1), &Network::new()) {
+    match Member::start(config(dir.path(), 1), Transport::Local(&Network::new())) {
         Err(Error::InvalidArgument(msg)) => assert!(msg.contains("never a group member"), "{msg}"),
         Err(e) => panic!("unexpected error {e}"),
         Ok(_) => panic!("an environment with data became a member"),
+    }
+}
+
+fn free_port() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().to_string()
+}
+
+#[test]
+fn members_over_tcp_serve_clients_and_refuse_strangers_and_garbage() {
+    use beechdb_repl::tcp::{connect, Client};
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let addrs: Vec<String> = (0..3).map(|_| free_port()).collect();
+    let members: BTreeMap<NodeId, Member> = (1..=3u64)
+        .map(|id| {
+            let listen = &addrs[id as usize - 1];
+            let t = Transport::Tcp { listen, group: "g" };
+            (id, Member::start(config(dir.path(), id), t).unwrap())
+        })
+        .collect();
+    let nodes: Vec<(NodeId, &str)> = (1..=3u64)
+        .map(|id| (id, addrs[id as usize - 1].as_str()))
+        .collect();
+    members[&1].initialize(&nodes).unwrap();
+    let master = master_of(&members);
+    // A client that starts at any member finds the master.
+    let mut client = Client::new("g", &addrs).unwrap();
+    let mut token = 0;
+    for i in 0..20u32 {
+        token = client
+            .put("kv", &i.to_be_bytes(), b"v", Duration::from_secs(10))
+            .unwrap();
+    }
+    for addr in &addrs {
+        assert_eq!(
+            client
+                .get(addr, "kv", &7u32.to_be_bytes(), token)
+                .unwrap()
+                .as_deref(),
+            Some(&b"v"[..])
+        );
+        assert!(client.status(addr).unwrap().applied >= token);
+    }
+    assert_eq!(
+        client.status(&addrs[master as usize - 1]).unwrap().state,
+        "master"
+    );
+    // A member of another group is refused at Hello.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let refused = rt.block_on(connect(&addrs[0], "other", 9)).unwrap_err();
+    assert_eq!(
+        refused.kind(),
+        std::io::ErrorKind::PermissionDenied,
+        "{refused}"
+    );
+    // Garbage and cut frames close their connection and nothing else.
+    for junk in [
+        &b"\x05\x00\x00\x00\x00\x00\x00\x00hello"[..],
+        &[0xff; 64][..],
+        &[1, 2, 3][..],
+    ] {
+        let mut s = std::net::TcpStream::connect(&addrs[0]).unwrap();
+        s.write_all(junk).unwrap();
+        drop(s);
+    }
+    let token = client
+        .put("kv", b"after", b"junk", Duration::from_secs(10))
+        .unwrap();
+    wait_all(&members, token);
+    let want = contents(&members[&master].env());
+    assert_eq!(want["kv"].len(), 21);
+    for m in members.values() {
+        assert_eq!(contents(&m.env()), want, "member {}", m.id());
+    }
+    for (_, m) in members {
+        m.shutdown().unwrap();
     }
 }

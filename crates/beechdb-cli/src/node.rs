@@ -1,0 +1,160 @@
+//! `beech node` (run one member of a replication group as a process) and `beech members`
+//! (the status of a group's members, from outside).
+//!
+//! Owns: parsing member lists, forming or joining a group from the command line. May call:
+//! `beechdb_repl`. Invariant: `node` prints one line once the member listens, then runs
+//! until killed; a member never forms a group it was not told to.
+
+use beechdb_repl::tcp::{Client, ClientError, Message, Reply};
+use beechdb_repl::{Member, MemberConfig, NodeId, Transport};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// `ID=ADDR` pairs, comma-separated.
+fn members(list: &str) -> Res<Vec<(NodeId, String)>> {
+    list.split(',')
+        .filter(|s| !s.is_empty())
+        .map(|pair| {
+            let (id, addr) = pair
+                .split_once('=')
+                .ok_or_else(|| format!("{pair:?} is not ID=ADDRESS"))?;
+            let id: NodeId = id
+                .parse()
+                .map_err(|_| format!("{id:?} is not a member id"))?;
+            Ok((id, addr.to_string()))
+        })
+        .collect()
+}
+
+/// Runs member `id` of group `group` in `dir`, listening on `listen`; forms the group of
+/// `init` (on its smallest id) or asks the group at `join` to add it.
+pub fn run(
+    dir: PathBuf,
+    id: NodeId,
+    listen: String,
+    group: String,
+    init: Option<String>,
+    join: Option<String>,
+    replica: bool,
+) -> Res<ExitCode> {
+    let member = Member::start(
+        MemberConfig::new(id, dir),
+        Transport::Tcp {
+            listen: &listen,
+            group: &group,
+        },
+    )?;
+    if let Some(list) = init {
+        let all = members(&list)?;
+        if !all.iter().any(|(m, _)| *m == id) {
+            return Err(format!("--init does not name this member ({id})").into());
+        }
+        if all.iter().map(|(m, _)| *m).min() == Some(id) {
+            let nodes: Vec<(NodeId, &str)> = all.iter().map(|(m, a)| (*m, a.as_str())).collect();
+            // Formed already (a restart): nothing to do.
+            let _ = member.initialize(&nodes);
+        }
+    }
+    println!("member {id} of group {group:?} listening on {listen}");
+    if let Some(addrs) = join {
+        let addrs: Vec<String> = addrs.split(',').map(str::to_string).collect();
+        ask_to_join(&group, &addrs, id, &listen, !replica)?;
+        println!("member {id} joined");
+    }
+    loop {
+        std::thread::sleep(Duration::from_secs(3600));
+    }
+}
+
+/// Asks the group's master (found from `addrs`) to add this member; retries for a minute.
+fn ask_to_join(group: &str, addrs: &[String], id: NodeId, listen: &str, voter: bool) -> Res<()> {
+    let client = Client::new(group, addrs)?;
+    let m = Message::AddMember {
+        id,
+        addr: listen.to_string(),
+        voter,
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut at = addrs.first().cloned().ok_or("--join needs an address")?;
+    loop {
+        let outcome = client.send(&at, &m);
+        match outcome {
+            Ok(Reply::AddMember(Ok(()))) => return Ok(()),
+            Ok(Reply::AddMember(Err(ClientError::NotMaster(Some((_, a)))))) if !a.is_empty() => {
+                at = a;
+                continue;
+            }
+            Ok(Reply::AddMember(Err(e))) if Instant::now() >= deadline => {
+                return Err(format!("joining: {e:?}").into())
+            }
+            Err(e) if Instant::now() >= deadline => return Err(format!("joining: {e}").into()),
+            _ => std::thread::sleep(Duration::from_millis(200)),
+        }
+    }
+}
+
+/// Prints the status of the members at `addrs` (text, or JSON lines).
+pub fn status(group: &str, addrs: &[String], json: bool) -> Res<ExitCode> {
+    let client = Client::new(group, addrs)?;
+    let mut failed = false;
+    if !json {
+        println!(
+            "{:<22} {:>4} {:<9} {:>6} {:>6} {:>10} {:>10}",
+            "address", "id", "state", "master", "term", "last log", "applied"
+        );
+    }
+    for addr in addrs {
+        match client.status(addr) {
+            Ok(s) if json => println!(
+                "{}",
+                serde_json::json!({"address": addr, "id": s.id, "state": s.state,
+                    "master": s.master, "term": s.term, "last_log": s.last_log, "applied": s.applied})
+            ),
+            Ok(s) => println!(
+                "{addr:<22} {:>4} {:<9} {:>6} {:>6} {:>10} {:>10}",
+                s.id,
+                s.state,
+                s.master.map_or("-".into(), |m| m.to_string()),
+                s.term,
+                s.last_log,
+                s.applied
+            ),
+            Err(e) => {
+                failed = true;
+                if json {
+                    println!(
+                        "{}",
+                        serde_json::json!({"address": addr, "error": e.to_string()})
+                    );
+                } else {
+                    println!("{addr:<22} unreachable: {e}");
+                }
+            }
+        }
+    }
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn member_lists_parse_and_bad_ones_say_why() {
+        let m = super::members("1=127.0.0.1:7001,2=h:7002").unwrap();
+        assert_eq!(m, vec![(1, "127.0.0.1:7001".into()), (2, "h:7002".into())]);
+        assert!(super::members("1:7001")
+            .unwrap_err()
+            .to_string()
+            .contains("ID=ADDRESS"));
+        assert!(super::members("x=a")
+            .unwrap_err()
+            .to_string()
+            .contains("not a member id"));
+    }
+}

@@ -1,0 +1,218 @@
+//! A replication group of three `beech node` processes on loopback, under faults: the
+//! master killed (SIGKILL) or frozen (SIGSTOP, then SIGCONT), a replica killed, while a
+//! client keeps writing. After each run: every write acknowledged to the client is on the
+//! master, all members converge to the same contents, and the stopped member rejoins.
+//!
+//! Runs: `BEECH_HA_RUNS` (default 20; 200 for the long run).
+
+use beechdb_repl::tcp::Client;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const PATIENCE: Duration = Duration::from_secs(20);
+
+struct Node {
+    child: Child,
+    args: Vec<String>,
+}
+
+impl Node {
+    fn spawn(args: Vec<String>) -> Node {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_beech"))
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("starting beech node");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(line.contains("listening"), "beech node said {line:?}");
+        Node { child, args }
+    }
+
+    fn signal(&self, sig: i32) {
+        // SAFETY: signalling our own child process by its pid.
+        unsafe {
+            libc::kill(self.child.id() as i32, sig);
+        }
+    }
+
+    fn kill(&mut self) {
+        self.signal(libc::SIGCONT);
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    fn restart(&mut self) {
+        self.kill();
+        *self = Node::spawn(self.args.clone());
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn free_port() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().to_string()
+}
+
+/// Index of the member that is master, once one is and a write goes through it.
+fn master(client: &Client, addrs: &[String]) -> usize {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        for (i, a) in addrs.iter().enumerate() {
+            if client.status(a).is_ok_and(|s| s.state == "master") {
+                return i;
+            }
+        }
+        assert!(Instant::now() < deadline, "no master");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Fault {
+    KillMaster,
+    FreezeMaster,
+    KillReplica,
+}
+
+/// One run: returns the fault and the time from it to the next acknowledged write.
+fn run(dir: &Path, seed: u64) -> (Fault, Duration) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let group = format!("ha-{seed}");
+    let addrs: Vec<String> = (0..3).map(|_| free_port()).collect();
+    let init = (0..3)
+        .map(|i| format!("{}={}", i + 1, addrs[i]))
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut nodes: Vec<Node> = (0..3)
+        .map(|i| {
+            Node::spawn(vec![
+                "node".into(),
+                dir.join(format!("m{}", i + 1))
+                    .to_string_lossy()
+                    .into_owned(),
+                "--id".into(),
+                (i + 1).to_string(),
+                "--listen".into(),
+                addrs[i].clone(),
+                "--group".into(),
+                group.clone(),
+                "--init".into(),
+                init.clone(),
+            ])
+        })
+        .collect();
+    let mut client = Client::new(&group, &addrs).unwrap();
+    let fault = [Fault::KillMaster, Fault::FreezeMaster, Fault::KillReplica][rng.gen_range(0..3)];
+    let before = rng.gen_range(10..120);
+    let after = rng.gen_range(10..60);
+    let mut acked: Vec<u32> = Vec::new();
+    let write = |client: &mut Client, i: u32, acked: &mut Vec<u32>| {
+        // An error leaves the write's fate unknown: it is neither counted nor required.
+        if client
+            .put("kv", &i.to_be_bytes(), &seed.to_le_bytes(), PATIENCE)
+            .is_ok()
+        {
+            acked.push(i);
+        }
+    };
+    for i in 0..before {
+        write(&mut client, i, &mut acked);
+    }
+    let m = master(&client, &addrs);
+    let victim = match fault {
+        Fault::KillReplica => (m + 1 + rng.gen_range(0..2)) % 3,
+        _ => m,
+    };
+    let struck = Instant::now();
+    match fault {
+        Fault::FreezeMaster => nodes[victim].signal(libc::SIGSTOP),
+        _ => nodes[victim].kill(),
+    }
+    write(&mut client, before, &mut acked);
+    let failover = struck.elapsed();
+    for i in before + 1..before + after {
+        write(&mut client, i, &mut acked);
+    }
+    // The stopped member comes back (a frozen one is thawed, a killed one restarted).
+    match fault {
+        Fault::FreezeMaster => nodes[victim].signal(libc::SIGCONT),
+        _ => nodes[victim].restart(),
+    }
+    let token = client
+        .put("kv", b"last", b"x", PATIENCE)
+        .expect("a write after the member came back");
+    // Every member applies everything, and holds the same contents.
+    let deadline = Instant::now() + PATIENCE;
+    let digests: Vec<(u64, u64)> = loop {
+        let d: Vec<(u64, u64)> = addrs.iter().filter_map(|a| client.digest(a).ok()).collect();
+        if d.len() == 3
+            && d.iter()
+                .all(|&(applied, h)| applied >= token && h == d[0].1)
+        {
+            break d;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "seed {seed} ({fault:?}): members did not converge: {d:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let m = master(&client, &addrs);
+    for i in &acked {
+        let v = client
+            .get(&addrs[m], "kv", &i.to_be_bytes(), token)
+            .unwrap();
+        assert_eq!(
+            v.as_deref(),
+            Some(&seed.to_le_bytes()[..]),
+            "seed {seed} ({fault:?}): acknowledged write {i} lost"
+        );
+    }
+    assert!(digests.len() == 3);
+    drop(nodes);
+    (fault, failover)
+}
+
+#[test]
+fn acknowledged_writes_survive_killed_and_frozen_members() {
+    let runs: u64 = std::env::var("BEECH_HA_RUNS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20);
+    let mut outcomes = Vec::new();
+    for seed in 0..runs {
+        let dir = tempfile::tempdir().unwrap();
+        outcomes.push(run(dir.path(), seed));
+    }
+    for (name, which) in [
+        ("master killed", Fault::KillMaster),
+        ("master frozen", Fault::FreezeMaster),
+        ("replica killed", Fault::KillReplica),
+    ] {
+        let mut times: Vec<Duration> = outcomes
+            .iter()
+            .filter(|(f, _)| std::mem::discriminant(f) == std::mem::discriminant(&which))
+            .map(|&(_, t)| t)
+            .collect();
+        times.sort();
+        if let (Some(median), Some(max)) = (times.get(times.len() / 2), times.last()) {
+            eprintln!(
+                "{name}: {} runs, time to the next acknowledged write: median {median:?}, max {max:?}",
+                times.len()
+            );
+        }
+    }
+}

@@ -1,0 +1,603 @@
+//! Members over TCP: framed, checksummed messages on persistent connections, with
+//! deadlines; the Raft messages between members, and a small client protocol (write, read,
+//! add a member, status) for programs outside the member's process.
+//!
+//! Owns: the wire format ([`Message`], [`Reply`], frames), the server loop of a member, the
+//! connections a member opens to the others, and [`Client`]. May call: the member's Raft
+//! node and environment. Invariants: a frame is `[length u32][crc32c u32][bincode]`, at
+//! most [`MAX_FRAME`] bytes; a frame that is too long, fails its checksum or does not decode
+//! closes its connection (nothing else happens); a connection starts with a `Hello` naming
+//! the group, and one from another group is refused; a request that misses its deadline
+//! drops its connection, so a late reply can never be taken for the next request's.
+
+use crate::state::{bincode_opts, StateMachine};
+use crate::{NodeId, Raft, TypeConfig};
+use beechdb::Error;
+use bincode::Options;
+use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError};
+use openraft::network::RPCOption;
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use openraft::{BasicNode, RaftNetwork, RaftNetworkFactory};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// The largest frame accepted: a batch of entries or a snapshot chunk is far smaller.
+pub const MAX_FRAME: usize = 64 << 20;
+
+/// A request on a connection.
+#[derive(Serialize, Deserialize)]
+pub enum Message {
+    /// The first message of every connection: the group it is for, and who asks.
+    Hello {
+        group: String,
+        from: NodeId,
+    },
+    Append(AppendEntriesRequest<TypeConfig>),
+    Vote(VoteRequest<NodeId>),
+    Snapshot(InstallSnapshotRequest<TypeConfig>),
+    /// Client: commit `key = value` in database `db` (created if missing) on the master.
+    Put {
+        db: String,
+        key: Vec<u8>,
+        value: Vec<u8>,
+    },
+    /// Client: read `key` of `db` once this member has applied commit `token`.
+    Get {
+        db: String,
+        key: Vec<u8>,
+        token: u64,
+    },
+    /// Client: add member `id` at `addr` to the group, as a voter or not.
+    AddMember {
+        id: NodeId,
+        addr: String,
+        voter: bool,
+    },
+    /// Client: the member's status.
+    Status,
+    /// Client: a digest of every database's contents here (the marker left out), with
+    /// the position applied when it was read; equal on members at the same position.
+    Digest,
+}
+
+/// Why a client request failed.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum ClientError {
+    /// This member is not the master; the master, if known, and its address.
+    NotMaster(Option<(NodeId, String)>),
+    /// Anything else, in words.
+    Failed(String),
+}
+
+/// The answer to a [`Message`], of the same kind.
+#[derive(Serialize, Deserialize)]
+pub enum Reply {
+    Hello(Result<(), String>),
+    Append(Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>),
+    Vote(Result<VoteResponse<NodeId>, RaftError<NodeId>>),
+    Snapshot(Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>),
+    Put(Result<u64, ClientError>),
+    Get(Result<Option<Vec<u8>>, ClientError>),
+    AddMember(Result<(), ClientError>),
+    Status(WireStatus),
+    Digest(Result<(u64, u64), ClientError>),
+}
+
+/// [`crate::Status`] on the wire.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WireStatus {
+    pub id: NodeId,
+    pub state: String,
+    pub master: Option<NodeId>,
+    pub term: u64,
+    pub last_log: u64,
+    pub applied: u64,
+}
+
+fn frame_error(why: String) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, why)
+}
+
+/// Writes one frame holding `value`.
+pub async fn write_frame<T: Serialize>(s: &mut TcpStream, value: &T) -> std::io::Result<()> {
+    let payload = bincode_opts(MAX_FRAME)
+        .serialize(value)
+        .map_err(|e| frame_error(format!("encoding a message: {e}")))?;
+    let mut buf = Vec::with_capacity(8 + payload.len());
+    buf.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    buf.extend_from_slice(&crc32c::crc32c(&payload).to_le_bytes());
+    buf.extend_from_slice(&payload);
+    s.write_all(&buf).await
+}
+
+/// Reads one frame and decodes it; an error for anything malformed.
+pub async fn read_frame<T: for<'de> Deserialize<'de>>(s: &mut TcpStream) -> std::io::Result<T> {
+    let mut hdr = [0u8; 8];
+    s.read_exact(&mut hdr).await?;
+    let len = u32::from_le_bytes(hdr[..4].try_into().unwrap()) as usize;
+    let crc = u32::from_le_bytes(hdr[4..].try_into().unwrap());
+    if len > MAX_FRAME {
+        return Err(frame_error(format!(
+            "a frame of {len} bytes is over the limit"
+        )));
+    }
+    let mut payload = vec![0u8; len];
+    s.read_exact(&mut payload).await?;
+    if crc32c::crc32c(&payload) != crc {
+        return Err(frame_error("a frame failed its checksum".into()));
+    }
+    bincode_opts(len)
+        .deserialize(&payload)
+        .map_err(|e| frame_error(format!("a frame does not decode: {e}")))
+}
+
+/// What a member's server needs.
+pub(crate) struct Server {
+    pub group: String,
+    pub raft: Raft,
+    pub sm: Arc<StateMachine>,
+    pub ack_timeout: Duration,
+}
+
+/// Accepts connections on `listener` and serves each until it closes or misbehaves.
+pub(crate) async fn serve(listener: TcpListener, server: Arc<Server>) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let server = server.clone();
+        tokio::spawn(async move {
+            let _ = server.connection(stream).await;
+        });
+    }
+}
+
+impl Server {
+    async fn connection(&self, mut s: TcpStream) -> std::io::Result<()> {
+        match read_frame::<Message>(&mut s).await? {
+            Message::Hello { group, .. } if group == self.group => {
+                write_frame(&mut s, &Reply::Hello(Ok(()))).await?;
+            }
+            Message::Hello { group, from } => {
+                let why = format!(
+                    "member {from} is of group {group:?}, this one of group {:?}",
+                    self.group
+                );
+                write_frame(&mut s, &Reply::Hello(Err(why))).await?;
+                return Ok(());
+            }
+            _ => return Err(frame_error("a connection must start with Hello".into())),
+        }
+        loop {
+            let m: Message = read_frame(&mut s).await?;
+            let reply = self.answer(m).await;
+            write_frame(&mut s, &reply).await?;
+        }
+    }
+
+    fn not_master(&self) -> ClientError {
+        let m = self.raft.metrics().borrow().clone();
+        let master = m.current_leader.map(|id| {
+            let addr = m
+                .membership_config
+                .membership()
+                .get_node(&id)
+                .map(|n| n.addr.clone())
+                .unwrap_or_default();
+            (id, addr)
+        });
+        ClientError::NotMaster(master)
+    }
+
+    fn client_error(&self, e: Error) -> ClientError {
+        match e {
+            Error::NotMaster { .. } => self.not_master(),
+            e => ClientError::Failed(e.to_string()),
+        }
+    }
+
+    async fn answer(&self, m: Message) -> Reply {
+        match m {
+            Message::Hello { .. } => Reply::Hello(Ok(())),
+            Message::Append(r) => Reply::Append(self.raft.append_entries(r).await),
+            Message::Vote(r) => Reply::Vote(self.raft.vote(r).await),
+            Message::Snapshot(r) => Reply::Snapshot(self.raft.install_snapshot(r).await),
+            Message::Put { db, key, value } => {
+                let env = self.sm.env();
+                // A commit blocks until the group applies it: off the runtime's threads.
+                let put = tokio::task::spawn_blocking(move || {
+                    let db = env.open_or_create_db(&db)?;
+                    let t = env.begin_txn()?;
+                    t.put(&db, &key, &value)?;
+                    t.commit()
+                })
+                .await
+                .unwrap_or_else(|e| Err(Error::Replication(format!("the write task failed: {e}"))));
+                Reply::Put(put.map_err(|e| self.client_error(e)))
+            }
+            Message::Get { db, key, token } => {
+                let waited = self
+                    .raft
+                    .wait(Some(self.ack_timeout))
+                    .applied_index_at_least(Some(token), "client read")
+                    .await;
+                if let Err(e) = waited {
+                    return Reply::Get(Err(ClientError::Failed(format!(
+                        "commit {token} not applied here in time: {e}"
+                    ))));
+                }
+                let env = self.sm.env();
+                let read = match env.open_db(&db) {
+                    Ok(d) => d.get(&key),
+                    Err(Error::DbNotFound(_)) => Ok(None),
+                    Err(e) => Err(e),
+                };
+                Reply::Get(read.map_err(|e| self.client_error(e)))
+            }
+            Message::AddMember { id, addr, voter } => {
+                let added = crate::add_member(&self.raft, id, addr, voter).await;
+                Reply::AddMember(added.map_err(|e| self.client_error(e)))
+            }
+            Message::Digest => {
+                let env = self.sm.env();
+                let raft = self.raft.clone();
+                let digest = tokio::task::spawn_blocking(move || {
+                    let txn = env.begin_txn()?;
+                    let applied = crate::status_of(&raft).applied;
+                    let d = crate::state::digest(&env, &txn)?;
+                    txn.abort();
+                    Ok((applied, d))
+                })
+                .await
+                .unwrap_or_else(|e| {
+                    Err(Error::Replication(format!("the digest task failed: {e}")))
+                });
+                Reply::Digest(digest.map_err(|e| self.client_error(e)))
+            }
+            Message::Status => {
+                let s = crate::status_of(&self.raft);
+                Reply::Status(WireStatus {
+                    id: s.id,
+                    state: s.state.to_string(),
+                    master: s.master,
+                    term: s.term,
+                    last_log: s.last_log,
+                    applied: s.applied,
+                })
+            }
+        }
+    }
+}
+
+/// Opens a connection to `addr` for group `group` and says hello.
+pub async fn connect(addr: &str, group: &str, from: NodeId) -> std::io::Result<TcpStream> {
+    let mut s = TcpStream::connect(addr).await?;
+    s.set_nodelay(true)?;
+    write_frame(
+        &mut s,
+        &Message::Hello {
+            group: group.to_string(),
+            from,
+        },
+    )
+    .await?;
+    match read_frame::<Reply>(&mut s).await? {
+        Reply::Hello(Ok(())) => Ok(s),
+        Reply::Hello(Err(why)) => Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            why,
+        )),
+        _ => Err(frame_error("the answer to Hello was not Hello".into())),
+    }
+}
+
+/// One request and its reply on `stream` (connected first if needed), within `deadline`;
+/// any failure drops the connection.
+async fn call(
+    stream: &mut Option<TcpStream>,
+    addr: &str,
+    group: &str,
+    from: NodeId,
+    m: &Message,
+    deadline: Duration,
+) -> std::io::Result<Reply> {
+    let exchange = async {
+        if stream.is_none() {
+            *stream = Some(connect(addr, group, from).await?);
+        }
+        let s = stream.as_mut().unwrap();
+        write_frame(s, m).await?;
+        read_frame::<Reply>(s).await
+    };
+    let result = match tokio::time::timeout(deadline, exchange).await {
+        Ok(r) => r,
+        Err(_) => Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("no reply from {addr} within {deadline:?}"),
+        )),
+    };
+    if result.is_err() {
+        *stream = None;
+    }
+    result
+}
+
+/// The connections one member opens to the others.
+pub(crate) struct TcpEndpoint {
+    pub group: String,
+    pub from: NodeId,
+}
+
+impl RaftNetworkFactory<TypeConfig> for TcpEndpoint {
+    type Network = TcpConnection;
+
+    async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> TcpConnection {
+        TcpConnection {
+            group: self.group.clone(),
+            from: self.from,
+            to: target,
+            addr: node.addr.clone(),
+            stream: None,
+        }
+    }
+}
+
+pub(crate) struct TcpConnection {
+    group: String,
+    from: NodeId,
+    to: NodeId,
+    addr: String,
+    stream: Option<TcpStream>,
+}
+
+type Rpc<T, E = openraft::error::Infallible> =
+    Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>;
+
+impl TcpConnection {
+    async fn rpc(&mut self, m: Message, option: &RPCOption) -> Result<Reply, NetworkError> {
+        call(
+            &mut self.stream,
+            &self.addr,
+            &self.group,
+            self.from,
+            &m,
+            option.hard_ttl(),
+        )
+        .await
+        .map_err(|e| NetworkError::new(&e))
+    }
+
+    fn unexpected<T, E: std::error::Error>(&self) -> Rpc<T, E> {
+        Err(RPCError::Network(NetworkError::new(&frame_error(format!(
+            "member {} answered with the wrong kind of reply",
+            self.to
+        )))))
+    }
+
+    fn remote<T, E: std::error::Error>(&self, r: Result<T, RaftError<NodeId, E>>) -> Rpc<T, E> {
+        r.map_err(|e| RPCError::RemoteError(RemoteError::new(self.to, e)))
+    }
+}
+
+impl RaftNetwork<TypeConfig> for TcpConnection {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Rpc<AppendEntriesResponse<NodeId>> {
+        match self.rpc(Message::Append(rpc), &option).await {
+            Ok(Reply::Append(r)) => self.remote(r),
+            Ok(_) => self.unexpected(),
+            Err(e) => Err(RPCError::Network(e)),
+        }
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Rpc<InstallSnapshotResponse<NodeId>, InstallSnapshotError> {
+        match self.rpc(Message::Snapshot(rpc), &option).await {
+            Ok(Reply::Snapshot(r)) => self.remote(r),
+            Ok(_) => self.unexpected(),
+            Err(e) => Err(RPCError::Network(e)),
+        }
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<NodeId>,
+        option: RPCOption,
+    ) -> Rpc<VoteResponse<NodeId>> {
+        match self.rpc(Message::Vote(rpc), &option).await {
+            Ok(Reply::Vote(r)) => self.remote(r),
+            Ok(_) => self.unexpected(),
+            Err(e) => Err(RPCError::Network(e)),
+        }
+    }
+}
+
+/// A program's handle on a group it is not a member of: writes go to the master (found by
+/// asking, and following the answers), reads to any member.
+pub struct Client {
+    group: String,
+    addrs: Vec<String>,
+    runtime: tokio::runtime::Runtime,
+    master: Option<String>,
+    timeout: Duration,
+}
+
+fn client_io(e: std::io::Error) -> Error {
+    Error::Replication(format!("network: {e}"))
+}
+
+impl Client {
+    /// A client of group `group`, whose members are (some of) `addrs`.
+    pub fn new(group: &str, addrs: &[String]) -> beechdb::Result<Client> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Error::Io {
+                context: "starting the client runtime".into(),
+                source: e,
+            })?;
+        Ok(Client {
+            group: group.to_string(),
+            addrs: addrs.to_vec(),
+            runtime,
+            master: None,
+            timeout: Duration::from_secs(1),
+        })
+    }
+
+    /// Waits at most `timeout` for each answer (default 1 s).
+    pub fn with_timeout(mut self, timeout: Duration) -> Client {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Sends `m` to `addr` on a new connection, within the client's timeout.
+    pub fn send(&self, addr: &str, m: &Message) -> beechdb::Result<Reply> {
+        self.exchange(addr, m).map_err(|(_, e)| client_io(e))
+    }
+
+    /// Like [`Client::send`], and on failure whether the request was surely not delivered
+    /// (`true`: no connection was made, so it can go elsewhere).
+    fn exchange(&self, addr: &str, m: &Message) -> Result<Reply, (bool, std::io::Error)> {
+        let t = self.timeout;
+        self.runtime.block_on(async {
+            let connected = tokio::time::timeout(t, connect(addr, &self.group, 0)).await;
+            let mut s = match connected {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => return Err((true, e)),
+                Err(_) => {
+                    let e = std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!("{addr} did not answer within {t:?}"),
+                    );
+                    return Err((true, e));
+                }
+            };
+            let asked = async {
+                write_frame(&mut s, m).await?;
+                read_frame::<Reply>(&mut s).await
+            };
+            match tokio::time::timeout(t, asked).await {
+                Ok(r) => r.map_err(|e| (false, e)),
+                Err(_) => Err((
+                    false,
+                    std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!("no answer from {addr} within {t:?}"),
+                    ),
+                )),
+            }
+        })
+    }
+
+    /// Commits `key = value` in `db` on the master, wherever it is now; the commit token.
+    /// Tries the members until one is master or `patience` runs out. A request that
+    /// reached a member and got no answer fails at once with [`Error::Replication`]: it
+    /// may or may not be committed, and sending it again could commit it twice.
+    pub fn put(
+        &mut self,
+        db: &str,
+        key: &[u8],
+        value: &[u8],
+        patience: Duration,
+    ) -> beechdb::Result<u64> {
+        let deadline = std::time::Instant::now() + patience;
+        let m = Message::Put {
+            db: db.to_string(),
+            key: key.to_vec(),
+            value: value.to_vec(),
+        };
+        let mut next = 0;
+        loop {
+            let addr = match self.master.clone() {
+                Some(a) => a,
+                None => {
+                    next += 1;
+                    self.addrs[next % self.addrs.len()].clone()
+                }
+            };
+            let last_error = match self.exchange(&addr, &m) {
+                Ok(Reply::Put(Ok(token))) => {
+                    self.master = Some(addr);
+                    return Ok(token);
+                }
+                Ok(Reply::Put(Err(ClientError::NotMaster(Some((_, a)))))) if !a.is_empty() => {
+                    self.master = Some(a);
+                    continue;
+                }
+                Ok(Reply::Put(Err(ClientError::Failed(why)))) => {
+                    self.master = None;
+                    return Err(Error::Replication(why));
+                }
+                Ok(_) => Error::Replication(format!("{addr} knows no master")),
+                Err((true, e)) => client_io(e),
+                Err((false, e)) => {
+                    self.master = None;
+                    return Err(Error::Replication(format!(
+                        "{e}: the write may or may not be committed"
+                    )));
+                }
+            };
+            self.master = None;
+            if std::time::Instant::now() >= deadline {
+                return Err(last_error);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Reads `key` of `db` at member `addr` once it has applied commit `token`.
+    pub fn get(
+        &self,
+        addr: &str,
+        db: &str,
+        key: &[u8],
+        token: u64,
+    ) -> beechdb::Result<Option<Vec<u8>>> {
+        let m = Message::Get {
+            db: db.to_string(),
+            key: key.to_vec(),
+            token,
+        };
+        match self.send(addr, &m)? {
+            Reply::Get(Ok(v)) => Ok(v),
+            Reply::Get(Err(e)) => Err(Error::Replication(format!("{e:?}"))),
+            _ => Err(Error::Replication(format!(
+                "{addr} answered with the wrong kind of reply"
+            ))),
+        }
+    }
+
+    /// A digest of the contents of the member at `addr`, and the position it had applied.
+    pub fn digest(&self, addr: &str) -> beechdb::Result<(u64, u64)> {
+        match self.send(addr, &Message::Digest)? {
+            Reply::Digest(Ok(d)) => Ok(d),
+            Reply::Digest(Err(e)) => Err(Error::Replication(format!("{e:?}"))),
+            _ => Err(Error::Replication(format!(
+                "{addr} answered with the wrong kind of reply"
+            ))),
+        }
+    }
+
+    /// The status of the member at `addr`.
+    pub fn status(&self, addr: &str) -> beechdb::Result<WireStatus> {
+        match self.send(addr, &Message::Status)? {
+            Reply::Status(s) => Ok(s),
+            _ => Err(Error::Replication(format!(
+                "{addr} answered with the wrong kind of reply"
+            ))),
+        }
+    }
+}
