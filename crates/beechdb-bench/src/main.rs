@@ -5,6 +5,7 @@
 //! log-throughput test.
 
 mod engines;
+mod ha;
 mod kv;
 mod plot;
 mod report;
@@ -73,6 +74,13 @@ enum Command {
     /// program run on BeechDB's drop-in libsqlite3, SQLite (journal and WAL) and Berkeley DB
     /// SQL, engines interleaved, and BeechDB's Rust API in the same run.
     Sql(sql_bench::Options),
+    /// Seed 001's ScaleTest on a replication group (Table 2's scenarios, the replica
+    /// series, failover, catch-up and network restore), every replica a process on
+    /// loopback; the fsync and loopback ceilings measured in the same run.
+    Ha(ha::Options),
+    /// One member of a replication group, for `ha` (runs until killed).
+    #[command(hide = true)]
+    HaNode(ha::NodeOptions),
     /// Prepared SQL statements one at a time (point and index lookups, single-row writes, a
     /// range scan, a join, a GROUP BY): BeechDB's SQL layer, and SQLite with `--features
     /// peers`, in the same run; medians and ratios.
@@ -171,6 +179,8 @@ fn parse_modes(names: &[String]) -> BenchResult<Vec<Mode>> {
 fn run(cli: Cli) -> BenchResult<()> {
     match cli.command {
         Command::Sql(opts) => sql_bench::run(opts),
+        Command::Ha(opts) => ha::run(opts),
+        Command::HaNode(opts) => ha::node(opts),
         Command::SqlMicro {
             rows,
             points,

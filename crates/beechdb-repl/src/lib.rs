@@ -96,6 +96,20 @@ openraft::declare_raft_types!(
 /// The openraft node of a member.
 pub type Raft = openraft::Raft<TypeConfig>;
 
+/// Which members must have an entry before its commit returns on the master (JE's
+/// `ReplicaAckPolicy`). JE's `NONE` is not offered: here a commit becomes visible only
+/// once a majority holds it (there is no unreplicated state to roll back after a
+/// failover), so returning earlier would let the next transaction read data older than a
+/// commit that already returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AckPolicy {
+    /// A majority of the voting members, the master included: Raft's commit.
+    SimpleMajority,
+    /// Every voting member. A commit that a majority holds but some member does not
+    /// acknowledge in time fails with [`Error::Replication`] saying it is committed.
+    All,
+}
+
 /// How one member runs.
 #[derive(Debug, Clone)]
 pub struct MemberConfig {
@@ -115,6 +129,8 @@ pub struct MemberConfig {
     /// How long a commit on the master waits for the group to commit it before failing
     /// with [`Error::Replication`] (the commit may still be applied later).
     pub ack_timeout: Duration,
+    /// The acknowledgements a commit on this member, when master, waits for.
+    pub ack: AckPolicy,
 }
 
 impl MemberConfig {
@@ -129,6 +145,7 @@ impl MemberConfig {
             election_timeout: (Duration::from_millis(150), Duration::from_millis(300)),
             snapshot_every: 50_000,
             ack_timeout: Duration::from_secs(10),
+            ack: AckPolicy::SimpleMajority,
         }
     }
 }
@@ -181,6 +198,7 @@ struct CommitPath {
     raft: Raft,
     runtime: tokio::runtime::Handle,
     ack_timeout: Duration,
+    ack: AckPolicy,
 }
 
 impl beechdb::Replicator for CommitPath {
@@ -190,23 +208,35 @@ impl beechdb::Replicator for CommitPath {
             sync: d == Durability::Sync,
         };
         let raft = self.raft.clone();
-        let wait = self.ack_timeout;
-        let written = self
-            .runtime
-            .block_on(async move { tokio::time::timeout(wait, raft.client_write(request)).await });
-        let Ok(written) = written else {
-            return Err(Error::Replication(format!(
-                "the group did not commit this transaction within {wait:?} (no majority \
-                 reachable?); it may still be committed and applied later"
-            )));
-        };
-        match written {
-            Ok(r) => match r.data.refused {
-                None => Ok(r.log_id.index),
-                Some(refusal) => Err(refusal.error()),
-            },
-            Err(e) => Err(write_error(e)),
-        }
+        let (wait, ack) = (self.ack_timeout, self.ack);
+        self.runtime.block_on(async move {
+            let started = Instant::now();
+            let Ok(written) = tokio::time::timeout(wait, raft.client_write(request)).await else {
+                return Err(Error::Replication(format!(
+                    "the group did not commit this transaction within {wait:?} (no majority \
+                     reachable?); it may still be committed and applied later"
+                )));
+            };
+            let r = written.map_err(write_error)?;
+            if let Some(refusal) = r.data.refused {
+                return Err(refusal.error());
+            }
+            let index = r.log_id.index;
+            if ack == AckPolicy::All {
+                let left = wait.saturating_sub(started.elapsed());
+                let everyone = raft
+                    .wait(Some(left))
+                    .metrics(|m| acked_by_all(m, index), "every member's acknowledgement")
+                    .await;
+                if everyone.is_err() {
+                    return Err(Error::Replication(format!(
+                        "commit {index} is committed and applied on a majority, but not every \
+                         member acknowledged it within {wait:?} (JE: InsufficientAcksException)"
+                    )));
+                }
+            }
+            Ok(index)
+        })
     }
 
     fn catch_up(&self) -> Result<()> {
@@ -223,6 +253,21 @@ impl beechdb::Replicator for CommitPath {
             e => Error::Replication(format!("{e}; the commit was not made")),
         })
     }
+}
+
+/// Whether every voting member's log holds entry `index` (on the master's metrics).
+fn acked_by_all(m: &RaftMetrics<NodeId, BasicNode>, index: u64) -> bool {
+    let Some(matched) = &m.replication else {
+        return false;
+    };
+    m.membership_config.membership().voter_ids().all(|v| {
+        v == m.id
+            || matched
+                .get(&v)
+                .copied()
+                .flatten()
+                .is_some_and(|l| l.index >= index)
+    })
 }
 
 /// The engine's error for an openraft write failure.
@@ -322,6 +367,7 @@ impl Member {
             raft: member.raft.clone(),
             runtime: member.runtime.handle().clone(),
             ack_timeout: config.ack_timeout,
+            ack: config.ack,
         })))?;
         Ok(member)
     }

@@ -380,3 +380,42 @@ fn members_over_tcp_serve_clients_and_refuse_strangers_and_garbage() {
         m.shutdown().unwrap();
     }
 }
+
+#[test]
+fn ack_all_waits_for_every_member_and_says_when_one_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let net = Network::new();
+    let members: BTreeMap<NodeId, Member> = [1, 2, 3]
+        .iter()
+        .map(|&id| {
+            let c = MemberConfig {
+                ack: beechdb_repl::AckPolicy::All,
+                ack_timeout: Duration::from_secs(1),
+                ..config(dir.path(), id)
+            };
+            (id, Member::start(c, Transport::Local(&net)).unwrap())
+        })
+        .collect();
+    members[&1]
+        .initialize(&[(1, ""), (2, ""), (3, "")])
+        .unwrap();
+    let master = master_of(&members);
+    // With everyone up, a commit returns once every member holds it.
+    put(&members[&master], "kv", "a", "1").unwrap();
+    let replica = members.keys().copied().find(|&id| id != master).unwrap();
+    net.cut(master, replica);
+    match put(&members[&master], "kv", "b", "2") {
+        Err(Error::Replication(msg)) => assert!(msg.contains("is committed"), "{msg}"),
+        other => panic!("ack ALL with a member cut off gave {other:?}"),
+    }
+    // Committed on the majority all the same, and visible on the master.
+    let env = members[&master].env();
+    assert_eq!(
+        env.open_db("kv").unwrap().get(b"b").unwrap().as_deref(),
+        Some(&b"2"[..])
+    );
+    net.heal();
+    for (_, m) in members {
+        m.shutdown().unwrap();
+    }
+}
