@@ -49,6 +49,13 @@ pub struct Options {
     /// Also write the results as JSON records to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Run Berkeley DB JE HA 18.3.12 on the same workload, interleaved (needs Java 17 and
+    /// Maven; the harness is built from this directory's pom.xml).
+    #[arg(long)]
+    pub je: bool,
+    /// Where the JE harness lives.
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/je"))]
+    pub je_dir: PathBuf,
 }
 
 /// One member process: `beechdb-bench ha-node`.
@@ -319,8 +326,11 @@ struct Scenario {
     name: &'static str,
     /// `None`: a plain environment, no replication.
     replicas: Option<usize>,
-    durability: Durability,
+    /// `None`: not offered by BeechDB (run on JE only).
+    durability: Option<Durability>,
     ack: AckPolicy,
+    /// JE's master and replica sync policies and ack policy for the same scenario.
+    je: (&'static str, &'static str, &'static str),
 }
 
 /// Ops/s of one run of `s` with `threads` threads.
@@ -330,7 +340,7 @@ fn run_point(base: &Path, s: Scenario, threads: usize, secs: f64) -> BenchResult
         None => {
             let env = Env::open(dir.path(), Config::default().transactional(true))?;
             let started = Instant::now();
-            let (n, _) = insert_load(&env, threads, secs, s.durability)?;
+            let (n, _) = insert_load(&env, threads, secs, s.durability.ok_or("not offered")?)?;
             let rate = n as f64 / started.elapsed().as_secs_f64();
             env.close()?;
             Ok(rate)
@@ -338,7 +348,12 @@ fn run_point(base: &Path, s: Scenario, threads: usize, secs: f64) -> BenchResult
         Some(r) => {
             let g = Group::start(dir.path(), r, s.ack, 50_000)?;
             let started = Instant::now();
-            let (n, token) = insert_load(&g.master.env(), threads, secs, s.durability)?;
+            let (n, token) = insert_load(
+                &g.master.env(),
+                threads,
+                secs,
+                s.durability.ok_or("not offered")?,
+            )?;
             let rate = n as f64 / started.elapsed().as_secs_f64();
             g.verify(token)?;
             g.stop()?;
@@ -534,56 +549,50 @@ pub fn run(o: Options) -> BenchResult<()> {
         thousands(rtt.min),
         thousands(rtt.max)
     );
+    let je = match o.je {
+        true => Some(crate::ha_je::Je::build(&o.je_dir)?),
+        false => None,
+    };
+    let mut ports = free_port;
     let ms = AckPolicy::SimpleMajority;
+    let (sync, nosync) = (Some(Durability::Sync), Some(Durability::NoSync));
+    let scenario = |name, replicas, durability, ack, je| Scenario {
+        name,
+        replicas,
+        durability,
+        ack,
+        je,
+    };
+    let je_sync = ("SYNC", "SYNC", "SIMPLE_MAJORITY");
+    let je_nosync = ("NO_SYNC", "NO_SYNC", "SIMPLE_MAJORITY");
     let table2 = [
-        Scenario {
-            name: "SYNC, non-replicated",
-            replicas: None,
-            durability: Durability::Sync,
-            ack: ms,
-        },
-        Scenario {
-            name: "NOSYNC, non-replicated",
-            replicas: None,
-            durability: Durability::NoSync,
-            ack: ms,
-        },
-        Scenario {
-            name: "SYNC, master-only group",
-            replicas: Some(0),
-            durability: Durability::Sync,
-            ack: ms,
-        },
-        Scenario {
-            name: "NOSYNC, master-only group",
-            replicas: Some(0),
-            durability: Durability::NoSync,
-            ack: ms,
-        },
-        Scenario {
-            name: "NOSYNC, 1 replica",
-            replicas: Some(1),
-            durability: Durability::NoSync,
-            ack: ms,
-        },
-        Scenario {
-            name: "NOSYNC, 2 replicas",
-            replicas: Some(2),
-            durability: Durability::NoSync,
-            ack: ms,
-        },
-        Scenario {
-            name: "SYNC, 2 replicas (replicas SYNC)",
-            replicas: Some(2),
-            durability: Durability::Sync,
-            ack: ms,
-        },
-        Scenario {
-            name: "NOSYNC, 2 replicas, ack ALL",
-            replicas: Some(2),
-            durability: Durability::NoSync,
-            ack: AckPolicy::All,
-        },
+        scenario("SYNC, non-replicated", None, sync, ms, je_sync),
+        scenario("NOSYNC, non-replicated", None, nosync, ms, je_nosync),
+        scenario("SYNC, master-only group", Some(0), sync, ms, je_sync),
+        scenario("NOSYNC, master-only group", Some(0), nosync, ms, je_nosync),
+        scenario("NOSYNC, 1 replica", Some(1), nosync, ms, je_nosync),
+        scenario("NOSYNC, 2 replicas", Some(2), nosync, ms, je_nosync),
+        scenario(
+            "SYNC, 2 replicas (replicas SYNC)",
+            Some(2),
+            sync,
+            ms,
+            je_sync,
+        ),
+        scenario(
+            "NOSYNC, 2 replicas, ack ALL",
+            Some(2),
+            nosync,
+            AckPolicy::All,
+            ("NO_SYNC", "NO_SYNC", "ALL"),
+        ),
+        scenario(
+            "NOSYNC, 2 replicas, ack NONE",
+            Some(2),
+            None,
+            ms,
+            ("NO_SYNC", "NO_SYNC", "NONE"),
+        ),
     ];
     let mut points: Vec<(Scenario, usize)> = Vec::new();
     for s in table2 {
@@ -592,42 +601,71 @@ pub fn run(o: Options) -> BenchResult<()> {
         }
     }
     for &r in &o.replicas {
-        let s = Scenario {
-            name: "replica series, NOSYNC",
-            replicas: Some(r),
-            durability: Durability::NoSync,
-            ack: ms,
-        };
-        points.push((s, 1));
+        points.push((
+            scenario("replica series, NOSYNC", Some(r), nosync, ms, je_nosync),
+            1,
+        ));
     }
-    println!("| scenario | threads | replicas | inserts/s: mean ± sd (median, min-max) |");
-    println!("|---|---|---|---|");
+    println!("| scenario | threads | replicas | BeechDB inserts/s: mean ± sd (median, min-max) | JE HA inserts/s | BeechDB / JE (medians) |");
+    println!("|---|---|---|---|---|---|");
     for (s, t) in points {
-        let runs: Vec<f64> = (0..o.runs)
-            .map(|_| run_point(&base, s, t, o.seconds))
-            .collect::<BenchResult<_>>()?;
-        let sum = Summary::of(&runs);
         let replicas = s.replicas.unwrap_or(0);
+        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+        for _ in 0..o.runs {
+            if s.durability.is_some() {
+                ours.push(run_point(&base, s, t, o.seconds)?);
+            }
+            if let Some(je) = &je {
+                let p = crate::ha_je::Policies {
+                    master: s.je.0,
+                    replica: s.je.1,
+                    ack: s.je.2,
+                };
+                theirs.push(crate::ha_je::run_point(
+                    je, &base, s.replicas, &p, t, o.seconds, &mut ports,
+                )?);
+            }
+        }
+        let show = |runs: &[f64]| match runs.is_empty() {
+            true => "-".to_string(),
+            false => crate::report::cell(&Summary::of(runs)),
+        };
+        let ratio = match (ours.is_empty(), theirs.is_empty()) {
+            (false, false) => format!(
+                "{:.2}x",
+                Summary::of(&ours).median / Summary::of(&theirs).median
+            ),
+            _ if s.durability.is_none() => {
+                "not offered by BeechDB: a commit is visible only once a majority holds it".into()
+            }
+            _ => "-".into(),
+        };
         println!(
-            "| {} | {t} | {replicas} | {} |",
+            "| {} | {t} | {replicas} | {} | {} | {ratio} |",
             s.name,
-            crate::report::cell(&sum)
+            show(&ours),
+            show(&theirs)
         );
-        records.push(Record {
-            engine: "beechdb",
-            mode: s.name.to_string(),
-            op: "insert",
-            threads: t,
-            replicas,
-            ops_per_sec: sum.mean,
-            stddev: sum.stddev,
-            median: sum.median,
-            min: sum.min,
-            max: sum.max,
-            runs,
-        });
+        for (engine, runs) in [("beechdb", ours), ("je", theirs)] {
+            if runs.is_empty() {
+                continue;
+            }
+            let sum = Summary::of(&runs);
+            records.push(Record {
+                engine,
+                mode: s.name.to_string(),
+                op: "insert",
+                threads: t,
+                replicas,
+                ops_per_sec: sum.mean,
+                stddev: sum.stddev,
+                median: sum.median,
+                min: sum.min,
+                max: sum.max,
+                runs,
+            });
+        }
     }
-    println!("| NOSYNC, ack NONE | - | - | not offered: a commit is visible only once a majority holds it (docs/architecture.md) |");
     for (name, freeze) in [
         ("failover after SIGKILL of the master", false),
         ("failover after SIGSTOP of the master", true),
@@ -637,25 +675,37 @@ pub fn run(o: Options) -> BenchResult<()> {
             .collect::<BenchResult<_>>()?;
         let sum = Summary::of(&secs);
         println!(
-            "{name}: median {:.3} s ({:.3}-{:.3}), {} runs (to the next write acknowledged)",
-            sum.median,
-            sum.min,
-            sum.max,
-            secs.len()
+            "{name}: BeechDB median {:.3} s ({:.3}-{:.3}) to the next write acknowledged",
+            sum.median, sum.min, sum.max
         );
-        records.push(Record {
-            engine: "beechdb",
-            mode: name.to_string(),
-            op: "failover_seconds",
-            threads: 1,
-            replicas: 2,
-            ops_per_sec: sum.mean,
-            stddev: sum.stddev,
-            median: sum.median,
-            min: sum.min,
-            max: sum.max,
-            runs: secs,
-        });
+        let mut all = vec![("beechdb", secs)];
+        if let Some(je) = &je {
+            let secs: Vec<f64> = (0..o.failovers)
+                .map(|_| crate::ha_je::failover(je, &base, freeze, &mut ports))
+                .collect::<BenchResult<_>>()?;
+            let sum = Summary::of(&secs);
+            println!(
+                "{name}: JE HA median {:.3} s ({:.3}-{:.3}) to a new master elected",
+                sum.median, sum.min, sum.max
+            );
+            all.push(("je", secs));
+        }
+        for (engine, secs) in all {
+            let sum = Summary::of(&secs);
+            records.push(Record {
+                engine,
+                mode: name.to_string(),
+                op: "failover_seconds",
+                threads: 1,
+                replicas: 2,
+                ops_per_sec: sum.mean,
+                stddev: sum.stddev,
+                median: sum.median,
+                min: sum.min,
+                max: sum.max,
+                runs: secs,
+            });
+        }
     }
     let (catch_up, restore, copy) = catch_up_and_restore(&base, o.backlog)?;
     println!(

@@ -6,6 +6,7 @@
 
 mod engines;
 mod ha;
+mod ha_je;
 mod kv;
 mod plot;
 mod report;
