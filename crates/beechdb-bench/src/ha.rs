@@ -36,6 +36,14 @@ pub struct Options {
     /// Replica counts of the replica series (seed 001 Tables 8-9).
     #[arg(long, value_delimiter = ',', default_value = "1,2,3,5,8")]
     pub replicas: Vec<usize>,
+    /// Parts to run: scenarios (Table 2), series (replica counts), failover, recovery
+    /// (catch-up and network restore); comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "scenarios,series,failover,recovery"
+    )]
+    pub parts: Vec<String>,
     /// Failover measurements per kind (SIGKILL, SIGSTOP of the master).
     #[arg(long, default_value_t = 3)]
     pub failovers: usize,
@@ -466,60 +474,75 @@ fn failover(base: &Path, freeze: bool) -> BenchResult<f64> {
     Ok(secs)
 }
 
-/// Records per second a replica that was down applies when it comes back (`backlog`
-/// records behind), and a fresh member rebuilt from a copy of the master; the copy's size.
-fn catch_up_and_restore(base: &Path, backlog: u64) -> BenchResult<(f64, f64, u64)> {
-    let dir = tempfile::tempdir_in(base)?;
-    let mut g = Group::start(dir.path(), 2, AckPolicy::SimpleMajority, backlog / 4)?;
-    let env = g.master.env();
+/// Inserts records `from..from + n` into `env` one per transaction (NOSYNC); the last
+/// commit's token.
+fn insert_range(env: &Env, from: u64, n: u64) -> BenchResult<u64> {
     let db = env.open_or_create_db("scale")?;
-    let insert = |from: u64, n: u64| -> BenchResult<u64> {
-        let mut token = 0;
-        for i in from..from + n {
-            let txn = env.begin_txn()?;
-            txn.put(&db, &i.to_be_bytes()[..], &[0x5a; 100])?;
-            token = txn.commit_with(Durability::NoSync)?;
-        }
-        Ok(token)
-    };
-    insert(0, 100)?;
-    g.replicas[1].1.kill();
-    let token = insert(100, backlog)?;
-    let client = Client::new(&g.group, &[g.replicas[1].0.clone()])?;
-    let started = Instant::now();
-    g.replicas[1].1.restart()?;
-    loop {
-        if client
-            .status(&g.replicas[1].0)
-            .is_ok_and(|s| s.applied >= token)
-        {
-            break;
-        }
-        if started.elapsed() > Duration::from_secs(300) {
-            return Err("the restarted replica did not catch up".into());
+    let mut token = 0;
+    for i in from..from + n {
+        let txn = env.begin_txn()?;
+        txn.put(&db, &i.to_be_bytes()[..], &[0x5a; 100])?;
+        token = txn.commit_with(Durability::NoSync)?;
+    }
+    Ok(token)
+}
+
+/// Waits until the member at `addr` of `group` has applied `token`.
+fn await_applied(group: &str, addr: &str, token: u64) -> BenchResult<()> {
+    let client = Client::new(group, &[addr.to_string()])?;
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while !client.status(addr).is_ok_and(|s| s.applied >= token) {
+        if Instant::now() > deadline {
+            return Err(format!("{addr} did not apply commit {token}").into());
         }
         std::thread::sleep(Duration::from_millis(2));
     }
-    let catch_up = backlog as f64 / started.elapsed().as_secs_f64();
-    // A new member: the log it would need is gone, so it is sent a copy.
+    Ok(())
+}
+
+/// Records per second that a replica `backlog` records behind applies from the log when it
+/// comes back (no snapshot: the log is kept).
+fn catch_up(base: &Path, backlog: u64) -> BenchResult<f64> {
+    let dir = tempfile::tempdir_in(base)?;
+    let mut g = Group::start(dir.path(), 2, AckPolicy::SimpleMajority, 100 * backlog)?;
+    let env = g.master.env();
+    insert_range(&env, 0, 100)?;
+    g.replicas[1].1.kill();
+    let token = insert_range(&env, 100, backlog)?;
+    let started = Instant::now();
+    g.replicas[1].1.restart()?;
+    await_applied(&g.group, &g.replicas[1].0, token)?;
+    let rate = backlog as f64 / started.elapsed().as_secs_f64();
+    if g.master.status().purged.is_some() {
+        return Err("the log was purged: the catch-up was not from the log".into());
+    }
+    g.verify(token)?;
+    g.stop()?;
+    Ok(rate)
+}
+
+/// Records per second that a new member, whose log the group has purged, receives as a
+/// copy of the master's environment (network restore); and the copy's size in bytes.
+fn network_restore(base: &Path, records: u64) -> BenchResult<(f64, u64)> {
+    let dir = tempfile::tempdir_in(base)?;
+    let mut g = Group::start(dir.path(), 2, AckPolicy::SimpleMajority, records / 4)?;
+    let env = g.master.env();
+    insert_range(&env, 0, records)?;
     let addr = free_port()?;
     let newcomer = Proc::member(dir.path(), 9, &addr, &g.group, None)?;
     let started = Instant::now();
     g.master.add_member(9, &addr, false)?;
-    let token = insert(100 + backlog, 1)?;
-    let client = Client::new(&g.group, std::slice::from_ref(&addr))?;
-    while !client.status(&addr).is_ok_and(|s| s.applied >= token) {
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    let restore = (backlog + 101) as f64 / started.elapsed().as_secs_f64();
-    let copy = std::fs::metadata(dir.path().join("m9/env/beech.db"))?.len();
+    let token = insert_range(&env, records, 1)?;
+    await_applied(&g.group, &addr, token)?;
+    let rate = (records + 1) as f64 / started.elapsed().as_secs_f64();
     if g.master.status().purged.is_none_or(|p| p < 100) {
         return Err("the log was not purged: the new member was not rebuilt from a copy".into());
     }
+    let copy = std::fs::metadata(dir.path().join("m9/env/beech.db"))?.len();
     g.replicas.push((addr, newcomer));
     g.verify(token)?;
     g.stop()?;
-    Ok((catch_up, restore, copy))
+    Ok((rate, copy))
 }
 
 pub fn run(o: Options) -> BenchResult<()> {
@@ -594,20 +617,28 @@ pub fn run(o: Options) -> BenchResult<()> {
             ("NO_SYNC", "NO_SYNC", "NONE"),
         ),
     ];
+    let part = |p: &str| o.parts.iter().any(|x| x == p);
+    for p in &o.parts {
+        if !["scenarios", "series", "failover", "recovery"].contains(&p.as_str()) {
+            return Err(format!("unknown part {p:?}").into());
+        }
+    }
     let mut points: Vec<(Scenario, usize)> = Vec::new();
-    for s in table2 {
+    for s in table2.into_iter().filter(|_| part("scenarios")) {
         for &t in &o.threads {
             points.push((s, t));
         }
     }
-    for &r in &o.replicas {
+    for &r in o.replicas.iter().filter(|_| part("series")) {
         points.push((
             scenario("replica series, NOSYNC", Some(r), nosync, ms, je_nosync),
             1,
         ));
     }
-    println!("| scenario | threads | replicas | BeechDB inserts/s: mean ± sd (median, min-max) | JE HA inserts/s | BeechDB / JE (medians) |");
-    println!("|---|---|---|---|---|---|");
+    if !points.is_empty() {
+        println!("| scenario | threads | replicas | BeechDB inserts/s: mean ± sd (median, min-max) | JE HA inserts/s | BeechDB / JE (medians) |");
+        println!("|---|---|---|---|---|---|");
+    }
     for (s, t) in points {
         let replicas = s.replicas.unwrap_or(0);
         let (mut ours, mut theirs) = (Vec::new(), Vec::new());
@@ -666,10 +697,11 @@ pub fn run(o: Options) -> BenchResult<()> {
             });
         }
     }
-    for (name, freeze) in [
+    let failovers = [
         ("failover after SIGKILL of the master", false),
         ("failover after SIGSTOP of the master", true),
-    ] {
+    ];
+    for (name, freeze) in failovers.into_iter().filter(|_| part("failover")) {
         let secs: Vec<f64> = (0..o.failovers)
             .map(|_| failover(&base, freeze))
             .collect::<BenchResult<_>>()?;
@@ -707,13 +739,18 @@ pub fn run(o: Options) -> BenchResult<()> {
             });
         }
     }
-    let (catch_up, restore, copy) = catch_up_and_restore(&base, o.backlog)?;
+    if !part("recovery") {
+        return write_json(&o, &records);
+    }
+    let catch_up = catch_up(&base, o.backlog)?;
+    let (restore, copy) = network_restore(&base, o.backlog)?;
     println!(
-        "catch-up of a replica {} records behind: {} records/s; network restore of a new \
-         member (a {:.1} MiB copy): {} records/s",
+        "catch-up from the log of a replica {} records behind: {} records/s; network restore \
+         of a new member (a {:.1} MiB copy of {} records): {} records/s",
         o.backlog,
         thousands(catch_up),
         copy as f64 / (1 << 20) as f64,
+        o.backlog,
         thousands(restore)
     );
     for (op, rate) in [("catch_up", catch_up), ("network_restore", restore)] {
@@ -731,8 +768,12 @@ pub fn run(o: Options) -> BenchResult<()> {
             runs: vec![rate],
         });
     }
+    write_json(&o, &records)
+}
+
+fn write_json(o: &Options, records: &[Record]) -> BenchResult<()> {
     if let Some(path) = &o.json {
-        std::fs::write(path, serde_json::to_string_pretty(&records)?)?;
+        std::fs::write(path, serde_json::to_string_pretty(records)?)?;
     }
     Ok(())
 }

@@ -110,6 +110,61 @@ pub enum AckPolicy {
     All,
 }
 
+/// What a read on a member must see (JE's `ReplicaConsistencyPolicy`), waited for by
+/// [`Member::await_consistency`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Consistency {
+    /// Whatever the member has applied (JE: NoConsistencyRequiredPolicy).
+    Any,
+    /// At least the commit with this token (what a commit on the master returned; JE:
+    /// CommitPointConsistencyPolicy).
+    Commit(u64),
+    /// No further behind the master than this (JE: TimeConsistencyPolicy): the member has
+    /// heard from the master within it and applied everything the master had committed
+    /// then. Always met on the master.
+    TimeLag(Duration),
+    /// Everything committed anywhere before the wait began: on the master only, through a
+    /// round of heartbeats confirming it is still master (a read index).
+    Linearizable,
+}
+
+/// When a member last heard from a master that accepted it, and the commit index that
+/// master had then (for [`Consistency::TimeLag`]).
+#[derive(Default)]
+pub(crate) struct Heard {
+    /// Nanoseconds since [`Heard::epoch`]; 0: never.
+    at: std::sync::atomic::AtomicU64,
+    commit: std::sync::atomic::AtomicU64,
+}
+
+impl Heard {
+    fn epoch() -> Instant {
+        static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+        *EPOCH.get_or_init(Instant::now)
+    }
+
+    /// Records an append from the master that the member accepted.
+    pub(crate) fn record(&self, leader_commit: Option<openraft::LogId<NodeId>>) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let now = Heard::epoch().elapsed().as_nanos() as u64;
+        self.commit
+            .fetch_max(leader_commit.map_or(0, |l| l.index), Relaxed);
+        self.at.fetch_max(now.max(1), Relaxed);
+    }
+
+    /// How long ago the master was heard from, and its commit index then.
+    fn last(&self) -> Option<(Duration, u64)> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let at = self.at.load(Relaxed);
+        (at > 0).then(|| {
+            let ago = Heard::epoch()
+                .elapsed()
+                .saturating_sub(Duration::from_nanos(at));
+            (ago, self.commit.load(Relaxed))
+        })
+    }
+}
+
 /// How one member runs.
 #[derive(Debug, Clone)]
 pub struct MemberConfig {
@@ -190,6 +245,7 @@ pub struct Member {
     raft: Raft,
     sm: Arc<state::StateMachine>,
     runtime: Arc<tokio::runtime::Runtime>,
+    heard: Arc<Heard>,
 }
 
 /// Takes over the environment's commits: each goes into the group's log and is applied
@@ -319,6 +375,7 @@ impl Member {
         .validate()
         .map_err(|e| Error::InvalidArgument(format!("replication settings: {e}")))?;
         let raft_config = Arc::new(raft_config);
+        let heard = Arc::new(Heard::default());
         let started = match &transport {
             Transport::Local(net) => {
                 let endpoint = net.endpoint(config.id);
@@ -336,7 +393,7 @@ impl Member {
             .map_err(|e| Error::Replication(format!("starting member {}: {e}", config.id)))?;
         let net = match transport {
             Transport::Local(net) => {
-                net.register(config.id, raft.clone());
+                net.register(config.id, raft.clone(), heard.clone());
                 Some(net.clone())
             }
             Transport::Tcp { listen, group } => {
@@ -351,6 +408,7 @@ impl Member {
                     raft: raft.clone(),
                     sm: sm.clone(),
                     ack_timeout: config.ack_timeout,
+                    heard: heard.clone(),
                 });
                 runtime.spawn(tcp::serve(listener, server));
                 None
@@ -362,6 +420,7 @@ impl Member {
             raft,
             sm,
             runtime,
+            heard,
         };
         member.sm.set_replicator(Some(Arc::new(CommitPath {
             raft: member.raft.clone(),
@@ -474,6 +533,52 @@ impl Member {
                     self.id
                 ))
             })
+    }
+
+    /// Waits until reads on this member meet `c`, for at most `timeout`; a typed error
+    /// otherwise ([`Error::NotMaster`] for a linearizable read on a replica).
+    pub fn await_consistency(&self, c: Consistency, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        match c {
+            Consistency::Any => Ok(()),
+            Consistency::Commit(token) => self.wait_applied(token, timeout),
+            Consistency::Linearizable => {
+                let raft = self.raft.clone();
+                let read = self.runtime.block_on(async move {
+                    tokio::time::timeout(timeout, raft.ensure_linearizable()).await
+                });
+                match read {
+                    Ok(Ok(_)) => Ok(()),
+                    Ok(Err(RaftError::APIError(
+                        openraft::error::CheckIsLeaderError::ForwardToLeader(f),
+                    ))) => Err(Error::NotMaster {
+                        master: f.leader_id,
+                    }),
+                    Ok(Err(e)) => Err(Error::Replication(format!("linearizable read: {e}"))),
+                    Err(_) => Err(Error::Replication(format!(
+                        "linearizable read: a majority did not confirm this master within \
+                         {timeout:?}"
+                    ))),
+                }
+            }
+            Consistency::TimeLag(lag) => loop {
+                if self.is_master() {
+                    return Ok(());
+                }
+                if let Some((ago, commit)) = self.heard.last() {
+                    if ago <= lag && self.status().applied >= commit {
+                        return Ok(());
+                    }
+                }
+                if Instant::now() >= deadline {
+                    return Err(Error::Replication(format!(
+                        "member {} is not within {lag:?} of the master after {timeout:?}",
+                        self.id
+                    )));
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            },
+        }
     }
 
     /// Stops this member: it leaves the network (others see it as unreachable) and its

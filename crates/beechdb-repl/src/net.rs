@@ -6,7 +6,7 @@
 //! a reply crosses back only while the reverse link is up (a request delivered whose reply
 //! is lost, as on a real network); a member that left is unreachable.
 
-use crate::{NodeId, Raft, TypeConfig};
+use crate::{Heard, NodeId, Raft, TypeConfig};
 use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError};
 use openraft::network::RPCOption;
 use openraft::raft::{
@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 #[derive(Default)]
 struct Links {
-    members: HashMap<NodeId, Raft>,
+    members: HashMap<NodeId, (Raft, Arc<Heard>)>,
     /// Directed links that are down: (from, to).
     down: HashSet<(NodeId, NodeId)>,
 }
@@ -36,8 +36,8 @@ impl Network {
         Network::default()
     }
 
-    pub(crate) fn register(&self, id: NodeId, raft: Raft) {
-        self.links.write().members.insert(id, raft);
+    pub(crate) fn register(&self, id: NodeId, raft: Raft, heard: Arc<Heard>) {
+        self.links.write().members.insert(id, (raft, heard));
     }
 
     pub(crate) fn leave(&self, id: NodeId) {
@@ -72,7 +72,7 @@ impl Network {
     }
 
     /// The Raft node at `to` if a message from `from` can reach it.
-    fn reach(&self, from: NodeId, to: NodeId) -> Result<Raft, NetworkError> {
+    fn reach(&self, from: NodeId, to: NodeId) -> Result<(Raft, Arc<Heard>), NetworkError> {
         let l = self.links.read();
         if l.down.contains(&(from, to)) {
             return Err(unreachable(format!("the link from {from} to {to} is down")));
@@ -144,11 +144,15 @@ impl RaftNetwork<TypeConfig> for Connection {
         rpc: AppendEntriesRequest<TypeConfig>,
         _option: RPCOption,
     ) -> Rpc<AppendEntriesResponse<NodeId>> {
-        let raft = self
+        let (raft, heard) = self
             .net
             .reach(self.from, self.to)
             .map_err(RPCError::Network)?;
+        let commit = rpc.leader_commit;
         let answer = raft.append_entries(rpc).await;
+        if matches!(answer, Ok(AppendEntriesResponse::Success)) {
+            heard.record(commit);
+        }
         self.finish(answer)
     }
 
@@ -157,7 +161,7 @@ impl RaftNetwork<TypeConfig> for Connection {
         rpc: InstallSnapshotRequest<TypeConfig>,
         _option: RPCOption,
     ) -> Rpc<InstallSnapshotResponse<NodeId>, InstallSnapshotError> {
-        let raft = self
+        let (raft, _) = self
             .net
             .reach(self.from, self.to)
             .map_err(RPCError::Network)?;
@@ -170,7 +174,7 @@ impl RaftNetwork<TypeConfig> for Connection {
         rpc: VoteRequest<NodeId>,
         _option: RPCOption,
     ) -> Rpc<VoteResponse<NodeId>> {
-        let raft = self
+        let (raft, _) = self
             .net
             .reach(self.from, self.to)
             .map_err(RPCError::Network)?;

@@ -143,6 +143,7 @@ pub(crate) struct Server {
     pub raft: Raft,
     pub sm: Arc<StateMachine>,
     pub ack_timeout: Duration,
+    pub heard: Arc<crate::Heard>,
 }
 
 /// Accepts connections on `listener` and serves each until it closes or misbehaves.
@@ -206,7 +207,14 @@ impl Server {
     async fn answer(&self, m: Message) -> Reply {
         match m {
             Message::Hello { .. } => Reply::Hello(Ok(())),
-            Message::Append(r) => Reply::Append(self.raft.append_entries(r).await),
+            Message::Append(r) => {
+                let commit = r.leader_commit;
+                let answer = self.raft.append_entries(r).await;
+                if matches!(answer, Ok(AppendEntriesResponse::Success)) {
+                    self.heard.record(commit);
+                }
+                Reply::Append(answer)
+            }
             Message::Vote(r) => Reply::Vote(self.raft.vote(r).await),
             Message::Snapshot(r) => Reply::Snapshot(self.raft.install_snapshot(r).await),
             Message::Put { db, key, value } => {

@@ -419,3 +419,47 @@ fn ack_all_waits_for_every_member_and_says_when_one_is_missing() {
         m.shutdown().unwrap();
     }
 }
+
+#[test]
+fn read_consistency_policies_are_met_or_refused() {
+    use beechdb_repl::Consistency;
+    let dir = tempfile::tempdir().unwrap();
+    let net = Network::new();
+    let members = group(dir.path(), &net, &[1, 2, 3]);
+    let master = master_of(&members);
+    let replica = members.keys().copied().find(|&id| id != master).unwrap();
+    let token = put(&members[&master], "kv", "k", "1").unwrap();
+    let r = &members[&replica];
+    let second = Duration::from_secs(5);
+    // A commit token: the replica has applied it, and reads it.
+    r.await_consistency(Consistency::Commit(token), second)
+        .unwrap();
+    assert_eq!(
+        r.env().open_db("kv").unwrap().get(b"k").unwrap().as_deref(),
+        Some(&b"1"[..])
+    );
+    // Heartbeats keep a connected replica within a second of the master.
+    r.await_consistency(Consistency::TimeLag(Duration::from_secs(1)), second)
+        .unwrap();
+    members[&master]
+        .await_consistency(Consistency::Linearizable, second)
+        .unwrap();
+    match r.await_consistency(Consistency::Linearizable, second) {
+        Err(Error::NotMaster { master: Some(m) }) => assert_eq!(m, master),
+        other => panic!("a linearizable read on a replica gave {other:?}"),
+    }
+    // Cut off, the replica falls behind the time lag, and says so.
+    net.isolate(replica);
+    std::thread::sleep(Duration::from_millis(300));
+    let lag = r.await_consistency(
+        Consistency::TimeLag(Duration::from_millis(100)),
+        Duration::from_millis(200),
+    );
+    assert!(matches!(lag, Err(Error::Replication(_))), "{lag:?}");
+    net.heal();
+    r.await_consistency(Consistency::TimeLag(Duration::from_secs(1)), second)
+        .unwrap();
+    for (_, m) in members {
+        m.shutdown().unwrap();
+    }
+}
