@@ -35,22 +35,23 @@ use std::time::{Duration, Instant};
 /// A member's id in its group.
 pub type NodeId = u64;
 
-/// One entry of the replicated log: a transaction's commit, as the engine encoded it.
+/// One entry of the replicated log: the commits of transactions that reached the master
+/// together (group commit), each as the engine encoded it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Request {
-    /// The encoded write set (see `beechdb::Replicator`).
-    pub commit: Vec<u8>,
-    /// Whether the log must reach disk (fsync) before a member acknowledges it: the
+    /// The encoded write sets (see `beechdb::Replicator`), in the order they are applied.
+    pub commits: Vec<Vec<u8>>,
+    /// Whether the log must reach disk (fsync) before a member acknowledges it: some
     /// commit's durability was [`Durability::Sync`].
     pub sync: bool,
 }
 
 /// What applying an entry gave: the LSN of the local commit on the member that applied it,
-/// and why the commit was refused, if it was (every member refuses it alike).
+/// and for each of its commits why it was refused, if it was (every member refuses alike).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Response {
     pub lsn: u64,
-    pub refused: Option<Refusal>,
+    pub refused: Vec<Option<Refusal>>,
 }
 
 /// Why every member refused a committed entry's writes.
@@ -248,51 +249,99 @@ pub struct Member {
     heard: Arc<Heard>,
 }
 
-/// Takes over the environment's commits: each goes into the group's log and is applied
-/// once the group commits it.
+/// Commits in an entry at most: a bound on an entry's size and on a batch's latency.
+const BATCH_COMMITS: usize = 256;
+
+/// A commit waiting to be proposed, and where its outcome goes.
+struct Proposal {
+    commit: Vec<u8>,
+    sync: bool,
+    reply: std::sync::mpsc::SyncSender<Result<u64>>,
+}
+
+/// Takes over the environment's commits: each goes to the proposer, which puts the commits
+/// that arrive while the previous entry is being committed into one entry (group commit),
+/// and returns once the group has committed and this member applied it.
 struct CommitPath {
     raft: Raft,
     runtime: tokio::runtime::Handle,
+    proposals: tokio::sync::mpsc::UnboundedSender<Proposal>,
     ack_timeout: Duration,
     ack: AckPolicy,
 }
 
-impl beechdb::Replicator for CommitPath {
-    fn replicate(&self, commit: &[u8], d: Durability) -> Result<u64> {
-        let request = Request {
-            commit: commit.to_vec(),
-            sync: d == Durability::Sync,
-        };
-        let raft = self.raft.clone();
-        let (wait, ack) = (self.ack_timeout, self.ack);
-        self.runtime.block_on(async move {
-            let started = Instant::now();
-            let Ok(written) = tokio::time::timeout(wait, raft.client_write(request)).await else {
-                return Err(Error::Replication(format!(
-                    "the group did not commit this transaction within {wait:?} (no majority \
-                     reachable?); it may still be committed and applied later"
-                )));
-            };
-            let r = written.map_err(write_error)?;
-            if let Some(refusal) = r.data.refused {
-                return Err(refusal.error());
+/// The proposer: one entry in flight at a time, holding every commit that queued meanwhile.
+async fn propose(raft: Raft, mut queue: tokio::sync::mpsc::UnboundedReceiver<Proposal>) {
+    while let Some(first) = queue.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < BATCH_COMMITS {
+            match queue.try_recv() {
+                Ok(p) => batch.push(p),
+                Err(_) => break,
             }
-            let index = r.log_id.index;
-            if ack == AckPolicy::All {
-                let left = wait.saturating_sub(started.elapsed());
-                let everyone = raft
-                    .wait(Some(left))
-                    .metrics(|m| acked_by_all(m, index), "every member's acknowledgement")
-                    .await;
-                if everyone.is_err() {
-                    return Err(Error::Replication(format!(
-                        "commit {index} is committed and applied on a majority, but not every \
-                         member acknowledged it within {wait:?} (JE: InsufficientAcksException)"
-                    )));
+        }
+        let request = Request {
+            sync: batch.iter().any(|p| p.sync),
+            commits: batch
+                .iter_mut()
+                .map(|p| std::mem::take(&mut p.commit))
+                .collect(),
+        };
+        match raft.client_write(request).await {
+            Ok(r) => {
+                let index = r.log_id.index;
+                for (p, refused) in batch.into_iter().zip(r.data.refused) {
+                    let outcome = match refused {
+                        None => Ok(index),
+                        Some(refusal) => Err(refusal.error()),
+                    };
+                    let _ = p.reply.try_send(outcome);
                 }
             }
-            Ok(index)
-        })
+            Err(e) => {
+                for p in batch {
+                    let _ = p.reply.try_send(Err(write_error(&e)));
+                }
+            }
+        }
+    }
+}
+
+impl beechdb::Replicator for CommitPath {
+    fn replicate(&self, commit: &[u8], d: Durability) -> Result<u64> {
+        let started = Instant::now();
+        let (reply, outcome) = std::sync::mpsc::sync_channel(1);
+        let p = Proposal {
+            commit: commit.to_vec(),
+            sync: d == Durability::Sync,
+            reply,
+        };
+        self.proposals
+            .send(p)
+            .map_err(|_| Error::Replication("this member has stopped".into()))?;
+        let wait = self.ack_timeout;
+        let index = outcome.recv_timeout(wait).map_err(|_| {
+            Error::Replication(format!(
+                "the group did not commit this transaction within {wait:?} (no majority \
+                 reachable?); it may still be committed and applied later"
+            ))
+        })??;
+        if self.ack == AckPolicy::All {
+            let left = wait.saturating_sub(started.elapsed());
+            let raft = self.raft.clone();
+            let everyone = self.runtime.block_on(async move {
+                raft.wait(Some(left))
+                    .metrics(|m| acked_by_all(m, index), "every member's acknowledgement")
+                    .await
+            });
+            if everyone.is_err() {
+                return Err(Error::Replication(format!(
+                    "commit {index} is committed and applied on a majority, but not every \
+                     member acknowledged it within {wait:?} (JE: InsufficientAcksException)"
+                )));
+            }
+        }
+        Ok(index)
     }
 
     fn catch_up(&self) -> Result<()> {
@@ -327,7 +376,7 @@ fn acked_by_all(m: &RaftMetrics<NodeId, BasicNode>, index: u64) -> bool {
 }
 
 /// The engine's error for an openraft write failure.
-fn write_error(e: RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>) -> Error {
+fn write_error(e: &RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>) -> Error {
     match e {
         RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => Error::NotMaster {
             master: f.leader_id,
@@ -422,9 +471,12 @@ impl Member {
             runtime,
             heard,
         };
+        let (proposals, queue) = tokio::sync::mpsc::unbounded_channel();
+        member.runtime.spawn(propose(member.raft.clone(), queue));
         member.sm.set_replicator(Some(Arc::new(CommitPath {
             raft: member.raft.clone(),
             runtime: member.runtime.handle().clone(),
+            proposals,
             ack_timeout: config.ack_timeout,
             ack: config.ack,
         })))?;
@@ -476,11 +528,11 @@ impl Member {
                 m.membership().voter_ids().filter(|&v| v != id).collect();
             raft.change_membership(voters, false)
                 .await
-                .map_err(write_error)?;
+                .map_err(|e| write_error(&e))?;
             let learners: BTreeSet<NodeId> = [id].into();
             raft.change_membership(openraft::ChangeMembers::RemoveNodes(learners), false)
                 .await
-                .map_err(write_error)
+                .map_err(|e| write_error(&e))
                 .map(drop)
         })
     }
@@ -597,7 +649,7 @@ impl Member {
 pub(crate) async fn add_member(raft: &Raft, id: NodeId, addr: String, voter: bool) -> Result<()> {
     raft.add_learner(id, BasicNode::new(addr), true)
         .await
-        .map_err(write_error)?;
+        .map_err(|e| write_error(&e))?;
     if voter {
         let mut voters = raft
             .metrics()
@@ -609,7 +661,7 @@ pub(crate) async fn add_member(raft: &Raft, id: NodeId, addr: String, voter: boo
         voters.insert(id);
         raft.change_membership(voters, true)
             .await
-            .map_err(write_error)?;
+            .map_err(|e| write_error(&e))?;
     }
     Ok(())
 }

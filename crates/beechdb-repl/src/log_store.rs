@@ -9,6 +9,11 @@
 //! never forgotten and an acknowledged durable commit survives power loss. A log that has
 //! grown well past what it keeps is rewritten to a new file and renamed into place.
 //!
+//! Appends are group-committed: an append is written at once, and its completion (which
+//! tells openraft the entries are stored) is handed to the flusher thread, which fsyncs
+//! once for every append waiting and then completes them in order, so openraft goes on
+//! appending while a sync is in flight and many commits share one fsync.
+//!
 //! This log is the member's own, beside the environment's write-ahead log; folding the two
 //! into one (one fsync per replicated commit instead of two writes) is the planned next
 //! step (see docs/architecture.md).
@@ -79,9 +84,69 @@ impl State {
     }
 }
 
+/// An append waiting for the flusher: its completion, whether it needs an fsync, and the
+/// file it went to.
+struct Waiting {
+    done: LogFlushed<TypeConfig>,
+    sync: bool,
+    file: Arc<File>,
+}
+
+/// The flusher's queue, and whether the log is gone.
+#[derive(Default)]
+struct Queue {
+    waiting: Vec<Waiting>,
+    /// The flusher holds a batch not yet completed: later appends complete after it.
+    busy: bool,
+    closed: bool,
+}
+
+#[derive(Default)]
+struct Flusher {
+    queue: parking_lot::Mutex<Queue>,
+    wake: parking_lot::Condvar,
+}
+
+impl Flusher {
+    /// Completes queued appends in order, one fsync per file for each batch that needs one.
+    fn run(&self) {
+        loop {
+            let batch = {
+                let mut q = self.queue.lock();
+                q.busy = false;
+                while q.waiting.is_empty() && !q.closed {
+                    self.wake.wait(&mut q);
+                }
+                if q.waiting.is_empty() {
+                    return;
+                }
+                q.busy = true;
+                std::mem::take(&mut q.waiting)
+            };
+            let mut synced: Vec<*const File> = Vec::new();
+            let mut outcome: std::io::Result<()> = Ok(());
+            for w in batch.iter().filter(|w| w.sync) {
+                let f = Arc::as_ptr(&w.file);
+                if !synced.contains(&f) && outcome.is_ok() {
+                    outcome = w.file.sync_data();
+                    synced.push(f);
+                }
+            }
+            for w in batch {
+                let r = match &outcome {
+                    Ok(()) => Ok(()),
+                    Err(e) => Err(std::io::Error::new(e.kind(), e.to_string())),
+                };
+                w.done.log_io_completed(r);
+            }
+        }
+    }
+}
+
 struct Inner {
     dir: PathBuf,
-    file: File,
+    file: Arc<File>,
+    flusher: Arc<Flusher>,
     /// Bytes in the file, and bytes its live frames would take rewritten.
     len: u64,
     live: u64,
@@ -152,9 +217,16 @@ impl LogStore {
         for f in frames {
             state.replay(f);
         }
+        let flusher = Arc::new(Flusher::default());
+        let f = flusher.clone();
+        std::thread::Builder::new()
+            .name("beechdb-repl-flush".into())
+            .spawn(move || f.run())
+            .map_err(|e| io("starting the log flusher".into(), e))?;
         let mut inner = Inner {
             dir: dir.to_path_buf(),
-            file,
+            file: Arc::new(file),
+            flusher,
             len: whole as u64,
             live: 0,
             state,
@@ -163,6 +235,14 @@ impl LogStore {
         Ok(LogStore {
             inner: Arc::new(Mutex::new(inner)),
         })
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // The flusher completes what is queued, then ends.
+        self.flusher.queue.lock().closed = true;
+        self.flusher.wake.notify_one();
     }
 }
 
@@ -181,7 +261,7 @@ impl Inner {
         for f in frames {
             encode(f, &mut buf);
         }
-        self.file.write_all(&buf)?;
+        (&*self.file).write_all(&buf)?;
         if sync {
             self.file.sync_data()?;
         }
@@ -205,7 +285,7 @@ impl Inner {
         f.sync_all()?;
         std::fs::rename(&tmp, &path)?;
         File::open(&self.dir)?.sync_all()?;
-        self.file = OpenOptions::new().append(true).read(true).open(&path)?;
+        self.file = Arc::new(OpenOptions::new().append(true).read(true).open(&path)?);
         self.len = buf.len() as u64;
         self.live = self.len;
         Ok(())
@@ -304,13 +384,24 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             inner.state.entries.insert(e.log_id.index, e.clone());
             frames.push(Frame::Entry(e));
         }
-        let written = inner.write(&frames, sync);
-        let ok = written
-            .as_ref()
-            .map(drop)
-            .map_err(|e| std::io::Error::new(e.kind(), e.to_string()));
-        callback.log_io_completed(ok);
-        written.map_err(write_err)
+        if let Err(e) = inner.write(&frames, false) {
+            callback.log_io_completed(Err(std::io::Error::new(e.kind(), e.to_string())));
+            return Err(write_err(e));
+        }
+        let mut q = inner.flusher.queue.lock();
+        if !sync && q.waiting.is_empty() && !q.busy {
+            // Nothing to wait for, nothing ahead of it: stored already.
+            callback.log_io_completed(Ok(()));
+            return Ok(());
+        }
+        q.waiting.push(Waiting {
+            done: callback,
+            sync,
+            file: inner.file.clone(),
+        });
+        drop(q);
+        inner.flusher.wake.notify_one();
+        Ok(())
     }
 
     async fn truncate(
@@ -348,7 +439,7 @@ mod tests {
         Entry {
             log_id: LogId::new(CommittedLeaderId::new(term, 1), index),
             payload: EntryPayload::Normal(crate::Request {
-                commit: vec![index as u8; 10],
+                commits: vec![vec![index as u8; 10]],
                 sync: true,
             }),
         }

@@ -174,31 +174,29 @@ impl StateMachine {
         }
     }
 
-    /// Applies one entry; `None` in the response's `refused` unless every member refuses
-    /// it alike.
+    /// Applies one entry: its commits as one local commit with the marker.
     fn apply_one(&self, entry: Entry<TypeConfig>, marker: &mut Marker) -> Result<Response> {
         let (env, db) = self.handles()?;
         marker.last = Some(entry.log_id);
-        let commit = match entry.payload {
-            EntryPayload::Normal(r) => Some(r.commit),
+        let commits = match entry.payload {
+            EntryPayload::Normal(r) => r.commits,
             EntryPayload::Membership(m) => {
                 marker.membership = StoredMembership::new(Some(entry.log_id), m);
-                None
+                Vec::new()
             }
-            EntryPayload::Blank => None,
+            EntryPayload::Blank => Vec::new(),
         };
         let bytes = bincode::serialize(&*marker).expect("the marker always serializes");
         let mark = Some((&db, APPLIED, &bytes[..]));
-        match env.apply_replicated(commit.as_deref(), mark, Durability::NoSync) {
-            Ok(lsn) => Ok(Response { lsn, refused: None }),
-            Err(e) => match Refusal::of(&e) {
-                Some(refused) => Ok(Response {
-                    lsn: env.apply_replicated(None, mark, Durability::NoSync)?,
-                    refused: Some(refused),
-                }),
-                None => Err(e),
-            },
-        }
+        let slices: Vec<&[u8]> = commits.iter().map(Vec::as_slice).collect();
+        let (lsn, outcome) = env.apply_replicated(&slices, mark, Durability::NoSync)?;
+        Ok(Response {
+            lsn,
+            refused: outcome
+                .iter()
+                .map(|o| o.as_ref().and_then(Refusal::of))
+                .collect(),
+        })
     }
 
     /// Installs a copy of an environment: see the module comment.

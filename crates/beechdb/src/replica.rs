@@ -135,40 +135,107 @@ impl Env {
         Ok(())
     }
 
-    /// Applies a commit that a [`Replicator`] was given (here or on another member), as
-    /// one local commit with durability `d`, together with `marker`, a write of the
-    /// replication layer's own (its applied position, in a database of its own) that
-    /// becomes durable atomically with the commit. `commit` `None` applies the marker
-    /// alone. Takes no locks: the master's transaction that made the commit still holds
-    /// them, and a replica has no other writers. Returns the local commit's LSN.
+    /// Applies commits that a [`Replicator`] was given (here or on another member), in
+    /// order, as one local commit with durability `d`, together with `marker`, a write of
+    /// the replication layer's own (its applied position, in a database of its own) that
+    /// becomes durable atomically with them. Takes no locks: the master's transactions that
+    /// made the commits still hold theirs, and a replica has no other writers.
+    ///
+    /// A commit that writes a database that does not exist by then (removed by an earlier
+    /// commit, of this batch or before), or creates a name or id already taken, is left
+    /// out, and its error returned in its place: every member decides alike. Returns the
+    /// local commit's LSN and, per commit, `None` or the error that left it out.
     pub fn apply_replicated(
         &self,
-        commit: Option<&[u8]>,
+        commits: &[&[u8]],
         marker: Option<(&Db, &[u8], &[u8])>,
         d: Durability,
-    ) -> Result<u64> {
+    ) -> Result<(u64, Vec<Option<Error>>)> {
         let shared = &self.shared;
         let tx = shared.tx()?;
-        let none = OpsBuilder::default();
-        let (ddl, ops) = match commit {
-            Some(bytes) => decode_commit(bytes)?,
-            None => (Vec::new(), none.ops()),
-        };
+        let decoded: Vec<(Vec<Ddl>, Ops)> = commits
+            .iter()
+            .map(|c| decode_commit(c))
+            .collect::<Result<_>>()?;
+        let mut ddl: Vec<Ddl> = Vec::new();
         let mut all = OpsBuilder::default();
         let mut dbs: Vec<u32> = Vec::new();
-        let writes = ops.iter().chain(marker.map(|(db, key, value)| Op::Put {
-            db: db.id(),
-            key,
-            value,
-        }));
-        for op in writes {
-            if !dbs.contains(&op.db()) {
-                dbs.push(op.db());
+        let mut outcome = Vec::with_capacity(decoded.len());
+        let mut accepted: Vec<Ops> = Vec::new();
+        {
+            // Only this call writes the environment now, so what it checks here holds
+            // when it commits.
+            let e = shared.engine.read();
+            let mut removed: Vec<u32> = Vec::new();
+            let mut created: Vec<(u32, &str)> = Vec::new();
+            let exists = |db: u32, removed: &[u32], created: &[(u32, &str)]| {
+                !removed.contains(&db) && (e.db(db).is_ok() || created.iter().any(|c| c.0 == db))
+            };
+            for (cddl, ops) in &decoded {
+                let mut own: Vec<(u32, &str)> = Vec::new();
+                let mut refused = None;
+                for d in cddl {
+                    match d {
+                        Ddl::Create { db, name } => {
+                            let taken_name = (e.names.contains_key(name.as_str())
+                                && !removed.contains(&e.names[name.as_str()]))
+                                || created.iter().any(|c| c.1 == name);
+                            if taken_name {
+                                refused = Some(Error::DbExists(name.clone()));
+                            } else if exists(*db, &removed, &created) {
+                                refused = Some(Error::Conflict);
+                            }
+                            own.push((*db, name));
+                        }
+                        Ddl::Remove { db, .. } => {
+                            if !exists(*db, &removed, &created) && !own.iter().any(|c| c.0 == *db) {
+                                refused = Some(Error::DbRemoved);
+                            }
+                        }
+                    }
+                }
+                let mut visible = created.clone();
+                visible.extend(own.iter().copied());
+                if refused.is_none() && ops.iter().any(|op| !exists(op.db(), &removed, &visible)) {
+                    refused = Some(Error::DbRemoved);
+                }
+                if refused.is_none() {
+                    for d in cddl {
+                        match d {
+                            Ddl::Create { db, name } => created.push((*db, name)),
+                            Ddl::Remove { db, .. } => removed.push(*db),
+                        }
+                        ddl.push(d.clone());
+                    }
+                    accepted.push(*ops);
+                }
+                outcome.push(refused);
             }
-            all.push(op);
+            // The batch's DDL is applied before its writes: writes to a database that a
+            // later commit of the batch removes are dropped, as the removal would drop them.
+            for op in accepted.iter().flat_map(|ops| ops.iter()) {
+                if removed.contains(&op.db()) {
+                    continue;
+                }
+                if !dbs.contains(&op.db()) {
+                    dbs.push(op.db());
+                }
+                all.push(op);
+            }
+        }
+        if let Some((db, key, value)) = marker {
+            if !dbs.contains(&db.id()) {
+                dbs.push(db.id());
+            }
+            all.push(Op::Put {
+                db: db.id(),
+                key,
+                value,
+            });
         }
         let id = tx.txns.new_id();
-        shared.commit_local(id, &ddl, all.ops(), &dbs, d)
+        let lsn = shared.commit_local(id, &ddl, all.ops(), &dbs, d)?;
+        Ok((lsn, outcome))
     }
 }
 
@@ -214,5 +281,59 @@ mod tests {
         let mut bad_kind = bytes;
         bad_kind[4] = 9;
         assert!(decode_commit(&bad_kind).is_err());
+    }
+
+    #[test]
+    fn a_batch_applies_in_order_and_refuses_alike() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = Env::open(dir.path(), crate::Config::default().transactional(true)).unwrap();
+        let a = env.create_db("a").unwrap();
+        let marker = env.create_db("marker").unwrap();
+        let put = |db: u32, key: &'static [u8]| {
+            let mut b = OpsBuilder::default();
+            b.push(Op::Put {
+                db,
+                key,
+                value: b"v",
+            });
+            b
+        };
+        let none = OpsBuilder::default();
+        let (ida, idb) = (a.id(), 50);
+        let remove_a = [Ddl::Remove {
+            db: ida,
+            name: "a".into(),
+        }];
+        let create_b = [Ddl::Create {
+            db: idb,
+            name: "b".into(),
+        }];
+        let create_b_again = [Ddl::Create {
+            db: idb + 1,
+            name: "b".into(),
+        }];
+        let commits = [
+            encode_commit(&[], put(ida, b"k1").ops()),
+            encode_commit(&remove_a, none.ops()),
+            encode_commit(&[], put(ida, b"k2").ops()),
+            encode_commit(&create_b, put(idb, b"x").ops()),
+            encode_commit(&create_b_again, none.ops()),
+        ];
+        let slices: Vec<&[u8]> = commits.iter().map(Vec::as_slice).collect();
+        let (_, outcome) = env
+            .apply_replicated(&slices, Some((&marker, b"m", b"1")), Durability::NoSync)
+            .unwrap();
+        let kinds: Vec<String> = outcome.iter().map(|o| format!("{o:?}")).collect();
+        assert_eq!(kinds[..2], ["None", "None"]);
+        assert!(matches!(outcome[2], Some(Error::DbRemoved)), "{kinds:?}");
+        assert!(outcome[3].is_none(), "{kinds:?}");
+        assert!(matches!(outcome[4], Some(Error::DbExists(_))), "{kinds:?}");
+        assert!(matches!(env.open_db("a"), Err(Error::DbNotFound(_))));
+        assert_eq!(
+            env.open_db("b").unwrap().get(b"x").unwrap().as_deref(),
+            Some(&b"v"[..])
+        );
+        assert_eq!(marker.get(b"m").unwrap().as_deref(), Some(&b"1"[..]));
+        env.close().unwrap();
     }
 }
