@@ -250,7 +250,7 @@ impl Group {
     fn verify(&self, token: u64) -> BenchResult<()> {
         let env = self.master.env();
         let txn = env.begin_txn()?;
-        let want = beechdb_repl::state::digest(&env, &txn)?;
+        let want = beechdb_repl::digest(&env, &txn)?;
         txn.abort();
         let addrs: Vec<String> = self.replicas.iter().map(|(a, _)| a.clone()).collect();
         let client = Client::new(&self.group, &addrs)?.with_timeout(Duration::from_secs(10));

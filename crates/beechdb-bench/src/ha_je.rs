@@ -28,6 +28,7 @@ impl Je {
                 "-Dmdep.outputFile=target/cp.txt",
             ])
             .current_dir(dir)
+            .stdout(Stdio::null())
             .status()
             .map_err(|e| format!("running mvn (Maven is needed for --je): {e}"))?;
         if !status.success() {

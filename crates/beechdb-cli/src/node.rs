@@ -5,11 +5,11 @@
 //! `beechdb_repl`. Invariant: `node` prints one line once the member listens, then runs
 //! until killed; a member never forms a group it was not told to.
 
-use beechdb_repl::tcp::{Client, ClientError, Message, Reply};
+use beechdb_repl::tcp::Client;
 use beechdb_repl::{Member, MemberConfig, NodeId, Transport};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -72,28 +72,7 @@ pub fn run(
 /// Asks the group's master (found from `addrs`) to add this member; retries for a minute.
 fn ask_to_join(group: &str, addrs: &[String], id: NodeId, listen: &str, voter: bool) -> Res<()> {
     let client = Client::new(group, addrs)?;
-    let m = Message::AddMember {
-        id,
-        addr: listen.to_string(),
-        voter,
-    };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut at = addrs.first().cloned().ok_or("--join needs an address")?;
-    loop {
-        let outcome = client.send(&at, &m);
-        match outcome {
-            Ok(Reply::AddMember(Ok(()))) => return Ok(()),
-            Ok(Reply::AddMember(Err(ClientError::NotMaster(Some((_, a)))))) if !a.is_empty() => {
-                at = a;
-                continue;
-            }
-            Ok(Reply::AddMember(Err(e))) if Instant::now() >= deadline => {
-                return Err(format!("joining: {e:?}").into())
-            }
-            Err(e) if Instant::now() >= deadline => return Err(format!("joining: {e}").into()),
-            _ => std::thread::sleep(Duration::from_millis(200)),
-        }
-    }
+    Ok(client.add_member(id, listen, voter, Duration::from_secs(60))?)
 }
 
 /// Prints the status of the members at `addrs` (text, or JSON lines).

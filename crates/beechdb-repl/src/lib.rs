@@ -17,10 +17,37 @@
 // openraft's error types are large by its design; its traits fix the signatures.
 #![allow(clippy::result_large_err)]
 
-pub mod log_store;
+mod log_store;
 pub mod net;
-pub mod state;
+mod state;
 pub mod tcp;
+
+pub use state::{digest, MARKER_DB};
+
+/// Entry points for fuzzing the decoders of what replication reads from outside: each
+/// returns a typed error or succeeds, and never panics.
+pub mod fuzzing {
+    use std::path::Path;
+
+    /// A member's log file holding `bytes`, opened from directory `dir`.
+    pub fn open_log(dir: &Path, bytes: &[u8]) -> beechdb::Result<()> {
+        std::fs::write(dir.join("log"), bytes).map_err(|e| beechdb::Error::Io {
+            context: "writing the log".into(),
+            source: e,
+        })?;
+        crate::log_store::LogStore::open(dir).map(drop)
+    }
+
+    /// A received copy of an environment, unpacked into the new directory `dir`.
+    pub fn unpack_copy(bytes: &[u8], dir: &Path) -> beechdb::Result<()> {
+        crate::state::unpack(bytes, dir)
+    }
+
+    /// A frame arriving on a member's connection.
+    pub fn read_frame(bytes: &[u8]) -> std::io::Result<()> {
+        crate::tcp::check_frame(bytes)
+    }
+}
 
 use beechdb::{Durability, Env, Error, Result};
 use openraft::error::{ClientWriteError, RaftError};
@@ -38,7 +65,7 @@ pub type NodeId = u64;
 /// One entry of the replicated log: the commits of transactions that reached the master
 /// together (group commit), each as the engine encoded it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Request {
+pub(crate) struct Request {
     /// The encoded write sets (see `beechdb::Replicator`), in the order they are applied.
     pub commits: Vec<Vec<u8>>,
     /// Whether the log must reach disk (fsync) before a member acknowledges it: some
@@ -49,14 +76,14 @@ pub struct Request {
 /// What applying an entry gave: the LSN of the local commit on the member that applied it,
 /// and for each of its commits why it was refused, if it was (every member refuses alike).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct Response {
+pub(crate) struct Response {
     pub lsn: u64,
     pub refused: Vec<Option<Refusal>>,
 }
 
 /// Why every member refused a committed entry's writes.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     /// It writes a database that an earlier entry removed.
     DbRemoved,
     /// It creates a database whose name an earlier entry took.
@@ -87,7 +114,7 @@ impl Refusal {
 openraft::declare_raft_types!(
     /// The group's types: entries are engine commits; snapshots are copies of an
     /// environment's durable checkpoint.
-    pub TypeConfig:
+    pub(crate) TypeConfig:
         D = Request,
         R = Response,
         NodeId = NodeId,
@@ -95,7 +122,7 @@ openraft::declare_raft_types!(
 );
 
 /// The openraft node of a member.
-pub type Raft = openraft::Raft<TypeConfig>;
+pub(crate) type Raft = openraft::Raft<TypeConfig>;
 
 /// Which members must have an entry before its commit returns on the master (JE's
 /// `ReplicaAckPolicy`). JE's `NONE` is not offered: here a commit becomes visible only

@@ -155,7 +155,7 @@ struct Inner {
 
 /// A member's replicated log (openraft's log storage), shared by its reader handles.
 #[derive(Clone)]
-pub struct LogStore {
+pub(crate) struct LogStore {
     inner: Arc<Mutex<Inner>>,
 }
 
@@ -171,7 +171,9 @@ fn encode(f: &Frame, out: &mut Vec<u8>) {
 }
 
 /// The whole frames at the start of `bytes`, and the length they take.
-fn decode_all(bytes: &[u8]) -> (Vec<Frame>, usize) {
+/// A frame whose checksum holds but whose contents do not decode was written whole by
+/// something that is not this code: damage, reported, never cut as a torn tail.
+fn decode_all(bytes: &[u8]) -> Result<(Vec<Frame>, usize)> {
     let mut frames = Vec::new();
     let mut at = 0;
     while bytes.len() - at >= FRAME_HDR {
@@ -183,13 +185,16 @@ fn decode_all(bytes: &[u8]) -> (Vec<Frame>, usize) {
         if crc32c::crc32c(payload) != crc {
             break;
         }
-        let Ok(f) = crate::state::bincode_opts(len).deserialize::<Frame>(payload) else {
-            break;
-        };
+        let f = crate::state::bincode_opts(len)
+            .deserialize::<Frame>(payload)
+            .map_err(|e| Error::Corrupt {
+                page: None,
+                detail: format!("the replication log's frame at byte {at} does not decode: {e}"),
+            })?;
         frames.push(f);
         at += FRAME_HDR + len;
     }
-    (frames, at)
+    Ok((frames, at))
 }
 
 impl LogStore {
@@ -206,7 +211,7 @@ impl LogStore {
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes)
             .map_err(|e| io(format!("reading {}", path.display()), e))?;
-        let (frames, whole) = decode_all(&bytes);
+        let (frames, whole) = decode_all(&bytes)?;
         if whole < bytes.len() {
             // A torn tail: the write never completed, so nothing in it was acknowledged.
             file.set_len(whole as u64)
@@ -479,12 +484,12 @@ mod tests {
         let first = buf.len();
         encode(&Frame::Entry(entry(1, 2)), &mut buf);
         buf[first + FRAME_HDR + 2] ^= 0x40;
-        let (frames, whole) = decode_all(&buf);
+        let (frames, whole) = decode_all(&buf).unwrap();
         assert_eq!((frames.len(), whole), (1, first));
         // Garbage of every length decodes to nothing, never a panic.
         for n in 0..64 {
             let junk: Vec<u8> = (0..n).map(|i| (i * 37 + 11) as u8).collect();
-            assert!(decode_all(&junk).0.is_empty());
+            assert!(decode_all(&junk).unwrap().0.is_empty());
         }
     }
 }

@@ -48,7 +48,7 @@ struct Stored {
 }
 
 /// The environment a member applies entries to.
-pub struct StateMachine {
+pub(crate) struct StateMachine {
     dir: PathBuf,
     config: Config,
     open: RwLock<Option<(Env, Db)>>,
@@ -310,7 +310,7 @@ fn pack(dir: &Path) -> Result<Vec<u8>> {
 
 /// Writes [`pack`]'s files into the new directory `dir`, synced; a typed error for bytes
 /// that are not such a string, or a name that is not a plain file name.
-pub fn unpack(data: &[u8], dir: &Path) -> Result<()> {
+pub(crate) fn unpack(data: &[u8], dir: &Path) -> Result<()> {
     let bad = |why: &str| Error::Corrupt {
         page: None,
         detail: format!("a received copy of an environment is malformed: {why}"),

@@ -32,7 +32,7 @@ pub const MAX_FRAME: usize = 64 << 20;
 
 /// A request on a connection.
 #[derive(Serialize, Deserialize)]
-pub enum Message {
+pub(crate) enum Message {
     /// The first message of every connection: the group it is for, and who asks.
     Hello {
         group: String,
@@ -77,7 +77,7 @@ pub enum ClientError {
 
 /// The answer to a [`Message`], of the same kind.
 #[derive(Serialize, Deserialize)]
-pub enum Reply {
+pub(crate) enum Reply {
     Hello(Result<(), String>),
     Append(Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>),
     Vote(Result<VoteResponse<NodeId>, RaftError<NodeId>>),
@@ -105,7 +105,7 @@ fn frame_error(why: String) -> std::io::Error {
 }
 
 /// Writes one frame holding `value`.
-pub async fn write_frame<T: Serialize>(s: &mut TcpStream, value: &T) -> std::io::Result<()> {
+pub(crate) async fn write_frame<T: Serialize>(s: &mut TcpStream, value: &T) -> std::io::Result<()> {
     let payload = bincode_opts(MAX_FRAME)
         .serialize(value)
         .map_err(|e| frame_error(format!("encoding a message: {e}")))?;
@@ -116,25 +116,54 @@ pub async fn write_frame<T: Serialize>(s: &mut TcpStream, value: &T) -> std::io:
     s.write_all(&buf).await
 }
 
-/// Reads one frame and decodes it; an error for anything malformed.
-pub async fn read_frame<T: for<'de> Deserialize<'de>>(s: &mut TcpStream) -> std::io::Result<T> {
-    let mut hdr = [0u8; 8];
-    s.read_exact(&mut hdr).await?;
+/// The payload length a frame header announces; an error past [`MAX_FRAME`].
+fn frame_len(hdr: &[u8; 8]) -> std::io::Result<usize> {
     let len = u32::from_le_bytes(hdr[..4].try_into().unwrap()) as usize;
-    let crc = u32::from_le_bytes(hdr[4..].try_into().unwrap());
-    if len > MAX_FRAME {
-        return Err(frame_error(format!(
+    match len > MAX_FRAME {
+        true => Err(frame_error(format!(
             "a frame of {len} bytes is over the limit"
-        )));
+        ))),
+        false => Ok(len),
     }
-    let mut payload = vec![0u8; len];
-    s.read_exact(&mut payload).await?;
-    if crc32c::crc32c(&payload) != crc {
+}
+
+/// Checks a frame's payload against the checksum in its header and decodes it.
+fn decode_payload<T: for<'de> Deserialize<'de>>(
+    hdr: &[u8; 8],
+    payload: &[u8],
+) -> std::io::Result<T> {
+    let crc = u32::from_le_bytes(hdr[4..].try_into().unwrap());
+    if crc32c::crc32c(payload) != crc {
         return Err(frame_error("a frame failed its checksum".into()));
     }
-    bincode_opts(len)
-        .deserialize(&payload)
+    bincode_opts(payload.len())
+        .deserialize(payload)
         .map_err(|e| frame_error(format!("a frame does not decode: {e}")))
+}
+
+/// Decodes one whole frame (header and payload) holding a request, as a member does with
+/// what arrives on a connection; an error for anything malformed.
+pub fn check_frame(frame: &[u8]) -> std::io::Result<()> {
+    let (hdr, payload) = frame
+        .split_first_chunk::<8>()
+        .ok_or_else(|| frame_error("a frame is cut short".into()))?;
+    if payload.len() != frame_len(hdr)? {
+        return Err(frame_error(
+            "a frame's length does not match its header".into(),
+        ));
+    }
+    decode_payload::<Message>(hdr, payload).map(drop)
+}
+
+/// Reads one frame and decodes it; an error for anything malformed.
+pub(crate) async fn read_frame<T: for<'de> Deserialize<'de>>(
+    s: &mut TcpStream,
+) -> std::io::Result<T> {
+    let mut hdr = [0u8; 8];
+    s.read_exact(&mut hdr).await?;
+    let mut payload = vec![0u8; frame_len(&hdr)?];
+    s.read_exact(&mut payload).await?;
+    decode_payload(&hdr, &payload)
 }
 
 /// What a member's server needs.
@@ -285,7 +314,7 @@ impl Server {
 }
 
 /// Opens a connection to `addr` for group `group` and says hello.
-pub async fn connect(addr: &str, group: &str, from: NodeId) -> std::io::Result<TcpStream> {
+pub(crate) async fn connect(addr: &str, group: &str, from: NodeId) -> std::io::Result<TcpStream> {
     let mut s = TcpStream::connect(addr).await?;
     s.set_nodelay(true)?;
     write_frame(
@@ -472,7 +501,7 @@ impl Client {
     }
 
     /// Sends `m` to `addr` on a new connection, within the client's timeout.
-    pub fn send(&self, addr: &str, m: &Message) -> beechdb::Result<Reply> {
+    pub(crate) fn send(&self, addr: &str, m: &Message) -> beechdb::Result<Reply> {
         self.exchange(addr, m).map_err(|(_, e)| client_io(e))
     }
 
@@ -563,6 +592,47 @@ impl Client {
                 return Err(last_error);
             }
             std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Asks the group's master (found from the known members) to add member `id` at
+    /// `addr`, as a voter or not; retries until `patience` runs out.
+    pub fn add_member(
+        &self,
+        id: NodeId,
+        addr: &str,
+        voter: bool,
+        patience: Duration,
+    ) -> beechdb::Result<()> {
+        let m = Message::AddMember {
+            id,
+            addr: addr.to_string(),
+            voter,
+        };
+        let deadline = std::time::Instant::now() + patience;
+        let mut at = self.addrs.first().cloned().ok_or_else(|| {
+            Error::InvalidArgument("a client needs at least one member address".into())
+        })?;
+        let mut next = 0;
+        loop {
+            let failure = match self.send(&at, &m) {
+                Ok(Reply::AddMember(Ok(()))) => return Ok(()),
+                Ok(Reply::AddMember(Err(ClientError::NotMaster(Some((_, a))))))
+                    if !a.is_empty() =>
+                {
+                    at = a;
+                    continue;
+                }
+                Ok(Reply::AddMember(Err(e))) => Error::Replication(format!("{e:?}")),
+                Ok(_) => Error::Replication(format!("{at} answered with the wrong kind of reply")),
+                Err(e) => e,
+            };
+            if std::time::Instant::now() >= deadline {
+                return Err(failure);
+            }
+            next += 1;
+            at = self.addrs[next % self.addrs.len()].clone();
+            std::thread::sleep(Duration::from_millis(200));
         }
     }
 
