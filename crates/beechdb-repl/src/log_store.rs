@@ -1,5 +1,7 @@
 //! A member's replicated log on disk: entries, the vote, and the marks of truncation and
-//! purging, appended to one file as checksummed frames and replayed at start.
+//! purging, appended to one file as checksummed frames and replayed at start. The commit
+//! index is not kept: the environment's marker says what is applied, and a master says
+//! what is committed.
 //!
 //! Owns: [`LogStore`] and its file `raft/log`. May call: the file system. Invariants: a
 //! frame is `[length u32][crc32c u32][payload]`, payload a bincode [`Frame`]; replay stops
@@ -46,14 +48,12 @@ enum Frame {
     /// Entries up to this one are gone (a snapshot holds them).
     Purge(LogId<NodeId>),
     Vote(Vote<NodeId>),
-    Committed(Option<LogId<NodeId>>),
 }
 
 #[derive(Default)]
 struct State {
     entries: BTreeMap<u64, Entry<TypeConfig>>,
     vote: Option<Vote<NodeId>>,
-    committed: Option<LogId<NodeId>>,
     last_purged: Option<LogId<NodeId>>,
 }
 
@@ -69,7 +69,6 @@ impl State {
                 self.last_purged = Some(upto);
             }
             Frame::Vote(v) => self.vote = Some(v),
-            Frame::Committed(c) => self.committed = c,
         }
     }
 
@@ -78,7 +77,6 @@ impl State {
         let mut out = Vec::with_capacity(self.entries.len() + 3);
         out.extend(self.vote.map(Frame::Vote));
         out.extend(self.last_purged.map(Frame::Purge));
-        out.push(Frame::Committed(self.committed));
         out.extend(self.entries.values().cloned().map(Frame::Entry));
         out
     }
@@ -350,24 +348,6 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         &mut self,
     ) -> std::result::Result<Option<Vote<NodeId>>, StorageError<NodeId>> {
         Ok(self.inner.lock().state.vote)
-    }
-
-    async fn save_committed(
-        &mut self,
-        committed: Option<LogId<NodeId>>,
-    ) -> std::result::Result<(), StorageError<NodeId>> {
-        let mut inner = self.inner.lock();
-        inner.state.committed = committed;
-        // Not synced: after a crash openraft learns the commit index again from the master.
-        inner
-            .write(&[Frame::Committed(committed)], false)
-            .map_err(write_err)
-    }
-
-    async fn read_committed(
-        &mut self,
-    ) -> std::result::Result<Option<LogId<NodeId>>, StorageError<NodeId>> {
-        Ok(self.inner.lock().state.committed)
     }
 
     async fn append<I>(
