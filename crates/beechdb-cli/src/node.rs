@@ -5,7 +5,7 @@
 //! `beechdb_repl`. Invariant: `node` prints one line once the member listens, then runs
 //! until killed; a member never forms a group it was not told to.
 
-use beechdb_repl::tcp::Client;
+use beechdb_repl::tcp::{Client, WireStatus};
 use beechdb_repl::{Member, MemberConfig, NodeId, Transport};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -75,41 +75,62 @@ fn ask_to_join(group: &str, addrs: &[String], id: NodeId, listen: &str, voter: b
     Ok(client.add_member(id, listen, voter, Duration::from_secs(60))?)
 }
 
-/// Prints the status of the members at `addrs` (text, or JSON lines).
+/// Prints the status of the members at `addrs` (text, or JSON lines): state, master,
+/// term, log and applied positions, and lag: in commits (behind the master's log, as the
+/// master last heard) and in time (since the member last heard from the master).
 pub fn status(group: &str, addrs: &[String], json: bool) -> Res<ExitCode> {
     let client = Client::new(group, addrs)?;
-    let mut failed = false;
+    let statuses: Vec<(String, beechdb::Result<WireStatus>)> = addrs
+        .iter()
+        .map(|a| (a.clone(), client.status(a)))
+        .collect();
+    // The master's view of each member's acknowledged position.
+    let master = statuses
+        .iter()
+        .filter_map(|(_, s)| s.as_ref().ok())
+        .find(|s| s.state == "master");
+    let behind = |s: &WireStatus| -> Option<u64> {
+        let m = master?;
+        match m.id == s.id {
+            true => Some(0),
+            false => m.acked.get(&s.id).map(|a| m.last_log.saturating_sub(*a)),
+        }
+    };
     if !json {
         println!(
-            "{:<22} {:>4} {:<9} {:>6} {:>6} {:>10} {:>10}",
-            "address", "id", "state", "master", "term", "last log", "applied"
+            "{:<22} {:>4} {:<9} {:>6} {:>6} {:>10} {:>10} {:>8} {:>10}",
+            "address", "id", "state", "master", "term", "last log", "applied", "behind", "heard ms"
         );
     }
-    for addr in addrs {
-        match client.status(addr) {
+    let mut failed = false;
+    for (addr, s) in &statuses {
+        let dash = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
+        match s {
             Ok(s) if json => println!(
                 "{}",
                 serde_json::json!({"address": addr, "id": s.id, "state": s.state,
-                    "master": s.master, "term": s.term, "last_log": s.last_log, "applied": s.applied})
+                    "master": s.master, "term": s.term, "last_log": s.last_log,
+                    "applied": s.applied, "behind": behind(s), "heard_ms_ago": s.heard_ms_ago})
             ),
             Ok(s) => println!(
-                "{addr:<22} {:>4} {:<9} {:>6} {:>6} {:>10} {:>10}",
+                "{addr:<22} {:>4} {:<9} {:>6} {:>6} {:>10} {:>10} {:>8} {:>10}",
                 s.id,
                 s.state,
-                s.master.map_or("-".into(), |m| m.to_string()),
+                dash(s.master),
                 s.term,
                 s.last_log,
-                s.applied
+                s.applied,
+                dash(behind(s)),
+                dash(s.heard_ms_ago)
             ),
             Err(e) => {
                 failed = true;
-                if json {
-                    println!(
+                match json {
+                    true => println!(
                         "{}",
                         serde_json::json!({"address": addr, "error": e.to_string()})
-                    );
-                } else {
-                    println!("{addr:<22} unreachable: {e}");
+                    ),
+                    false => println!("{addr:<22} unreachable: {e}"),
                 }
             }
         }

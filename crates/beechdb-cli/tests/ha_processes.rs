@@ -182,6 +182,27 @@ fn run(dir: &Path, seed: u64) -> (Fault, Duration) {
         );
     }
     assert!(digests.len() == 3);
+    // `beech members` reports one master, everyone's positions and lag.
+    let out = Command::new(env!("CARGO_BIN_EXE_beech"))
+        .args(["members", "--group", &group, "--json"])
+        .args(&addrs)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let rows: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        rows.iter().filter(|r| r["state"] == "master").count(),
+        1,
+        "{rows:?}"
+    );
+    assert!(
+        rows.iter().all(|r| r["applied"].as_u64() >= Some(token)),
+        "{rows:?}"
+    );
     drop(nodes);
     (fault, failover)
 }

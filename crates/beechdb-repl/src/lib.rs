@@ -261,6 +261,12 @@ pub struct Status {
     /// entry removed from its log.
     pub snapshot: Option<u64>,
     pub purged: Option<u64>,
+    /// On a replica: milliseconds since it last accepted an append (or heartbeat) from
+    /// the master, its lag in time.
+    pub heard_ms_ago: Option<u64>,
+    /// On the master: each other member's log position as it last acknowledged it (its
+    /// lag in commits is `last_log` minus this).
+    pub acked: BTreeMap<NodeId, u64>,
 }
 
 /// One member of a replication group, running: an environment whose commits go through
@@ -570,7 +576,7 @@ impl Member {
 
     /// This member's view of the group.
     pub fn status(&self) -> Status {
-        status_of(&self.raft)
+        status_of(&self.raft, &self.heard)
     }
 
     /// Whether this member is the master now.
@@ -694,7 +700,7 @@ pub(crate) async fn add_member(raft: &Raft, id: NodeId, addr: String, voter: boo
 }
 
 /// The status of the member whose node is `raft`.
-pub(crate) fn status_of(raft: &Raft) -> Status {
+pub(crate) fn status_of(raft: &Raft, heard: &Heard) -> Status {
     let m = raft.metrics().borrow().clone();
     let membership = m.membership_config.membership();
     Status {
@@ -714,5 +720,16 @@ pub(crate) fn status_of(raft: &Raft) -> Status {
         learners: membership.learner_ids().collect(),
         snapshot: m.snapshot.map(|l| l.index),
         purged: m.purged.map(|l| l.index),
+        heard_ms_ago: match m.state {
+            ServerState::Leader => None,
+            _ => heard.last().map(|(ago, _)| ago.as_millis() as u64),
+        },
+        acked: m
+            .replication
+            .iter()
+            .flatten()
+            .filter(|(&id, _)| id != m.id)
+            .map(|(&id, l)| (id, l.map_or(0, |l| l.index)))
+            .collect(),
     }
 }

@@ -98,6 +98,8 @@ pub struct WireStatus {
     pub term: u64,
     pub last_log: u64,
     pub applied: u64,
+    pub heard_ms_ago: Option<u64>,
+    pub acked: std::collections::BTreeMap<NodeId, u64>,
 }
 
 fn frame_error(why: String) -> std::io::Error {
@@ -287,7 +289,7 @@ impl Server {
                 let raft = self.raft.clone();
                 let digest = tokio::task::spawn_blocking(move || {
                     let txn = env.begin_txn()?;
-                    let applied = crate::status_of(&raft).applied;
+                    let applied = raft.metrics().borrow().last_applied.map_or(0, |l| l.index);
                     let d = crate::state::digest(&env, &txn)?;
                     txn.abort();
                     Ok((applied, d))
@@ -299,7 +301,7 @@ impl Server {
                 Reply::Digest(digest.map_err(|e| self.client_error(e)))
             }
             Message::Status => {
-                let s = crate::status_of(&self.raft);
+                let s = crate::status_of(&self.raft, &self.heard);
                 Reply::Status(WireStatus {
                     id: s.id,
                     state: s.state.to_string(),
@@ -307,6 +309,8 @@ impl Server {
                     term: s.term,
                     last_log: s.last_log,
                     applied: s.applied,
+                    heard_ms_ago: s.heard_ms_ago,
+                    acked: s.acked,
                 })
             }
         }

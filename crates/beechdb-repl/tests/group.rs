@@ -47,7 +47,7 @@ fn converged(members: &BTreeMap<NodeId, Member>, master: NodeId) -> Contents {
     want
 }
 
-fn stop(members: BTreeMap<NodeId, Member>) {
+fn stop_members(members: BTreeMap<NodeId, Member>) {
     for (_, m) in members {
         m.shutdown().unwrap();
     }
@@ -150,7 +150,7 @@ fn a_group_elects_a_master_replicates_and_refuses_writes_on_replicas() {
             b"b"
         );
     }
-    stop(members);
+    stop_members(members);
 }
 
 #[test]
@@ -190,7 +190,7 @@ fn failover_keeps_every_acknowledged_commit_and_the_old_master_rejoins() {
         );
     }
     eprintln!("failover after a clean stop of the master: {failover:?}");
-    stop(members);
+    stop_members(members);
 }
 
 #[test]
@@ -232,7 +232,7 @@ fn an_isolated_master_steps_aside_and_its_unacknowledged_write_fails() {
     // The write the old master could not commit was never applied anywhere.
     assert!(!want["kv"].iter().any(|(k, _)| k == b"cut-off"));
     assert_eq!(want["kv"].len(), 2);
-    stop(members);
+    stop_members(members);
 }
 
 #[test]
@@ -269,7 +269,7 @@ fn a_member_added_after_the_log_was_removed_is_rebuilt_from_a_copy() {
     // The log it needed was gone: it was rebuilt from a copy of the master's environment.
     assert!(master_status.purged.unwrap_or(0) > 1, "{master_status:?}");
     assert!(newcomer.snapshot.is_some(), "{newcomer:?}");
-    stop(members);
+    stop_members(members);
 }
 
 #[test]
@@ -353,7 +353,7 @@ fn members_over_tcp_serve_clients_and_refuse_strangers_and_garbage() {
     wait_all(&members, token);
     let want = converged(&members, master);
     assert_eq!(want["kv"].len(), 21);
-    stop(members);
+    stop_members(members);
 }
 
 #[test]
@@ -381,7 +381,7 @@ fn ack_all_waits_for_every_member_and_says_when_one_is_missing() {
         Some(&b"2"[..])
     );
     net.heal();
-    stop(members);
+    stop_members(members);
 }
 
 #[test]
@@ -423,5 +423,103 @@ fn read_consistency_policies_are_met_or_refused() {
     net.heal();
     r.await_consistency(Consistency::TimeLag(Duration::from_secs(1)), second)
         .unwrap();
-    stop(members);
+    stop_members(members);
+}
+
+#[test]
+fn five_members_keep_a_bank_total_through_membership_changes_under_load() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let net = Network::new();
+    let mut members = group(dir.path(), &net, &[1, 2, 3, 4, 5]);
+    let master = master_of(&members);
+    // 10 accounts of 100 each; transfers keep the total at 1,000.
+    let env = members[&master].env();
+    let accounts = env.create_db("accounts").unwrap();
+    let t = env.begin_txn().unwrap();
+    for a in 0..10u8 {
+        t.put(&accounts, &[a], &100u64.to_be_bytes()).unwrap();
+    }
+    let t_token = t.commit().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (env, accounts, stop) = (env.clone(), accounts.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let (mut done, mut i) = (0u64, 0u64);
+            while !stop.load(Ordering::Relaxed) {
+                let (from, to) = ((i % 10) as u8, ((i + 3) % 10) as u8);
+                i += 1;
+                let t = env.begin_txn().unwrap();
+                let get = |k: u8| {
+                    u64::from_be_bytes(t.get(&accounts, &[k]).unwrap().unwrap().try_into().unwrap())
+                };
+                let (a, b) = (get(from), get(to));
+                if a == 0 {
+                    t.abort();
+                    continue;
+                }
+                t.put(&accounts, &[from], &(a - 1).to_be_bytes()).unwrap();
+                t.put(&accounts, &[to], &(b + 1).to_be_bytes()).unwrap();
+                if t.commit().is_ok() {
+                    done += 1;
+                }
+            }
+            done
+        })
+    };
+    // Every member, read under each consistency policy while transfers go on, sees the
+    // total in one snapshot.
+    let token = t_token;
+    let check_totals = |members: &BTreeMap<NodeId, Member>| {
+        use beechdb_repl::Consistency;
+        for m in members.values() {
+            let policies = [
+                Consistency::Any,
+                Consistency::Commit(token),
+                Consistency::TimeLag(Duration::from_secs(1)),
+            ];
+            for c in policies {
+                m.await_consistency(c, WAIT).unwrap();
+                let env = m.env();
+                let Ok(db) = env.open_db("accounts") else {
+                    assert_eq!(c, Consistency::Any, "member {} under {c:?}", m.id());
+                    continue;
+                };
+                let t = env.begin_txn().unwrap();
+                let total: u64 = t
+                    .iter(&db)
+                    .map(|kv| u64::from_be_bytes(kv.unwrap().1[..].try_into().unwrap()))
+                    .sum();
+                t.abort();
+                assert_eq!(total, 1000, "member {} under {c:?}", m.id());
+            }
+        }
+    };
+    check_totals(&members);
+    // Under load: a voter leaves, a non-voting replica joins, then becomes a voter.
+    let leaving = members.keys().copied().find(|&id| id != master).unwrap();
+    members[&master].remove_member(leaving).unwrap();
+    members.remove(&leaving).unwrap().shutdown().unwrap();
+    let newcomer = Member::start(config(dir.path(), 6), Transport::Local(&net)).unwrap();
+    members[&master].add_member(6, "", false).unwrap();
+    members.insert(6, newcomer);
+    members[&master].add_member(6, "", true).unwrap();
+    check_totals(&members);
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::Relaxed);
+    let transfers = writer.join().unwrap();
+    assert!(transfers > 0);
+    let token = put(&members[&master], "kv", "end", "1").unwrap();
+    wait_all(&members, token);
+    let status = members[&master].status();
+    assert_eq!(status.voters.len(), 5, "{status:?}");
+    assert!(status.voters.contains(&6) && !status.voters.contains(&leaving));
+    let want = converged(&members, master);
+    let total: u64 = want["accounts"]
+        .iter()
+        .map(|(_, v)| u64::from_be_bytes(v[..].try_into().unwrap()))
+        .sum();
+    assert_eq!(total, 1000);
+    stop_members(members);
 }
