@@ -257,6 +257,12 @@ fn a_member_added_after_the_log_was_removed_is_rebuilt_from_a_copy() {
         )
         .unwrap();
     }
+    // Snapshots are taken in the background: wait until one has let the log be purged.
+    let deadline = Instant::now() + WAIT;
+    while members[&master].status().purged.unwrap_or(0) <= 1 {
+        assert!(Instant::now() < deadline, "the log was never purged");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let newcomer = Member::start(small(4), Transport::Local(&net)).unwrap();
     members[&master].add_member(4, "", false).unwrap();
     members.insert(4, newcomer);
@@ -492,7 +498,10 @@ fn five_members_keep_a_bank_total_through_membership_changes_under_load() {
                     .map(|kv| u64::from_be_bytes(kv.unwrap().1[..].try_into().unwrap()))
                     .sum();
                 t.abort();
-                assert_eq!(total, 1000, "member {} under {c:?}", m.id());
+                // Under `Any` a replica may not have applied the deposits yet: some prefix
+                // of the commits, each whole.
+                let whole = total == 1000 || (c == Consistency::Any && total == 0);
+                assert!(whole, "member {} under {c:?}: total {total}", m.id());
             }
         }
     };
