@@ -285,40 +285,34 @@ pub struct Member {
 /// Commits in an entry at most: a bound on an entry's size and on a batch's latency.
 const BATCH_COMMITS: usize = 256;
 
-/// Where a commit's outcome is left for its transaction.
-type Slot = Arc<parking_lot::Mutex<Option<Result<u64>>>>;
-
-/// A commit waiting to be proposed.
+/// A commit waiting to be proposed, and where its outcome goes.
 struct Proposal {
     commit: Vec<u8>,
     sync: bool,
-    slot: Slot,
+    reply: std::sync::mpsc::SyncSender<Result<u64>>,
 }
 
-/// The commits waiting, and whether a committer is proposing an entry now.
-#[derive(Default)]
-struct Pending {
-    queue: Vec<Proposal>,
-    busy: bool,
-}
-
-/// Takes over the environment's commits, with group commit and no thread of its own: a
-/// committer that finds no entry in flight proposes one holding every commit queued
-/// (its own among them) and leaves each outcome in its slot; committers that find one in
-/// flight queue and wait, and one of them proposes the next entry. Returns once the group
-/// has committed the entry and this member applied it.
+/// Takes over the environment's commits: each goes to the proposer, which puts the commits
+/// that arrive while the previous entry is being committed into one entry (group commit),
+/// and returns once the group has committed and this member applied it.
 struct CommitPath {
     raft: Raft,
     runtime: tokio::runtime::Handle,
-    pending: parking_lot::Mutex<Pending>,
-    done: parking_lot::Condvar,
+    proposals: tokio::sync::mpsc::UnboundedSender<Proposal>,
     ack_timeout: Duration,
     ack: AckPolicy,
 }
 
-impl CommitPath {
-    /// Proposes one entry holding `batch`; the outcome of each commit.
-    fn propose(&self, mut batch: Vec<Proposal>) -> Vec<(Slot, Result<u64>)> {
+/// The proposer: one entry in flight at a time, holding every commit that queued meanwhile.
+async fn propose(raft: Raft, mut queue: tokio::sync::mpsc::UnboundedReceiver<Proposal>) {
+    while let Some(first) = queue.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < BATCH_COMMITS {
+            match queue.try_recv() {
+                Ok(p) => batch.push(p),
+                Err(_) => break,
+            }
+        }
         let request = Request {
             sync: batch.iter().any(|p| p.sync),
             commits: batch
@@ -326,102 +320,45 @@ impl CommitPath {
                 .map(|p| std::mem::take(&mut p.commit))
                 .collect(),
         };
-        let (raft, wait) = (self.raft.clone(), self.ack_timeout);
-        let written = self
-            .runtime
-            .block_on(async move { tokio::time::timeout(wait, raft.client_write(request)).await });
-        let Ok(written) = written else {
-            return batch
-                .into_iter()
-                .map(|p| (p.slot, Err(outcome_unknown(wait))))
-                .collect();
-        };
-        match written {
+        match raft.client_write(request).await {
             Ok(r) => {
                 let index = r.log_id.index;
-                batch
-                    .into_iter()
-                    .zip(r.data.refused)
-                    .map(|(p, refused)| {
-                        let outcome = match refused {
-                            None => Ok(index),
-                            Some(refusal) => Err(refusal.error()),
-                        };
-                        (p.slot, outcome)
-                    })
-                    .collect()
-            }
-            Err(e) => batch
-                .into_iter()
-                .map(|p| (p.slot, Err(write_error(&e))))
-                .collect(),
-        }
-    }
-
-    /// Waits for the commit in `slot` to be committed, proposing entries when none is in
-    /// flight; a typed error after `wait`.
-    fn committed(&self, slot: &Slot, wait: Duration) -> Result<u64> {
-        let deadline = Instant::now() + wait;
-        let mut pending = self.pending.lock();
-        loop {
-            if let Some(outcome) = slot.lock().take() {
-                return outcome;
-            }
-            if !pending.busy && !pending.queue.is_empty() {
-                pending.busy = true;
-                let n = pending.queue.len().min(BATCH_COMMITS);
-                let batch: Vec<Proposal> = pending.queue.drain(..n).collect();
-                drop(pending);
-                let outcomes = self.propose(batch);
-                pending = self.pending.lock();
-                for (s, outcome) in outcomes {
-                    *s.lock() = Some(outcome);
+                for (p, refused) in batch.into_iter().zip(r.data.refused) {
+                    let outcome = match refused {
+                        None => Ok(index),
+                        Some(refusal) => Err(refusal.error()),
+                    };
+                    let _ = p.reply.try_send(outcome);
                 }
-                pending.busy = false;
-                self.done.notify_all();
-                continue;
             }
-            if self.done.wait_until(&mut pending, deadline).timed_out() {
-                if let Some(outcome) = slot.lock().take() {
-                    return outcome;
+            Err(e) => {
+                for p in batch {
+                    let _ = p.reply.try_send(Err(write_error(&e)));
                 }
-                // Still queued: never proposed, so surely not committed.
-                let queued = pending
-                    .queue
-                    .iter()
-                    .position(|p| Arc::ptr_eq(&p.slot, slot));
-                if let Some(at) = queued {
-                    pending.queue.remove(at);
-                    return Err(Error::Replication(format!(
-                        "this transaction waited {wait:?} to be proposed and was not: it is \
-                         not committed"
-                    )));
-                }
-                return Err(outcome_unknown(wait));
             }
         }
     }
-}
-
-/// A commit not known to be committed after `wait`: it may yet be.
-fn outcome_unknown(wait: Duration) -> Error {
-    Error::Replication(format!(
-        "the group did not commit this transaction within {wait:?} (no majority reachable?); \
-         it may still be committed and applied later"
-    ))
 }
 
 impl beechdb::Replicator for CommitPath {
     fn replicate(&self, commit: &[u8], d: Durability) -> Result<u64> {
         let started = Instant::now();
-        let slot: Slot = Default::default();
-        self.pending.lock().queue.push(Proposal {
+        let (reply, outcome) = std::sync::mpsc::sync_channel(1);
+        let p = Proposal {
             commit: commit.to_vec(),
             sync: d == Durability::Sync,
-            slot: slot.clone(),
-        });
+            reply,
+        };
+        self.proposals
+            .send(p)
+            .map_err(|_| Error::Replication("this member has stopped".into()))?;
         let wait = self.ack_timeout;
-        let index = self.committed(&slot, wait)?;
+        let index = outcome.recv_timeout(wait).map_err(|_| {
+            Error::Replication(format!(
+                "the group did not commit this transaction within {wait:?} (no majority \
+                 reachable?); it may still be committed and applied later"
+            ))
+        })??;
         if self.ack == AckPolicy::All {
             let left = wait.saturating_sub(started.elapsed());
             let raft = self.raft.clone();
@@ -567,11 +504,12 @@ impl Member {
             runtime,
             heard,
         };
+        let (proposals, queue) = tokio::sync::mpsc::unbounded_channel();
+        member.runtime.spawn(propose(member.raft.clone(), queue));
         member.sm.set_replicator(Some(Arc::new(CommitPath {
             raft: member.raft.clone(),
             runtime: member.runtime.handle().clone(),
-            pending: Default::default(),
-            done: Default::default(),
+            proposals,
             ack_timeout: config.ack_timeout,
             ack: config.ack,
         })))?;
