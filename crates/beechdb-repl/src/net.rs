@@ -1,10 +1,12 @@
 //! The in-process network between the members of a group, with faults a test controls:
-//! links cut one way or both, members isolated, healed again.
+//! links cut one way or both, delayed (by a random time up to a bound, so messages pass
+//! each other) or lossy, members isolated or paused (as under SIGSTOP), healed again.
 //!
 //! Owns: [`Network`] and openraft's network traits over it. May call: the members' Raft
 //! nodes. Invariants: a message crosses a link only while the link is up in its direction;
 //! a reply crosses back only while the reverse link is up (a request delivered whose reply
-//! is lost, as on a real network); a member that left is unreachable.
+//! is lost, as on a real network); a member that left is unreachable; nothing reaches or
+//! leaves a paused member until it is resumed.
 
 use crate::{Heard, NodeId, Raft, TypeConfig};
 use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError};
@@ -23,12 +25,18 @@ struct Links {
     members: HashMap<NodeId, (Raft, Arc<Heard>)>,
     /// Directed links that are down: (from, to).
     down: HashSet<(NodeId, NodeId)>,
+    /// Directed links' largest delay, and the share of messages they lose.
+    delay: HashMap<(NodeId, NodeId), std::time::Duration>,
+    loss: HashMap<(NodeId, NodeId), f64>,
+    paused: HashSet<NodeId>,
 }
 
 /// The members of one or more groups in this process, and the links between them.
 #[derive(Clone, Default)]
 pub struct Network {
     links: Arc<RwLock<Links>>,
+    resumed: Arc<tokio::sync::Notify>,
+    dice: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Network {
@@ -66,9 +74,76 @@ impl Network {
         }
     }
 
-    /// Brings every link up again.
+    /// Delays every message from `from` to `to` by a random time up to `most`.
+    pub fn delay(&self, from: NodeId, to: NodeId, most: std::time::Duration) {
+        self.links.write().delay.insert((from, to), most);
+    }
+
+    /// Loses the share `p` (0 to 1) of the messages from `from` to `to`.
+    pub fn lose(&self, from: NodeId, to: NodeId, p: f64) {
+        self.links.write().loss.insert((from, to), p);
+    }
+
+    /// Holds every message to or from member `id` until [`Network::resume`].
+    pub fn pause(&self, id: NodeId) {
+        self.links.write().paused.insert(id);
+    }
+
+    pub fn resume(&self, id: NodeId) {
+        self.links.write().paused.remove(&id);
+        self.resumed.notify_waiters();
+    }
+
+    /// Brings every link up again, without delay or loss, and resumes every member.
     pub fn heal(&self) {
-        self.links.write().down.clear();
+        let mut l = self.links.write();
+        l.down.clear();
+        l.delay.clear();
+        l.loss.clear();
+        l.paused.clear();
+        drop(l);
+        self.resumed.notify_waiters();
+    }
+
+    /// A number in [0, 1) (xorshift: no seed to manage, no dependency).
+    fn roll(&self) -> f64 {
+        use std::sync::atomic::Ordering::Relaxed;
+        let mut x = self.dice.fetch_add(0x9e37_79b9_7f4a_7c15, Relaxed) | 1;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (x >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Carries a message from `from` to `to` across the link's faults: waits while either
+    /// end is paused, loses it or delays it as the link says.
+    async fn transit(&self, from: NodeId, to: NodeId) -> Result<(), NetworkError> {
+        loop {
+            let resumed = self.resumed.notified();
+            {
+                let l = self.links.read();
+                if !l.paused.contains(&from) && !l.paused.contains(&to) {
+                    break;
+                }
+            }
+            resumed.await;
+        }
+        let (delay, loss) = {
+            let l = self.links.read();
+            (
+                l.delay.get(&(from, to)).copied(),
+                l.loss.get(&(from, to)).copied(),
+            )
+        };
+        if loss.is_some_and(|p| self.roll() < p) {
+            return Err(unreachable(format!(
+                "a message from {from} to {to} was lost"
+            )));
+        }
+        if let Some(most) = delay {
+            tokio::time::sleep(most.mul_f64(self.roll())).await;
+        }
+        Ok(())
     }
 
     /// The Raft node at `to` if a message from `from` can reach it.
@@ -124,10 +199,14 @@ pub(crate) struct Connection {
 
 impl Connection {
     /// Delivers a request and carries its reply back, each over its own link.
-    fn finish<T, E: std::error::Error>(
+    async fn finish<T, E: std::error::Error>(
         &self,
         answer: Result<T, RaftError<NodeId, E>>,
     ) -> Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>> {
+        self.net
+            .transit(self.to, self.from)
+            .await
+            .map_err(RPCError::Network)?;
         self.net
             .reply(self.from, self.to)
             .map_err(RPCError::Network)?;
@@ -144,6 +223,10 @@ impl RaftNetwork<TypeConfig> for Connection {
         rpc: AppendEntriesRequest<TypeConfig>,
         _option: RPCOption,
     ) -> Rpc<AppendEntriesResponse<NodeId>> {
+        self.net
+            .transit(self.from, self.to)
+            .await
+            .map_err(RPCError::Network)?;
         let (raft, heard) = self
             .net
             .reach(self.from, self.to)
@@ -153,7 +236,7 @@ impl RaftNetwork<TypeConfig> for Connection {
         if matches!(answer, Ok(AppendEntriesResponse::Success)) {
             heard.record(commit);
         }
-        self.finish(answer)
+        self.finish(answer).await
     }
 
     async fn install_snapshot(
@@ -161,12 +244,16 @@ impl RaftNetwork<TypeConfig> for Connection {
         rpc: InstallSnapshotRequest<TypeConfig>,
         _option: RPCOption,
     ) -> Rpc<InstallSnapshotResponse<NodeId>, InstallSnapshotError> {
+        self.net
+            .transit(self.from, self.to)
+            .await
+            .map_err(RPCError::Network)?;
         let (raft, _) = self
             .net
             .reach(self.from, self.to)
             .map_err(RPCError::Network)?;
         let answer = raft.install_snapshot(rpc).await;
-        self.finish(answer)
+        self.finish(answer).await
     }
 
     async fn vote(
@@ -174,11 +261,15 @@ impl RaftNetwork<TypeConfig> for Connection {
         rpc: VoteRequest<NodeId>,
         _option: RPCOption,
     ) -> Rpc<VoteResponse<NodeId>> {
+        self.net
+            .transit(self.from, self.to)
+            .await
+            .map_err(RPCError::Network)?;
         let (raft, _) = self
             .net
             .reach(self.from, self.to)
             .map_err(RPCError::Network)?;
         let answer = raft.vote(rpc).await;
-        self.finish(answer)
+        self.finish(answer).await
     }
 }

@@ -532,3 +532,78 @@ fn five_members_keep_a_bank_total_through_membership_changes_under_load() {
     assert_eq!(total, 1000);
     stop_members(members);
 }
+
+/// Commits `key` on whichever member is master now, trying each; `Ok(true)` once a commit
+/// is acknowledged, `Ok(false)` when its fate is unknown (not counted, not required).
+fn put_anywhere(members: &BTreeMap<NodeId, Member>, key: &str) -> bool {
+    let deadline = Instant::now() + WAIT;
+    while Instant::now() < deadline {
+        for m in members.values() {
+            match put(m, "kv", key, "v") {
+                Ok(_) => return true,
+                Err(Error::NotMaster { .. }) | Err(Error::Conflict) => {}
+                Err(Error::Replication(msg)) if msg.contains("may still") => return false,
+                Err(e) => panic!("{key}: {e}"),
+            }
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    false
+}
+
+#[test]
+fn random_link_faults_lose_no_acknowledged_write() {
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+    let seeds: u64 = std::env::var("BEECH_REPL_FAULT_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3);
+    for seed in 0..seeds {
+        let dir = tempfile::tempdir().unwrap();
+        let net = Network::new();
+        let ids = [1, 2, 3, 4, 5];
+        let members = group_with(dir.path(), &net, &ids, |c| MemberConfig {
+            ack_timeout: Duration::from_secs(2),
+            ..c
+        });
+        master_of(&members);
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut acked = Vec::new();
+        for i in 0..60 {
+            // A fault every few writes: cut, delay or lossy links, paused members, heals.
+            if i % 4 == 0 {
+                let (a, b) = (ids[rng.gen_range(0..5)], ids[rng.gen_range(0..5)]);
+                match rng.gen_range(0..6) {
+                    0 => net.cut(a, b),
+                    1 => net.delay(a, b, Duration::from_millis(rng.gen_range(1..30))),
+                    2 => net.lose(a, b, 0.3),
+                    3 => net.pause(a),
+                    4 => net.resume(a),
+                    _ => net.heal(),
+                }
+            }
+            let key = format!("s{seed}-{i:03}");
+            if put_anywhere(&members, &key) {
+                acked.push(key);
+            }
+        }
+        net.heal();
+        let master = master_of(&members);
+        let token = put(&members[&master], "kv", "end", "v").unwrap();
+        wait_all(&members, token);
+        let want = converged(&members, master);
+        for key in &acked {
+            assert!(
+                want["kv"].iter().any(|(k, _)| k == key.as_bytes()),
+                "seed {seed}: acknowledged {key} lost"
+            );
+        }
+        assert!(
+            acked.len() > 10,
+            "seed {seed}: only {} writes acknowledged",
+            acked.len()
+        );
+        stop_members(members);
+    }
+}
