@@ -148,6 +148,10 @@ enum Command {
         /// With --join: join as a non-voting replica.
         #[arg(long)]
         replica: bool,
+        /// Take a copy of the environment (and drop the log before it) every this many
+        /// log entries; a member further behind is rebuilt from the copy.
+        #[arg(long, default_value_t = 50_000)]
+        snapshot_every: u64,
     },
     /// The status of the members of a group: state, master, term, log and applied positions.
     Members {
@@ -225,7 +229,8 @@ fn run(cli: Cli) -> Res<ExitCode> {
             init,
             join,
             replica,
-        } => node::run(dir, id, listen, group, init, join, replica),
+            snapshot_every,
+        } => node::run(dir, id, listen, group, init, join, replica, snapshot_every),
         Command::Members { addrs, group, json } => node::status(&group, &addrs, json),
         Command::Stat { dir, db, json } => stat(&dir, db, json, accept),
         Command::Dump {

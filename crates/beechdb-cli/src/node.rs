@@ -30,7 +30,9 @@ fn members(list: &str) -> Res<Vec<(NodeId, String)>> {
 }
 
 /// Runs member `id` of group `group` in `dir`, listening on `listen`; forms the group of
-/// `init` (on its smallest id) or asks the group at `join` to add it.
+/// `init` (on its smallest id) or asks the group at `join` to add it. A copy of the
+/// environment is taken every `snapshot_every` entries.
+#[allow(clippy::too_many_arguments)]
 pub fn run(
     dir: PathBuf,
     id: NodeId,
@@ -39,9 +41,13 @@ pub fn run(
     init: Option<String>,
     join: Option<String>,
     replica: bool,
+    snapshot_every: u64,
 ) -> Res<ExitCode> {
     let member = Member::start(
-        MemberConfig::new(id, dir),
+        MemberConfig {
+            snapshot_every,
+            ..MemberConfig::new(id, dir)
+        },
         Transport::Tcp {
             listen: &listen,
             group: &group,

@@ -3,7 +3,9 @@
 //! client keeps writing. After each run: every write acknowledged to the client is on the
 //! master, all members converge to the same contents, and the stopped member rejoins.
 //!
-//! Runs: `BEECH_HA_RUNS` (default 20; 200 for the long run).
+//! Runs: `BEECH_HA_RUNS` (default 20; 200 for the long run). A second test kills a new
+//! member while it is rebuilt from a copy of the master's environment, and starts it
+//! again: it must converge (`BEECH_HA_RESTORE_RUNS`, default 2).
 
 use beechdb_repl::tcp::Client;
 use rand::rngs::StdRng;
@@ -18,6 +20,9 @@ const PATIENCE: Duration = Duration::from_secs(20);
 struct Node {
     child: Child,
     args: Vec<String>,
+    /// Kept open: a member writes a line or two more (`joined`), and a closed pipe would
+    /// end it.
+    _out: BufReader<std::process::ChildStdout>,
 }
 
 impl Node {
@@ -29,11 +34,14 @@ impl Node {
             .spawn()
             .expect("starting beech node");
         let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        out.read_line(&mut line).unwrap();
         assert!(line.contains("listening"), "beech node said {line:?}");
-        Node { child, args }
+        Node {
+            child,
+            args,
+            _out: out,
+        }
     }
 
     fn signal(&self, sig: i32) {
@@ -235,5 +243,74 @@ fn acknowledged_writes_survive_killed_and_frozen_members() {
                 times.len()
             );
         }
+    }
+}
+
+#[test]
+fn a_member_killed_while_it_is_rebuilt_from_a_copy_recovers() {
+    let runs: u64 = std::env::var("BEECH_HA_RESTORE_RUNS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2);
+    for seed in 0..runs {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let dir = tempfile::tempdir().unwrap();
+        let group = format!("restore-{seed}");
+        let addrs: Vec<String> = (0..4).map(|_| free_port()).collect();
+        let init = (0..3)
+            .map(|i| format!("{}={}", i + 1, addrs[i]))
+            .collect::<Vec<_>>()
+            .join(",");
+        let args = |i: usize, extra: &[&str]| -> Vec<String> {
+            let mut a: Vec<String> = vec![
+                "node".into(),
+                dir.path()
+                    .join(format!("m{}", i + 1))
+                    .to_string_lossy()
+                    .into_owned(),
+                "--id".into(),
+                (i + 1).to_string(),
+                "--listen".into(),
+                addrs[i].clone(),
+                "--group".into(),
+                group.clone(),
+                "--snapshot-every".into(),
+                "100".into(),
+            ];
+            a.extend(extra.iter().map(|s| s.to_string()));
+            a
+        };
+        let mut nodes: Vec<Node> = (0..3)
+            .map(|i| Node::spawn(args(i, &["--init", &init])))
+            .collect();
+        let mut client = Client::new(&group, &addrs[..3]).unwrap();
+        for i in 0..1500u32 {
+            client.put("kv", &i.to_be_bytes(), b"v", PATIENCE).unwrap();
+        }
+        // A new member joins; the log it needs is gone, so it is sent a copy. It is killed
+        // at a random moment of that, then started again.
+        let join = addrs[..3].join(",");
+        let mut newcomer = Node::spawn(args(3, &["--join", &join, "--replica"]));
+        std::thread::sleep(Duration::from_millis(rng.gen_range(0..400)));
+        newcomer.restart();
+        let token = client.put("kv", b"last", b"v", PATIENCE).unwrap();
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let d: Vec<(u64, u64)> = addrs.iter().filter_map(|a| client.digest(a).ok()).collect();
+            if d.len() == 4
+                && d.iter()
+                    .all(|&(applied, h)| applied >= token && h == d[0].1)
+            {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "seed {seed}: the rebuilt member did not converge: {d:?}; it says {:?}, {:?}",
+                client.digest(&addrs[3]),
+                client.status(&addrs[3])
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        nodes.push(newcomer);
     }
 }
