@@ -69,6 +69,24 @@ impl Drop for Node {
     }
 }
 
+/// `beech node` arguments for member `i + 1` of `group` in `dir`, then `extra`.
+fn node_args(dir: &Path, i: usize, addr: &str, group: &str, extra: &[&str]) -> Vec<String> {
+    let mut a: Vec<String> = vec![
+        "node".into(),
+        dir.join(format!("m{}", i + 1))
+            .to_string_lossy()
+            .into_owned(),
+        "--id".into(),
+        (i + 1).to_string(),
+        "--listen".into(),
+        addr.into(),
+        "--group".into(),
+        group.into(),
+    ];
+    a.extend(extra.iter().map(|s| s.to_string()));
+    a
+}
+
 fn free_port() -> String {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     l.local_addr().unwrap().to_string()
@@ -105,22 +123,7 @@ fn run(dir: &Path, seed: u64) -> (Fault, Duration) {
         .collect::<Vec<_>>()
         .join(",");
     let mut nodes: Vec<Node> = (0..3)
-        .map(|i| {
-            Node::spawn(vec![
-                "node".into(),
-                dir.join(format!("m{}", i + 1))
-                    .to_string_lossy()
-                    .into_owned(),
-                "--id".into(),
-                (i + 1).to_string(),
-                "--listen".into(),
-                addrs[i].clone(),
-                "--group".into(),
-                group.clone(),
-                "--init".into(),
-                init.clone(),
-            ])
-        })
+        .map(|i| Node::spawn(node_args(dir, i, &addrs[i], &group, &["--init", &init])))
         .collect();
     let mut client = Client::new(&group, &addrs).unwrap();
     let fault = [Fault::KillMaster, Fault::FreezeMaster, Fault::KillReplica][rng.gen_range(0..3)];
@@ -262,21 +265,13 @@ fn a_member_killed_while_it_is_rebuilt_from_a_copy_recovers() {
             .collect::<Vec<_>>()
             .join(",");
         let args = |i: usize, extra: &[&str]| -> Vec<String> {
-            let mut a: Vec<String> = vec![
-                "node".into(),
-                dir.path()
-                    .join(format!("m{}", i + 1))
-                    .to_string_lossy()
-                    .into_owned(),
-                "--id".into(),
-                (i + 1).to_string(),
-                "--listen".into(),
-                addrs[i].clone(),
-                "--group".into(),
-                group.clone(),
-                "--snapshot-every".into(),
-                "100".into(),
-            ];
+            let mut a = node_args(
+                dir.path(),
+                i,
+                &addrs[i],
+                &group,
+                &["--snapshot-every", "100"],
+            );
             a.extend(extra.iter().map(|s| s.to_string()));
             a
         };

@@ -198,6 +198,12 @@ pub(crate) struct Connection {
 }
 
 impl Connection {
+    /// Carries a request across the link to its member: that member's node.
+    async fn deliver(&self) -> Result<(Raft, Arc<Heard>), NetworkError> {
+        self.net.transit(self.from, self.to).await?;
+        self.net.reach(self.from, self.to)
+    }
+
     /// Delivers a request and carries its reply back, each over its own link.
     async fn finish<T, E: std::error::Error>(
         &self,
@@ -223,14 +229,7 @@ impl RaftNetwork<TypeConfig> for Connection {
         rpc: AppendEntriesRequest<TypeConfig>,
         _option: RPCOption,
     ) -> Rpc<AppendEntriesResponse<NodeId>> {
-        self.net
-            .transit(self.from, self.to)
-            .await
-            .map_err(RPCError::Network)?;
-        let (raft, heard) = self
-            .net
-            .reach(self.from, self.to)
-            .map_err(RPCError::Network)?;
+        let (raft, heard) = self.deliver().await.map_err(RPCError::Network)?;
         let commit = rpc.leader_commit;
         let answer = raft.append_entries(rpc).await;
         if matches!(answer, Ok(AppendEntriesResponse::Success)) {
@@ -244,14 +243,7 @@ impl RaftNetwork<TypeConfig> for Connection {
         rpc: InstallSnapshotRequest<TypeConfig>,
         _option: RPCOption,
     ) -> Rpc<InstallSnapshotResponse<NodeId>, InstallSnapshotError> {
-        self.net
-            .transit(self.from, self.to)
-            .await
-            .map_err(RPCError::Network)?;
-        let (raft, _) = self
-            .net
-            .reach(self.from, self.to)
-            .map_err(RPCError::Network)?;
+        let (raft, _) = self.deliver().await.map_err(RPCError::Network)?;
         let answer = raft.install_snapshot(rpc).await;
         self.finish(answer).await
     }
@@ -261,14 +253,7 @@ impl RaftNetwork<TypeConfig> for Connection {
         rpc: VoteRequest<NodeId>,
         _option: RPCOption,
     ) -> Rpc<VoteResponse<NodeId>> {
-        self.net
-            .transit(self.from, self.to)
-            .await
-            .map_err(RPCError::Network)?;
-        let (raft, _) = self
-            .net
-            .reach(self.from, self.to)
-            .map_err(RPCError::Network)?;
+        let (raft, _) = self.deliver().await.map_err(RPCError::Network)?;
         let answer = raft.vote(rpc).await;
         self.finish(answer).await
     }
