@@ -41,8 +41,11 @@ pub(crate) struct Shared {
     /// and cursors wait for that.
     pub(crate) bulk_done: crate::sync::Broadcast,
     max_key: usize,
-    /// Takes over commits when the environment is a member of a replication group.
+    /// Takes over commits when the environment is a member of a replication group; the
+    /// flag says whether one is installed, so that a commit of a plain environment reads
+    /// one atomic and takes no lock.
     pub(crate) replicator: parking_lot::RwLock<Option<Arc<dyn crate::Replicator>>>,
+    pub(crate) replicated: AtomicBool,
 }
 
 /// Loads a reader tries without the exclusive lock before it takes it.
@@ -517,6 +520,7 @@ impl Env {
                 bulk_done: crate::sync::Broadcast::new(),
                 max_key,
                 replicator: parking_lot::RwLock::new(None),
+                replicated: AtomicBool::new(false),
             }),
         };
         if replayed {

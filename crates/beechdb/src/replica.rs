@@ -95,6 +95,9 @@ pub(crate) fn decode_commit(bytes: &[u8]) -> Result<(Vec<Ddl>, Ops<'_>)> {
 
 impl Shared {
     pub(crate) fn replicator(&self) -> Option<Arc<dyn Replicator>> {
+        if !self.replicated.load(std::sync::atomic::Ordering::Acquire) {
+            return None;
+        }
         self.replicator.read().clone()
     }
 
@@ -131,7 +134,11 @@ impl Env {
     /// commits. Transactional environments only.
     pub fn set_replicator(&self, replicator: Option<Arc<dyn Replicator>>) -> Result<()> {
         self.shared.tx()?;
+        let on = replicator.is_some();
         *self.shared.replicator.write() = replicator;
+        self.shared
+            .replicated
+            .store(on, std::sync::atomic::Ordering::Release);
         Ok(())
     }
 
