@@ -584,23 +584,6 @@ impl Member {
         self.metrics().state == ServerState::Leader
     }
 
-    /// Waits until this member knows a master (itself or another); returns its id.
-    pub fn wait_for_master(&self, timeout: Duration) -> Result<NodeId> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(m) = self.metrics().current_leader {
-                return Ok(m);
-            }
-            if Instant::now() >= deadline {
-                return Err(Error::Replication(format!(
-                    "member {} knows no master after {timeout:?}",
-                    self.id
-                )));
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-
     /// Waits until this member has applied the commit with token `token` (what a commit
     /// returned on the master), so that reads here see it; a typed error after `timeout`.
     pub fn wait_applied(&self, token: u64, timeout: Duration) -> Result<()> {

@@ -136,6 +136,12 @@ fn a_group_elects_a_master_replicates_and_refuses_writes_on_replicas() {
         Err(Error::NotMaster { master: Some(m) }) => assert_eq!(m, master),
         other => panic!("a write on a replica gave {other:?}"),
     }
+    // Creating a database is a write too (it first asks to catch up, which a replica
+    // cannot).
+    match members[&replica].env().create_db("elsewhere").map(drop) {
+        Err(Error::NotMaster { master: Some(m) }) => assert_eq!(m, master),
+        other => panic!("creating a database on a replica gave {other:?}"),
+    }
     // A database created on the master exists everywhere, under the same name.
     let token = put(&members[&master], "other", "a", "b").unwrap();
     wait_all(&members, token);
@@ -606,4 +612,31 @@ fn random_link_faults_lose_no_acknowledged_write() {
         );
         stop_members(members);
     }
+}
+
+#[test]
+fn a_transaction_larger_than_its_memory_is_refused_in_a_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let net = Network::new();
+    let members = group_with(dir.path(), &net, &[1, 2, 3], |c| MemberConfig {
+        env: beechdb::Config::default().txn_memory(64 << 10),
+        ..c
+    });
+    let master = master_of(&members);
+    let env = members[&master].env();
+    let db = env.open_or_create_db("big").unwrap();
+    let t = env.begin_txn().unwrap();
+    for i in 0..2000u32 {
+        t.put(&db, &i.to_be_bytes(), &[7u8; 200]).unwrap();
+    }
+    match t.commit() {
+        Err(Error::InvalidArgument(msg)) => assert!(msg.contains("cannot be replicated"), "{msg}"),
+        other => panic!("a spilled transaction in a group gave {other:?}"),
+    }
+    // Nothing of it was applied anywhere; smaller transactions go through.
+    let token = put(&members[&master], "big", "small", "1").unwrap();
+    wait_all(&members, token);
+    let want = converged(&members, master);
+    assert_eq!(want["big"].len(), 1);
+    stop_members(members);
 }
