@@ -1,20 +1,24 @@
 //! `beech`: command-line utilities for BeechDB environments, after Berkeley DB's db_stat,
 //! db_dump, db_load and db_verify.
 //!
-//! Exit status: 0 on success, 1 when `verify` finds problems or `stat` opens an older
-//! checkpoint than the newest (accepted with `--accept-fallback`), 2 on any error.
+//! Exit status: 0 on success; 1 when `verify` finds problems, `stat` opens an older
+//! checkpoint than the newest (accepted with `--accept-fallback`), or `load -n` skips keys
+//! that exist; 2 on any error.
 //!
 //! Every command opens an existing environment in the mode it was created in; none creates
 //! one except `load`, and none converts one to another mode.
 
-use beechdb::dump::{write_section, DumpHeader, DumpReader};
+use beechdb::dump::{write_section, DumpHeader};
 use beechdb::{Config, Env, Mode};
 use clap::{Parser, Subcommand};
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use progress::{Progress, Unit};
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+mod load;
 mod node;
+mod progress;
 mod sql;
 
 #[derive(Parser)]
@@ -22,8 +26,8 @@ mod sql;
     name = "beech",
     version,
     about = "BeechDB utilities",
-    after_help = "Exit status: 0 success, 1 problems found (verify) or an older checkpoint \
-                  opened (stat --accept-fallback), 2 error."
+    after_help = "Exit status: 0 success; 1 problems found (verify), an older checkpoint \
+                  opened (stat --accept-fallback) or existing keys skipped (load -n); 2 error."
 )]
 struct Cli {
     /// Open an environment whose newest meta page is damaged from the older checkpoint that
@@ -51,7 +55,6 @@ enum Command {
         /// Environment directory.
         dir: PathBuf,
         /// Only this database.
-        #[arg(short, long)]
         db: Option<String>,
         /// Print JSON instead of text.
         #[arg(long)]
@@ -66,30 +69,42 @@ enum Command {
         /// Printable format (`format=print`) instead of hex.
         #[arg(short = 'p', long)]
         printable: bool,
+        /// With a database name: no `database=` line, as db5.3_dump writes a file that holds
+        /// one database (loading it then needs the name).
+        #[arg(long, requires = "db")]
+        plain: bool,
         /// Output file (default: standard output).
         #[arg(short, long)]
         output: Option<PathBuf>,
     },
-    /// Read db_dump format into databases (like db_load); reads `db5.3_dump` output too.
+    /// Read db_dump format into databases (like db_load); reads `db5.3_dump` output,
+    /// including hash and recno dumps. All or nothing: a load that fails or is killed
+    /// leaves the environment as it was.
     Load {
         /// Environment directory (created if missing).
         dir: PathBuf,
-        /// Database to load into; taken from each section's `database=` line when omitted.
+        /// Database to load into (the input must then hold one section); taken from each
+        /// section's `database=` line when omitted.
         db: Option<String>,
         /// Input file (default: standard input).
         #[arg(short, long)]
         file: Option<PathBuf>,
-        /// Refuse to replace keys that already exist.
+        /// Keep keys that already exist: warn for each, skip it, go on, and exit with 1.
         #[arg(short = 'n', long)]
         no_overwrite: bool,
+        /// Page size of a new environment (4096 to 65536, a power of two; default 16384).
+        /// Dumping with the page size of the Berkeley DB file gives back its dump byte for
+        /// byte. An existing environment keeps its own.
+        #[arg(long)]
+        page_size: Option<usize>,
     },
     /// Run recovery: apply the log to the last checkpoint, then checkpoint (like db_recover).
     Recover {
         /// Environment directory.
         dir: PathBuf,
     },
-    /// Take a checkpoint now and remove log segments it makes unnecessary (like
-    /// db_checkpoint -1).
+    /// Take a checkpoint now and remove the log segments it makes unnecessary (like
+    /// db_checkpoint -1, then db_archive -d).
     Checkpoint {
         /// Environment directory.
         dir: PathBuf,
@@ -185,6 +200,15 @@ fn main() -> ExitCode {
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
+/// An I/O error as a message: "No such file or directory", without Rust's "(os error 2)".
+pub(crate) fn io_msg(e: &std::io::Error) -> String {
+    let s = e.to_string();
+    match s.find(" (os error") {
+        Some(at) => s[..at].to_string(),
+        None => s,
+    }
+}
+
 /// Opens an existing environment in the mode it was created in, keeping every log segment
 /// unless `keep_logs` is false. Warns on standard error when it opened an older checkpoint.
 fn open_existing(dir: &Path, keep_logs: bool, accept_fallback: bool) -> Res<Env> {
@@ -198,6 +222,18 @@ fn open_existing(dir: &Path, keep_logs: bool, accept_fallback: bool) -> Res<Env>
         eprintln!("beech: WARNING: {}: {w}", dir.display());
     }
     Ok(env)
+}
+
+/// The names of the log segments in `dir`, sorted.
+fn log_segments(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("log.") && n[4..].bytes().all(|b| b.is_ascii_digit()))
+        .collect();
+    names.sort();
+    names
 }
 
 /// The environment's log, for commands that work on it: a Data Store environment has none.
@@ -237,14 +273,16 @@ fn run(cli: Cli) -> Res<ExitCode> {
             dir,
             db,
             printable,
+            plain,
             output,
-        } => dump(&dir, db, printable, output, accept),
+        } => dump(&dir, db, printable, plain, output, accept),
         Command::Load {
             dir,
             db,
             file,
             no_overwrite,
-        } => load(&dir, db, file, no_overwrite, accept),
+            page_size,
+        } => load::run(&dir, db, page_size, file, no_overwrite, accept),
         Command::Recover { dir } => {
             let env = open_existing(&dir, true, accept)?;
             require_log(&env, &dir, "recover")?;
@@ -253,10 +291,22 @@ fn run(cli: Cli) -> Res<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Checkpoint { dir } => {
+            let before = log_segments(&dir);
             let env = open_existing(&dir, false, accept)?;
             env.sync()?;
-            println!("checkpoint {} taken", env.stat()?.generation);
+            let generation = env.stat()?.generation;
             env.close()?;
+            let after = log_segments(&dir);
+            let removed: Vec<&String> = before.iter().filter(|n| !after.contains(n)).collect();
+            println!(
+                "checkpoint {generation} taken; {} log segments no longer needed removed{}",
+                removed.len(),
+                match (removed.first(), removed.last()) {
+                    (Some(a), Some(b)) if a != b => format!(" ({a} to {b})"),
+                    (Some(a), _) => format!(" ({a})"),
+                    _ => String::new(),
+                }
+            );
             Ok(ExitCode::SUCCESS)
         }
         Command::Archive { dir, remove } => {
@@ -369,6 +419,7 @@ fn dump(
     dir: &Path,
     only: Option<String>,
     printable: bool,
+    plain: bool,
     output: Option<PathBuf>,
     accept: bool,
 ) -> Res<ExitCode> {
@@ -377,74 +428,47 @@ fn dump(
         Some(n) => vec![n],
         None => env.db_names()?,
     };
-    let mut out: Box<dyn Write> = match output {
-        Some(p) => Box::new(BufWriter::new(std::fs::File::create(p)?)),
+    let mut dbs = Vec::new();
+    for name in names {
+        let db = env
+            .open_db(&name)
+            .map_err(|e| format!("{}: {e}", dir.display()))?;
+        dbs.push(db);
+    }
+    let mut out: Box<dyn Write> = match &output {
+        Some(p) => Box::new(BufWriter::new(
+            std::fs::File::create(p).map_err(|e| format!("-o {}: {}", p.display(), io_msg(&e)))?,
+        )),
         None => Box::new(BufWriter::new(std::io::stdout().lock())),
     };
-    for name in names {
-        let db = env.open_db(&name)?;
+    let mut total = 0;
+    for db in &dbs {
+        total += db.len()?;
+    }
+    let mut progress = Progress::new(
+        format!("dump {}", dir.display()),
+        Some(total),
+        Unit::Records,
+    );
+    for db in &dbs {
         let header = DumpHeader {
-            database: Some(name),
+            database: (!plain).then(|| db.name().to_string()),
             printable,
             page_size: Some(env.page_size()),
+            ..Default::default()
         };
-        write_section(&mut out, &header, db.iter())?;
-    }
-    out.flush()?;
-    Ok(ExitCode::SUCCESS)
-}
-
-fn load(
-    dir: &Path,
-    target: Option<String>,
-    file: Option<PathBuf>,
-    no_overwrite: bool,
-    accept: bool,
-) -> Res<ExitCode> {
-    let input: Box<dyn BufRead> = match file {
-        Some(p) => Box::new(BufReader::new(std::fs::File::open(p)?)),
-        None => Box::new(BufReader::new(std::io::stdin().lock())),
-    };
-    let mut reader = DumpReader::new(input);
-    // A new environment is a Data Store one; an existing one is loaded in its own mode.
-    let mut config = Config::new().adopt_mode(true).accept_meta_fallback(accept);
-    let mut env: Option<Env> = None;
-    let progress = indicatif::ProgressBar::new_spinner();
-    progress.set_style(indicatif::ProgressStyle::with_template(
-        "{spinner} {msg} {pos} entries ({per_sec})",
-    )?);
-    let mut total = 0u64;
-    while let Some(header) = reader.next_section()? {
-        let name = target.clone().or(header.database.clone()).ok_or(
-            "the dump does not name its database (no database= line): give the database name as an argument",
-        )?;
-        if env.is_none() {
-            if let Some(ps) = header
-                .page_size
-                .filter(|ps| (4096..=65536).contains(ps) && ps.is_power_of_two())
+        let entries = db.iter().inspect(|_| progress.inc(1));
+        match write_section(&mut out, &header, entries) {
+            // `beech dump DIR | head` ends quietly, as Unix tools do.
+            Err(beechdb::Error::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::BrokenPipe =>
             {
-                config = config.page_size(ps);
+                return Ok(ExitCode::SUCCESS)
             }
-            env = Some(Env::open(dir, config.clone())?);
-        }
-        let env = env.as_ref().unwrap();
-        let db = env.open_or_create_db(&name)?;
-        progress.set_message(format!("loading {name}:"));
-        while let Some((k, v)) = reader.next_pair()? {
-            if no_overwrite {
-                db.insert(&k, &v)?;
-            } else {
-                db.put(&k, &v)?;
-            }
-            total += 1;
-            progress.inc(1);
-        }
+            r => r.map_err(|e| format!("{}: {}: {e}", dir.display(), db.name()))?,
+        };
     }
-    progress.finish_and_clear();
-    match env {
-        Some(env) => env.close()?,
-        None => return Err("the input holds no dump section".into()),
-    }
-    eprintln!("beech: loaded {total} entries");
+    progress.finish();
+    out.flush()?;
     Ok(ExitCode::SUCCESS)
 }

@@ -467,3 +467,45 @@ fn a_closed_pipe_ends_output_quietly() {
         );
     }
 }
+
+#[test]
+fn checkpoint_removes_the_log_it_no_longer_needs() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    {
+        let cfg = beechdb::Config::new()
+            .transactional(true)
+            .keep_logs(true)
+            .log_segment_size(64 << 10);
+        let env = beechdb::Env::open(dir.path(), cfg).unwrap();
+        let db = env.create_db("t").unwrap();
+        for i in 0..3000u32 {
+            db.put(&i.to_be_bytes(), &[1u8; 100]).unwrap();
+        }
+        env.close().unwrap();
+    }
+    let segments = || {
+        std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with("log.")
+            })
+            .count()
+    };
+    let before = segments();
+    assert!(before >= 3, "{before} segments");
+    let (code, out, err) = beech(&["checkpoint", d], None);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        segments() <= 2,
+        "{} of {before} segments left: {out} {:?}",
+        segments(),
+        files(dir.path())
+    );
+    assert!(out.contains("removed"), "{out}");
+    assert_eq!(beech(&["verify", d], None).0, 0);
+}
