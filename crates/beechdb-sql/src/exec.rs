@@ -1305,7 +1305,7 @@ impl<'a> Exec<'a> {
             Some(r) => r,
             None => {
                 let db = self.db(&t.db)?;
-                match self.txn.range_rev::<&[u8], _>(&db, ..).next().transpose()? {
+                match self.txn.range_rev(&db, ..).next().transpose()? {
                     Some((k, _)) => rowid_of_key(&k)?,
                     None => 0,
                 }

@@ -153,7 +153,9 @@ impl Config {
         self.page_size = bytes;
         self
     }
-    /// Cache budget in bytes (page images held in memory).
+    /// Cache budget in bytes (page images held in memory): at least [`MIN_CACHE_PAGES`]
+    /// pages (64 KiB with 4 KiB pages, 256 KiB with the default 16 KiB ones); a smaller
+    /// budget is refused when the environment opens.
     pub fn cache_size(mut self, bytes: usize) -> Config {
         self.cache_size = bytes;
         self
@@ -279,4 +281,16 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// A cache must hold [`MIN_CACHE_PAGES`] pages of `page_size` bytes.
+pub(crate) fn check_cache_size(cache: usize, page_size: usize) -> Result<()> {
+    let min = MIN_CACHE_PAGES * page_size;
+    if cache < min {
+        return Err(Error::InvalidArgument(format!(
+            "cache size {cache} bytes is below the minimum of {MIN_CACHE_PAGES} pages \
+             ({min} bytes with {page_size}-byte pages)"
+        )));
+    }
+    Ok(())
 }

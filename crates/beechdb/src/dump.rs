@@ -261,13 +261,15 @@ impl<R: BufRead> DumpReader<R> {
                         b"btree" => DumpKind::Btree,
                         b"hash" => DumpKind::Hash,
                         b"recno" => DumpKind::Recno,
-                        _ => return Err(bad(
-                            line_no,
-                            format!(
+                        _ => {
+                            return Err(bad(
+                                line_no,
+                                format!(
                                 "database type {:?} is not supported (btree, hash and recno are)",
                                 text()
                             ),
-                        )),
+                            ))
+                        }
                     }
                 }
                 b"database" | b"subdatabase" => {

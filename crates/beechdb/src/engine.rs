@@ -20,7 +20,7 @@
 
 use crate::btree::node::{self, Layout};
 use crate::cache::Cache;
-use crate::config::{Config, Mode, MIN_CACHE_PAGES};
+use crate::config::{Config, Mode};
 use crate::error::{Error, Result};
 pub(crate) use crate::files::DB_FILE;
 use crate::files::DB_FILE_TMP;
@@ -339,6 +339,7 @@ impl Engine {
     /// ([`Engine::make_checkpoint_durable`]) once it has decided to use it.
     pub fn open(storage: &dyn Storage, cfg: &Config, create: bool) -> Result<Engine> {
         if create {
+            crate::config::check_cache_size(cfg.cache_size_value(), cfg.page_size_value())?;
             create_page_file(storage, cfg.page_size_value(), cfg.mode())?;
         } else {
             // An earlier open may have created it and failed to sync the directory.
@@ -374,7 +375,8 @@ impl Engine {
         }
         let (free, freelist_pages) = read_free_list(file.as_ref(), &meta)?;
         let ps = meta.page_size as usize;
-        let capacity = (cfg.cache_size_value() / ps).max(MIN_CACHE_PAGES);
+        crate::config::check_cache_size(cfg.cache_size_value(), ps)?;
+        let capacity = cfg.cache_size_value() / ps;
         let mut engine = Engine {
             layout: Layout::new(ps),
             file: Arc::from(file),

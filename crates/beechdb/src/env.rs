@@ -6,6 +6,7 @@
 //! page disappears while an operation holds it. May call: `engine`, `btree`, `verify`,
 //! `stats`.
 
+use crate::btree::cursor::KeyRange;
 use crate::btree::{Cursor, Iter};
 use crate::config::{Config, Durability, Isolation, Mode};
 use crate::engine::{Engine, Need, NeedResult, DB_FILE};
@@ -21,7 +22,6 @@ use crate::wal::{self, segment_name, Record, Wal};
 use parking_lot::Mutex;
 use std::any::Any;
 use std::io;
-use std::ops::RangeBounds;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -760,6 +760,11 @@ impl Db {
         self.id
     }
 
+    /// [`Error::Closed`] once the environment is closed.
+    pub(crate) fn live(&self) -> Result<()> {
+        self.shared.live()
+    }
+
     pub(crate) fn data_version(&self) -> u64 {
         self.shared.data_version.load(Ordering::Acquire)
     }
@@ -879,17 +884,17 @@ impl Db {
 
     /// All entries in key order.
     pub fn iter(&self) -> Iter {
-        Iter::new::<&[u8], _>(self.clone(), .., false)
+        Iter::new(self.clone(), .., false)
     }
 
     /// Entries with keys in `range`, in ascending order. Bounds may be `&[u8]`, `Vec<u8>` or
     /// anything else that is `AsRef<[u8]>`: `db.range(&b"a"[..]..&b"m"[..])`.
-    pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Iter {
+    pub fn range(&self, range: impl KeyRange) -> Iter {
         Iter::new(self.clone(), range, false)
     }
 
     /// Entries with keys in `range`, in descending order.
-    pub fn range_rev<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Iter {
+    pub fn range_rev(&self, range: impl KeyRange) -> Iter {
         Iter::new(self.clone(), range, true)
     }
 

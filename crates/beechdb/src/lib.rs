@@ -46,7 +46,7 @@ mod txn;
 mod verify;
 mod wal;
 
-pub use btree::{Cursor, Iter};
+pub use btree::{Cursor, Iter, KeyRange};
 pub use config::{
     Config, Durability, Isolation, Mode, DEFAULT_CACHE_SIZE, DEFAULT_LOG_SEGMENT_SIZE,
     DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, MIN_CACHE_PAGES, MIN_PAGE_SIZE,

@@ -182,10 +182,7 @@ fn snapshots_older_than_a_spilled_commit_keep_their_view() {
     assert_eq!(old.get(&db, &key(n + 1)).unwrap(), None);
     let seen: Vec<_> = old.iter(&db).map(|kv| kv.unwrap()).collect();
     assert_eq!(seen, expected_before(n));
-    let back: Vec<_> = old
-        .range_rev::<&[u8], _>(&db, ..)
-        .map(|kv| kv.unwrap())
-        .collect();
+    let back: Vec<_> = old.range_rev(&db, ..).map(|kv| kv.unwrap()).collect();
     assert!(back.iter().rev().eq(expected_before(n).iter()));
     // Writing a key the commit wrote is a conflict for it (first committer wins).
     assert!(matches!(old.put(&db, &key(5), b"x"), Err(Error::Conflict)));

@@ -13,7 +13,7 @@ use std::sync::Arc;
 const PS: usize = 4096;
 
 fn config() -> Config {
-    Config::new().page_size(PS).cache_size(0)
+    Config::new().page_size(PS).cache_size(64 << 10)
 }
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;

@@ -32,7 +32,7 @@ enum Kind {
 }
 
 fn config(kind: Kind, keep_logs: bool) -> Config {
-    let c = Config::new().page_size(4096).cache_size(0);
+    let c = Config::new().page_size(4096).cache_size(64 << 10);
     match kind {
         Kind::DataStore => c,
         Kind::Transactional => c

@@ -19,7 +19,7 @@ type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 fn tds() -> Config {
     Config::new()
         .page_size(4096)
-        .cache_size(0)
+        .cache_size(64 << 10)
         .transactional(true)
         .log_segment_size(64 << 10)
         .checkpoint_log_bytes(1 << 40)
@@ -27,7 +27,7 @@ fn tds() -> Config {
 }
 
 fn ds() -> Config {
-    Config::new().page_size(4096).cache_size(0)
+    Config::new().page_size(4096).cache_size(64 << 10)
 }
 
 fn open(storage: &MemStorage, config: Config) -> beechdb::Result<Env> {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 fn mem_env(storage: &MemStorage) -> Env {
     Env::open_with_storage(
         Arc::new(storage.clone()),
-        Config::new().page_size(4096).cache_size(0),
+        Config::new().page_size(4096).cache_size(64 << 10),
     )
     .unwrap()
 }
@@ -65,8 +65,19 @@ fn handle_misuse_and_names() {
     assert!(matches!(a.put(b"k", b"v"), Err(Error::DbRemoved)));
     assert!(matches!(env.remove_db("a"), Err(Error::DbNotFound(_))));
     let b = env.create_db("b").unwrap();
+    for i in 0..10u8 {
+        b.put(&[i], b"v").unwrap();
+    }
+    // Iterators and cursors opened before the close, with entries already copied out.
+    let mut iter = b.iter();
+    assert!(iter.next().unwrap().is_ok());
+    let mut cursor = b.cursor();
+    assert!(cursor.first().unwrap());
     let env2 = env.clone();
     env.close().unwrap();
+    assert!(matches!(iter.next(), Some(Err(Error::Closed))));
+    assert!(matches!(cursor.next(), Err(Error::Closed)));
+    assert!(matches!(cursor.prev(), Err(Error::Closed)));
     assert!(matches!(b.get(b"k"), Err(Error::Closed)));
     assert!(matches!(env2.sync(), Err(Error::Closed)));
     assert!(matches!(b.cursor().first(), Err(Error::Closed)));
@@ -91,6 +102,40 @@ fn bad_configuration_is_rejected() {
     }
     let r = Env::open_with_storage(Arc::new(MemStorage::new()), Config::new().create(false));
     assert!(matches!(r, Err(Error::InvalidArgument(_))));
+    // A cache that cannot hold 16 pages is refused, for a new environment and for an
+    // existing one whose pages are larger than the configuration's.
+    for cache in [0, 100, (16 << 14) - 1] {
+        let r =
+            Env::open_with_storage(Arc::new(MemStorage::new()), Config::new().cache_size(cache));
+        assert!(matches!(r, Err(Error::InvalidArgument(_))), "cache {cache}");
+    }
+    let storage = Arc::new(MemStorage::new());
+    Env::open_with_storage(storage.clone(), Config::new().page_size(65536))
+        .unwrap()
+        .close()
+        .unwrap();
+    let r = Env::open_with_storage(storage, Config::new().page_size(4096).cache_size(64 << 10));
+    assert!(matches!(r, Err(Error::InvalidArgument(m)) if m.contains("65536-byte pages")));
+}
+
+#[test]
+fn txn_scans_fail_once_the_environment_is_closed() {
+    let env = Env::open_with_storage(
+        Arc::new(MemStorage::new()),
+        Config::new().transactional(true),
+    )
+    .unwrap();
+    let db = env.create_db("t").unwrap();
+    for i in 0..10u8 {
+        db.put(&[i], b"v").unwrap();
+    }
+    let t = env.begin_txn().unwrap();
+    let mut scan = t.iter(&db);
+    assert!(scan.next().unwrap().is_ok());
+    // A whole range without naming a key type: `iter` is the spelling of `range(..)`.
+    assert_eq!(t.iter(&db).count(), 10);
+    env.clone().close().unwrap();
+    assert!(matches!(scan.next(), Some(Err(Error::Closed))));
 }
 
 #[test]
@@ -137,7 +182,7 @@ type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 fn faulty_workload(storage: &MemStorage) -> (Vec<Model>, Option<Error>) {
     let mut synced = vec![Model::new()];
     // Opening writes too (it makes its checkpoint durable): it may meet the fault.
-    let config = Config::new().page_size(4096).cache_size(0);
+    let config = Config::new().page_size(4096).cache_size(64 << 10);
     let env = match Env::open_with_storage(Arc::new(storage.clone()), config) {
         Ok(env) => env,
         Err(e) => return (synced, Some(e)),
@@ -213,4 +258,28 @@ fn io_faults_at_every_point_poison_and_lose_nothing_synced() {
         }
     }
     assert!(faults > 100, "only {faults} faults hit the workload");
+}
+
+#[test]
+fn an_autocommit_write_behind_this_threads_own_transaction_is_a_deadlock_at_once() {
+    let env = Env::open_with_storage(
+        Arc::new(MemStorage::new()),
+        Config::new().transactional(true),
+    )
+    .unwrap();
+    let db = env.create_db("t").unwrap();
+    let t = env.begin_txn().unwrap();
+    t.put(&db, b"k", b"in the transaction").unwrap();
+    let started = std::time::Instant::now();
+    assert!(matches!(db.put(b"k", b"auto-commit"), Err(Error::Deadlock)));
+    assert!(matches!(db.delete(b"k"), Err(Error::Deadlock)));
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    // Another thread's auto-commit waits for the transaction, then goes ahead.
+    std::thread::scope(|s| {
+        let other = s.spawn(|| db.put(b"k", b"from another thread"));
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        t.commit().unwrap();
+        other.join().unwrap().unwrap();
+    });
+    assert_eq!(db.get(b"k").unwrap().unwrap(), b"from another thread");
 }

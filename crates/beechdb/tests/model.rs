@@ -79,7 +79,7 @@ impl Harness {
     }
 
     fn open(&mut self) {
-        let cfg = Config::new().page_size(4096).cache_size(0);
+        let cfg = Config::new().page_size(4096).cache_size(64 << 10);
         let env = Env::open_with_storage(Arc::new(self.storage.clone()), cfg).unwrap();
         self.db = Some(env.open_or_create_db("t").unwrap());
         self.env = Some(env);
@@ -304,7 +304,7 @@ fn model_runs_exercise_the_tree() {
 fn sequential_batches_with_leaf_hints_match_model() {
     use rand::{Rng, SeedableRng};
     let storage = MemStorage::new();
-    let cfg = || Config::new().page_size(4096).cache_size(0);
+    let cfg = || Config::new().page_size(4096).cache_size(64 << 10);
     let mut env = Env::open_with_storage(Arc::new(storage.clone()), cfg()).unwrap();
     let mut models = [BTreeMap::new(), BTreeMap::new()];
     let mut rng = rand::rngs::StdRng::seed_from_u64(11);

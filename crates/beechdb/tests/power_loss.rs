@@ -16,7 +16,7 @@ use std::sync::Arc;
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
 fn config() -> Config {
-    Config::new().page_size(4096).cache_size(0)
+    Config::new().page_size(4096).cache_size(64 << 10)
 }
 
 /// Runs the workload of `seed`; returns the states after each sync (index 0: empty).

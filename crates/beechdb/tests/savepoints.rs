@@ -31,10 +31,7 @@ fn config() -> Config {
 fn check(t: &Txn, main: &Db, extra: Option<&Db>, view: &View, rng: &mut impl Rng, at: &str) {
     let all: Data = t.iter(main).map(|kv| kv.unwrap()).collect();
     assert_eq!(all, view.main, "{at}: scan");
-    let rev: Vec<_> = t
-        .range_rev::<&[u8], _>(main, ..)
-        .map(|kv| kv.unwrap().0)
-        .collect();
+    let rev: Vec<_> = t.range_rev(main, ..).map(|kv| kv.unwrap().0).collect();
     assert!(rev.iter().rev().eq(view.main.keys()), "{at}: reverse scan");
     let lo = key(rng.gen_range(0..60));
     let part: Data = t.range(main, &lo[..]..).map(|kv| kv.unwrap()).collect();

@@ -92,10 +92,7 @@ fn snapshot_isolation() {
     assert_eq!(reader.get(&db, b"y").unwrap(), Some(b"0".to_vec()));
     assert_eq!(reader.get(&db, b"z").unwrap(), None);
     // Range scans see the same snapshot, plus the transaction's own writes.
-    let all: Vec<Vec<u8>> = reader
-        .range::<&[u8], _>(&db, ..)
-        .map(|r| r.unwrap().0)
-        .collect();
+    let all: Vec<Vec<u8>> = reader.range(&db, ..).map(|r| r.unwrap().0).collect();
     assert_eq!(all, vec![b"x".to_vec(), b"y".to_vec()]);
     let own = env.begin_txn().unwrap();
     own.put(&db, b"a", b"mine").unwrap();

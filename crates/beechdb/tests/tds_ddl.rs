@@ -14,7 +14,7 @@ use std::time::Duration;
 fn tds() -> Config {
     Config::new()
         .page_size(4096)
-        .cache_size(0)
+        .cache_size(64 << 10)
         .transactional(true)
         .log_segment_size(64 << 10)
         .checkpoint_log_bytes(1 << 40)

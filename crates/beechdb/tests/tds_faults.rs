@@ -15,7 +15,7 @@ type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 fn config() -> Config {
     Config::new()
         .page_size(4096)
-        .cache_size(0)
+        .cache_size(64 << 10)
         .transactional(true)
         .log_segment_size(64 << 10)
         .checkpoint_log_bytes(48 << 10)

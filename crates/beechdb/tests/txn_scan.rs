@@ -135,7 +135,7 @@ fn read_committed_scans_are_ordered_and_see_each_leaf_as_committed() {
     }
     let rng = &mut StdRng::seed_from_u64(7);
     let txn = env.begin_txn_with(Isolation::ReadCommitted).unwrap();
-    let scan = txn.range::<Vec<u8>, _>(&db, ..);
+    let scan = txn.range(&db, ..);
     let got = scan_while_committing(&env, &db, scan, rng, &mut latest, &Model::new());
     assert!(got.windows(2).all(|w| w[0].0 < w[1].0), "keys ascend");
     // Every key seen was present at some moment with that value; keys never touched
@@ -143,10 +143,7 @@ fn read_committed_scans_are_ordered_and_see_each_leaf_as_committed() {
     assert!(got
         .iter()
         .all(|(k, v)| k.starts_with(b"k") && !v.is_empty()));
-    let scan_after = txn
-        .range::<Vec<u8>, _>(&db, ..)
-        .collect::<Result<Vec<_>, _>>()
-        .unwrap();
+    let scan_after = txn.range(&db, ..).collect::<Result<Vec<_>, _>>().unwrap();
     let now: Vec<_> = latest.into_iter().collect();
     assert!(
         scan_after == now,
@@ -161,8 +158,8 @@ fn scans_of_finished_or_foreign_transactions_fail_cleanly() {
     let db = env.create_db("d").unwrap();
     let foreign = other.create_db("d").unwrap();
     let txn = env.begin_txn().unwrap();
-    let mut it = txn.range::<&[u8], _>(&foreign, ..);
+    let mut it = txn.range(&foreign, ..);
     assert!(matches!(it.next(), Some(Err(Error::InvalidArgument(_)))));
     assert!(it.next().is_none());
-    assert_eq!(txn.range::<&[u8], _>(&db, ..).count(), 0);
+    assert_eq!(txn.range(&db, ..).count(), 0);
 }

@@ -10,7 +10,9 @@ use super::tree::{Position, Seek};
 use crate::engine::{Engine, NeedResult};
 use crate::env::Db;
 use crate::error::Result;
-use std::ops::{Bound, RangeBounds};
+use std::ops::{
+    Bound, Range, RangeBounds, RangeFrom, RangeFull, RangeInclusive, RangeTo, RangeToInclusive,
+};
 
 /// Bytes copied per refill, at least one entry.
 pub(crate) const RUN_BYTES: usize = 64 * 1024;
@@ -57,6 +59,7 @@ impl Cursor {
     /// Moves to the next entry; false (and unpositioned) at the end. An unpositioned
     /// cursor moves to the first entry.
     pub fn next(&mut self) -> Result<bool> {
+        self.db.live()?;
         if !self.valid {
             return self.first();
         }
@@ -71,6 +74,7 @@ impl Cursor {
     /// Moves to the previous entry; false (and unpositioned) at the start. An unpositioned
     /// cursor moves to the last entry.
     pub fn prev(&mut self) -> Result<bool> {
+        self.db.live()?;
         if !self.valid {
             return self.last();
         }
@@ -239,12 +243,50 @@ pub struct Iter {
     done: bool,
 }
 
+/// A range of keys, as the scans of [`Db`] and [`crate::Txn`] take it: `..`, `a..b`,
+/// `a..=b`, `a..`, `..b`, `..=b`, or a pair of [`Bound`]s, where the keys are anything that
+/// is bytes (`&[u8]`, `Vec<u8>`, `&str`, ...). `..` needs no key type, unlike
+/// [`RangeBounds`], whose full range cannot say what its keys are.
+pub trait KeyRange {
+    /// The range's start and end.
+    fn bounds(self) -> (Bound<Vec<u8>>, Bound<Vec<u8>>);
+}
+
+fn owned<K: AsRef<[u8]>>(b: Bound<&K>) -> Bound<Vec<u8>> {
+    b.map(|k| k.as_ref().to_vec())
+}
+
+impl KeyRange for RangeFull {
+    fn bounds(self) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+        (Bound::Unbounded, Bound::Unbounded)
+    }
+}
+
+macro_rules! key_range {
+    ($($t:ty),*) => {$(
+        impl<K: AsRef<[u8]>> KeyRange for $t {
+            fn bounds(self) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+                (owned(self.start_bound()), owned(self.end_bound()))
+            }
+        }
+    )*};
+}
+key_range!(
+    Range<K>,
+    RangeInclusive<K>,
+    RangeFrom<K>,
+    RangeTo<K>,
+    RangeToInclusive<K>,
+    (Bound<K>, Bound<K>)
+);
+
 impl Iter {
-    pub(crate) fn new<K: AsRef<[u8]>, R: RangeBounds<K>>(db: Db, range: R, reverse: bool) -> Iter {
+    pub(crate) fn new(db: Db, range: impl KeyRange, reverse: bool) -> Iter {
+        let (start, end) = range.bounds();
         Iter {
             cursor: Cursor::new(db),
-            start: range.start_bound().map(|b| b.as_ref().to_vec()),
-            end: range.end_bound().map(|b| b.as_ref().to_vec()),
+            start,
+            end,
             reverse,
             started: false,
             done: false,

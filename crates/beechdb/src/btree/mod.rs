@@ -11,5 +11,5 @@ pub(crate) mod node;
 mod overflow;
 mod tree;
 
-pub use cursor::{Cursor, Iter};
+pub use cursor::{Cursor, Iter, KeyRange};
 pub(crate) use tree::{check_sizes, MAX_VALUE_LEN_USIZE};

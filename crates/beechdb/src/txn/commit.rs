@@ -199,7 +199,7 @@ impl Shared {
         }
         let id = tx.txns.new_id();
         let sk = scoped_key(db, key);
-        tx.txns.locks.lock(id, &sk, tx.lock_timeout)?;
+        tx.txns.locks.lock(id, &sk, tx.lock_timeout, true)?;
         let result = (|| {
             let need_check = value.is_none() || no_overwrite;
             let existed = need_check && self.read(|e| Ok(e.locate(db, key)?.is_some()))?.0;

@@ -13,13 +13,13 @@
 use super::scan::TxnIter;
 use super::writes::WriteSet;
 use super::{scoped_key, Ddl};
+use crate::btree::cursor::KeyRange;
 use crate::config::{Durability, Isolation};
 use crate::env::{Db, Shared};
 use crate::error::{Error, Result};
 use crate::wal::{Op, OpsBuilder};
 use parking_lot::{Mutex, MutexGuard};
 use rustc_hash::FxHashSet;
-use std::ops::RangeBounds;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
@@ -307,23 +307,22 @@ impl Txn {
     /// snapshot (or, under read-committed, the latest committed data as each leaf is read)
     /// plus its own writes, including those made while the iteration goes on, in the part
     /// of the range not yet reached. Streams a leaf at a time; holds no lock between items.
-    pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, db: &Db, range: R) -> TxnIter {
+    pub fn range(&self, db: &Db, range: impl KeyRange) -> TxnIter {
         self.scan(db, range, false)
     }
 
     /// Every entry of `db`, ascending, as this transaction sees it.
     pub fn iter(&self, db: &Db) -> TxnIter {
-        self.scan::<&[u8], _>(db, .., false)
+        self.scan(db, .., false)
     }
 
     /// As [`Txn::range`], descending.
-    pub fn range_rev<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, db: &Db, range: R) -> TxnIter {
+    pub fn range_rev(&self, db: &Db, range: impl KeyRange) -> TxnIter {
         self.scan(db, range, true)
     }
 
-    fn scan<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, db: &Db, range: R, rev: bool) -> TxnIter {
-        let lo = range.start_bound().map(|k| k.as_ref().to_vec());
-        let hi = range.end_bound().map(|k| k.as_ref().to_vec());
+    fn scan(&self, db: &Db, range: impl KeyRange, rev: bool) -> TxnIter {
+        let (lo, hi) = range.bounds();
         let misuse = self.inner.checked(db).err();
         TxnIter::new(self.inner.clone(), db.clone(), lo, hi, rev, misuse)
     }
@@ -382,7 +381,9 @@ impl Txn {
             st.escalated.contains(&db)
         };
         if !covered {
-            tx.txns.locks.lock(self.inner.id, &sk, tx.lock_timeout)?;
+            tx.txns
+                .locks
+                .lock(self.inner.id, &sk, tx.lock_timeout, false)?;
             let mut st = self.inner.state();
             if st.finished {
                 // Finished meanwhile, by another thread sharing the transaction.

@@ -14,9 +14,20 @@ use rustc_hash::FxHashMap;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
+/// A small number naming the calling thread, cheaper to read than `thread::current()`.
+pub(crate) fn thread_tag() -> u64 {
+    use std::sync::atomic::AtomicU64;
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    thread_local! {
+        static TAG: u64 = NEXT.fetch_add(1, Relaxed);
+    }
+    TAG.with(|t| *t)
+}
+
 #[derive(Default)]
 struct Table {
-    owners: FxHashMap<Vec<u8>, u64>,
+    /// Key -> (transaction, tag of the thread that took the lock).
+    owners: FxHashMap<Vec<u8>, (u64, u64)>,
     waits_for: FxHashMap<u64, u64>,
     /// Database id -> the transaction holding the whole database.
     databases: FxHashMap<u32, u64>,
@@ -28,14 +39,18 @@ fn db_of(key: &[u8]) -> Option<u32> {
 }
 
 impl Table {
-    /// The transaction other than `txn` that `key`'s lock (or its database's) belongs to.
-    fn holder(&self, txn: u64, key: &[u8]) -> Option<u64> {
+    /// The transaction other than `txn` that `key`'s lock (or its database's) belongs to,
+    /// with the thread that took a key lock.
+    fn holder(&self, txn: u64, key: &[u8]) -> Option<(u64, Option<u64>)> {
         if !self.databases.is_empty() {
             if let Some(&o) = db_of(key).and_then(|db| self.databases.get(&db)) {
-                return (o != txn).then_some(o);
+                return (o != txn).then_some((o, None));
             }
         }
-        self.owners.get(key).copied().filter(|&o| o != txn)
+        self.owners
+            .get(key)
+            .filter(|&&(o, _)| o != txn)
+            .map(|&(o, thread)| (o, Some(thread)))
     }
 
     /// Whether waiting for `owner` would close a cycle back to `txn`.
@@ -60,21 +75,30 @@ pub(crate) struct LockTable {
 
 impl LockTable {
     /// Takes `key` for transaction `txn`, waiting while another holds it. Returns whether
-    /// it had to wait.
-    pub(crate) fn lock(&self, txn: u64, key: &[u8], timeout: Duration) -> Result<bool> {
+    /// it had to wait. With `single_op` (an auto-commit write, which holds nothing else), a
+    /// key held by a transaction this very thread took it with is a deadlock at once: the
+    /// thread would wait for itself.
+    pub(crate) fn lock(
+        &self,
+        txn: u64,
+        key: &[u8],
+        timeout: Duration,
+        single_op: bool,
+    ) -> Result<bool> {
+        let me = thread_tag();
         let mut t = self.table.lock();
         let deadline = Instant::now() + timeout;
         let mut waited = false;
         loop {
-            let Some(owner) = t.holder(txn, key) else {
+            let Some((owner, owner_thread)) = t.holder(txn, key) else {
                 let covered = !t.databases.is_empty()
                     && db_of(key).and_then(|db| t.databases.get(&db)) == Some(&txn);
                 if !covered {
-                    t.owners.insert(key.to_vec(), txn);
+                    t.owners.insert(key.to_vec(), (txn, me));
                 }
                 return Ok(waited);
             };
-            if t.would_deadlock(txn, owner) {
+            if t.would_deadlock(txn, owner) || single_op && owner_thread == Some(me) {
                 self.stats.deadlocks.fetch_add(1, Relaxed);
                 return Err(Error::Deadlock);
             }
@@ -106,13 +130,13 @@ impl LockTable {
                 None => t
                     .owners
                     .iter()
-                    .find(|(k, &o)| o != txn && k.starts_with(&prefix))
-                    .map(|(_, &o)| o),
+                    .find(|(k, &(o, _))| o != txn && k.starts_with(&prefix))
+                    .map(|(_, &(o, _))| o),
             };
             let Some(owner) = other else {
                 t.databases.insert(db, txn);
                 t.owners
-                    .retain(|k, &mut o| !(o == txn && k.starts_with(&prefix)));
+                    .retain(|k, &mut (o, _)| !(o == txn && k.starts_with(&prefix)));
                 self.stats.escalations.fetch_add(1, Relaxed);
                 return true;
             };
@@ -149,7 +173,7 @@ impl LockTable {
         let mut any = false;
         for k in keys {
             let k = k.as_ref();
-            if t.owners.get(k) == Some(&txn) {
+            if t.owners.get(k).map(|o| o.0) == Some(txn) {
                 t.owners.remove(k);
                 any = true;
             }
@@ -169,19 +193,19 @@ mod tests {
     #[test]
     fn cycle_is_detected_and_timeout_fires() {
         let lt = Arc::new(LockTable::default());
-        lt.lock(1, b"a", Duration::from_secs(1)).unwrap();
-        lt.lock(2, b"b", Duration::from_secs(1)).unwrap();
+        lt.lock(1, b"a", Duration::from_secs(1), false).unwrap();
+        lt.lock(2, b"b", Duration::from_secs(1), false).unwrap();
         let lt2 = lt.clone();
-        let waiter = std::thread::spawn(move || lt2.lock(1, b"b", Duration::from_secs(5)));
+        let waiter = std::thread::spawn(move || lt2.lock(1, b"b", Duration::from_secs(5), false));
         std::thread::sleep(Duration::from_millis(50));
         assert!(matches!(
-            lt.lock(2, b"a", Duration::from_secs(5)),
+            lt.lock(2, b"a", Duration::from_secs(5), false),
             Err(Error::Deadlock)
         ));
         lt.release(2, [b"b"]);
         assert!(waiter.join().unwrap().unwrap());
         assert!(matches!(
-            lt.lock(3, b"a", Duration::from_millis(20)),
+            lt.lock(3, b"a", Duration::from_millis(20), false),
             Err(Error::LockTimeout)
         ));
     }
@@ -194,9 +218,9 @@ mod tests {
     fn escalation_waits_for_other_holders_then_covers_the_database() {
         let lt = Arc::new(LockTable::default());
         let short = Duration::from_millis(30);
-        lt.lock(1, &key(5, b"a"), short).unwrap();
-        lt.lock(2, &key(5, b"b"), short).unwrap();
-        lt.lock(2, &key(6, b"x"), short).unwrap();
+        lt.lock(1, &key(5, b"a"), short, false).unwrap();
+        lt.lock(2, &key(5, b"b"), short, false).unwrap();
+        lt.lock(2, &key(6, b"x"), short, false).unwrap();
         // Transaction 2 holds a key in database 5: no escalation for 1 yet.
         assert!(!lt.escalate(1, 5, short));
         lt.release(2, [key(5, b"b")]);
@@ -204,20 +228,21 @@ mod tests {
         // Every key of database 5 is now 1's, including ones it never named; 1's own key
         // entry went with the escalation.
         assert!(matches!(
-            lt.lock(2, &key(5, b"zzz"), short),
+            lt.lock(2, &key(5, b"zzz"), short, false),
             Err(Error::LockTimeout)
         ));
-        assert!(!lt.lock(1, &key(5, b"new"), short).unwrap());
+        assert!(!lt.lock(1, &key(5, b"new"), short, false).unwrap());
         assert!(lt.table.lock().owners.keys().all(|k| db_of(k) != Some(5)));
         // Database 6 is untouched.
         assert!(lt.escalate(2, 6, short));
         lt.release_databases(1, &[5]);
-        assert!(!lt.lock(2, &key(5, b"zzz"), short).unwrap());
+        assert!(!lt.lock(2, &key(5, b"zzz"), short, false).unwrap());
         // A waiter for the database lock wakes when it goes.
         lt.release(2, [key(5, b"zzz")]);
         assert!(lt.escalate(1, 5, short));
         let lt2 = lt.clone();
-        let waiter = std::thread::spawn(move || lt2.lock(3, &key(5, b"q"), Duration::from_secs(5)));
+        let waiter =
+            std::thread::spawn(move || lt2.lock(3, &key(5, b"q"), Duration::from_secs(5), false));
         std::thread::sleep(Duration::from_millis(20));
         lt.release_databases(1, &[5]);
         assert!(waiter.join().unwrap().unwrap());
@@ -226,11 +251,14 @@ mod tests {
     #[test]
     fn escalation_gives_up_rather_than_deadlock() {
         let lt = Arc::new(LockTable::default());
-        lt.lock(1, &key(5, b"a"), Duration::from_secs(1)).unwrap();
-        lt.lock(2, &key(5, b"b"), Duration::from_secs(1)).unwrap();
+        lt.lock(1, &key(5, b"a"), Duration::from_secs(1), false)
+            .unwrap();
+        lt.lock(2, &key(5, b"b"), Duration::from_secs(1), false)
+            .unwrap();
         let lt2 = lt.clone();
         // 2 waits for 1's key; 1 escalating would wait for 2: it gives up instead.
-        let waiter = std::thread::spawn(move || lt2.lock(2, &key(5, b"a"), Duration::from_secs(5)));
+        let waiter =
+            std::thread::spawn(move || lt2.lock(2, &key(5, b"a"), Duration::from_secs(5), false));
         while lt.table.lock().waits_for.get(&2) != Some(&1) {
             std::thread::yield_now();
         }

@@ -216,6 +216,10 @@ impl Iterator for TxnIter {
             self.done = true;
             return Some(Err(e));
         }
+        if let Err(e) = self.db.live() {
+            self.done = true;
+            return Some(Err(e));
+        }
         loop {
             if let Some(entry) = self.batch.next() {
                 return Some(Ok(entry));

@@ -549,7 +549,7 @@ mod tests {
         let storage = MemStorage::new();
         let cfg = Config::new()
             .page_size(4096)
-            .cache_size(0)
+            .cache_size(64 << 10)
             .transactional(true)
             .log_segment_size(64 << 10)
             .checkpoint_log_bytes(1 << 40);
