@@ -50,7 +50,8 @@ enum Command {
         /// SQL to run (statements and dot commands) instead of a session.
         sql: Option<String>,
     },
-    /// Print environment and per-database statistics (like db_stat).
+    /// Print environment and per-database statistics (like db_stat). Reads only: works
+    /// beside a process that has the environment open, from its last checkpoint and log.
     Stat {
         /// Environment directory.
         dir: PathBuf,
@@ -60,7 +61,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Write databases in Berkeley DB's db_dump format (like db_dump).
+    /// Write databases in Berkeley DB's db_dump format (like db_dump). Reads only: works
+    /// beside a process that has the environment open, from its last checkpoint and log.
     Dump {
         /// Environment directory.
         dir: PathBuf,
@@ -131,7 +133,9 @@ enum Command {
         /// Environment directory.
         dir: PathBuf,
     },
-    /// Check every page, the tree structure and the free space (like db_verify).
+    /// Check every page, the tree structure and the free space of the last checkpoint, then
+    /// the log after it (like db_verify). Reads only: works beside a process that has the
+    /// environment open.
     Verify {
         /// Environment directory.
         dir: PathBuf,
@@ -212,12 +216,22 @@ pub(crate) fn io_msg(e: &std::io::Error) -> String {
 /// Opens an existing environment in the mode it was created in, keeping every log segment
 /// unless `keep_logs` is false. Warns on standard error when it opened an older checkpoint.
 fn open_existing(dir: &Path, keep_logs: bool, accept_fallback: bool) -> Res<Env> {
-    let cfg = Config::new()
+    open_with(dir, Config::new().keep_logs(keep_logs), accept_fallback)
+}
+
+/// Opens an existing environment read-only, for the commands that only look: beside a
+/// process that has it open for writing, reading its last durable checkpoint plus its log,
+/// and writing nothing.
+fn open_for_reading(dir: &Path, accept_fallback: bool) -> Res<Env> {
+    open_with(dir, Config::new().read_only(true), accept_fallback)
+}
+
+fn open_with(dir: &Path, cfg: Config, accept_fallback: bool) -> Res<Env> {
+    let cfg = cfg
         .create(false)
         .adopt_mode(true)
-        .keep_logs(keep_logs)
         .accept_meta_fallback(accept_fallback);
-    let env = Env::open(dir, cfg)?;
+    let env = Env::open(dir, cfg).map_err(|e| format!("{}: {e}", dir.display()))?;
     for w in env.stat()?.meta_warnings {
         eprintln!("beech: WARNING: {}: {w}", dir.display());
     }
@@ -354,7 +368,8 @@ fn run(cli: Cli) -> Res<ExitCode> {
             }
         }
         Command::Verify { dir, json } => {
-            let report = beechdb::verify_path(&dir)?;
+            let report =
+                beechdb::verify_path(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {
@@ -366,6 +381,13 @@ fn run(cli: Cli) -> Res<ExitCode> {
                     report.databases,
                     report.entries
                 );
+                if report.log_commits > 0 {
+                    println!(
+                        "log: {} commits after checkpoint {} (not in the counts above; opening \
+                         the environment applies them)",
+                        report.log_commits, report.generation
+                    );
+                }
                 for p in &report.problems {
                     println!("{}", serde_json::to_string(p)?);
                 }
@@ -388,7 +410,7 @@ fn run(cli: Cli) -> Res<ExitCode> {
 }
 
 fn stat(dir: &Path, only: Option<String>, json: bool, accept: bool) -> Res<ExitCode> {
-    let env = open_existing(dir, true, accept)?;
+    let env = open_for_reading(dir, accept)?;
     let names = match only {
         Some(n) => vec![n],
         None => env.db_names()?,
@@ -423,7 +445,7 @@ fn dump(
     output: Option<PathBuf>,
     accept: bool,
 ) -> Res<ExitCode> {
-    let env = open_existing(dir, true, accept)?;
+    let env = open_for_reading(dir, accept)?;
     let names = match only {
         Some(n) => vec![n],
         None => env.db_names()?,

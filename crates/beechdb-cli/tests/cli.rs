@@ -509,3 +509,53 @@ fn checkpoint_removes_the_log_it_no_longer_needs() {
     assert!(out.contains("removed"), "{out}");
     assert_eq!(beech(&["verify", d], None).0, 0);
 }
+
+#[test]
+fn stat_dump_and_verify_read_beside_a_writer_and_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    // A writer process: the SQL shell, holding the environment open, its commits only in
+    // the log (no checkpoint yet).
+    let mut writer = Command::new(env!("CARGO_BIN_EXE_beech"))
+        .args(["sql", d])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut sql = writer.stdin.take().unwrap();
+    sql.write_all(
+        b"CREATE TABLE t(x INTEGER PRIMARY KEY, y TEXT);\nINSERT INTO t(y) VALUES ('a'),('b'),('c');\n",
+    )
+    .unwrap();
+    sql.flush().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let out = loop {
+        let (code, out, err) = beech(&["stat", d], None);
+        if code == 0 && out.contains("3\tEntries") {
+            break out;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "stat never saw the writer's rows: {code} {out} {err}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert!(!out.contains("already open"), "{out}");
+    let before = files(dir.path());
+    let (code, out, err) = beech(&["verify", d], None);
+    assert_eq!(code, 0, "{out} {err}");
+    assert!(out.contains("commits after checkpoint") && out.contains("verify: OK"), "{out}");
+    let (code, out, err) = beech(&["dump", "-p", d], None);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("database=sqlite_schema") && out.contains(" \\00\\03\\01c\n"), "{out}");
+    let (code, _, err) = beech(&["stat", "--json", d], None);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(files(dir.path()), before, "inspecting tools wrote to the environment");
+    // A tool that writes still refuses, naming the reason.
+    let (code, _, err) = beech(&["checkpoint", d], None);
+    assert_eq!(code, 2);
+    assert!(err.contains("already open"), "{err}");
+    drop(sql);
+    assert!(writer.wait().unwrap().success());
+}

@@ -114,6 +114,7 @@ pub struct Config {
     pub(crate) adopt_mode: bool,
     pub(crate) accept_meta_fallback: bool,
     pub(crate) txn_memory: usize,
+    pub(crate) read_only: bool,
 }
 
 /// Memory a transaction's writes may take before they spill to the log, unless configured
@@ -138,6 +139,7 @@ impl Default for Config {
             adopt_mode: false,
             accept_meta_fallback: false,
             txn_memory: DEFAULT_TXN_MEMORY,
+            read_only: false,
         }
     }
 }
@@ -230,6 +232,21 @@ impl Config {
     /// the loss is reported in [`crate::EnvStat::meta_warnings`] and by `verify`.
     pub fn accept_meta_fallback(mut self, on: bool) -> Config {
         self.accept_meta_fallback = on;
+        self
+    }
+    /// Opens an existing environment for reading only, beside a process that may have it
+    /// open for writing (as Berkeley DB's db_stat and db_dump do): no lock is taken and no
+    /// file is written. It reads the last durable checkpoint plus the commits logged after
+    /// it (replayed in memory), as they were when it opened; every write fails with
+    /// [`crate::Error::ReadOnly`]. A writer reuses pages a checkpoint has freed, so a
+    /// read-only environment held across the writer's checkpoints may meet a page that
+    /// changed under it: that read fails with [`crate::Error::Corrupt`] naming the cause,
+    /// and opening again reads the newer checkpoint. Implies `create(false)`.
+    pub fn read_only(mut self, on: bool) -> Config {
+        self.read_only = on;
+        if on {
+            self.create = false;
+        }
         self
     }
     /// Memory one transaction's writes may take (default 64 MiB, at least 16 KiB). Past it

@@ -123,6 +123,8 @@ pub(crate) struct Engine {
     retired: Vec<u64>,
     /// The meta record the environment was opened from, and its slot.
     opened_from: (Meta, u64),
+    /// Opened with `Config::read_only`: writes nothing, ever.
+    pub read_only: bool,
 }
 
 /// A page a reader found missing: what it needs to load it with no lock held, and the
@@ -135,6 +137,22 @@ pub(crate) struct PageMiss {
     page_count: u64,
     max_gen: u64,
     layout: Layout,
+    read_only: bool,
+}
+
+/// A page that fails its checks in a read-only engine is most likely one the writing
+/// process reused after a checkpoint: the error says so.
+fn read_error(read_only: bool, e: Error) -> Error {
+    match e {
+        Error::Corrupt { page, detail } if read_only => Error::Corrupt {
+            page,
+            detail: format!(
+                "{detail} (opened read-only: if another process writes this environment, it \
+                 has likely reused the page after a checkpoint; open again to read the newer one)"
+            ),
+        },
+        e => e,
+    }
 }
 
 impl PageMiss {
@@ -148,8 +166,9 @@ impl PageMiss {
             self.page_count,
             self.max_gen,
             None,
-        )?;
-        node::validate(&buf, self.pid, &self.layout, self.page_count)?;
+        )
+        .and_then(|_| node::validate(&buf, self.pid, &self.layout, self.page_count))
+        .map_err(|e| read_error(self.read_only, e))?;
         Ok(buf)
     }
 }
@@ -341,15 +360,18 @@ impl Engine {
         if create {
             crate::config::check_cache_size(cfg.cache_size_value(), cfg.page_size_value())?;
             create_page_file(storage, cfg.page_size_value(), cfg.mode())?;
-        } else {
+        } else if !cfg.read_only {
             // An earlier open may have created it and failed to sync the directory.
             storage
                 .sync_dir()
                 .map_err(io_err("syncing the environment directory"))?;
         }
-        let file = storage
-            .open(DB_FILE, false)
-            .map_err(io_err("opening the page file"))?;
+        let file = if cfg.read_only {
+            storage.open_read_only(DB_FILE)
+        } else {
+            storage.open(DB_FILE, false)
+        }
+        .map_err(io_err("opening the page file"))?;
         let (meta, slot, meta_warnings) = read_metas(file.as_ref())?;
         if !meta_warnings.is_empty() && !cfg.accept_meta_fallback {
             return Err(Error::Corrupt {
@@ -420,6 +442,7 @@ impl Engine {
             checkpoint_in_flight: false,
             retired: Vec::new(),
             opened_from: (meta, slot),
+            read_only: cfg.read_only,
         };
         engine.load_catalog()?;
         engine.shrink_cache();
@@ -490,6 +513,9 @@ impl Engine {
     }
 
     pub fn check_writable(&self) -> Result<()> {
+        if self.read_only {
+            return Err(Error::ReadOnly);
+        }
         match &self.poisoned {
             Some(cause) => Err(Error::Poisoned {
                 cause: cause.clone(),
@@ -545,10 +571,11 @@ impl Engine {
             pid,
             &mut buf,
             self.space.page_count(),
-            self.generation + 1,
+            self.max_page_generation(),
             None,
-        )?;
-        node::validate(&buf, pid, &self.layout, self.space.page_count())?;
+        )
+        .and_then(|_| node::validate(&buf, pid, &self.layout, self.space.page_count()))
+        .map_err(|e| self.explain_read_error(e))?;
         self.cache.misses += 1;
         self.cache.insert(pid, buf, false);
         Ok(())
@@ -561,9 +588,21 @@ impl Engine {
             epoch: self.cache.epoch(pid),
             file: self.file.clone(),
             page_count: self.space.page_count(),
-            max_gen: self.generation + 1,
+            max_gen: self.max_page_generation(),
             layout: self.layout,
+            read_only: self.read_only,
         }
+    }
+
+    /// The newest generation a page read from the file may carry: pages of the checkpoint
+    /// being built carry the next one, which a read-only engine (reading one durable
+    /// checkpoint beside a writer) never reads.
+    pub(crate) fn max_page_generation(&self) -> u64 {
+        self.generation + u64::from(!self.read_only)
+    }
+
+    pub(crate) fn explain_read_error(&self, e: Error) -> Error {
+        read_error(self.read_only, e)
     }
 
     /// Evicts clean pages (no I/O) down to 7/8 of the budget, for readers.
@@ -668,7 +707,8 @@ impl Engine {
             };
             let frame = self.cache.frame_mut(pid).unwrap();
             if frame.dirty {
-                if self.poisoned.is_some() {
+                // A read-only engine keeps what it replayed in memory: it never writes.
+                if self.poisoned.is_some() || self.read_only {
                     break;
                 }
                 if self.write_frame(pid).is_err() {

@@ -41,6 +41,8 @@ pub(crate) struct Shared {
     /// and cursors wait for that.
     pub(crate) bulk_done: crate::sync::Broadcast,
     max_key: usize,
+    /// Opened with [`Config::read_only`].
+    pub(crate) read_only: bool,
     /// Takes over commits when the environment is a member of a replication group; the
     /// flag says whether one is installed, so that a commit of a plain environment reads
     /// one atomic and takes no lock.
@@ -161,6 +163,15 @@ impl Shared {
     pub(crate) fn live(&self) -> Result<()> {
         if self.closed.load(Ordering::Acquire) {
             Err(Error::Closed)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// [`Error::ReadOnly`] in a read-only environment, before a write starts.
+    pub(crate) fn writable(&self) -> Result<()> {
+        if self.read_only {
+            Err(Error::ReadOnly)
         } else {
             Ok(())
         }
@@ -384,6 +395,25 @@ impl Env {
     /// [`Config::keep_logs`]), are removed.
     pub fn open_with_storage(storage: Arc<dyn Storage>, config: Config) -> Result<Env> {
         config.validate()?;
+        if !config.read_only {
+            return Env::open_inner(storage, config);
+        }
+        // Beside a writer, the log's tail or a page may be caught mid-change (a record half
+        // written, a page reused after a checkpoint): a few more tries read a newer state.
+        let mut tries = 0;
+        loop {
+            match Env::open_inner(storage.clone(), config.clone()) {
+                Err(Error::Corrupt { .. } | Error::Io { .. }) if tries < 4 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(20 << tries));
+                }
+                r => return r,
+            }
+        }
+    }
+
+    fn open_inner(storage: Arc<dyn Storage>, config: Config) -> Result<Env> {
+        let read_only = config.read_only;
         let st = storage.as_ref();
         let exists = st
             .exists(DB_FILE)
@@ -397,7 +427,10 @@ impl Env {
             }
         }
         let guard = match st.lock() {
-            Ok(g) => g,
+            // A read-only environment takes no lock: it writes nothing, and may be opened
+            // beside a process that holds the lock.
+            _ if read_only => None,
+            Ok(g) => Some(g),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 return Err(Error::Locked {
                     path: st.describe(),
@@ -429,9 +462,18 @@ impl Env {
                 .range(engine.log_segment.max(1)..)
                 .copied()
                 .collect();
-            let rec = wal::recover(st, engine.env_id, from, &present, config.log_segment_size)?;
-            engine.make_checkpoint_durable()?;
-            if !config.keep_logs {
+            let rec = wal::recover(
+                st,
+                engine.env_id,
+                from,
+                &present,
+                config.log_segment_size,
+                read_only,
+            )?;
+            if !read_only {
+                engine.make_checkpoint_durable()?;
+            }
+            if !config.keep_logs && !read_only {
                 // No directory sync: a segment that comes back is removed at the next open.
                 for name in listing
                     .segments
@@ -465,14 +507,16 @@ impl Env {
                 recovered_commits += 1;
             }
             engine.commit_lsn = rec.end;
-            wal = Some(Wal::new(
-                storage.clone(),
-                config.log_segment_size,
-                engine.env_id,
-                rec.segments,
-                (rec.end, rec.chain),
-                from.lsn,
-            ));
+            wal = (!read_only).then(|| {
+                Wal::new(
+                    storage.clone(),
+                    config.log_segment_size,
+                    engine.env_id,
+                    rec.segments,
+                    (rec.end, rec.chain),
+                    from.lsn,
+                )
+            });
         } else if let Some(&n) = listing.segments.iter().next() {
             return Err(Error::Corrupt {
                 page: None,
@@ -484,12 +528,12 @@ impl Env {
                     segment_name(n)
                 ),
             });
-        } else {
+        } else if !read_only {
             engine.make_checkpoint_durable()?;
         }
         // Leftovers are harmless (each is rebuilt from nothing when next needed): removing
         // them is tidying, and a failure to remove one is ignored.
-        for name in &listing.leftovers {
+        for name in listing.leftovers.iter().filter(|_| !read_only) {
             let _ = st.remove(name);
         }
         let replayed = engine.commit_lsn != engine.log_lsn;
@@ -514,22 +558,23 @@ impl Env {
                 data_version: AtomicU64::new(0),
                 closed: AtomicBool::new(false),
                 storage: storage.clone(),
-                lock: Mutex::new(Some(guard)),
+                lock: Mutex::new(guard),
                 checkpoint_mutex: Mutex::new(()),
                 tx,
                 bulk_done: crate::sync::Broadcast::new(),
                 max_key,
+                read_only,
                 replicator: parking_lot::RwLock::new(None),
                 replicated: AtomicBool::new(false),
             }),
         };
-        if replayed {
+        if replayed && !read_only {
             // The replayed log was read through the page cache: it may never have been
             // durable. A checkpoint makes what was replayed durable before anything new is
             // logged after it.
             env.shared.checkpoint()?;
         }
-        if let Some(tx) = &env.shared.tx {
+        if let Some(tx) = env.shared.tx.as_ref().filter(|_| !read_only) {
             let (weak, signal) = (Arc::downgrade(&env.shared), tx.checkpoint_signal.clone());
             let interval = config.checkpoint_interval;
             std::thread::Builder::new()
@@ -671,6 +716,7 @@ impl Env {
     /// environment as of the last completed `sync`.
     pub fn sync(&self) -> Result<()> {
         self.shared.live()?;
+        self.shared.writable()?;
         self.shared.checkpoint()
     }
 
@@ -680,7 +726,11 @@ impl Env {
     pub fn close(self) -> Result<()> {
         self.shared.live()?;
         self.shared.stop_checkpointer();
-        let r = self.shared.checkpoint();
+        let r = if self.shared.read_only {
+            Ok(())
+        } else {
+            self.shared.checkpoint()
+        };
         self.shared.closed.store(true, Ordering::Release);
         if let Some(w) = self.shared.tx.as_ref().and_then(|tx| tx.wal.as_ref()) {
             // No file of this environment may change once its directory is released.

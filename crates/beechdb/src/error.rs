@@ -39,6 +39,8 @@ pub enum Error {
         /// Largest accepted.
         max: usize,
     },
+    /// A write through an environment opened with [`crate::Config::read_only`].
+    ReadOnly,
     /// A value is longer than [`crate::MAX_VALUE_LEN`].
     ValueTooLarge {
         /// Length given.
@@ -154,7 +156,7 @@ impl Error {
             Error::Conflict | Error::Deadlock => (codes::DB_LOCK_DEADLOCK, "DB_LOCK_DEADLOCK"),
             Error::LockTimeout => (codes::DB_LOCK_NOTGRANTED, "DB_LOCK_NOTGRANTED"),
             // Berkeley DB answers a write on a replication client with EACCES.
-            Error::NotMaster { .. } => (libc::EACCES, "EACCES"),
+            Error::NotMaster { .. } | Error::ReadOnly => (libc::EACCES, "EACCES"),
             Error::Replication(_) => (libc::EAGAIN, "EAGAIN"),
         }
     }
@@ -216,6 +218,7 @@ impl fmt::Display for Error {
                 "this member is a replica and no master is known: retry when one is elected"
             ),
             Error::Replication(detail) => write!(f, "replication: {detail}"),
+            Error::ReadOnly => write!(f, "the environment is open read-only: writes are refused"),
         }
     }
 }

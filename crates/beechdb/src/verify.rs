@@ -12,9 +12,10 @@ use crate::error::{Error, Result};
 use crate::storage::meta::Meta;
 use crate::storage::page::{self, rd32, HDR, KIND_OVERFLOW};
 use crate::storage::{Storage, StorageFile};
+use crate::Config;
 use serde::Serialize;
-use std::io;
 use std::path::Path;
+use std::sync::Arc;
 
 /// One problem found by verification.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -24,7 +25,7 @@ pub struct Problem {
     /// The database it belongs to, if known.
     pub database: Option<String>,
     /// A short machine-readable class: `meta`, `page`, `order`, `depth`, `overflow`,
-    /// `count`, `catalog`, `free-list`, `double-use`, `leak`, `file`.
+    /// `count`, `catalog`, `free-list`, `double-use`, `leak`, `file`, `log`.
     pub kind: String,
     /// What exactly is wrong.
     pub detail: String,
@@ -43,6 +44,10 @@ pub struct VerifyReport {
     pub databases: u64,
     /// Entries found across all databases.
     pub entries: u64,
+    /// Commits in the log after the verified checkpoint (a transactional environment's
+    /// newest work, not yet checkpointed): not in the counts above; opening the environment
+    /// applies them. Found by reading the log to its end as recovery does ([`verify_path`]).
+    pub log_commits: u64,
     /// Everything found wrong; empty when the environment is sound.
     pub problems: Vec<Problem>,
 }
@@ -67,7 +72,10 @@ impl VerifyReport {
 }
 
 /// Verifies the environment in directory `path` without opening it for use (so damage that
-/// would stop [`crate::Env::open`] is still reported). Takes the environment's lock.
+/// would stop [`crate::Env::open`] is still reported): its durable checkpoint, then its log
+/// after that checkpoint, read to the end as recovery reads it. Takes no lock and writes
+/// nothing, so it works beside a process that has the environment open (which may
+/// checkpoint meanwhile: problems are then checked again against the newer checkpoint).
 /// Nothing is created: a directory without an environment is an error.
 pub fn verify_path(path: impl AsRef<Path>) -> Result<VerifyReport> {
     let storage = crate::files::existing_dir(path.as_ref())?;
@@ -80,21 +88,52 @@ pub fn verify_path(path: impl AsRef<Path>) -> Result<VerifyReport> {
             .no_environment(&storage, false)
             .expect("creation is off"));
     }
-    let _lock = match storage.lock() {
-        Ok(g) => g,
-        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-            return Err(Error::Locked {
-                path: storage.describe(),
+    let mut tries = 0;
+    let mut report = loop {
+        let report = verify_storage(&storage)?;
+        // A process writing the environment reuses the pages of a checkpoint once a newer
+        // one is durable: problems found then are checked again against the newer one.
+        if report.is_clean() || tries == 3 || newest_generation(&storage)? == report.generation {
+            break report;
+        }
+        tries += 1;
+    };
+    let config = Config::new()
+        .read_only(true)
+        .adopt_mode(true)
+        .accept_meta_fallback(true);
+    match crate::Env::open_with_storage(Arc::new(storage), config) {
+        Ok(env) => {
+            if env.stat()?.generation == report.generation {
+                report.log_commits = env.recovered_commits();
+            }
+            env.close()?;
+        }
+        // With the pages sound, what stops the open is the log.
+        Err(Error::Corrupt { page, detail }) if report.is_clean() => {
+            report.problems.push(Problem {
+                page,
+                database: None,
+                kind: "log".into(),
+                detail,
             })
         }
-        Err(e) => return Err(Error::io("taking the environment lock", e)),
-    };
-    verify_storage(&storage)
+        Err(Error::Corrupt { .. }) => {}
+        Err(e) => return Err(e),
+    }
+    Ok(report)
+}
+
+fn newest_generation(storage: &dyn Storage) -> Result<u64> {
+    let file = storage
+        .open_read_only(DB_FILE)
+        .map_err(|e| Error::io("opening the page file", e))?;
+    Ok(read_metas(file.as_ref()).map_or(0, |(m, _, _)| m.generation))
 }
 
 pub(crate) fn verify_storage(storage: &dyn Storage) -> Result<VerifyReport> {
     let file = storage
-        .open(DB_FILE, false)
+        .open_read_only(DB_FILE)
         .map_err(|e| Error::io("opening the page file", e))?;
     let mut report = VerifyReport::default();
     let (meta, warnings) = match read_metas(file.as_ref()) {

@@ -79,9 +79,10 @@ impl Engine {
             pid,
             buf,
             self.space.page_count(),
-            self.generation + 1,
+            self.max_page_generation(),
             Some(KIND_OVERFLOW),
-        )?;
+        )
+        .map_err(|e| self.explain_read_error(e))?;
         Ok(())
     }
 

@@ -30,6 +30,10 @@ pub trait Storage: Send + Sync + Debug {
     /// Opens the file `name`, creating it (empty) when `create` is true and it is missing.
     /// A newly created name is durable only after [`Storage::sync_dir`].
     fn open(&self, name: &str, create: bool) -> io::Result<Box<dyn StorageFile>>;
+    /// Opens an existing file for reading only (writes through it fail).
+    fn open_read_only(&self, name: &str) -> io::Result<Box<dyn StorageFile>> {
+        self.open(name, false)
+    }
     /// Whether a file named `name` exists.
     fn exists(&self, name: &str) -> io::Result<bool>;
     /// The names of the files in the directory, in any order.

@@ -53,6 +53,11 @@ impl Storage for OsStorage {
         Ok(Box::new(OsFile { file }))
     }
 
+    fn open_read_only(&self, name: &str) -> io::Result<Box<dyn StorageFile>> {
+        let file = OpenOptions::new().read(true).open(self.dir.join(name))?;
+        Ok(Box::new(OsFile { file }))
+    }
+
     fn exists(&self, name: &str) -> io::Result<bool> {
         self.dir.join(name).try_exists()
     }

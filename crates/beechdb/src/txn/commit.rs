@@ -194,6 +194,7 @@ impl Shared {
         no_overwrite: bool,
     ) -> Result<bool> {
         let tx = self.tx()?;
+        self.writable()?;
         if let Some(v) = value {
             self.check_sizes(key, v)?;
         }

@@ -254,6 +254,7 @@ impl Txn {
     /// name is taken.
     pub fn create_db(&self, name: &str) -> Result<Db> {
         drop(self.inner.open_state()?);
+        self.inner.shared.writable()?;
         crate::env::check_name(name)?;
         self.lock(CATALOG_LOCK, name.as_bytes())?;
         let committed = self.inner.shared.engine.read().names.contains_key(name);
@@ -273,6 +274,7 @@ impl Txn {
     /// [`Error::DbRemoved`] in this transaction at once, and everywhere after the commit.
     pub fn remove_db(&self, name: &str) -> Result<()> {
         drop(self.inner.open_state()?);
+        self.inner.shared.writable()?;
         self.lock(CATALOG_LOCK, name.as_bytes())?;
         let committed = self.inner.shared.engine.read().names.get(name).copied();
         let mut st = self.inner.open_state()?;
@@ -338,6 +340,7 @@ impl Txn {
     /// Writes `value` under `key` in `db` when the transaction commits.
     pub fn put(&self, db: &Db, key: &[u8], value: &[u8]) -> Result<()> {
         drop(self.inner.checked(db)?);
+        self.inner.shared.writable()?;
         self.inner.shared.check_sizes(key, value)?;
         self.lock(db.id(), key)?;
         let mut st = self.inner.checked(db)?;
@@ -359,6 +362,7 @@ impl Txn {
     /// Deletes `key` from `db` when the transaction commits; returns whether it was present.
     pub fn delete(&self, db: &Db, key: &[u8]) -> Result<bool> {
         drop(self.inner.checked(db)?);
+        self.inner.shared.writable()?;
         self.lock(db.id(), key)?;
         let existed = self.get(db, key)?.is_some();
         let mut st = self.inner.checked(db)?;

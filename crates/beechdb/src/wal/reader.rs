@@ -128,7 +128,7 @@ impl LogReader {
         for no in segments {
             let name = segment_name(no);
             let file = storage
-                .open(&name, false)
+                .open_read_only(&name)
                 .map_err(|e| Error::io(format!("opening {name}"), e))?;
             let mut h = [0u8; SEG_HDR];
             file.read_at(&mut h, 0)

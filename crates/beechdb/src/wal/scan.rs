@@ -48,9 +48,18 @@ fn corrupt(detail: String) -> Error {
 }
 
 /// A segment file's bytes and its handle.
-fn read_all(storage: &dyn Storage, no: u64) -> Result<(Vec<u8>, Box<dyn StorageFile>)> {
+fn read_all(
+    storage: &dyn Storage,
+    no: u64,
+    read_only: bool,
+) -> Result<(Vec<u8>, Box<dyn StorageFile>)> {
     let name = segment_name(no);
-    let file = storage.open(&name, false).map_err(|e| {
+    let file = if read_only {
+        storage.open_read_only(&name)
+    } else {
+        storage.open(&name, false)
+    };
+    let file = file.map_err(|e| {
         if e.kind() == io::ErrorKind::NotFound {
             corrupt(format!("log segment {name} is missing"))
         } else {
@@ -117,13 +126,15 @@ fn record_at(buf: &[u8], start: u64, off: usize, salt: u32) -> Result<Option<Fra
 
 /// Reads the log from `from` to its end, given the numbers of the segment files present.
 /// Cuts a torn tail (zeroing it, removing the empty segments after it) and reports damage or
-/// a foreign file as `Error::Corrupt`, changing nothing.
+/// a foreign file as `Error::Corrupt`, changing nothing. `read_only` (reading beside a
+/// writer) changes nothing in any case: a tail being written is where its reading ends.
 pub(crate) fn recover(
     storage: &dyn Storage,
     env_id: u64,
     from: LogStart,
     present: &BTreeSet<u64>,
     segment_size: u64,
+    read_only: bool,
 ) -> Result<Recovered> {
     let salt = salt(env_id);
     if from.segment == 0 && !present.contains(&1) {
@@ -135,15 +146,19 @@ pub(crate) fn recover(
                 segment_name(no)
             )));
         }
-        let segment = Segment::create(storage, 1, from.lsn, segment_size, env_id)?;
+        let segments = if read_only {
+            Vec::new()
+        } else {
+            vec![Segment::create(storage, 1, from.lsn, segment_size, env_id)?]
+        };
         return Ok(Recovered {
             end: from.lsn,
             chain: from.chain,
-            segments: vec![segment],
+            segments,
         });
     }
     let mut no = from.segment.max(1);
-    let (mut buf, mut file) = read_all(storage, no)?;
+    let (mut buf, mut file) = read_all(storage, no, read_only)?;
     let (mut start, mut cap) = header(&buf, no, env_id)?;
     if from.lsn < start || from.lsn > start + cap {
         return Err(corrupt(format!(
@@ -180,7 +195,7 @@ pub(crate) fn recover(
                 segment_name(no)
             )));
         }
-        let (nbuf, nfile) = read_all(storage, next)?;
+        let (nbuf, nfile) = read_all(storage, next, read_only)?;
         let (nstart, ncap) = header(&nbuf, next, env_id)?;
         if nstart != pos {
             return Err(corrupt(format!(
@@ -222,7 +237,7 @@ pub(crate) fn recover(
                 segment_name(n - 1)
             )));
         }
-        let (b, _) = read_all(storage, n)?;
+        let (b, _) = read_all(storage, n, read_only)?;
         header(&b, n, env_id)?;
         if nonzero_len(&b[SEG_HDR..]) > 0 {
             return Err(damaged(format!(
@@ -230,6 +245,14 @@ pub(crate) fn recover(
                 segment_name(n)
             )));
         }
+    }
+    if read_only {
+        segments.push(Segment::installed(no, start, cap, file));
+        return Ok(Recovered {
+            end: pos,
+            chain,
+            segments,
+        });
     }
     let cut = (data_end - off) as u64;
     if cut > 0 {
