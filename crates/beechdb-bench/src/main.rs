@@ -25,7 +25,12 @@ use std::time::Instant;
 #[command(
     name = "beechdb-bench",
     version,
-    about = "BeechDB benchmarks against Berkeley DB 5.3, LMDB and SQLite"
+    about = "BeechDB benchmarks against Berkeley DB 5.3, LMDB and SQLite",
+    long_about = "BeechDB benchmarks against Berkeley DB 5.3, LMDB, SQLite and Berkeley DB JE \
+                  HA, each engine measured in the same run on the same workload. The workloads \
+                  are those of Oracle's published Berkeley DB performance papers (the \
+                  key/value and SQL overview of Berkeley DB 11gR2, the JE High Availability \
+                  scalability tests) and of Berkeley DB's reference guide."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -34,7 +39,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// The key/value workload of seed 000 (Tables 3, 4 and 5).
+    /// The key/value workload of Oracle's Berkeley DB 11gR2 performance overview (its Tables
+    /// 3, 4 and 5): batches of bulk puts, gets, updates, deletes and scans, in Data Store
+    /// mode and in transactional mode with each durability, on one or more threads.
     Kv {
         /// Modes: ds, tds (all five below), tds-sync, tds-write-nosync, tds-nosync,
         /// tds-inmem, tds-tmpfs-sync; comma-separated.
@@ -71,13 +78,16 @@ enum Command {
         #[arg(long)]
         json: Option<PathBuf>,
     },
-    /// Seed 004's concurrency test, TPC-B (seed 000 Table 6) and Wisconsin (Table 7): one C
-    /// program run on BeechDB's drop-in libsqlite3, SQLite (journal and WAL) and Berkeley DB
-    /// SQL, engines interleaved, and BeechDB's Rust API in the same run.
+    /// The SQL benchmarks: a concurrency test of many writers at once (from Berkeley DB
+    /// SQL's performance paper), a TPC-B-like test and the Wisconsin queries (the 11gR2
+    /// overview's Tables 6 and 7): one C program run on BeechDB's drop-in libsqlite3, SQLite
+    /// (journal and WAL) and Berkeley DB SQL, engines interleaved, and BeechDB's Rust API in
+    /// the same run.
     Sql(sql_bench::Options),
-    /// Seed 001's ScaleTest on a replication group (Table 2's scenarios, the replica
-    /// series, failover, catch-up and network restore), every replica a process on
-    /// loopback; the fsync and loopback ceilings measured in the same run.
+    /// JE High Availability's ScaleTest on a replication group (the scenarios of its paper's
+    /// Table 2, the series of replica counts, failover, catch-up and network restore), every
+    /// replica a process on loopback; the fsync and loopback ceilings measured in the same
+    /// run.
     Ha(ha::Options),
     /// One member of a replication group, for `ha` (runs until killed).
     #[command(hide = true)]
@@ -102,7 +112,8 @@ enum Command {
         #[arg(long)]
         json: Option<PathBuf>,
     },
-    /// Seed 002's log-throughput test: write N bytes, fsync, seek back; prints ops/s.
+    /// The disk's commit ceiling (the reference guide's log-throughput test): write N bytes,
+    /// fsync, seek back; prints ops/s.
     Testfile {
         /// Bytes per write.
         #[arg(short = 'b', default_value_t = 256)]

@@ -9,7 +9,7 @@
 //! one except `load`, and none converts one to another mode.
 
 use beechdb::dump::{write_section, DumpHeader};
-use beechdb::{Config, Env, Mode};
+use beechdb::{Config, Duplicates, Env, Mode};
 use clap::{Parser, Subcommand};
 use progress::{Progress, Unit};
 use std::io::{BufWriter, Write};
@@ -99,6 +99,24 @@ enum Command {
         /// byte. An existing environment keeps its own.
         #[arg(long)]
         page_size: Option<usize>,
+    },
+    /// Move a whole Berkeley DB environment in: every database of every file in FROM (but
+    /// Berkeley DB's own `__db.*`, `log.*` and `DB_CONFIG`), dumped with db5.3_dump, into
+    /// the BeechDB environment DIR. A file's databases keep their names; a file holding one
+    /// unnamed database gives it the file's name. All or nothing; a name found in two files,
+    /// or already in DIR, stops it. Run db5.3_recover on FROM first if its
+    /// application did not exit cleanly.
+    Migrate {
+        /// The Berkeley DB environment directory.
+        from: PathBuf,
+        /// The BeechDB environment directory (created if missing).
+        dir: PathBuf,
+        /// Page size of a new environment (as for load).
+        #[arg(long)]
+        page_size: Option<usize>,
+        /// The Berkeley DB dump utility to run.
+        #[arg(long, default_value = "db5.3_dump")]
+        dump_tool: String,
     },
     /// Run recovery: apply the log to the last checkpoint, then checkpoint (like db_recover).
     Recover {
@@ -296,7 +314,34 @@ fn run(cli: Cli) -> Res<ExitCode> {
             file,
             no_overwrite,
             page_size,
-        } => load::run(&dir, db, page_size, file, no_overwrite, accept),
+        } => load::run(
+            &dir,
+            file,
+            load::Options {
+                target: db,
+                page_size,
+                no_overwrite,
+                accept_fallback: accept,
+                distinct_inputs: false,
+            },
+        ),
+        Command::Migrate {
+            from,
+            dir,
+            page_size,
+            dump_tool,
+        } => load::migrate(
+            &from,
+            &dir,
+            &dump_tool,
+            load::Options {
+                target: None,
+                page_size,
+                no_overwrite: false,
+                accept_fallback: accept,
+                distinct_inputs: true,
+            },
+        ),
         Command::Recover { dir } => {
             let env = open_existing(&dir, true, accept)?;
             require_log(&env, &dir, "recover")?;
@@ -477,6 +522,8 @@ fn dump(
             database: (!plain).then(|| db.name().to_string()),
             printable,
             page_size: Some(env.page_size()),
+            duplicates: db.duplicates() != Duplicates::None,
+            dupsort: db.duplicates() == Duplicates::Sorted,
             ..Default::default()
         };
         let entries = db.iter().inspect(|_| progress.inc(1));

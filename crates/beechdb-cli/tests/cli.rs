@@ -545,13 +545,23 @@ fn stat_dump_and_verify_read_beside_a_writer_and_change_nothing() {
     let before = files(dir.path());
     let (code, out, err) = beech(&["verify", d], None);
     assert_eq!(code, 0, "{out} {err}");
-    assert!(out.contains("commits after checkpoint") && out.contains("verify: OK"), "{out}");
+    assert!(
+        out.contains("commits after checkpoint") && out.contains("verify: OK"),
+        "{out}"
+    );
     let (code, out, err) = beech(&["dump", "-p", d], None);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("database=sqlite_schema") && out.contains(" \\00\\03\\01c\n"), "{out}");
+    assert!(
+        out.contains("database=sqlite_schema") && out.contains(" \\00\\03\\01c\n"),
+        "{out}"
+    );
     let (code, _, err) = beech(&["stat", "--json", d], None);
     assert_eq!(code, 0, "{err}");
-    assert_eq!(files(dir.path()), before, "inspecting tools wrote to the environment");
+    assert_eq!(
+        files(dir.path()),
+        before,
+        "inspecting tools wrote to the environment"
+    );
     // A tool that writes still refuses, naming the reason.
     let (code, _, err) = beech(&["checkpoint", d], None);
     assert_eq!(code, 2);

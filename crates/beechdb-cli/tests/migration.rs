@@ -85,8 +85,13 @@ impl Rng {
 
 /// A hex dump section named `name` holding `pairs`, with 16 KiB pages.
 fn section(name: &str, pairs: &[(Vec<u8>, Vec<u8>)]) -> String {
+    section_with(name, "", pairs)
+}
+
+/// [`section`] with header lines `flags` (such as "duplicates=1\n").
+fn section_with(name: &str, flags: &str, pairs: &[(Vec<u8>, Vec<u8>)]) -> String {
     let mut s = format!(
-        "VERSION=3\nformat=bytevalue\ndatabase={name}\ntype=btree\ndb_pagesize=16384\nHEADER=END\n"
+        "VERSION=3\nformat=bytevalue\ndatabase={name}\ntype=btree\n{flags}db_pagesize=16384\nHEADER=END\n"
     );
     for (k, v) in pairs {
         s += &format!(" {}\n {}\n", hex(k), hex(v));
@@ -118,11 +123,37 @@ fn berkeley_db_dumps_round_trip_byte_for_byte() {
         })
         .collect();
     let big_values: Vec<_> = (0..4u8).map(|i| (vec![i], rng.bytes(100_000))).collect();
+    // 2,000-byte keys: longer than a quarter of a 4 KiB page.
     let long_keys: Vec<_> = (0..30u32)
         .map(|i| {
             let mut k = vec![b'k'; 2000];
             k[1990..1994].copy_from_slice(&i.to_be_bytes());
             (k, i.to_string().into_bytes())
+        })
+        .collect();
+    // Several values per key: sorted (DB_DUPSORT, given sorted as db_dump writes them) and
+    // in the order they were put (DB_DUP).
+    let mut sorted_dups: Vec<_> = (0..300u32)
+        .map(|i| {
+            (
+                (i % 7).to_be_bytes().to_vec(),
+                rng.bytes(1 + (i as usize % 50)),
+            )
+        })
+        .collect();
+    sorted_dups.sort();
+    sorted_dups.dedup();
+    let unsorted_dups: Vec<_> = (0..300u32)
+        .map(|i| (vec![b'k', (i % 5) as u8], rng.bytes(1 + (i as usize % 30))))
+        .collect();
+    let mut unsorted_dups = unsorted_dups;
+    unsorted_dups.sort_by(|a, b| a.0.cmp(&b.0));
+    // Keys of 100 KB sharing their first 99,990 bytes: only their ends tell them apart.
+    let huge_keys: Vec<_> = (0..8u32)
+        .map(|i| {
+            let mut k = vec![b'h'; 100_000];
+            k[99_990..99_994].copy_from_slice(&(7 - i).to_be_bytes());
+            (k, rng.bytes(50))
         })
         .collect();
     let odd_name = vec![(b"key".to_vec(), b"value \\ with a backslash".to_vec())];
@@ -131,6 +162,9 @@ fn berkeley_db_dumps_round_trip_byte_for_byte() {
     let source = section("binary", &binary)
         + &section("big values", &big_values)
         + &section("long keys", &long_keys)
+        + &section("huge keys", &huge_keys)
+        + &section_with("sorted dups", "duplicates=1\ndupsort=1\n", &sorted_dups)
+        + &section_with("unsorted dups", "duplicates=1\n", &unsorted_dups)
         + &section("odd\\0aname\\\\ \\c3\\a9", &odd_name);
     std::fs::write(p("d0"), &source).unwrap();
     bdb(&load, &["-f", &p("d0"), &p("src.db")]);
@@ -162,6 +196,8 @@ fn berkeley_db_dumps_round_trip_byte_for_byte() {
     for i in 0..300 {
         plain += &format!(" caf\u{e9} {i:04}\\\\\\01\n v\u{e9}{i}\n");
     }
+    // A key longer than a quarter of the 4 KiB page, which once capped keys at 1 KiB.
+    plain += &format!(" {}\n long key\n", "z".repeat(3000));
     plain += " empty\n \nDATA=END\n";
     std::fs::write(p("plain.dump"), &plain).unwrap();
     bdb(&load, &["-f", &p("plain.dump"), &p("plain.db")]);
@@ -405,4 +441,78 @@ fn repeated_and_existing_keys_are_reported() {
         err.contains("beech: load standard input: ") && err.contains(" MB in "),
         "{err}"
     );
+}
+
+#[test]
+fn migrate_moves_every_database_of_every_file_or_nothing() {
+    let Some(load) = bdb_tool("db5.3_load") else {
+        return;
+    };
+    bdb_tool("db5.3_dump").unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let from = tmp.path().join("bdb");
+    std::fs::create_dir(&from).unwrap();
+    let p = |n: &str| from.join(n).to_str().unwrap().to_string();
+    // A file with two databases (one of sorted duplicates), a file holding one unnamed
+    // database, and Berkeley DB's own files, which are not migrated.
+    let two = section("accounts", &[(b"a".to_vec(), b"1".to_vec())])
+        + &section_with(
+            "tags",
+            "duplicates=1\ndupsort=1\n",
+            &[
+                (b"t".to_vec(), b"x".to_vec()),
+                (b"t".to_vec(), b"y".to_vec()),
+            ],
+        );
+    std::fs::write(tmp.path().join("two.dump"), two).unwrap();
+    bdb(
+        &load,
+        &[
+            "-f",
+            tmp.path().join("two.dump").to_str().unwrap(),
+            &p("app.db"),
+        ],
+    );
+    let one = "VERSION=3\nformat=print\ntype=btree\nHEADER=END\n k\n v\nDATA=END\n";
+    std::fs::write(tmp.path().join("one.dump"), one).unwrap();
+    bdb(
+        &load,
+        &[
+            "-f",
+            tmp.path().join("one.dump").to_str().unwrap(),
+            &p("single.db"),
+        ],
+    );
+    std::fs::write(p("__db.001"), b"region").unwrap();
+    std::fs::write(p("DB_CONFIG"), b"set_cachesize 0 1000000 1\n").unwrap();
+    let dest = tmp.path().join("beech");
+    let d = dest.to_str().unwrap();
+    let (code, _, err) = beech(&["migrate", from.to_str().unwrap(), d], None);
+    assert_eq!(code, 0, "{err}");
+    let out = String::from_utf8(beech_ok(&["dump", "-p", d])).unwrap();
+    assert!(
+        out.contains("database=accounts\n") && out.contains("database=single.db\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("database=tags\ntype=btree\nduplicates=1\ndupsort=1\n")
+            && out.contains(" t\n x\n t\n y\n"),
+        "{out}"
+    );
+    // Migrating again finds the names taken: refused, and nothing changes.
+    let (code, _, err) = beech(&["migrate", from.to_str().unwrap(), d], None);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("already in") && err.contains("nothing was loaded"),
+        "{err}"
+    );
+    // A file that is no database stops the migration before anything is kept.
+    std::fs::write(p("notes.txt"), b"not a database").unwrap();
+    let fresh = tmp.path().join("fresh");
+    let (code, _, err) = beech(
+        &["migrate", from.to_str().unwrap(), fresh.to_str().unwrap()],
+        None,
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("notes.txt") && !fresh.exists(), "{err}");
 }

@@ -88,6 +88,38 @@ impl Mode {
     }
 }
 
+/// Whether a database holds several values per key (Berkeley DB's `DB_DUP` and
+/// `DB_DUPSORT`), chosen when it is created ([`crate::Env::create_db_with`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub enum Duplicates {
+    /// One value per key: a put replaces it (the default).
+    #[default]
+    None,
+    /// Several values per key, kept sorted (bytewise, as keys are): `DB_DUPSORT`.
+    Sorted,
+    /// Several values per key, in the order they were put: `DB_DUP`.
+    Unsorted,
+}
+
+impl Duplicates {
+    pub(crate) fn code(self) -> u8 {
+        match self {
+            Duplicates::None => 0,
+            Duplicates::Sorted => 1,
+            Duplicates::Unsorted => 2,
+        }
+    }
+
+    pub(crate) fn from_code(code: u8) -> Option<Duplicates> {
+        match code {
+            0 => Some(Duplicates::None),
+            1 => Some(Duplicates::Sorted),
+            2 => Some(Duplicates::Unsorted),
+            _ => None,
+        }
+    }
+}
+
 /// Default size of a log segment file: 64 MiB.
 pub const DEFAULT_LOG_SEGMENT_SIZE: u64 = 64 << 20;
 

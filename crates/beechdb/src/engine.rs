@@ -20,7 +20,7 @@
 
 use crate::btree::node::{self, Layout};
 use crate::cache::Cache;
-use crate::config::{Config, Mode};
+use crate::config::{Config, Duplicates, Mode};
 use crate::error::{Error, Result};
 pub(crate) use crate::files::DB_FILE;
 use crate::files::DB_FILE_TMP;
@@ -59,6 +59,7 @@ pub(crate) struct DbState {
     pub name: String,
     pub root: u64,
     pub entries: u64,
+    pub dups: Duplicates,
     /// Root or entry count changed since the catalog record was written.
     pub catalog_dirty: bool,
 }
@@ -188,16 +189,28 @@ pub(crate) struct LeafHint {
     pub path: Vec<(u64, usize)>,
 }
 
-pub(crate) fn encode_catalog_record(id: u32, root: u64, entries: u64) -> [u8; CATALOG_RECORD_LEN] {
-    let mut r = [0u8; CATALOG_RECORD_LEN];
+/// A catalog record: `id u32 | root u64 | entries u64`, then `duplicates u8` for a database
+/// with duplicates only (so the records of other databases keep their first format).
+pub(crate) fn encode_catalog_record(id: u32, root: u64, entries: u64, dups: Duplicates) -> Vec<u8> {
+    let mut r = vec![0u8; CATALOG_RECORD_LEN];
     wr32(&mut r, 0, id);
     wr64(&mut r, 4, root);
     wr64(&mut r, 12, entries);
+    if dups != Duplicates::None {
+        r.push(dups.code());
+    }
     r
 }
 
-pub(crate) fn decode_catalog_record(v: &[u8]) -> Option<(u32, u64, u64)> {
-    (v.len() == CATALOG_RECORD_LEN).then(|| (rd32(v, 0), rd64(v, 4), rd64(v, 12)))
+pub(crate) fn decode_catalog_record(v: &[u8]) -> Option<(u32, u64, u64, Duplicates)> {
+    let dups = match v.len() {
+        CATALOG_RECORD_LEN => Duplicates::None,
+        n if n == CATALOG_RECORD_LEN + 1 => {
+            Duplicates::from_code(v[CATALOG_RECORD_LEN]).filter(|&d| d != Duplicates::None)?
+        }
+        _ => return None,
+    };
+    Some((rd32(v, 0), rd64(v, 4), rd64(v, 12), dups))
 }
 
 fn io_err(what: &str) -> impl FnOnce(io::Error) -> Error + '_ {
@@ -408,6 +421,7 @@ impl Engine {
                 name: String::new(),
                 root: meta.catalog_root,
                 entries: 0,
+                dups: Duplicates::None,
                 catalog_dirty: false,
             })],
             names: BTreeMap::new(),
@@ -456,10 +470,11 @@ impl Engine {
                 page: None,
                 detail: "catalog holds a database name that is not UTF-8".into(),
             })?;
-            let (id, root, entries) = decode_catalog_record(&v).ok_or_else(|| Error::Corrupt {
-                page: None,
-                detail: format!("catalog record of {name:?} has {} bytes", v.len()),
-            })?;
+            let (id, root, entries, dups) =
+                decode_catalog_record(&v).ok_or_else(|| Error::Corrupt {
+                    page: None,
+                    detail: format!("catalog record of {name:?} has {} bytes", v.len()),
+                })?;
             if id == CATALOG || id >= self.next_db_id || root < 2 || root >= self.space.page_count()
             {
                 return Err(Error::Corrupt {
@@ -483,6 +498,7 @@ impl Engine {
                 name: name.clone(),
                 root,
                 entries,
+                dups,
                 catalog_dirty: false,
             });
             self.names.insert(name, id);
@@ -722,13 +738,13 @@ impl Engine {
     }
 
     /// Creates database `name`, returning its id.
-    pub fn create_db(&mut self, name: &str) -> Result<u32> {
+    pub fn create_db(&mut self, name: &str, dups: Duplicates) -> Result<u32> {
         self.check_writable()?;
         if self.names.contains_key(name) {
             return Err(Error::DbExists(name.to_string()));
         }
         let id = self.alloc_db_id();
-        self.create_db_with_id(id, name)?;
+        self.create_db_with_id(id, name, dups)?;
         Ok(id)
     }
 
@@ -740,7 +756,7 @@ impl Engine {
     }
 
     /// Creates database `name` with id `id` (allocated earlier, or read from the log).
-    pub fn create_db_with_id(&mut self, id: u32, name: &str) -> Result<()> {
+    pub fn create_db_with_id(&mut self, id: u32, name: &str, dups: Duplicates) -> Result<()> {
         if self.names.contains_key(name) || self.dbs.get(id as usize).is_some_and(Option::is_some) {
             return Err(Error::Corrupt {
                 page: None,
@@ -756,13 +772,14 @@ impl Engine {
             name: name.to_string(),
             root,
             entries: 0,
+            dups,
             catalog_dirty: false,
         });
         self.names.insert(name.to_string(), id);
         self.put(
             CATALOG,
             name.as_bytes(),
-            &encode_catalog_record(id, root, 0),
+            &encode_catalog_record(id, root, 0, dups),
             false,
         )?;
         Ok(())
@@ -809,24 +826,20 @@ impl Engine {
             return Ok(None);
         }
         // (1) Catalog records of changed databases. This may itself relocate catalog pages.
-        let dirty: Vec<(u32, String, u64, u64)> = self
+        let dirty: Vec<(u32, String, Vec<u8>)> = self
             .dbs
             .iter()
             .enumerate()
             .skip(1)
             .filter_map(|(id, d)| {
-                d.as_ref()
-                    .filter(|d| d.catalog_dirty)
-                    .map(|d| (id as u32, d.name.clone(), d.root, d.entries))
+                d.as_ref().filter(|d| d.catalog_dirty).map(|d| {
+                    let record = encode_catalog_record(id as u32, d.root, d.entries, d.dups);
+                    (id as u32, d.name.clone(), record)
+                })
             })
             .collect();
-        for (id, name, root, entries) in dirty {
-            self.put(
-                CATALOG,
-                name.as_bytes(),
-                &encode_catalog_record(id, root, entries),
-                false,
-            )?;
+        for (id, name, record) in dirty {
+            self.put(CATALOG, name.as_bytes(), &record, false)?;
             self.db_mut(id).catalog_dirty = false;
         }
         // (2) The free list: the durable one's pages are freed, then room for the new one is

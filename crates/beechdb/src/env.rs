@@ -8,7 +8,8 @@
 
 use crate::btree::cursor::KeyRange;
 use crate::btree::{Cursor, Iter};
-use crate::config::{Config, Durability, Isolation, Mode};
+use crate::config::{Config, Duplicates, Durability, Isolation, Mode};
+use crate::dups;
 use crate::engine::{Engine, Need, NeedResult, DB_FILE};
 use crate::error::{Error, Result};
 use crate::files::Listing;
@@ -22,6 +23,7 @@ use crate::wal::{self, segment_name, Record, Wal};
 use parking_lot::Mutex;
 use std::any::Any;
 use std::io;
+use std::ops::Bound;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -40,7 +42,6 @@ pub(crate) struct Shared {
     /// Woken when a spilled transaction's commit has been applied (or failed): checkpoints
     /// and cursors wait for that.
     pub(crate) bulk_done: crate::sync::Broadcast,
-    max_key: usize,
     /// Opened with [`Config::read_only`].
     pub(crate) read_only: bool,
     /// Takes over commits when the environment is a member of a replication group; the
@@ -157,7 +158,7 @@ impl Shared {
     }
 
     pub(crate) fn check_sizes(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        crate::btree::check_sizes(key, value, self.max_key)
+        crate::btree::check_sizes(key, value)
     }
 
     pub(crate) fn live(&self) -> Result<()> {
@@ -445,7 +446,6 @@ impl Env {
             }
         }
         let mut engine = Engine::open(st, &config, !listing.page_file)?;
-        let max_key = engine.layout.max_key;
         let mut wal = None;
         let mut recovered_commits = 0;
         if engine.mode.has_log_files() {
@@ -562,7 +562,6 @@ impl Env {
                 checkpoint_mutex: Mutex::new(()),
                 tx,
                 bulk_done: crate::sync::Broadcast::new(),
-                max_key,
                 read_only,
                 replicator: parking_lot::RwLock::new(None),
                 replicated: AtomicBool::new(false),
@@ -654,7 +653,13 @@ impl Env {
     }
 
     fn handle(&self, id: u32, name: &str) -> Db {
-        Db::new(self.shared.clone(), id, name)
+        let dups = self
+            .shared
+            .engine
+            .read()
+            .db(id)
+            .map_or(Duplicates::None, |d| d.dups);
+        Db::new(self.shared.clone(), id, name, dups)
     }
 
     /// Opens an existing database; [`Error::DbNotFound`] if there is none of that name.
@@ -668,14 +673,20 @@ impl Env {
     /// Creates a database; [`Error::DbExists`] if the name is taken. Names are 1 to 255
     /// bytes of UTF-8. In a transactional environment this is a transaction of its own.
     pub fn create_db(&self, name: &str) -> Result<Db> {
+        self.create_db_with(name, Duplicates::None)
+    }
+
+    /// Creates a database that holds several values per key when `dups` says so
+    /// (Berkeley DB's `DB_DUPSORT`, `DB_DUP`): see [`Db`] for how its calls behave.
+    pub fn create_db_with(&self, name: &str, dups: Duplicates) -> Result<Db> {
         check_name(name)?;
         if self.shared.tx.is_some() {
             let t = self.begin_txn_with(Isolation::ReadCommitted)?;
-            let db = t.create_db(name)?;
+            let db = t.create_db_with(name, dups)?;
             t.commit()?;
             return Ok(db);
         }
-        let id = self.shared.write(|e| e.create_db(name))?;
+        let id = self.shared.write(|e| e.create_db(name, dups))?;
         Ok(self.handle(id, name))
     }
 
@@ -773,9 +784,12 @@ impl Env {
         self.shared.engine.read().layout.page_size
     }
 
-    /// The largest key this environment accepts (a quarter of a page).
+    /// The largest key accepted: [`crate::MAX_KEY_LEN`], whatever the page size. Keys
+    /// longer than a quarter page keep their first bytes in the tree and the rest in
+    /// overflow pages (as Berkeley DB's overflow keys): they work as any other key, and a
+    /// lookup reads the rest only when the first bytes do not decide.
     pub fn max_key_len(&self) -> usize {
-        self.shared.engine.read().layout.max_key
+        crate::MAX_KEY_LEN
     }
 }
 
@@ -790,20 +804,35 @@ pub(crate) fn check_name(name: &str) -> Result<()> {
 }
 
 /// A handle to one named database. Cheap to clone; may be shared between threads.
+///
+/// In a database with duplicates ([`Env::create_db_with`]) each key/value pair is an entry:
+/// `put` adds a pair (a sorted database refuses a pair it holds with [`Error::KeyExists`];
+/// an unsorted one appends), `insert` adds one only if the key has none, `get` returns the
+/// key's first value, `delete` removes all of the key's pairs and [`Db::delete_pair`] one,
+/// iterators and cursors step through every pair in order (see [`Cursor::next_dup`]), and
+/// `len` counts pairs. A sorted database keeps each value inside its entry's key, so its
+/// values are limited to [`crate::MAX_KEY_LEN`] bytes, less the key.
 #[derive(Clone)]
 pub struct Db {
     shared: Arc<Shared>,
     id: u32,
     name: Arc<str>,
+    dups: Duplicates,
 }
 
 impl Db {
-    pub(crate) fn new(shared: Arc<Shared>, id: u32, name: &str) -> Db {
+    pub(crate) fn new(shared: Arc<Shared>, id: u32, name: &str, dups: Duplicates) -> Db {
         Db {
             shared,
             id,
             name: name.into(),
+            dups,
         }
+    }
+
+    /// Whether, and how, the database holds several values per key.
+    pub fn duplicates(&self) -> Duplicates {
+        self.dups
     }
 
     pub(crate) fn id(&self) -> u32 {
@@ -828,13 +857,17 @@ impl Db {
         &self.name
     }
 
-    /// The value stored under `key`, if any.
+    /// The value stored under `key`, if any (with duplicates, the first).
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.get_with(key, |v| v.to_vec())
     }
 
     /// Calls `f` with the value stored under `key` without copying it out, if present.
     pub fn get_with<R>(&self, key: &[u8], f: impl FnOnce(&[u8]) -> R) -> Result<Option<R>> {
+        if self.dups != Duplicates::None {
+            let first = self.pairs(key).next().transpose()?;
+            return Ok(first.map(|(_, v)| f(&v)));
+        }
         let mut f = Some(f);
         let (r, _) = self.shared.read(|e| {
             if !e.undo.is_empty() {
@@ -885,8 +918,9 @@ impl Db {
         Arc::ptr_eq(&self.shared, shared)
     }
 
-    /// Stores `value` under `key`, replacing any previous value. In a transactional
-    /// environment this is a transaction of its own, committed with the default durability.
+    /// Stores `value` under `key`, replacing any previous value (with duplicates: adds the
+    /// pair). In a transactional environment this is a transaction of its own, committed
+    /// with the default durability.
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         self.store(key, value, false)
     }
@@ -897,6 +931,38 @@ impl Db {
     }
 
     fn store(&self, key: &[u8], value: &[u8], no_overwrite: bool) -> Result<()> {
+        if self.dups == Duplicates::None {
+            return self.store_entry(key, value, no_overwrite);
+        }
+        if no_overwrite && self.pairs(key).next().transpose()?.is_some() {
+            return Err(Error::KeyExists);
+        }
+        if self.dups == Duplicates::Sorted {
+            return self.store_entry(&dups::sorted_pair(key, value), b"", true);
+        }
+        // Unsorted: after the key's last pair. A writer racing for the same number makes
+        // this one take the next.
+        loop {
+            let (lo, hi) = dups::pairs_of(key);
+            let last = Iter::entries(
+                self.clone(),
+                (Bound::Included(lo), Bound::Excluded(hi)),
+                true,
+            )
+            .next()
+            .transpose()?;
+            let seq = match last {
+                Some((c, _)) => dups::sequence(&c)? + 1,
+                None => 0,
+            };
+            match self.store_entry(&dups::unsorted_pair(key, seq), value, true) {
+                Err(Error::KeyExists) => continue,
+                r => return r,
+            }
+        }
+    }
+
+    fn store_entry(&self, key: &[u8], value: &[u8], no_overwrite: bool) -> Result<()> {
         if self.shared.tx.is_some() {
             self.shared
                 .autocommit(self.id, key, Some(value), no_overwrite)
@@ -908,15 +974,89 @@ impl Db {
         }
     }
 
-    /// Removes `key`; returns whether it was present.
+    /// Removes `key` (with duplicates: all its pairs, in one transaction in a
+    /// transactional environment); returns whether it was present.
     pub fn delete(&self, key: &[u8]) -> Result<bool> {
+        if self.dups == Duplicates::None {
+            return self.delete_entry(key);
+        }
+        let (lo, hi) = dups::pairs_of(key);
+        let range = (Bound::Included(lo), Bound::Excluded(hi));
+        if self.shared.tx.is_some() {
+            let t = Txn::begin(self.shared.clone(), crate::Isolation::ReadCommitted)?;
+            let found = t.delete(self, key)?;
+            t.commit()?;
+            return Ok(found);
+        }
+        let entries: Vec<Vec<u8>> = Iter::entries(self.clone(), range, false)
+            .map(|kv| kv.map(|(c, _)| c))
+            .collect::<Result<_>>()?;
+        for c in &entries {
+            self.delete_entry(c)?;
+        }
+        Ok(!entries.is_empty())
+    }
+
+    /// Removes one pair of a database with duplicates; returns whether it was there.
+    pub fn delete_pair(&self, key: &[u8], value: &[u8]) -> Result<bool> {
+        match self.dups {
+            Duplicates::None => Err(Error::InvalidArgument(format!(
+                "delete_pair on database {:?}, which holds no duplicates: use delete",
+                self.name
+            ))),
+            Duplicates::Sorted => self.delete_entry(&dups::sorted_pair(key, value)),
+            Duplicates::Unsorted => {
+                let (lo, hi) = dups::pairs_of(key);
+                for kv in Iter::entries(
+                    self.clone(),
+                    (Bound::Included(lo), Bound::Excluded(hi)),
+                    false,
+                ) {
+                    let (c, v) = kv?;
+                    if v == value {
+                        return self.delete_entry(&c);
+                    }
+                }
+                Ok(false)
+            }
+        }
+    }
+
+    /// The values of `key`, in order: all of its pairs in a database with duplicates, at
+    /// most one otherwise.
+    pub fn get_all(&self, key: &[u8]) -> Result<Vec<Vec<u8>>> {
+        if self.dups == Duplicates::None {
+            return Ok(self.get(key)?.into_iter().collect());
+        }
+        self.pairs(key).map(|kv| kv.map(|(_, v)| v)).collect()
+    }
+
+    /// The number of values of `key` (Berkeley DB's `DBcursor->count`).
+    pub fn count(&self, key: &[u8]) -> Result<u64> {
+        if self.dups == Duplicates::None {
+            return Ok(u64::from(self.contains(key)?));
+        }
+        let mut n = 0;
+        for kv in self.pairs(key) {
+            kv?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// The pairs of `key`, decoded.
+    fn pairs(&self, key: &[u8]) -> Iter {
+        self.range(key..=key)
+    }
+
+    fn delete_entry(&self, key: &[u8]) -> Result<bool> {
         if self.shared.tx.is_some() {
             return self.shared.autocommit(self.id, key, None, false);
         }
         self.shared.write(|e| e.delete(self.id, key))
     }
 
-    /// Number of entries.
+    /// Number of entries (with duplicates: of pairs).
     pub fn len(&self) -> Result<u64> {
         self.shared.live()?;
         Ok(self.shared.engine.read().db(self.id)?.entries)
@@ -954,6 +1094,12 @@ impl Db {
     /// walk so that a node cannot be read, it starts again, and after a few tries walks
     /// once under the exclusive lock.
     pub fn stat(&self) -> Result<DbStat> {
+        let mut st = self.walk_stat()?;
+        st.duplicates = self.dups;
+        Ok(st)
+    }
+
+    fn walk_stat(&self) -> Result<DbStat> {
         let sh = &self.shared;
         for _ in 0..4 {
             let ((name, entries, root, capacity), version) = sh.read(|e| {

@@ -33,6 +33,7 @@ mod btree;
 mod cache;
 mod config;
 pub mod dump;
+mod dups;
 mod engine;
 mod env;
 mod error;
@@ -48,7 +49,7 @@ mod wal;
 
 pub use btree::{Cursor, Iter, KeyRange};
 pub use config::{
-    Config, Durability, Isolation, Mode, DEFAULT_CACHE_SIZE, DEFAULT_LOG_SEGMENT_SIZE,
+    Config, Duplicates, Durability, Isolation, Mode, DEFAULT_CACHE_SIZE, DEFAULT_LOG_SEGMENT_SIZE,
     DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, MIN_CACHE_PAGES, MIN_PAGE_SIZE,
 };
 pub use env::{Db, Env};
@@ -62,3 +63,5 @@ pub use wal::print_log;
 
 /// Largest value accepted (4 GiB - 1); longer values get [`Error::ValueTooLarge`].
 pub const MAX_VALUE_LEN: usize = btree::MAX_VALUE_LEN_USIZE;
+/// Largest key accepted: 16 MiB.
+pub const MAX_KEY_LEN: usize = btree::MAX_KEY_LEN;

@@ -9,7 +9,7 @@
 //! writes it checked cannot be overtaken; a replicated commit names databases by the ids the
 //! master gave them, which every member shares because only the master creates databases.
 
-use crate::config::Durability;
+use crate::config::{Duplicates, Durability};
 use crate::env::{Db, Env, Shared};
 use crate::error::{Error, Result};
 use crate::txn::Ddl;
@@ -35,6 +35,8 @@ pub trait Replicator: Send + Sync {
 
 const DDL_CREATE: u8 = 1;
 const DDL_REMOVE: u8 = 2;
+/// A database with duplicates: the kind byte is followed by [`Duplicates::code`].
+const DDL_CREATE_WITH_DUPS: u8 = 3;
 
 /// Encodes a commit: its databases created or removed, in order, then its writes.
 pub(crate) fn encode_commit(ddl: &[Ddl], ops: Ops) -> Vec<u8> {
@@ -42,7 +44,15 @@ pub(crate) fn encode_commit(ddl: &[Ddl], ops: Ops) -> Vec<u8> {
     out.extend_from_slice(&(ddl.len() as u32).to_le_bytes());
     for d in ddl {
         let (kind, db, name) = match d {
-            Ddl::Create { db, name } => (DDL_CREATE, db, name),
+            Ddl::Create {
+                db,
+                name,
+                dups: Duplicates::None,
+            } => (DDL_CREATE, db, name),
+            Ddl::Create { db, name, dups } => {
+                out.push(DDL_CREATE_WITH_DUPS);
+                (dups.code(), db, name)
+            }
             Ddl::Remove { db, name } => (DDL_REMOVE, db, name),
         };
         out.push(kind);
@@ -72,6 +82,15 @@ pub(crate) fn decode_commit(bytes: &[u8]) -> Result<(Vec<Ddl>, Ops<'_>)> {
     for _ in 0..count {
         let (&kind, rest) = buf.split_first().ok_or_else(bad)?;
         *buf = rest;
+        let dups = if kind == DDL_CREATE_WITH_DUPS {
+            let (&code, rest) = buf.split_first().ok_or_else(bad)?;
+            *buf = rest;
+            Duplicates::from_code(code)
+                .filter(|&d| d != Duplicates::None)
+                .ok_or_else(bad)?
+        } else {
+            Duplicates::None
+        };
         let db = take_u32(buf).ok_or_else(bad)?;
         let len = take_u32(buf).ok_or_else(bad)? as usize;
         if buf.len() < len {
@@ -81,7 +100,7 @@ pub(crate) fn decode_commit(bytes: &[u8]) -> Result<(Vec<Ddl>, Ops<'_>)> {
         *buf = rest;
         let name = std::str::from_utf8(name).map_err(|_| bad())?.to_string();
         ddl.push(match kind {
-            DDL_CREATE => Ddl::Create { db, name },
+            DDL_CREATE | DDL_CREATE_WITH_DUPS => Ddl::Create { db, name, dups },
             DDL_REMOVE => Ddl::Remove { db, name },
             _ => return Err(bad()),
         });
@@ -114,7 +133,7 @@ impl Shared {
             r.catch_up()?;
             let e = self.engine.read();
             for d in ddl {
-                if let Ddl::Create { db, name } = d {
+                if let Ddl::Create { db, name, .. } = d {
                     if e.names.contains_key(name) {
                         return Err(Error::DbExists(name.clone()));
                     }
@@ -183,7 +202,7 @@ impl Env {
                 let mut refused = None;
                 for d in cddl {
                     match d {
-                        Ddl::Create { db, name } => {
+                        Ddl::Create { db, name, .. } => {
                             let taken_name = (e.names.contains_key(name.as_str())
                                 && !removed.contains(&e.names[name.as_str()]))
                                 || created.iter().any(|c| c.1 == name);
@@ -209,7 +228,7 @@ impl Env {
                 if refused.is_none() {
                     for d in cddl {
                         match d {
-                            Ddl::Create { db, name } => created.push((*db, name)),
+                            Ddl::Create { db, name, .. } => created.push((*db, name)),
                             Ddl::Remove { db, .. } => removed.push(*db),
                         }
                         ddl.push(d.clone());
@@ -256,6 +275,12 @@ mod tests {
             Ddl::Create {
                 db: 7,
                 name: "accounts".into(),
+                dups: Duplicates::None,
+            },
+            Ddl::Create {
+                db: 8,
+                name: "pairs".into(),
+                dups: Duplicates::Sorted,
             },
             Ddl::Remove {
                 db: 3,
@@ -314,10 +339,12 @@ mod tests {
         let create_b = [Ddl::Create {
             db: idb,
             name: "b".into(),
+            dups: Duplicates::None,
         }];
         let create_b_again = [Ddl::Create {
             db: idb + 1,
             name: "b".into(),
+            dups: Duplicates::None,
         }];
         let commits = [
             encode_commit(&[], put(ida, b"k1").ops()),

@@ -277,15 +277,17 @@ fn write_rows(f: &mut fmt::Formatter<'_>, rows: &[(&str, String)]) -> fmt::Resul
 pub struct DbStat {
     /// Database name.
     pub name: String,
-    /// Number of entries.
+    /// Number of entries (key/value pairs, with duplicates).
     pub entries: u64,
+    /// Whether, and how, the database holds several values per key.
+    pub duplicates: crate::Duplicates,
     /// Levels from root to leaf.
     pub depth: u32,
     /// Leaf pages.
     pub leaf_pages: u64,
     /// Branch pages.
     pub branch_pages: u64,
-    /// Overflow pages (large values).
+    /// Overflow pages (large values, and the rest of long keys).
     pub overflow_pages: u64,
     /// Bytes of cells and slots in tree pages.
     pub bytes_used: u64,
@@ -305,16 +307,21 @@ impl NodeSummary {
     pub(crate) fn of(p: &[u8], capacity: usize) -> NodeSummary {
         let n = node::nslots(p);
         let leaf = node::is_leaf(p);
-        let overflow_pages = if leaf {
+        let pages = |len: u32| (len as u64).div_ceil(capacity as u64);
+        let values: u64 = if leaf {
             (0..n)
                 .filter_map(|i| match node::leaf_value(p, i) {
-                    LeafValue::Overflow { len, .. } => Some((len as u64).div_ceil(capacity as u64)),
+                    LeafValue::Overflow { len, .. } => Some(pages(len)),
                     _ => None,
                 })
                 .sum()
         } else {
             0
         };
+        let keys: u64 = (0..n)
+            .filter_map(|i| node::long_key(p, i).map(|(_, len)| pages(len)))
+            .sum();
+        let overflow_pages = values + keys;
         NodeSummary {
             used: node::used(p) as u64,
             leaf,
@@ -341,6 +348,7 @@ impl DbStat {
         let mut st = DbStat {
             name,
             entries,
+            duplicates: crate::Duplicates::None,
             depth: 0,
             leaf_pages: 0,
             branch_pages: 0,
@@ -379,6 +387,12 @@ impl fmt::Display for DbStat {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "Database {:?}", self.name)?;
         writeln!(f, "{}\tEntries", self.entries)?;
+        let dups = match self.duplicates {
+            crate::Duplicates::None => "no",
+            crate::Duplicates::Sorted => "sorted",
+            crate::Duplicates::Unsorted => "unsorted",
+        };
+        writeln!(f, "{dups}\tDuplicates")?;
         writeln!(f, "{}\tTree depth", self.depth)?;
         writeln!(f, "{}\tLeaf pages", self.leaf_pages)?;
         writeln!(f, "{}\tBranch pages", self.branch_pages)?;

@@ -287,7 +287,7 @@ impl Walker<'_> {
         let mut ids = std::collections::HashSet::new();
         for (name, value) in catalog {
             let name = String::from_utf8_lossy(&name).into_owned();
-            let Some((id, root, entries)) = decode_catalog_record(&value) else {
+            let Some((id, root, entries, _)) = decode_catalog_record(&value) else {
                 self.problem(
                     None,
                     &name,
@@ -346,8 +346,20 @@ impl Walker<'_> {
             }
             let p = std::mem::take(&mut self.buf);
             let n = node::nslots(&p);
+            // Whole keys: a long key's rest is read from its chain (whose pages are used).
+            let mut keys = Vec::with_capacity(n);
+            for i in 0..n {
+                let mut k = node::key(&p, i).to_vec();
+                if let Some((first, len)) = node::long_key(&p, i) {
+                    k.extend(self.walk_overflow(db, pid, first, len)?);
+                }
+                keys.push(k);
+            }
+            if node::has_long_keys(&p) && keys.windows(2).any(|w| w[0] >= w[1]) {
+                self.problem(Some(pid), db, "order", "long keys are out of order");
+            }
             if n > 0 {
-                if lo.as_deref().is_some_and(|lo| node::key(&p, 0) < lo) {
+                if lo.as_deref().is_some_and(|lo| keys[0].as_slice() < lo) {
                     self.problem(
                         Some(pid),
                         db,
@@ -355,7 +367,7 @@ impl Walker<'_> {
                         "first key sorts before its parent's separator",
                     );
                 }
-                if hi.as_deref().is_some_and(|hi| node::key(&p, n - 1) >= hi) {
+                if hi.as_deref().is_some_and(|hi| keys[n - 1].as_slice() >= hi) {
                     self.problem(
                         Some(pid),
                         db,
@@ -374,7 +386,7 @@ impl Walker<'_> {
                     );
                 }
                 entries += n as u64;
-                for i in 0..n {
+                for (i, key) in keys.iter().enumerate() {
                     let value = match node::leaf_value(&p, i) {
                         LeafValue::Inline(v) => v.to_vec(),
                         LeafValue::Overflow { first, len } => {
@@ -382,7 +394,7 @@ impl Walker<'_> {
                         }
                     };
                     if let Some(c) = collect.as_deref_mut() {
-                        c.push((node::key(&p, i).to_vec(), value));
+                        c.push((key.clone(), value));
                     }
                 }
             } else {
@@ -390,12 +402,12 @@ impl Walker<'_> {
                     let clo = if i == 0 {
                         lo.clone()
                     } else {
-                        Some(node::key(&p, i - 1).to_vec())
+                        Some(keys[i - 1].clone())
                     };
                     let chi = if i == n {
                         hi.clone()
                     } else {
-                        Some(node::key(&p, i).to_vec())
+                        Some(keys[i].clone())
                     };
                     stack.push((node::child(&p, i), clo, chi, depth + 1));
                 }

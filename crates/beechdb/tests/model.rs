@@ -22,7 +22,20 @@ enum Op {
 }
 
 /// Key `i`: a deterministic byte string whose length varies with `i` (some are long).
+/// Every 13th is a long key (more than a quarter page) behind a 1,500-byte prefix they all
+/// share, so that comparing two of them needs the rest kept outside the tree's pages; one
+/// in 250 is 70 KB long.
 fn key(i: u16) -> Vec<u8> {
+    if i % 13 == 12 {
+        let len = if i % 250 == 12 {
+            70_000
+        } else {
+            1500 + (i as usize * 37) % 4000
+        };
+        let mut k = vec![0xEE; len];
+        k[1500..1502].copy_from_slice(&i.to_be_bytes());
+        return k;
+    }
     let len = match i % 13 {
         0 => 300 + (i as usize % 700),
         1..=3 => 1,

@@ -166,7 +166,8 @@ fn readers_beside_a_busy_writer_always_see_a_consistent_state() {
             round += 1;
             // Some readers wait between opening and reading, across the writer's
             // checkpoints, so that the pages they read may have been reused meanwhile.
-            let wait = std::time::Duration::from_millis(if round.is_multiple_of(8) { 30 } else { 0 });
+            let wait =
+                std::time::Duration::from_millis(if round.is_multiple_of(8) { 30 } else { 0 });
             let read = Env::open(dir.path(), reader()).and_then(|ro| {
                 std::thread::sleep(wait);
                 total(&ro)

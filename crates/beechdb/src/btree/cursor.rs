@@ -7,9 +7,11 @@
 
 use super::node::{self, LeafValue};
 use super::tree::{Position, Seek};
+use crate::config::Duplicates;
+use crate::dups;
 use crate::engine::{Engine, NeedResult};
 use crate::env::Db;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use std::ops::{
     Bound, Range, RangeBounds, RangeFrom, RangeFull, RangeInclusive, RangeTo, RangeToInclusive,
 };
@@ -17,7 +19,8 @@ use std::ops::{
 /// Bytes copied per refill, at least one entry.
 pub(crate) const RUN_BYTES: usize = 64 * 1024;
 
-/// A position in one database. Created by [`Db::cursor`].
+/// A position in one database. Created by [`Db::cursor`]. In a database with duplicates
+/// it stands on one key/value pair.
 pub struct Cursor {
     db: Db,
     data: Vec<u8>,
@@ -26,6 +29,8 @@ pub struct Cursor {
     pos: usize,
     version: u64,
     valid: bool,
+    /// With duplicates: the user's key and value of the entry the cursor stands on.
+    pair: Option<(Vec<u8>, Vec<u8>)>,
 }
 
 // `next` and `prev` are Berkeley DB's DB_NEXT and DB_PREV: they move the cursor and report
@@ -40,60 +45,142 @@ impl Cursor {
             pos: 0,
             version: 0,
             valid: false,
+            pair: None,
         }
     }
 
     /// Moves to the first entry; false if the database is empty.
     pub fn first(&mut self) -> Result<bool> {
-        self.fill(Seek::First)
+        let r = self.fill(Seek::First);
+        self.decoded(r)
     }
     /// Moves to the last entry; false if the database is empty.
     pub fn last(&mut self) -> Result<bool> {
-        self.fill(Seek::Last)
+        let r = self.fill(Seek::Last);
+        self.decoded(r)
     }
-    /// Moves to the first entry whose key is `>= key`; false if there is none.
+    /// Moves to the first entry whose key is `>= key` (with duplicates: to its first pair);
+    /// false if there is none.
     pub fn seek(&mut self, key: &[u8]) -> Result<bool> {
-        self.fill(Seek::Ge(key))
+        let r = if self.db.duplicates() == Duplicates::None {
+            self.fill(Seek::Ge(key))
+        } else {
+            self.fill(Seek::Ge(&dups::prefix(key)))
+        };
+        self.decoded(r)
     }
 
     /// Moves to the next entry; false (and unpositioned) at the end. An unpositioned
     /// cursor moves to the first entry.
     pub fn next(&mut self) -> Result<bool> {
-        self.db.live()?;
-        if !self.valid {
-            return self.first();
-        }
-        if self.fresh() && self.pos + 1 < self.spans.len() {
-            self.pos += 1;
-            return Ok(true);
-        }
-        let key = self.key().unwrap().to_vec();
-        self.fill(Seek::Gt(&key))
+        let r = self.step(true);
+        self.decoded(r)
     }
 
     /// Moves to the previous entry; false (and unpositioned) at the start. An unpositioned
     /// cursor moves to the last entry.
     pub fn prev(&mut self) -> Result<bool> {
+        let r = self.step(false);
+        self.decoded(r)
+    }
+
+    /// Moves to the next pair of the same key (Berkeley DB's `DB_NEXT_DUP`); false, and
+    /// not moved, when the key has no more.
+    pub fn next_dup(&mut self) -> Result<bool> {
+        let Some(key) = self.key().map(<[u8]>::to_vec) else {
+            return Ok(false);
+        };
+        if !self.next()? {
+            self.last()?;
+            return Ok(false);
+        }
+        if self.key() != Some(&key[..]) {
+            self.prev()?;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    /// Moves to the first pair of the next key (Berkeley DB's `DB_NEXT_NODUP`); false (and
+    /// unpositioned) at the end.
+    pub fn next_nodup(&mut self) -> Result<bool> {
+        let Some(key) = self.key().map(<[u8]>::to_vec) else {
+            return self.first();
+        };
+        if self.db.duplicates() == Duplicates::None {
+            return self.next();
+        }
+        let r = self.fill(Seek::Ge(&dups::pairs_of(&key).1));
+        self.decoded(r)
+    }
+
+    /// The number of values of the current key (Berkeley DB's `DBcursor->count`).
+    pub fn count(&self) -> Result<u64> {
+        match self.key() {
+            Some(k) => self.db.count(k),
+            None => Err(Error::InvalidArgument(
+                "count on a cursor not positioned".into(),
+            )),
+        }
+    }
+
+    fn step(&mut self, forward: bool) -> Result<bool> {
         self.db.live()?;
         if !self.valid {
-            return self.last();
+            return self.fill(if forward { Seek::First } else { Seek::Last });
         }
-        if self.fresh() && self.pos > 0 {
-            self.pos -= 1;
-            return Ok(true);
+        if self.fresh() {
+            if forward && self.pos + 1 < self.spans.len() {
+                self.pos += 1;
+                return Ok(true);
+            }
+            if !forward && self.pos > 0 {
+                self.pos -= 1;
+                return Ok(true);
+            }
         }
-        let key = self.key().unwrap().to_vec();
-        self.fill(Seek::Lt(&key))
+        let key = self.entry_key().unwrap().to_vec();
+        self.fill(if forward {
+            Seek::Gt(&key)
+        } else {
+            Seek::Lt(&key)
+        })
+    }
+
+    /// Decodes the pair the cursor stands on, in a database with duplicates.
+    fn decoded(&mut self, moved: Result<bool>) -> Result<bool> {
+        let dups = self.db.duplicates();
+        self.pair = None;
+        if dups != Duplicates::None && moved.as_ref().is_ok_and(|&m| m) {
+            let (k, v) = (self.entry_key().unwrap(), self.entry_value().unwrap());
+            self.pair = Some(dups::decode(dups, k, v)?);
+        }
+        moved
     }
 
     /// The current key, if positioned.
     pub fn key(&self) -> Option<&[u8]> {
-        let &(k, kl, _, _) = self.spans.get(self.pos).filter(|_| self.valid)?;
-        Some(&self.data[k..k + kl])
+        match &self.pair {
+            Some((k, _)) => Some(k),
+            None => self.entry_key(),
+        }
     }
 
     /// The current value, if positioned.
     pub fn value(&self) -> Option<&[u8]> {
+        match &self.pair {
+            Some((_, v)) => Some(v),
+            None => self.entry_value(),
+        }
+    }
+
+    /// The key of the tree entry the cursor stands on (a composite with duplicates).
+    fn entry_key(&self) -> Option<&[u8]> {
+        let &(k, kl, _, _) = self.spans.get(self.pos).filter(|_| self.valid)?;
+        Some(&self.data[k..k + kl])
+    }
+
+    fn entry_value(&self) -> Option<&[u8]> {
         let &(_, _, v, vl) = self.spans.get(self.pos).filter(|_| self.valid)?;
         Some(&self.data[v..v + vl])
     }
@@ -205,10 +292,12 @@ fn copy_run(
         };
         // One entry past the end is enough to show the run reached it.
         let last = if forward { hi - 1 } else { lo };
-        if beyond(end, node::key(p, last), !forward) {
+        if beyond(end, &e.full_key(p, last)?, !forward) {
             break;
         }
-        if matches!(node::leaf_value(p, i), LeafValue::Overflow { .. }) {
+        if matches!(node::leaf_value(p, i), LeafValue::Overflow { .. })
+            || node::long_key(p, i).is_some()
+        {
             break;
         }
         bytes += node::cell(p, i).len();
@@ -219,9 +308,9 @@ fn copy_run(
         }
     }
     for i in lo..hi {
-        let k = node::key(p, i);
+        let k = e.full_key(p, i)?;
         let ks = data.len();
-        data.extend_from_slice(k);
+        data.extend_from_slice(&k);
         let vs = data.len();
         match node::leaf_value(p, i) {
             LeafValue::Inline(v) => data.extend_from_slice(v),
@@ -233,7 +322,7 @@ fn copy_run(
 }
 
 /// An iterator over a key range, forward or backward. Created by [`Db::range`],
-/// [`Db::range_rev`] and [`Db::iter`].
+/// [`Db::range_rev`] and [`Db::iter`]. In a database with duplicates it yields every pair.
 pub struct Iter {
     cursor: Cursor,
     start: Bound<Vec<u8>>,
@@ -241,6 +330,8 @@ pub struct Iter {
     reverse: bool,
     started: bool,
     done: bool,
+    /// Decode composite entries into pairs (a database with duplicates, walked for users).
+    decode: Duplicates,
 }
 
 /// A range of keys, as the scans of [`Db`] and [`crate::Txn`] take it: `..`, `a..b`,
@@ -283,6 +374,25 @@ key_range!(
 impl Iter {
     pub(crate) fn new(db: Db, range: impl KeyRange, reverse: bool) -> Iter {
         let (start, end) = range.bounds();
+        let decode = db.duplicates();
+        let (start, end) = match decode {
+            Duplicates::None => (start, end),
+            _ => dups::range(start, end),
+        };
+        Iter::over(db, (start, end), reverse, decode)
+    }
+
+    /// The tree's entries as they are (composites, in a database with duplicates).
+    pub(crate) fn entries(db: Db, bounds: (Bound<Vec<u8>>, Bound<Vec<u8>>), reverse: bool) -> Iter {
+        Iter::over(db, bounds, reverse, Duplicates::None)
+    }
+
+    fn over(
+        db: Db,
+        (start, end): (Bound<Vec<u8>>, Bound<Vec<u8>>),
+        reverse: bool,
+        decode: Duplicates,
+    ) -> Iter {
         Iter {
             cursor: Cursor::new(db),
             start,
@@ -290,16 +400,13 @@ impl Iter {
             reverse,
             started: false,
             done: false,
+            decode,
         }
     }
 
     fn position(&mut self) -> Result<bool> {
         if self.started {
-            return if self.reverse {
-                self.cursor.prev()
-            } else {
-                self.cursor.next()
-            };
+            return self.cursor.step(!self.reverse);
         }
         self.started = true;
         let from = if self.reverse { &self.end } else { &self.start };
@@ -330,12 +437,16 @@ impl Iterator for Iter {
                 None
             }
             Ok(true) => {
-                let key = self.cursor.key().unwrap();
+                let key = self.cursor.entry_key().unwrap();
                 if !self.in_range(key) {
                     self.done = true;
                     return None;
                 }
-                Some(Ok((key.to_vec(), self.cursor.value().unwrap().to_vec())))
+                let value = self.cursor.entry_value().unwrap();
+                Some(match self.decode {
+                    Duplicates::None => Ok((key.to_vec(), value.to_vec())),
+                    dups => dups::decode(dups, key, value),
+                })
             }
         }
     }

@@ -11,6 +11,11 @@
 //! Leaf cell: `klen u16 | vlen u32 | key | value` where a `vlen` with bit 31 set marks an
 //! overflow value and the value part is `first_page u64 | total_len u32`.
 //! Branch cell: `klen u16 | child u64 | key`; the leftmost child is in the header's link.
+//! Long keys (longer than [`Layout::max_key`]): `klen` has bit 15 set, its low bits give the
+//! [`Layout::long_prefix`] bytes kept in the page, and the key part is those bytes then
+//! `first_page u64 | rest_len u32`, an overflow chain holding the rest of the key. A page
+//! holding one has bit 0 of header byte 5 set; searching it may need a long key's rest,
+//! which only the engine can read ([`search_long`]): plain [`search`] is for pages without.
 //! A branch with cells `(k1,c1)..(kn,cn)` sends keys `< k1` to the leftmost child and keys
 //! `>= ki` (and `< k(i+1)`) to `ci`.
 
@@ -19,6 +24,11 @@ use crate::storage::page::{self, rd16, rd32, rd64, wr16, wr32, wr64, HDR, KIND_B
 use std::cmp::Ordering;
 
 pub(crate) const OVERFLOW_FLAG: u32 = 1 << 31;
+/// Bit 15 of `klen`: a long key, its rest in an overflow chain.
+pub(crate) const LONG_KEY: usize = 1 << 15;
+/// Header byte 5, bit 0: the page may hold long keys.
+const FLAGS: usize = 5;
+const HAS_LONG_KEYS: u8 = 1;
 pub(crate) const LEAF_CELL_HDR: usize = 6;
 pub(crate) const BRANCH_CELL_HDR: usize = 10;
 pub(crate) const OVERFLOW_REF: usize = 12;
@@ -29,16 +39,21 @@ pub(crate) struct Layout {
     pub page_size: usize,
     /// Largest cell, including its slot, so that three always fit in a page.
     pub max_cell: usize,
+    /// Longest key kept whole in a page; a longer one is a long key.
     pub max_key: usize,
+    /// Bytes of a long key kept in the page, before the reference to its rest.
+    pub long_prefix: usize,
 }
 
 impl Layout {
     pub fn new(page_size: usize) -> Layout {
         let max_cell = (page_size - HDR) / 3;
+        let max_key = page_size / 4;
         Layout {
             page_size,
             max_cell,
-            max_key: page_size / 4,
+            max_key,
+            long_prefix: max_key - OVERFLOW_REF,
         }
     }
     /// Whether a leaf cell with this key and an inline value of `vlen` bytes fits the limit.
@@ -98,44 +113,98 @@ pub(crate) fn init(p: &mut [u8], kind: u8) {
     set_content_start(p, len);
 }
 
+/// Bytes of the key part of a cell whose `klen` field is `field`, and whether it is long.
+#[inline]
+fn key_part_len(field: usize) -> usize {
+    if field & LONG_KEY != 0 {
+        (field & !LONG_KEY) + OVERFLOW_REF
+    } else {
+        field
+    }
+}
+
 fn leaf_cell_len_at(p: &[u8], off: usize) -> usize {
-    let klen = rd16(p, off);
     let vraw = rd32(p, off + 2);
     let vpart = if vraw & OVERFLOW_FLAG != 0 {
         OVERFLOW_REF
     } else {
         vraw as usize
     };
-    LEAF_CELL_HDR + klen + vpart
+    LEAF_CELL_HDR + key_part_len(rd16(p, off)) + vpart
 }
 
 fn cell_len_at(p: &[u8], off: usize) -> usize {
     if is_leaf(p) {
         leaf_cell_len_at(p, off)
     } else {
-        BRANCH_CELL_HDR + rd16(p, off)
+        BRANCH_CELL_HDR + key_part_len(rd16(p, off))
     }
 }
 
-/// Key of cell `i` (leaf or branch).
+#[inline]
+fn cell_hdr(p: &[u8]) -> usize {
+    if is_leaf(p) {
+        LEAF_CELL_HDR
+    } else {
+        BRANCH_CELL_HDR
+    }
+}
+
+/// Whether the page may hold long keys.
+#[inline]
+pub(crate) fn has_long_keys(p: &[u8]) -> bool {
+    p[FLAGS] & HAS_LONG_KEYS != 0
+}
+
+/// Key of cell `i` (leaf or branch) as the page holds it: the whole key, or a long key's
+/// first [`Layout::long_prefix`] bytes.
 #[inline]
 pub(crate) fn key(p: &[u8], i: usize) -> &[u8] {
     let off = slot(p, i);
-    let klen = rd16(p, off);
-    let start = off
-        + if is_leaf(p) {
-            LEAF_CELL_HDR
-        } else {
-            BRANCH_CELL_HDR
-        };
+    let klen = rd16(p, off) & !LONG_KEY;
+    let start = off + cell_hdr(p);
     &p[start..start + klen]
+}
+
+/// Where the rest of cell `i`'s key lies (first page, bytes) if it is a long key.
+#[inline]
+pub(crate) fn long_key(p: &[u8], i: usize) -> Option<(u64, u32)> {
+    let off = slot(p, i);
+    let field = rd16(p, off);
+    (field & LONG_KEY != 0).then(|| {
+        let r = off + cell_hdr(p) + (field & !LONG_KEY);
+        (rd64(p, r), rd32(p, r + 8))
+    })
+}
+
+/// The `klen` field and key part of cell `i`, as a new cell of either kind repeats them.
+pub(crate) fn key_part(p: &[u8], i: usize) -> (usize, &[u8]) {
+    let off = slot(p, i);
+    let field = rd16(p, off);
+    let start = off + cell_hdr(p);
+    (field, &p[start..start + key_part_len(field)])
+}
+
+/// The key part of a raw cell (see [`cell`]) of a leaf or branch.
+pub(crate) fn cell_key_part(c: &[u8], leaf: bool) -> (usize, &[u8]) {
+    let field = rd16(c, 0);
+    let start = if leaf { LEAF_CELL_HDR } else { BRANCH_CELL_HDR };
+    (field, &c[start..start + key_part_len(field)])
+}
+
+/// Where the rest of a key part's long key lies, if it is one.
+pub(crate) fn key_part_rest(field: usize, part: &[u8]) -> Option<(u64, u32)> {
+    (field & LONG_KEY != 0).then(|| {
+        let r = field & !LONG_KEY;
+        (rd64(part, r), rd32(part, r + 8))
+    })
 }
 
 /// Value of leaf cell `i`.
 #[inline]
 pub(crate) fn leaf_value(p: &[u8], i: usize) -> LeafValue<'_> {
     let off = slot(p, i);
-    let klen = rd16(p, off);
+    let klen = key_part_len(rd16(p, off));
     let vraw = rd32(p, off + 2);
     let v = off + LEAF_CELL_HDR + klen;
     if vraw & OVERFLOW_FLAG != 0 {
@@ -190,14 +259,12 @@ fn compare(a: &[u8], a_prefix: u64, b: &[u8]) -> Ordering {
     }
 }
 
-/// Leaf search: `Ok(i)` when cell `i` has the key, else `Err(i)` where it would go.
+/// Leaf search: `Ok(i)` when cell `i` has the key, else `Err(i)` where it would go. For a
+/// page without long keys ([`has_long_keys`]); [`search_long`] for the others.
 #[inline]
 pub(crate) fn search(p: &[u8], k: &[u8]) -> std::result::Result<usize, usize> {
-    let hdr = if is_leaf(p) {
-        LEAF_CELL_HDR
-    } else {
-        BRANCH_CELL_HDR
-    };
+    debug_assert!(!has_long_keys(p));
+    let hdr = cell_hdr(p);
     let kp = prefix(k);
     let (mut lo, mut hi) = (0usize, nslots(p));
     while lo < hi {
@@ -214,8 +281,47 @@ pub(crate) fn search(p: &[u8], k: &[u8]) -> std::result::Result<usize, usize> {
     Err(lo)
 }
 
+/// Orders key `k` against a long key that starts with `held` (and is longer): decided by
+/// `held` unless `k` begins with all of it, when `rest` (the long key's remaining bytes,
+/// read on demand) decides.
+pub(crate) fn compare_long(
+    k: &[u8],
+    held: &[u8],
+    rest: impl FnOnce() -> Result<Vec<u8>>,
+) -> Result<Ordering> {
+    let n = k.len().min(held.len());
+    Ok(match k[..n].cmp(&held[..n]) {
+        Ordering::Equal if k.len() <= held.len() => Ordering::Less,
+        Ordering::Equal => k[n..].cmp(&rest()?[..]),
+        o => o,
+    })
+}
+
+/// [`search`] for any page: a long key whose rest decides is read with `rest(first, len)`.
+pub(crate) fn search_long(
+    p: &[u8],
+    k: &[u8],
+    rest: &dyn Fn(u64, u32) -> Result<Vec<u8>>,
+) -> Result<std::result::Result<usize, usize>> {
+    let (mut lo, mut hi) = (0usize, nslots(p));
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        let held = key(p, mid);
+        let ord = match long_key(p, mid) {
+            None => k.cmp(held),
+            Some((first, len)) => compare_long(k, held, || rest(first, len))?,
+        };
+        match ord {
+            Ordering::Greater => lo = mid + 1,
+            Ordering::Less => hi = mid,
+            Ordering::Equal => return Ok(Ok(mid)),
+        }
+    }
+    Ok(Err(lo))
+}
+
 /// Branch search: the index of the child whose range holds `k`.
-#[inline]
+#[cfg(test)]
 pub(crate) fn child_index(p: &[u8], k: &[u8]) -> usize {
     match search(p, k) {
         Ok(i) => i + 1,
@@ -238,6 +344,9 @@ pub(crate) fn cell(p: &[u8], i: usize) -> &[u8] {
 /// compaction (the caller splits).
 pub(crate) fn insert(p: &mut [u8], idx: usize, parts: &[&[u8]]) -> bool {
     let len: usize = parts.iter().map(|x| x.len()).sum();
+    if rd16(parts[0], 0) & LONG_KEY != 0 {
+        p[FLAGS] |= HAS_LONG_KEYS;
+    }
     let n = nslots(p);
     let slots_end = HDR + 2 * (n + 1);
     if content_start(p) < slots_end + len {
@@ -277,7 +386,7 @@ pub(crate) fn remove(p: &mut [u8], idx: usize) {
 /// Overwrites leaf cell `idx`'s inline value with one of the same length.
 pub(crate) fn overwrite_inline_value(p: &mut [u8], idx: usize, v: &[u8]) {
     let off = slot(p, idx);
-    let start = off + LEAF_CELL_HDR + rd16(p, off);
+    let start = off + LEAF_CELL_HDR + key_part_len(rd16(p, off));
     p[start..start + v.len()].copy_from_slice(v);
 }
 
@@ -336,6 +445,19 @@ pub(crate) fn overflow_ref(first: u64, len: u32) -> [u8; OVERFLOW_REF] {
     r
 }
 
+/// Whether cell `a`'s key sorts before cell `b`'s, as far as the bytes in the page show
+/// (two long keys with the same first bytes are told apart by `verify`, which reads them).
+fn in_order(p: &[u8], a: usize, b: usize) -> bool {
+    let (ka, kb) = (key(p, a), key(p, b));
+    match (long_key(p, a).is_some(), long_key(p, b).is_some()) {
+        (false, false) => ka < kb,
+        // `b` is longer than the bytes shown: `a` equal to them still sorts first.
+        (false, true) => ka <= kb || ka.starts_with(kb),
+        (true, false) => ka < kb,
+        (true, true) => ka <= kb,
+    }
+}
+
 /// Checks a node's structure after its header passed `page::check`: slot array and cells
 /// within bounds, keys strictly ascending and within the size limit, children of a branch
 /// inside the file (`page_count` pages).
@@ -359,7 +481,14 @@ pub(crate) fn validate(p: &[u8], pid: u64, layout: &Layout, page_count: u64) -> 
                 "cell {i} at offset {off} lies outside the content area"
             ));
         }
-        let klen = rd16(p, off);
+        let field = rd16(p, off);
+        let klen = field & !LONG_KEY;
+        if field & LONG_KEY != 0 && (klen != layout.long_prefix || !has_long_keys(p)) {
+            return bad(format!(
+                "cell {i} holds a long key with {klen} bytes in the page, not {}",
+                layout.long_prefix
+            ));
+        }
         if klen > layout.max_key {
             return bad(format!(
                 "cell {i} has a key of {klen} bytes, over the limit"
@@ -372,7 +501,7 @@ pub(crate) fn validate(p: &[u8], pid: u64, layout: &Layout, page_count: u64) -> 
             ));
         }
         total += len;
-        if i > 0 && key(p, i - 1) >= key(p, i) {
+        if i > 0 && !in_order(p, i - 1, i) {
             return bad(format!("keys of cells {} and {i} are out of order", i - 1));
         }
     }

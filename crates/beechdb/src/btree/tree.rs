@@ -1,14 +1,27 @@
 //! Tree algorithms as engine methods: reads that run under the shared lock (`&self`,
 //! reporting a non-resident page as `Need::Page`), and writes under the exclusive lock.
 
-use super::node::{self, LeafValue, BRANCH_CELL_HDR, LEAF_CELL_HDR, OVERFLOW_FLAG};
+use super::node::{self, LeafValue, BRANCH_CELL_HDR, LEAF_CELL_HDR, LONG_KEY, OVERFLOW_FLAG};
 use crate::engine::{Engine, LeafHint, Need, NeedResult, CATALOG};
 use crate::error::{Error, Result};
-use crate::storage::page::{rd16, KIND_BRANCH, KIND_LEAF};
+use crate::storage::page::{KIND_BRANCH, KIND_LEAF};
+use std::borrow::Cow;
 use std::cell::RefCell;
 
 /// Largest value accepted: 4 GiB - 1 (lengths are stored in 32 bits).
 pub(crate) const MAX_VALUE_LEN_USIZE: usize = u32::MAX as usize;
+
+/// Largest key accepted: 16 MiB. Keys longer than a quarter page are long keys, their rest
+/// in an overflow chain (see `node`); every copy of a key (locks, write sets, the log) is
+/// held in memory, hence a bound far below the value's.
+pub(crate) const MAX_KEY_LEN: usize = 16 << 20;
+
+/// A key as a new cell holds it: the `klen` field and the key part (the key itself, or a
+/// long key's first bytes and the reference to its rest).
+pub(crate) struct KeyPart<'a> {
+    field: usize,
+    bytes: Cow<'a, [u8]>,
+}
 
 /// Where a cursor should land.
 #[derive(Clone, Copy, Debug)]
@@ -30,6 +43,76 @@ pub(crate) struct Position {
 }
 
 impl Engine {
+    /// Binary search of any node: `Ok(i)` when cell `i` has the key, else `Err(i)` where it
+    /// would go. Reads a long key's rest only when its first bytes do not decide.
+    #[inline]
+    pub(crate) fn search(&self, p: &[u8], k: &[u8]) -> Result<std::result::Result<usize, usize>> {
+        if !node::has_long_keys(p) {
+            return Ok(node::search(p, k));
+        }
+        node::search_long(p, k, &|first, len| self.long_key_rest(first, len))
+    }
+
+    /// The index of the child of branch `p` whose range holds `k`.
+    #[inline]
+    pub(crate) fn child_index(&self, p: &[u8], k: &[u8]) -> Result<usize> {
+        Ok(match self.search(p, k)? {
+            Ok(i) => i + 1,
+            Err(i) => i,
+        })
+    }
+
+    fn long_key_rest(&self, first: u64, len: u32) -> Result<Vec<u8>> {
+        let mut rest = Vec::new();
+        self.read_overflow(first, len, &mut rest)?;
+        Ok(rest)
+    }
+
+    /// The whole key of cell `i` of node `p`.
+    pub(crate) fn full_key<'p>(&self, p: &'p [u8], i: usize) -> Result<Cow<'p, [u8]>> {
+        let held = node::key(p, i);
+        Ok(match node::long_key(p, i) {
+            None => Cow::Borrowed(held),
+            Some((first, len)) => {
+                let mut k = held.to_vec();
+                self.read_overflow(first, len, &mut k)?;
+                Cow::Owned(k)
+            }
+        })
+    }
+
+    /// The whole key of a raw cell of a leaf or branch.
+    fn cell_key<'c>(&self, c: &'c [u8], leaf: bool) -> Result<Cow<'c, [u8]>> {
+        let (field, part) = node::cell_key_part(c, leaf);
+        Ok(match node::key_part_rest(field, part) {
+            None => Cow::Borrowed(part),
+            Some((first, len)) => {
+                let mut k = part[..field & !LONG_KEY].to_vec();
+                self.read_overflow(first, len, &mut k)?;
+                Cow::Owned(k)
+            }
+        })
+    }
+
+    /// `key` as a new cell holds it: itself, or, when longer than a page takes whole, its
+    /// first bytes and a new overflow chain with the rest.
+    fn encode_key<'k>(&mut self, key: &'k [u8]) -> Result<KeyPart<'k>> {
+        if key.len() <= self.layout.max_key {
+            return Ok(KeyPart {
+                field: key.len(),
+                bytes: Cow::Borrowed(key),
+            });
+        }
+        let held = self.layout.long_prefix;
+        let first = self.write_overflow(&key[held..])?;
+        let mut bytes = key[..held].to_vec();
+        bytes.extend_from_slice(&node::overflow_ref(first, (key.len() - held) as u32));
+        Ok(KeyPart {
+            field: held | LONG_KEY,
+            bytes: Cow::Owned(bytes),
+        })
+    }
+
     #[inline]
     pub(crate) fn page(&self, pid: u64) -> NeedResult<&[u8]> {
         self.cache.get(pid).ok_or(Need::Page(pid))
@@ -59,11 +142,12 @@ impl Engine {
             {
                 if let Some(p) = self.cache.get(h.leaf) {
                     self.cache.count_hits(1);
-                    return Ok(node::search(p, key).ok().map(|i| (h.leaf, i)));
+                    return Ok(self.search(p, key)?.ok().map(|i| (h.leaf, i)));
                 }
             }
             h.valid = false;
             let (mut lo, mut hi): (Option<&[u8]>, Option<&[u8]>) = (None, None);
+            let mut exact = true;
             let mut pid = self.root(db)?;
             let mut visited = 1;
             loop {
@@ -73,16 +157,11 @@ impl Engine {
                     set_bound(&mut h.lo, lo);
                     set_bound(&mut h.hi, hi);
                     (h.valid, h.instance, h.db, h.epoch, h.leaf) =
-                        (true, self.instance, db, self.epoch, pid);
-                    return Ok(node::search(p, key).ok().map(|i| (pid, i)));
+                        (exact, self.instance, db, self.epoch, pid);
+                    return Ok(self.search(p, key)?.ok().map(|i| (pid, i)));
                 }
-                let idx = node::child_index(p, key);
-                if idx > 0 {
-                    lo = Some(node::key(p, idx - 1));
-                }
-                if idx < node::nslots(p) {
-                    hi = Some(node::key(p, idx));
-                }
+                let idx = self.child_index(p, key)?;
+                exact &= bounds(p, idx, &mut lo, &mut hi);
                 pid = node::child(p, idx);
                 visited += 1;
             }
@@ -118,7 +197,7 @@ impl Engine {
             let idx = match to {
                 Seek::First => 0,
                 Seek::Last => node::nslots(p),
-                Seek::Ge(k) | Seek::Gt(k) | Seek::Lt(k) => node::child_index(p, k),
+                Seek::Ge(k) | Seek::Gt(k) | Seek::Lt(k) => self.child_index(p, k)?,
             };
             path.push((pid, idx));
             pid = node::child(p, idx);
@@ -160,9 +239,9 @@ impl Engine {
         let mut idx: isize = match to {
             Seek::First => 0,
             Seek::Last => n - 1,
-            Seek::Ge(k) => node::search(p, k).unwrap_or_else(|i| i) as isize,
-            Seek::Gt(k) => node::search(p, k).map(|i| i + 1).unwrap_or_else(|i| i) as isize,
-            Seek::Lt(k) => node::search(p, k).unwrap_or_else(|i| i) as isize - 1,
+            Seek::Ge(k) => self.search(p, k)?.unwrap_or_else(|i| i) as isize,
+            Seek::Gt(k) => self.search(p, k)?.map(|i| i + 1).unwrap_or_else(|i| i) as isize,
+            Seek::Lt(k) => self.search(p, k)?.unwrap_or_else(|i| i) as isize - 1,
         };
         loop {
             let n = node::nslots(self.page(leaf)?) as isize;
@@ -210,7 +289,7 @@ impl Engine {
                         v
                     }
                 };
-                out.push((node::key(p, i).to_vec(), v));
+                out.push((self.full_key(p, i)?.into_owned(), v));
             }
             after = Some(out.last().unwrap().0.clone());
         }
@@ -232,6 +311,7 @@ impl Engine {
         }
         path.clear();
         let (mut lo, mut hi): (Option<&[u8]>, Option<&[u8]>) = (None, None);
+        let mut exact = true;
         let mut pid = self.root(db)?;
         loop {
             let Some(p) = self.cache.get(pid) else {
@@ -239,7 +319,7 @@ impl Engine {
                 // Loading may evict nothing here (eviction runs after the operation), but
                 // the bounds borrowed from pages must be re-read: start again.
                 path.clear();
-                (lo, hi) = (None, None);
+                (lo, hi, exact) = (None, None, true);
                 pid = self.root(db)?;
                 continue;
             };
@@ -248,17 +328,12 @@ impl Engine {
                 let h = &mut self.hint;
                 set_bound(&mut h.lo, lo);
                 set_bound(&mut h.hi, hi);
-                (h.valid, h.db, h.epoch, h.leaf) = (true, db, self.epoch, pid);
+                (h.valid, h.db, h.epoch, h.leaf) = (exact, db, self.epoch, pid);
                 h.path.clone_from(path);
                 return Ok(pid);
             }
-            let idx = node::child_index(p, key);
-            if idx > 0 {
-                lo = Some(node::key(p, idx - 1));
-            }
-            if idx < node::nslots(p) {
-                hi = Some(node::key(p, idx));
-            }
+            let idx = self.child_index(p, key)?;
+            exact &= bounds(p, idx, &mut lo, &mut hi);
             path.push((pid, idx));
             pid = node::child(p, idx);
         }
@@ -337,7 +412,7 @@ impl Engine {
         value: &[u8],
         no_overwrite: bool,
     ) -> Result<bool> {
-        check_sizes(key, value, self.layout.max_key)?;
+        check_sizes(key, value)?;
         let mut path = std::mem::take(&mut self.path_buf);
         let r = self.put_inner(db, key, value, no_overwrite, &mut path);
         self.path_buf = path;
@@ -353,8 +428,13 @@ impl Engine {
         path: &mut Vec<(u64, usize)>,
     ) -> Result<bool> {
         let leaf = self.descend_mut(db, key, path)?;
-        let found = node::search(self.node(leaf), key);
-        let inline = self.layout.fits_inline(key.len(), value.len());
+        let found = self.search(self.node(leaf), key)?;
+        let key_len = if key.len() > self.layout.max_key {
+            self.layout.long_prefix + node::OVERFLOW_REF
+        } else {
+            key.len()
+        };
+        let inline = self.layout.fits_inline(key_len, value.len());
         let mut old_chain = None;
         if let Ok(i) = found {
             if no_overwrite {
@@ -372,6 +452,17 @@ impl Engine {
                 LeafValue::Inline(_) => {}
             }
         }
+        // A replaced entry keeps its key part (a long key's rest stays where it is).
+        let kpart = match found {
+            Ok(i) => {
+                let (field, bytes) = node::key_part(self.node(leaf), i);
+                KeyPart {
+                    field,
+                    bytes: Cow::Owned(bytes.to_vec()),
+                }
+            }
+            Err(_) => self.encode_key(key)?,
+        };
         let ovf = if inline {
             None
         } else {
@@ -399,11 +490,12 @@ impl Engine {
                 (OVERFLOW_FLAG, &ovf_ref)
             }
         };
-        let hdr = node::leaf_cell_header(key.len(), vfield);
-        if !node::insert(self.node_mut(leaf), idx, &[&hdr, key, vbytes]) {
-            let mut cell = Vec::with_capacity(LEAF_CELL_HDR + key.len() + vbytes.len());
+        let hdr = node::leaf_cell_header(kpart.field, vfield);
+        let kbytes = &kpart.bytes[..];
+        if !node::insert(self.node_mut(leaf), idx, &[&hdr, kbytes, vbytes]) {
+            let mut cell = Vec::with_capacity(LEAF_CELL_HDR + kbytes.len() + vbytes.len());
             cell.extend_from_slice(&hdr);
-            cell.extend_from_slice(key);
+            cell.extend_from_slice(kbytes);
             cell.extend_from_slice(vbytes);
             self.split(db, path, leaf, idx, &cell)?;
         }
@@ -425,13 +517,7 @@ impl Engine {
         let n = node::nslots(&scratch);
         let mut cells: Vec<&[u8]> = (0..n).map(|i| node::cell(&scratch, i)).collect();
         cells.insert(idx, cell);
-        let key_of = |c: &[u8]| -> Vec<u8> {
-            let klen = rd16(c, 0);
-            let at = if leaf { LEAF_CELL_HDR } else { BRANCH_CELL_HDR };
-            c[at..at + klen].to_vec()
-        };
         let rightmost = path.iter().all(|&(p, i)| i == node::nslots(self.node(p)));
-        let right = self.new_node(if leaf { KIND_LEAF } else { KIND_BRANCH });
         let sep = if leaf {
             // Appending at the right edge of the tree: leave the left page full.
             let at = if idx == n && rightmost {
@@ -439,37 +525,55 @@ impl Engine {
             } else {
                 balanced_split(&cells)
             };
+            let sep = separator(
+                &self.cell_key(cells[at - 1], true)?,
+                &self.cell_key(cells[at], true)?,
+            );
+            let sep = self.encode_key(&sep)?;
+            let sep = KeyPart {
+                field: sep.field,
+                bytes: Cow::Owned(sep.bytes.into_owned()),
+            };
+            let right = self.new_node(KIND_LEAF);
             node::rebuild(self.node_mut(pid), &cells[..at]);
             node::rebuild(self.node_mut(right), &cells[at..]);
-            separator(&key_of(cells[at - 1]), &key_of(cells[at]))
+            (sep, right)
         } else {
-            // The middle cell moves up; its child becomes the right node's leftmost.
+            // The middle cell moves up (a long key's rest with it); its child becomes the
+            // right node's leftmost.
             let at = balanced_split(&cells).clamp(1, cells.len() - 2);
             let mid = cells[at];
             let mid_child = crate::storage::page::rd64(mid, 2);
+            let (field, bytes) = node::cell_key_part(mid, false);
+            let sep = KeyPart {
+                field,
+                bytes: Cow::Owned(bytes.to_vec()),
+            };
+            let right = self.new_node(KIND_BRANCH);
             node::rebuild(self.node_mut(pid), &cells[..at]);
             let r = self.node_mut(right);
             crate::storage::page::set_link(r, mid_child);
             node::rebuild(r, &cells[at + 1..]);
-            key_of(mid)
+            (sep, right)
         };
+        let (sep, right) = sep;
+        let hdr = node::branch_cell_header(sep.field, right);
         match path.pop() {
             None => {
                 let root = self.new_node(KIND_BRANCH);
                 let r = self.node_mut(root);
                 crate::storage::page::set_link(r, pid);
-                let ok = node::insert(r, 0, &[&node::branch_cell_header(sep.len(), right), &sep]);
+                let ok = node::insert(r, 0, &[&hdr, &sep.bytes]);
                 debug_assert!(ok);
                 self.set_root(db, root);
                 Ok(())
             }
             Some((parent, ci)) => {
-                let hdr = node::branch_cell_header(sep.len(), right);
-                if node::insert(self.node_mut(parent), ci, &[&hdr, &sep]) {
+                if node::insert(self.node_mut(parent), ci, &[&hdr, &sep.bytes]) {
                     return Ok(());
                 }
                 let mut bcell = hdr.to_vec();
-                bcell.extend_from_slice(&sep);
+                bcell.extend_from_slice(&sep.bytes);
                 self.split(db, path, parent, ci, &bcell)
             }
         }
@@ -485,13 +589,16 @@ impl Engine {
 
     fn delete_inner(&mut self, db: u32, key: &[u8], path: &mut Vec<(u64, usize)>) -> Result<bool> {
         let leaf = self.descend_mut(db, key, path)?;
-        let Ok(i) = node::search(self.node(leaf), key) else {
+        let Ok(i) = self.search(self.node(leaf), key)? else {
             return Ok(false);
         };
-        let chain = match node::leaf_value(self.node(leaf), i) {
+        let mut chain = match node::leaf_value(self.node(leaf), i) {
             LeafValue::Overflow { first, len } => self.overflow_pages(first, len)?,
             LeafValue::Inline(_) => Vec::new(),
         };
+        if let Some((first, len)) = node::long_key(self.node(leaf), i) {
+            chain.extend(self.overflow_pages(first, len)?);
+        }
         let leaf = self.make_writable(db, path, leaf);
         node::remove(self.node_mut(leaf), i);
         for pid in chain {
@@ -529,7 +636,8 @@ impl Engine {
         );
         self.ensure(lpid)?;
         self.ensure(rpid)?;
-        let sep = node::key(self.node(parent), ri - 1).to_vec();
+        let (sep_field, sep) = node::key_part(self.node(parent), ri - 1);
+        let sep = sep.to_vec();
         let extra = if leaf {
             0
         } else {
@@ -548,7 +656,8 @@ impl Engine {
         let left = self.node_mut(lw);
         let mut at = node::nslots(left);
         if !leaf {
-            let hdr = node::branch_cell_header(sep.len(), crate::storage::page::link(&right));
+            // The separator comes down (a long key's rest with it).
+            let hdr = node::branch_cell_header(sep_field, crate::storage::page::link(&right));
             let ok = node::insert(left, at, &[&hdr, &sep]);
             debug_assert!(ok);
             at += 1;
@@ -558,6 +667,14 @@ impl Engine {
             debug_assert!(ok);
         }
         node::remove(self.node_mut(parent), ri - 1);
+        if leaf {
+            // The separator is dropped: so is a long one's rest.
+            if let Some((first, len)) = node::key_part_rest(sep_field, &sep) {
+                for pid in self.overflow_pages(first, len)? {
+                    self.space.release(pid);
+                }
+            }
+        }
         self.free_page(rpid);
         path.pop();
         self.rebalance(db, path, parent)
@@ -571,31 +688,30 @@ impl Engine {
             out.push(pid);
             let p = self.node(pid);
             let n = node::nslots(p);
+            let mut chains: Vec<(u64, u32)> = (0..n).filter_map(|i| node::long_key(p, i)).collect();
             if node::is_leaf(p) {
-                let chains: Vec<(u64, u32)> = (0..n)
-                    .filter_map(|i| match node::leaf_value(p, i) {
-                        LeafValue::Overflow { first, len } => Some((first, len)),
-                        LeafValue::Inline(_) => None,
-                    })
-                    .collect();
-                for (first, len) in chains {
-                    out.extend(self.overflow_pages(first, len)?);
-                }
+                chains.extend((0..n).filter_map(|i| match node::leaf_value(p, i) {
+                    LeafValue::Overflow { first, len } => Some((first, len)),
+                    LeafValue::Inline(_) => None,
+                }));
             } else {
                 stack.extend((0..=n).map(|i| node::child(p, i)));
+            }
+            for (first, len) in chains {
+                out.extend(self.overflow_pages(first, len)?);
             }
         }
         Ok(())
     }
 }
 
-/// The size limits every write checks: keys up to `max_key`, values up to
+/// The size limits every write checks: keys up to [`MAX_KEY_LEN`], values up to
 /// [`MAX_VALUE_LEN_USIZE`].
-pub(crate) fn check_sizes(key: &[u8], value: &[u8], max_key: usize) -> Result<()> {
-    if key.len() > max_key {
+pub(crate) fn check_sizes(key: &[u8], value: &[u8]) -> Result<()> {
+    if key.len() > MAX_KEY_LEN {
         return Err(Error::KeyTooLarge {
             len: key.len(),
-            max: max_key,
+            max: MAX_KEY_LEN,
         });
     }
     if value.len() > MAX_VALUE_LEN_USIZE {
@@ -605,6 +721,26 @@ pub(crate) fn check_sizes(key: &[u8], value: &[u8], max_key: usize) -> Result<()
         });
     }
     Ok(())
+}
+
+/// Takes the separators around child `idx` of branch `p` as the bounds of the range below
+/// it; false when one is a long key, whose bytes in the page are not the whole bound.
+fn bounds<'p>(
+    p: &'p [u8],
+    idx: usize,
+    lo: &mut Option<&'p [u8]>,
+    hi: &mut Option<&'p [u8]>,
+) -> bool {
+    let mut exact = true;
+    if idx > 0 {
+        *lo = Some(node::key(p, idx - 1));
+        exact &= node::long_key(p, idx - 1).is_none();
+    }
+    if idx < node::nslots(p) {
+        *hi = Some(node::key(p, idx));
+        exact &= node::long_key(p, idx).is_none();
+    }
+    exact
 }
 
 /// Copies a separator into a hint's bound, reusing the bound's buffer.

@@ -8,7 +8,7 @@
 //! |---|---|---|
 //! | 0 | 4 | crc32c of bytes 4..page_size |
 //! | 4 | 1 | kind: 1 leaf, 2 branch, 3 overflow, 4 free list |
-//! | 5 | 1 | reserved (0) |
+//! | 5 | 1 | flags: bit 0 = may hold long keys (leaf, branch; see `btree::node`) |
 //! | 6 | 2 | number of slots (leaf, branch) |
 //! | 8 | 8 | this page's own number (catches misdirected writes) |
 //! | 16 | 8 | checkpoint generation the page was written for (catches stale reuse) |

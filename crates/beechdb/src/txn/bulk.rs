@@ -30,6 +30,7 @@ use super::handle::State;
 use super::scoped_key;
 use super::undo::UndoStore;
 use super::writes::Write;
+use crate::config::Duplicates;
 use crate::config::Durability;
 use crate::env::Shared;
 use crate::error::{Error, Result};
@@ -67,11 +68,13 @@ impl Shared {
             })
             .collect();
         // Databases it creates and keeps (one it also removes is never made).
-        let creates: Vec<(u32, &str)> = st
+        let creates: Vec<(u32, &str, Duplicates)> = st
             .ddl
             .iter()
             .filter_map(|d| match d {
-                Ddl::Create { db, name } if !removed.contains(db) => Some((*db, name.as_str())),
+                Ddl::Create { db, name, dups } if !removed.contains(db) => {
+                    Some((*db, name.as_str(), *dups))
+                }
                 _ => None,
             })
             .collect();
@@ -84,7 +87,7 @@ impl Shared {
         // older database to a new one in between.
         let renamed = st.ddl.iter().find_map(|d| match d {
             Ddl::Remove { db, name }
-                if !created_ever(*db) && creates.iter().any(|(_, n)| n == name) =>
+                if !created_ever(*db) && creates.iter().any(|(_, n, _)| n == name) =>
             {
                 Some(name)
             }
@@ -97,7 +100,7 @@ impl Shared {
             )));
         }
         let mut touched: Vec<u32> = st.dbs.clone();
-        touched.extend(creates.iter().map(|(db, _)| *db));
+        touched.extend(creates.iter().map(|(db, _, _)| *db));
         let store = UndoStore::create(self.storage.clone(), touched, removed.clone())?;
 
         // Step 2.
@@ -105,7 +108,7 @@ impl Shared {
             let mut e = self.engine.write();
             e.check_writable()?;
             for &db in &st.dbs {
-                let created = creates.iter().any(|(c, _)| *c == db);
+                let created = creates.iter().any(|(c, _, _)| *c == db);
                 if !created && !removed.contains(&db) && e.db(db).is_err() {
                     return Err(Error::DbRemoved);
                 }
@@ -118,8 +121,8 @@ impl Shared {
                 return Err(Error::Conflict);
             }
             e.undo.push(store.clone());
-            for &(db, name) in &creates {
-                if let Err(err) = e.create_db_with_id(db, name) {
+            for &(db, name, dups) in &creates {
+                if let Err(err) = e.create_db_with_id(db, name, dups) {
                     return Err(self.fail_applying(&mut e, err));
                 }
                 e.hidden.push(db);
@@ -161,7 +164,7 @@ impl Shared {
             Err(err) => return Err(self.fail_applying(&mut e, err)),
         };
         store.set_committed(lsn);
-        e.hidden.retain(|h| !creates.iter().any(|(c, _)| c == h));
+        e.hidden.retain(|h| !creates.iter().any(|(c, _, _)| c == h));
         e.commit_lsn = lsn;
         e.gc_versions(tx.txns.oldest());
         let garbage = std::mem::take(&mut e.undo_garbage);

@@ -9,6 +9,7 @@
 //! applying a logged commit never fails for a reason that replaying it would meet again.
 
 use super::scoped_key;
+use crate::config::Duplicates;
 use crate::config::Durability;
 use crate::engine::Engine;
 use crate::env::{Shared, Tx};
@@ -21,17 +22,35 @@ use std::sync::atomic::Ordering::{Relaxed, Release};
 /// A database created or removed by a transaction.
 #[derive(Debug, Clone)]
 pub(crate) enum Ddl {
-    Create { db: u32, name: String },
-    Remove { db: u32, name: String },
+    Create {
+        db: u32,
+        name: String,
+        dups: Duplicates,
+    },
+    Remove {
+        db: u32,
+        name: String,
+    },
 }
 
 impl Ddl {
     pub(super) fn record(&self, txn: u64) -> Record<'_> {
         match self {
-            Ddl::Create { db, name } => Record::CreateDb {
+            Ddl::Create {
+                db,
+                name,
+                dups: Duplicates::None,
+            } => Record::CreateDb {
                 txn,
                 prev: 0,
                 db: *db,
+                name,
+            },
+            Ddl::Create { db, name, dups } => Record::CreateDbWithDups {
+                txn,
+                prev: 0,
+                db: *db,
+                dups: u32::from(dups.code()),
                 name,
             },
             Ddl::Remove { db, name } => Record::RemoveDb {
@@ -45,7 +64,11 @@ impl Ddl {
 
     fn op(&self) -> TxnOp<'_> {
         match self {
-            Ddl::Create { db, name } => TxnOp::CreateDb { db: *db, name },
+            Ddl::Create { db, name, dups } => TxnOp::CreateDb {
+                db: *db,
+                name,
+                dups: *dups,
+            },
             Ddl::Remove { db, name } => TxnOp::RemoveDb { db: *db, name },
         }
     }
@@ -80,7 +103,7 @@ impl Engine {
                 }
                 Ok(())
             }
-            TxnOp::CreateDb { db, name } => self.create_db_with_id(db, name),
+            TxnOp::CreateDb { db, name, dups } => self.create_db_with_id(db, name, dups),
             TxnOp::RemoveDb { db, name } => self.remove_db_with_id(db, name),
         }
     }

@@ -14,12 +14,14 @@ use super::scan::TxnIter;
 use super::writes::WriteSet;
 use super::{scoped_key, Ddl};
 use crate::btree::cursor::KeyRange;
-use crate::config::{Durability, Isolation};
+use crate::config::{Duplicates, Durability, Isolation};
+use crate::dups;
 use crate::env::{Db, Shared};
 use crate::error::{Error, Result};
 use crate::wal::{Op, OpsBuilder};
 use parking_lot::{Mutex, MutexGuard};
 use rustc_hash::FxHashSet;
+use std::ops::Bound;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
@@ -131,7 +133,7 @@ impl State {
     /// removed, `None` untouched.
     fn ddl_of(&self, name: &str) -> Option<Option<u32>> {
         self.ddl.iter().rev().find_map(|d| match d {
-            Ddl::Create { db, name: n } if n == name => Some(Some(*db)),
+            Ddl::Create { db, name: n, .. } if n == name => Some(Some(*db)),
             Ddl::Remove { name: n, .. } if n == name => Some(None),
             _ => None,
         })
@@ -253,6 +255,11 @@ impl Txn {
     /// transaction at once, and everywhere after the commit. [`Error::DbExists`] if the
     /// name is taken.
     pub fn create_db(&self, name: &str) -> Result<Db> {
+        self.create_db_with(name, Duplicates::None)
+    }
+
+    /// As [`Txn::create_db`], for a database with duplicates when `dups` says so.
+    pub fn create_db_with(&self, name: &str, dups: Duplicates) -> Result<Db> {
         drop(self.inner.open_state()?);
         self.inner.shared.writable()?;
         crate::env::check_name(name)?;
@@ -266,8 +273,9 @@ impl Txn {
         st.ddl.push(Ddl::Create {
             db,
             name: name.to_string(),
+            dups,
         });
-        Ok(Db::new(self.inner.shared.clone(), db, name))
+        Ok(Db::new(self.inner.shared.clone(), db, name, dups))
     }
 
     /// Removes database `name` when the transaction commits; its handles fail with
@@ -289,8 +297,19 @@ impl Txn {
         Ok(())
     }
 
-    /// The value of `key` in `db` as this transaction sees it.
+    /// The value of `key` in `db` as this transaction sees it (with duplicates, the first).
     pub fn get(&self, db: &Db, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        if db.duplicates() != Duplicates::None {
+            return Ok(self
+                .range(db, key..=key)
+                .next()
+                .transpose()?
+                .map(|(_, v)| v));
+        }
+        self.get_entry(db, key)
+    }
+
+    fn get_entry(&self, db: &Db, key: &[u8]) -> Result<Option<Vec<u8>>> {
         {
             let mut st = self.inner.checked(db)?;
             if let Some(w) = st.writes.get(&scoped_key(db.id(), key))? {
@@ -325,20 +344,79 @@ impl Txn {
 
     fn scan(&self, db: &Db, range: impl KeyRange, rev: bool) -> TxnIter {
         let (lo, hi) = range.bounds();
+        let decode = db.duplicates();
+        let (lo, hi) = match decode {
+            Duplicates::None => (lo, hi),
+            _ => dups::range(lo, hi),
+        };
         let misuse = self.inner.checked(db).err();
-        TxnIter::new(self.inner.clone(), db.clone(), lo, hi, rev, misuse)
+        TxnIter::new(
+            self.inner.clone(),
+            db.clone(),
+            (lo, hi),
+            rev,
+            misuse,
+            decode,
+        )
+    }
+
+    /// The entries of `db` as they are (composites, with duplicates) between the bounds.
+    fn entries(&self, db: &Db, (lo, hi): (Vec<u8>, Vec<u8>), rev: bool) -> TxnIter {
+        let misuse = self.inner.checked(db).err();
+        let bounds = (Bound::Included(lo), Bound::Excluded(hi));
+        TxnIter::new(
+            self.inner.clone(),
+            db.clone(),
+            bounds,
+            rev,
+            misuse,
+            Duplicates::None,
+        )
     }
 
     /// Reads `key` and locks it for this transaction (Berkeley DB's `DB_RMW`), so that no
-    /// other transaction can write it before this one ends.
+    /// other transaction can write it before this one ends. Not for a database with
+    /// duplicates, whose pairs are each locked as they are written.
     pub fn get_for_update(&self, db: &Db, key: &[u8]) -> Result<Option<Vec<u8>>> {
         drop(self.inner.checked(db)?);
+        if db.duplicates() != Duplicates::None {
+            return Err(Error::InvalidArgument(format!(
+                "get_for_update on database {:?}, which holds duplicates: each pair is locked \
+                 when it is written",
+                db.name()
+            )));
+        }
         self.lock(db.id(), key)?;
         self.get(db, key)
     }
 
-    /// Writes `value` under `key` in `db` when the transaction commits.
+    /// Writes `value` under `key` in `db` when the transaction commits (with duplicates:
+    /// adds the pair, as [`Db::put`] does).
     pub fn put(&self, db: &Db, key: &[u8], value: &[u8]) -> Result<()> {
+        match db.duplicates() {
+            Duplicates::None => self.put_entry(db, key, value),
+            Duplicates::Sorted => {
+                let c = dups::sorted_pair(key, value);
+                if self.get_entry(db, &c)?.is_some() {
+                    return Err(Error::KeyExists);
+                }
+                self.put_entry(db, &c, b"")
+            }
+            Duplicates::Unsorted => {
+                let last = self
+                    .entries(db, dups::pairs_of(key), true)
+                    .next()
+                    .transpose()?;
+                let seq = match last {
+                    Some((c, _)) => dups::sequence(&c)? + 1,
+                    None => 0,
+                };
+                self.put_entry(db, &dups::unsorted_pair(key, seq), value)
+            }
+        }
+    }
+
+    fn put_entry(&self, db: &Db, key: &[u8], value: &[u8]) -> Result<()> {
         drop(self.inner.checked(db)?);
         self.inner.shared.writable()?;
         self.inner.shared.check_sizes(key, value)?;
@@ -359,12 +437,27 @@ impl Txn {
         }
     }
 
-    /// Deletes `key` from `db` when the transaction commits; returns whether it was present.
+    /// Deletes `key` from `db` when the transaction commits (with duplicates: all its
+    /// pairs); returns whether it was present.
     pub fn delete(&self, db: &Db, key: &[u8]) -> Result<bool> {
+        if db.duplicates() == Duplicates::None {
+            return self.delete_entry(db, key);
+        }
+        let pairs: Vec<Vec<u8>> = self
+            .entries(db, dups::pairs_of(key), false)
+            .map(|kv| kv.map(|(c, _)| c))
+            .collect::<Result<_>>()?;
+        for c in &pairs {
+            self.delete_entry(db, c)?;
+        }
+        Ok(!pairs.is_empty())
+    }
+
+    fn delete_entry(&self, db: &Db, key: &[u8]) -> Result<bool> {
         drop(self.inner.checked(db)?);
         self.inner.shared.writable()?;
         self.lock(db.id(), key)?;
-        let existed = self.get(db, key)?.is_some();
+        let existed = self.get_entry(db, key)?.is_some();
         let mut st = self.inner.checked(db)?;
         st.write(db.id(), key, None);
         self.spill_if_over(&mut st)?;

@@ -15,6 +15,7 @@
 use super::handle::TxnInner;
 use super::scoped_range;
 use crate::btree::cursor::{beyond, read_run, seek_from};
+use crate::config::Duplicates;
 use crate::engine::{Engine, NeedResult};
 use crate::env::Db;
 use crate::error::{Error, Result};
@@ -42,6 +43,8 @@ pub struct TxnIter {
     /// or two entries), doubling up to a leaf's worth.
     batch_bytes: usize,
     done: bool,
+    /// Decode composite entries into pairs (a database with duplicates, walked for users).
+    decode: Duplicates,
     /// A misuse found when the scan was created (a finished transaction, another
     /// environment's database): the first item.
     misuse: Option<Error>,
@@ -51,10 +54,10 @@ impl TxnIter {
     pub(crate) fn new(
         txn: Arc<TxnInner>,
         db: Db,
-        lo: Bound<Vec<u8>>,
-        hi: Bound<Vec<u8>>,
+        (lo, hi): (Bound<Vec<u8>>, Bound<Vec<u8>>),
         reverse: bool,
         misuse: Option<Error>,
+        decode: Duplicates,
     ) -> Self {
         let empty = is_empty(&lo, &hi);
         let (from, to) = if reverse { (hi, lo) } else { (lo, hi) };
@@ -68,6 +71,7 @@ impl TxnIter {
             batch_bytes: 512,
             done: empty,
             misuse,
+            decode,
         }
     }
 
@@ -221,8 +225,11 @@ impl Iterator for TxnIter {
             return Some(Err(e));
         }
         loop {
-            if let Some(entry) = self.batch.next() {
-                return Some(Ok(entry));
+            if let Some((k, v)) = self.batch.next() {
+                return Some(match self.decode {
+                    Duplicates::None => Ok((k, v)),
+                    dups => crate::dups::decode(dups, &k, &v),
+                });
             }
             if self.done {
                 return None;

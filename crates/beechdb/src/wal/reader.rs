@@ -17,6 +17,7 @@
 
 use super::record::{unframe, Framed, Kind, Op, Record, Runs, REC_HDR};
 use super::{salt, segment_name, Segment, SEG_HDR};
+use crate::config::Duplicates;
 use crate::error::{Error, Result};
 use crate::storage::{Storage, StorageFile};
 use std::collections::BTreeMap;
@@ -78,8 +79,37 @@ impl LogRecord {
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum TxnOp<'a> {
     Write(Op<'a>),
-    CreateDb { db: u32, name: &'a str },
-    RemoveDb { db: u32, name: &'a str },
+    CreateDb {
+        db: u32,
+        name: &'a str,
+        dups: Duplicates,
+    },
+    RemoveDb {
+        db: u32,
+        name: &'a str,
+    },
+}
+
+/// The operation of a database-creating record.
+fn create_op<'a>(rec: &Record<'a>, lsn: u64) -> Result<TxnOp<'a>> {
+    Ok(match *rec {
+        Record::CreateDb { db, name, .. } => TxnOp::CreateDb {
+            db,
+            name,
+            dups: Duplicates::None,
+        },
+        Record::CreateDbWithDups { db, name, dups, .. } => TxnOp::CreateDb {
+            db,
+            name,
+            dups: u8::try_from(dups)
+                .ok()
+                .and_then(Duplicates::from_code)
+                .ok_or_else(|| {
+                    corrupt(format!("log record at LSN {lsn} names duplicates {dups}"))
+                })?,
+        },
+        _ => unreachable!("called for database creations only"),
+    })
 }
 
 /// A committed transaction found by [`LogReader::next_commit`].
@@ -317,7 +347,9 @@ impl LogReader {
                         f(TxnOp::Write(op))?;
                     }
                 }
-                Record::CreateDb { db, name, .. } => f(TxnOp::CreateDb { db, name })?,
+                Record::CreateDb { .. } | Record::CreateDbWithDups { .. } => {
+                    f(create_op(&rec.record(), lsn)?)?
+                }
                 Record::RemoveDb { db, name, .. } => f(TxnOp::RemoveDb { db, name })?,
                 Record::Abort { .. }
                 | Record::SegmentEnd {}
@@ -353,7 +385,9 @@ impl LogReader {
         for &lsn in chain.iter().rev() {
             let rec = self.record_at(lsn)?.ok_or_else(|| part_missing(c, lsn))?;
             match rec.record() {
-                Record::CreateDb { db, name, .. } => f(TxnOp::CreateDb { db, name })?,
+                Record::CreateDb { .. } | Record::CreateDbWithDups { .. } => {
+                    f(create_op(&rec.record(), lsn)?)?
+                }
                 Record::RemoveDb { db, name, .. } => {
                     removed.push(db);
                     f(TxnOp::RemoveDb { db, name })?
@@ -531,7 +565,7 @@ mod tests {
                             let v = op.value().map(<[u8]>::to_vec);
                             done.writes.insert((op.db(), op.key().to_vec()), v);
                         }
-                        TxnOp::CreateDb { db, name } => done.ddl.push((true, db, name.into())),
+                        TxnOp::CreateDb { db, name, .. } => done.ddl.push((true, db, name.into())),
                         TxnOp::RemoveDb { db, name } => done.ddl.push((false, db, name.into())),
                     }
                     Ok(())

@@ -464,6 +464,9 @@ log_records! {
     /// write of a key overrides an earlier one's), but for writes to databases it removed.
     /// Runs it rolled back are not listed.
     8 CommitRuns "commit-runs" { txn: u64, prev: u64, ddl: u32, runs: Runs<'a> }
+    /// A transaction created database `name` with id `db` holding duplicates (`dups`: 1
+    /// sorted, 2 unsorted); `create-db` is a database without.
+    9 CreateDbWithDups "create-db-dups" { txn: u64, prev: u64, db: u32, dups: u32, name: &'a str }
 }
 
 impl<'a> Record<'a> {
@@ -475,6 +478,7 @@ impl<'a> Record<'a> {
             | Record::TxnData { prev, .. }
             | Record::Abort { prev, .. }
             | Record::CreateDb { prev, .. }
+            | Record::CreateDbWithDups { prev, .. }
             | Record::RemoveDb { prev, .. } => *prev = lsn,
             Record::SegmentEnd {} | Record::Checkpoint { .. } => {}
         }
@@ -490,6 +494,7 @@ impl<'a> Record<'a> {
             | Record::TxnData { txn, prev, .. }
             | Record::Abort { txn, prev }
             | Record::CreateDb { txn, prev, .. }
+            | Record::CreateDbWithDups { txn, prev, .. }
             | Record::RemoveDb { txn, prev, .. } => Some((txn, prev)),
             Record::SegmentEnd {} | Record::Checkpoint { .. } => None,
         }
@@ -633,6 +638,13 @@ mod tests {
                 prev: 0,
                 db: 3,
                 name: "accounts",
+            },
+            Record::CreateDbWithDups {
+                txn: 8,
+                prev: 0,
+                db: 4,
+                dups: 1,
+                name: "pairs",
             },
             Record::RemoveDb {
                 txn: 9,
