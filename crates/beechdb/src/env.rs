@@ -865,8 +865,7 @@ impl Db {
     /// Calls `f` with the value stored under `key` without copying it out, if present.
     pub fn get_with<R>(&self, key: &[u8], f: impl FnOnce(&[u8]) -> R) -> Result<Option<R>> {
         if self.dups != Duplicates::None {
-            let first = self.pairs(key).next().transpose()?;
-            return Ok(first.map(|(_, v)| f(&v)));
+            return Ok(self.first_pair(key)?.map(|v| f(&v)));
         }
         let mut f = Some(f);
         let (r, _) = self.shared.read(|e| {
@@ -930,10 +929,16 @@ impl Db {
         self.store(key, value, true)
     }
 
+    #[inline]
     fn store(&self, key: &[u8], value: &[u8], no_overwrite: bool) -> Result<()> {
         if self.dups == Duplicates::None {
             return self.store_entry(key, value, no_overwrite);
         }
+        self.store_pair(key, value, no_overwrite)
+    }
+
+    #[cold]
+    fn store_pair(&self, key: &[u8], value: &[u8], no_overwrite: bool) -> Result<()> {
         if no_overwrite && self.pairs(key).next().transpose()?.is_some() {
             return Err(Error::KeyExists);
         }
@@ -962,6 +967,7 @@ impl Db {
         }
     }
 
+    #[inline]
     fn store_entry(&self, key: &[u8], value: &[u8], no_overwrite: bool) -> Result<()> {
         if self.shared.tx.is_some() {
             self.shared
@@ -980,6 +986,11 @@ impl Db {
         if self.dups == Duplicates::None {
             return self.delete_entry(key);
         }
+        self.delete_pairs(key)
+    }
+
+    #[cold]
+    fn delete_pairs(&self, key: &[u8]) -> Result<bool> {
         let (lo, hi) = dups::pairs_of(key);
         let range = (Bound::Included(lo), Bound::Excluded(hi));
         if self.shared.tx.is_some() {
@@ -1044,11 +1055,17 @@ impl Db {
         Ok(n)
     }
 
+    #[cold]
+    fn first_pair(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        Ok(self.pairs(key).next().transpose()?.map(|(_, v)| v))
+    }
+
     /// The pairs of `key`, decoded.
     fn pairs(&self, key: &[u8]) -> Iter {
         self.range(key..=key)
     }
 
+    #[inline]
     fn delete_entry(&self, key: &[u8]) -> Result<bool> {
         if self.shared.tx.is_some() {
             return self.shared.autocommit(self.id, key, None, false);

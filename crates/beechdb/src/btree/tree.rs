@@ -45,16 +45,22 @@ pub(crate) struct Position {
 impl Engine {
     /// Binary search of any node: `Ok(i)` when cell `i` has the key, else `Err(i)` where it
     /// would go. Reads a long key's rest only when its first bytes do not decide.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn search(&self, p: &[u8], k: &[u8]) -> Result<std::result::Result<usize, usize>> {
         if !node::has_long_keys(p) {
             return Ok(node::search(p, k));
         }
+        self.search_long(p, k)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn search_long(&self, p: &[u8], k: &[u8]) -> Result<std::result::Result<usize, usize>> {
         node::search_long(p, k, &|first, len| self.long_key_rest(first, len))
     }
 
     /// The index of the child of branch `p` whose range holds `k`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn child_index(&self, p: &[u8], k: &[u8]) -> Result<usize> {
         Ok(match self.search(p, k)? {
             Ok(i) => i + 1,
@@ -96,6 +102,7 @@ impl Engine {
 
     /// `key` as a new cell holds it: itself, or, when longer than a page takes whole, its
     /// first bytes and a new overflow chain with the rest.
+    #[inline(always)]
     fn encode_key<'k>(&mut self, key: &'k [u8]) -> Result<KeyPart<'k>> {
         if key.len() <= self.layout.max_key {
             return Ok(KeyPart {
@@ -103,6 +110,12 @@ impl Engine {
                 bytes: Cow::Borrowed(key),
             });
         }
+        self.encode_long_key(key)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn encode_long_key<'k>(&mut self, key: &'k [u8]) -> Result<KeyPart<'k>> {
         let held = self.layout.long_prefix;
         let first = self.write_overflow(&key[held..])?;
         let mut bytes = key[..held].to_vec();
@@ -452,16 +465,16 @@ impl Engine {
                 LeafValue::Inline(_) => {}
             }
         }
-        // A replaced entry keeps its key part (a long key's rest stays where it is).
+        // A replaced long key keeps its key part (its rest stays where it is).
         let kpart = match found {
-            Ok(i) => {
+            Ok(i) if node::long_key(self.node(leaf), i).is_some() => {
                 let (field, bytes) = node::key_part(self.node(leaf), i);
                 KeyPart {
                     field,
                     bytes: Cow::Owned(bytes.to_vec()),
                 }
             }
-            Err(_) => self.encode_key(key)?,
+            _ => self.encode_key(key)?,
         };
         let ovf = if inline {
             None
@@ -725,22 +738,23 @@ pub(crate) fn check_sizes(key: &[u8], value: &[u8]) -> Result<()> {
 
 /// Takes the separators around child `idx` of branch `p` as the bounds of the range below
 /// it; false when one is a long key, whose bytes in the page are not the whole bound.
+#[inline(always)]
 fn bounds<'p>(
     p: &'p [u8],
     idx: usize,
     lo: &mut Option<&'p [u8]>,
     hi: &mut Option<&'p [u8]>,
 ) -> bool {
-    let mut exact = true;
+    let n = node::nslots(p);
     if idx > 0 {
         *lo = Some(node::key(p, idx - 1));
-        exact &= node::long_key(p, idx - 1).is_none();
     }
-    if idx < node::nslots(p) {
+    if idx < n {
         *hi = Some(node::key(p, idx));
-        exact &= node::long_key(p, idx).is_none();
     }
-    exact
+    !node::has_long_keys(p)
+        || (idx == 0 || node::long_key(p, idx - 1).is_none())
+            && (idx == n || node::long_key(p, idx).is_none())
 }
 
 /// Copies a separator into a hint's bound, reusing the bound's buffer.
