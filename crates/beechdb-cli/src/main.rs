@@ -75,6 +75,12 @@ enum Command {
         /// one database (loading it then needs the name).
         #[arg(long, requires = "db")]
         plain: bool,
+        /// Recover every readable record of a damaged environment (like db_dump -r): walk
+        /// each tree past pages that fail their checks, then read leaf pages no tree
+        /// reaches into a section named `__salvaged`. Reads the last checkpoint only (not
+        /// the log). Exit status 1 when something was damaged.
+        #[arg(long, conflicts_with = "plain")]
+        salvage: bool,
         /// Output file (default: standard output).
         #[arg(short, long)]
         output: Option<PathBuf>,
@@ -305,8 +311,17 @@ fn run(cli: Cli) -> Res<ExitCode> {
             dir,
             db,
             printable,
+            salvage: true,
+            output,
+            ..
+        } => dump_salvage(&dir, db, printable, output),
+        Command::Dump {
+            dir,
+            db,
+            printable,
             plain,
             output,
+            ..
         } => dump(&dir, db, printable, plain, output, accept),
         Command::Load {
             dir,
@@ -482,6 +497,68 @@ fn stat(dir: &Path, only: Option<String>, json: bool, accept: bool) -> Res<ExitC
     })
 }
 
+/// The dump's destination: a file, or standard output.
+fn dump_output(output: &Option<PathBuf>) -> Res<Box<dyn Write>> {
+    Ok(match output {
+        Some(p) => Box::new(BufWriter::new(
+            std::fs::File::create(p).map_err(|e| format!("-o {}: {}", p.display(), io_msg(&e)))?,
+        )),
+        None => Box::new(BufWriter::new(std::io::stdout().lock())),
+    })
+}
+
+/// The section name of the records salvaged from pages no database reaches.
+const ORPHANS: &str = "__salvaged";
+
+fn dump_salvage(
+    dir: &Path,
+    only: Option<String>,
+    printable: bool,
+    output: Option<PathBuf>,
+) -> Res<ExitCode> {
+    let mut out = dump_output(&output)?;
+    let (mut databases, mut records) = (0u64, 0u64);
+    let report = beechdb::salvage_path(dir, |s| {
+        if only.is_some() && s.database.is_some() && s.database != only {
+            return Ok(());
+        }
+        let pairs = s.pairs();
+        let header = DumpHeader {
+            database: Some(s.database.clone().unwrap_or_else(|| ORPHANS.to_string())),
+            printable,
+            duplicates: s.duplicates != Duplicates::None,
+            dupsort: s.duplicates == Duplicates::Sorted,
+            ..Default::default()
+        };
+        databases += 1;
+        records += pairs.len() as u64;
+        write_section(&mut out, &header, pairs.into_iter().map(Ok)).map(drop)
+    })
+    .map_err(|e| format!("{}: {e}", dir.display()))?;
+    out.flush()?;
+    for p in &report.problems {
+        eprintln!("beech: salvage: {}", serde_json::to_string(p)?);
+    }
+    eprintln!(
+        "beech: salvaged {records} records in {databases} sections from checkpoint {} of {} \
+         ({} problems{})",
+        report.generation,
+        dir.display(),
+        report.problems.len(),
+        if report.is_clean() {
+            ""
+        } else {
+            "; records on damaged pages are lost, and pages no database reaches are in the \
+             section __salvaged"
+        }
+    );
+    Ok(if report.is_clean() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
 fn dump(
     dir: &Path,
     only: Option<String>,
@@ -502,12 +579,7 @@ fn dump(
             .map_err(|e| format!("{}: {e}", dir.display()))?;
         dbs.push(db);
     }
-    let mut out: Box<dyn Write> = match &output {
-        Some(p) => Box::new(BufWriter::new(
-            std::fs::File::create(p).map_err(|e| format!("-o {}: {}", p.display(), io_msg(&e)))?,
-        )),
-        None => Box::new(BufWriter::new(std::io::stdout().lock())),
-    };
+    let mut out = dump_output(&output)?;
     let mut total = 0;
     for db in &dbs {
         total += db.len()?;

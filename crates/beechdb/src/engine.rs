@@ -148,8 +148,10 @@ fn read_error(read_only: bool, e: Error) -> Error {
         Error::Corrupt { page, detail } if read_only => Error::Corrupt {
             page,
             detail: format!(
-                "{detail} (opened read-only: if another process writes this environment, it \
-                 has likely reused the page after a checkpoint; open again to read the newer one)"
+                "{detail} (read-only: if another process writes this environment, it may have \
+                 reused the page after a checkpoint, and opening again reads the newer one; \
+                 otherwise the page is damaged: `beech verify` reports the damage and \
+                 `beech dump --salvage` recovers every record still readable)"
             ),
         },
         e => e,

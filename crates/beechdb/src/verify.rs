@@ -131,7 +131,54 @@ fn newest_generation(storage: &dyn Storage) -> Result<u64> {
     Ok(read_metas(file.as_ref()).map_or(0, |(m, _, _)| m.generation))
 }
 
+/// What salvage recovered of one database, or (`database` `None`) from leaf pages that no
+/// database's tree reaches any more (a damaged branch's children, say).
+#[derive(Debug, Clone)]
+pub struct Salvaged {
+    /// The database's name, from the catalog.
+    pub database: Option<String>,
+    /// Whether it holds duplicates (its entries are then composite, see [`Salvaged::pairs`]).
+    pub duplicates: crate::Duplicates,
+    /// Every readable entry, in key order (orphans: in page order).
+    pub entries: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+impl Salvaged {
+    /// The entries as the user's key/value pairs (a database with duplicates stores each pair
+    /// under a composite key); entries that do not decode are left out.
+    pub fn pairs(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
+        match self.duplicates {
+            crate::Duplicates::None => self.entries.clone(),
+            dups => self
+                .entries
+                .iter()
+                .filter_map(|(k, v)| crate::dups::decode(dups, k, v).ok())
+                .collect(),
+        }
+    }
+}
+
+/// Salvage (Berkeley DB's `db_dump -r`): every entry that can still be read from the durable
+/// checkpoint of the environment in `path`, whatever is damaged. Each database's tree is
+/// walked, skipping pages that fail their checks (and entries whose overflow chains do);
+/// then leaf pages that are neither reached nor free are read as orphans. `f` receives each
+/// database, then the orphans (if any), one at a time; the report lists what was wrong.
+/// Reads only; commits only in the log are not included.
+pub fn salvage_path(
+    path: impl AsRef<Path>,
+    mut f: impl FnMut(Salvaged) -> Result<()>,
+) -> Result<VerifyReport> {
+    let storage = crate::files::existing_dir(path.as_ref())?;
+    walk_storage(&storage, Some(&mut f))
+}
+
 pub(crate) fn verify_storage(storage: &dyn Storage) -> Result<VerifyReport> {
+    walk_storage(storage, None)
+}
+
+type SalvageFn<'a> = &'a mut dyn FnMut(Salvaged) -> Result<()>;
+
+fn walk_storage(storage: &dyn Storage, salvage: Option<SalvageFn>) -> Result<VerifyReport> {
     let file = storage
         .open_read_only(DB_FILE)
         .map_err(|e| Error::io("opening the page file", e))?;
@@ -162,6 +209,7 @@ pub(crate) fn verify_storage(storage: &dyn Storage) -> Result<VerifyReport> {
         meta,
         leaf_depth: None,
         report,
+        salvage,
     };
     w.run()?;
     Ok(w.report)
@@ -178,7 +226,7 @@ enum Use {
     Free,
 }
 
-struct Walker<'a> {
+struct Walker<'a, 's> {
     file: &'a dyn StorageFile,
     meta: Meta,
     layout: Layout,
@@ -186,9 +234,11 @@ struct Walker<'a> {
     seen: Vec<Use>,
     leaf_depth: Option<u32>,
     report: VerifyReport,
+    /// Receives each database's readable entries when salvaging.
+    salvage: Option<SalvageFn<'s>>,
 }
 
-impl Walker<'_> {
+impl Walker<'_, '_> {
     fn problem(&mut self, page: Option<u64>, db: &str, kind: &str, detail: impl Into<String>) {
         let database = (!db.is_empty()).then(|| db.to_string());
         self.report.problems.push(Problem {
@@ -287,7 +337,7 @@ impl Walker<'_> {
         let mut ids = std::collections::HashSet::new();
         for (name, value) in catalog {
             let name = String::from_utf8_lossy(&name).into_owned();
-            let Some((id, root, entries, _)) = decode_catalog_record(&value) else {
+            let Some((id, root, entries, dups)) = decode_catalog_record(&value) else {
                 self.problem(
                     None,
                     &name,
@@ -305,7 +355,16 @@ impl Walker<'_> {
                 );
             }
             self.report.databases += 1;
-            let found = self.walk_tree(&name, root, None)?;
+            let mut collected = Vec::new();
+            let collect = self.salvage.is_some().then_some(&mut collected);
+            let found = self.walk_tree(&name, root, collect)?;
+            if let Some(f) = self.salvage.as_mut() {
+                f(Salvaged {
+                    database: Some(name.clone()),
+                    duplicates: dups,
+                    entries: collected,
+                })?;
+            }
             self.report.entries += found;
             if found != entries {
                 self.problem(
@@ -319,6 +378,76 @@ impl Walker<'_> {
         for pid in 2..self.meta.page_count {
             if self.seen[pid as usize] == Use::Unseen {
                 self.problem(Some(pid), "", "leak", "page is neither used nor free");
+            }
+        }
+        if self.salvage.is_some() {
+            self.salvage_orphans()?;
+        }
+        Ok(())
+    }
+
+    /// Reads the entries of leaf pages no tree reached, for salvage.
+    fn salvage_orphans(&mut self) -> Result<()> {
+        let mut entries = Vec::new();
+        for pid in 2..self.meta.page_count {
+            if self.seen[pid as usize] != Use::Unseen {
+                continue;
+            }
+            let readable = read_checked(
+                self.file,
+                pid,
+                &mut self.buf,
+                self.meta.page_count,
+                self.meta.generation,
+                Some(page::KIND_LEAF),
+            )
+            .and_then(|_| node::validate(&self.buf, pid, &self.layout, self.meta.page_count));
+            if readable.is_err() {
+                continue;
+            }
+            self.seen[pid as usize] = Use::Used;
+            let p = std::mem::take(&mut self.buf);
+            self.leaf_entries(&p, pid, "(orphans)", &mut entries)?;
+            self.buf = p;
+        }
+        if let Some(f) = self.salvage.as_mut() {
+            if !entries.is_empty() {
+                f(Salvaged {
+                    database: None,
+                    duplicates: crate::Duplicates::None,
+                    entries,
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The entries of leaf `p` whose key and value read whole (overflow chains intact).
+    fn leaf_entries(
+        &mut self,
+        p: &[u8],
+        pid: u64,
+        db: &str,
+        out: &mut Vec<(Vec<u8>, Vec<u8>)>,
+    ) -> Result<()> {
+        for i in 0..node::nslots(p) {
+            let mut key = node::key(p, i).to_vec();
+            let mut whole = true;
+            if let Some((first, len)) = node::long_key(p, i) {
+                let rest = self.walk_overflow(db, pid, first, len)?;
+                whole &= rest.len() == len as usize;
+                key.extend(rest);
+            }
+            let value = match node::leaf_value(p, i) {
+                LeafValue::Inline(v) => v.to_vec(),
+                LeafValue::Overflow { first, len } => {
+                    let v = self.walk_overflow(db, pid, first, len)?;
+                    whole &= v.len() == len as usize;
+                    v
+                }
+            };
+            if whole {
+                out.push((key, value));
             }
         }
         Ok(())
@@ -348,10 +477,13 @@ impl Walker<'_> {
             let n = node::nslots(&p);
             // Whole keys: a long key's rest is read from its chain (whose pages are used).
             let mut keys = Vec::with_capacity(n);
-            for i in 0..n {
+            let mut whole = vec![true; n];
+            for (i, whole) in whole.iter_mut().enumerate() {
                 let mut k = node::key(&p, i).to_vec();
                 if let Some((first, len)) = node::long_key(&p, i) {
-                    k.extend(self.walk_overflow(db, pid, first, len)?);
+                    let rest = self.walk_overflow(db, pid, first, len)?;
+                    *whole = rest.len() == len as usize;
+                    k.extend(rest);
                 }
                 keys.push(k);
             }
@@ -390,10 +522,13 @@ impl Walker<'_> {
                     let value = match node::leaf_value(&p, i) {
                         LeafValue::Inline(v) => v.to_vec(),
                         LeafValue::Overflow { first, len } => {
-                            self.walk_overflow(db, pid, first, len)?
+                            let v = self.walk_overflow(db, pid, first, len)?;
+                            whole[i] &= v.len() == len as usize;
+                            v
                         }
                     };
-                    if let Some(c) = collect.as_deref_mut() {
+                    // A broken chain was reported; its entry is not data to hand out.
+                    if let Some(c) = collect.as_deref_mut().filter(|_| whole[i]) {
                         c.push((key.clone(), value));
                     }
                 }
