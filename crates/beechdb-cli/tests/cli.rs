@@ -566,8 +566,35 @@ fn stat_dump_and_verify_read_beside_a_writer_and_change_nothing() {
     let (code, _, err) = beech(&["checkpoint", d], None);
     assert_eq!(code, 2);
     assert!(err.contains("already open"), "{err}");
+    // While the writer commits row after row: every inspection succeeds, and what each dump
+    // sees only grows.
+    let feeder = std::thread::spawn(move || {
+        for i in 0..3000 {
+            if sql
+                .write_all(format!("INSERT INTO t(y) VALUES ('row {i}');\n").as_bytes())
+                .is_err()
+            {
+                break;
+            }
+        }
+        sql
+    });
+    let mut seen = 0;
+    for round in 0..12 {
+        let (code, out, err) = beech(&["dump", "-p", d, "t1"], None);
+        assert_eq!(code, 0, "round {round}: {err}");
+        let rows = out.lines().filter(|l| l.starts_with(' ')).count() / 2;
+        assert!(rows >= seen, "round {round}: {rows} rows after {seen}");
+        seen = rows;
+        let (code, out, err) = beech(&["verify", d], None);
+        assert_eq!(code, 0, "round {round}: {out} {err}");
+        assert_eq!(beech(&["stat", d], None).0, 0);
+    }
+    let sql = feeder.join().unwrap();
     drop(sql);
     assert!(writer.wait().unwrap().success());
+    let (_, out, _) = beech(&["stat", d, "t1"], None);
+    assert!(out.contains("3003\tEntries"), "{out}");
 }
 
 #[test]
