@@ -428,8 +428,22 @@ fn run(cli: Cli) -> Res<ExitCode> {
             }
         }
         Command::Verify { dir, json } => {
-            let report =
-                beechdb::verify_path(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            let mut progress: Option<Progress> = None;
+            let report = beechdb::verify_path_with_progress(&dir, |done, total| {
+                progress
+                    .get_or_insert_with(|| {
+                        Progress::new(
+                            format!("verify {}", dir.display()),
+                            Some(total),
+                            Unit::Pages,
+                        )
+                    })
+                    .update(done)
+            })
+            .map_err(|e| format!("{}: {e}", dir.display()))?;
+            if let Some(p) = progress {
+                p.finish();
+            }
             if json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 pub(crate) enum Unit {
     Bytes,
     Records,
+    Pages,
 }
 
 pub(crate) struct Progress {
@@ -35,9 +36,11 @@ impl Progress {
                 (Some(_), Unit::Bytes) => {
                     "{msg} [{bar:30}] {bytes}/{total_bytes} ({bytes_per_sec}, ETA {eta})"
                 }
-                (Some(_), Unit::Records) => "{msg} [{bar:30}] {pos}/{len} ({per_sec}, ETA {eta})",
+                (Some(_), Unit::Records | Unit::Pages) => {
+                    "{msg} [{bar:30}] {pos}/{len} ({per_sec}, ETA {eta})"
+                }
                 (None, Unit::Bytes) => "{spinner} {msg} {bytes} ({bytes_per_sec})",
-                (None, Unit::Records) => "{spinner} {msg} {pos} ({per_sec})",
+                (None, Unit::Records | Unit::Pages) => "{spinner} {msg} {pos} ({per_sec})",
             };
             let bar = match total {
                 Some(t) => indicatif::ProgressBar::new(t),
@@ -77,6 +80,12 @@ impl Progress {
         }
     }
 
+    /// Moves to position `done` and shows it (for callers that report rarely).
+    pub fn update(&mut self, done: u64) {
+        self.done = done;
+        self.show();
+    }
+
     pub fn inc(&mut self, n: u64) {
         self.set(self.done + n);
     }
@@ -94,6 +103,7 @@ impl Progress {
         let count = |n: u64| match self.unit {
             Unit::Bytes => format!("{:.1} MB", n as f64 / 1e6),
             Unit::Records => format!("{n} records"),
+            Unit::Pages => format!("{n} pages"),
         };
         let elapsed = self.start.elapsed().as_secs_f64();
         let line = match self.total.filter(|&t| t > 0) {

@@ -441,6 +441,17 @@ fn repeated_and_existing_keys_are_reported() {
         err.contains("beech: load standard input: ") && err.contains(" MB in "),
         "{err}"
     );
+    let (code, _, err) = run(
+        Command::new(env!("CARGO_BIN_EXE_beech"))
+            .args(["verify", d])
+            .env("BEECH_PROGRESS_INTERVAL_MS", "1"),
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("beech: verify ") && err.contains(" pages of "),
+        "{err}"
+    );
 }
 
 #[test]

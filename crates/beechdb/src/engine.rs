@@ -88,6 +88,12 @@ pub(crate) struct Engine {
     /// allocation, relocation, freeing, eviction. A [`LeafHint`] is valid only in its epoch.
     pub(crate) epoch: u64,
     pub(crate) hint: LeafHint,
+    /// The leaf and slot of the last insert, and how many inserts in a row each went one
+    /// slot after the one before: a leaf filled by a long such run (a sorted load) is split
+    /// where the insert goes, not in the middle. Short runs (a batch of a few keys) are not
+    /// a sorted load: full pages would only split again at the next random insert.
+    pub(crate) last_insert: Option<(u64, usize)>,
+    pub(crate) insert_run: u32,
     /// Unique among all engines of the process: names this engine in thread-local read hints.
     pub(crate) instance: u64,
     /// Log position the next (or the in-flight) checkpoint covers, its segment and the log's
@@ -438,6 +444,8 @@ impl Engine {
             path_buf: Vec::new(),
             epoch: 0,
             hint: LeafHint::default(),
+            last_insert: None,
+            insert_run: 0,
             instance: {
                 static NEXT_INSTANCE: std::sync::atomic::AtomicU64 =
                     std::sync::atomic::AtomicU64::new(1);

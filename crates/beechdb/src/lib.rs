@@ -58,7 +58,9 @@ pub use pinned::PinnedCheckpoint;
 pub use replica::Replicator;
 pub use stats::{DbStat, EnvStat, LockCounts, LogCounts, TxnCounts, TxnStat};
 pub use txn::{Savepoint, Txn, TxnIter};
-pub use verify::{salvage_path, verify_path, Problem, Salvaged, VerifyReport};
+pub use verify::{
+    salvage_path, verify_path, verify_path_with_progress, Problem, Salvaged, VerifyReport,
+};
 pub use wal::print_log;
 
 /// Largest value accepted (4 GiB - 1); longer values get [`Error::ValueTooLarge`].

@@ -78,6 +78,14 @@ impl VerifyReport {
 /// checkpoint meanwhile: problems are then checked again against the newer checkpoint).
 /// Nothing is created: a directory without an environment is an error.
 pub fn verify_path(path: impl AsRef<Path>) -> Result<VerifyReport> {
+    verify_path_with_progress(path, |_, _| {})
+}
+
+/// [`verify_path`], calling `progress(pages checked, pages in the checkpoint)` as it goes.
+pub fn verify_path_with_progress(
+    path: impl AsRef<Path>,
+    mut progress: impl FnMut(u64, u64),
+) -> Result<VerifyReport> {
     let storage = crate::files::existing_dir(path.as_ref())?;
     let exists = storage
         .exists(DB_FILE)
@@ -90,7 +98,7 @@ pub fn verify_path(path: impl AsRef<Path>) -> Result<VerifyReport> {
     }
     let mut tries = 0;
     let mut report = loop {
-        let report = verify_storage(&storage)?;
+        let report = walk_storage(&storage, None, Some(&mut progress))?;
         // A process writing the environment reuses the pages of a checkpoint once a newer
         // one is durable: problems found then are checked again against the newer one.
         if report.is_clean() || tries == 3 || newest_generation(&storage)? == report.generation {
@@ -169,16 +177,21 @@ pub fn salvage_path(
     mut f: impl FnMut(Salvaged) -> Result<()>,
 ) -> Result<VerifyReport> {
     let storage = crate::files::existing_dir(path.as_ref())?;
-    walk_storage(&storage, Some(&mut f))
+    walk_storage(&storage, Some(&mut f), None)
 }
 
 pub(crate) fn verify_storage(storage: &dyn Storage) -> Result<VerifyReport> {
-    walk_storage(storage, None)
+    walk_storage(storage, None, None)
 }
 
 type SalvageFn<'a> = &'a mut dyn FnMut(Salvaged) -> Result<()>;
+type ProgressFn<'a> = &'a mut dyn FnMut(u64, u64);
 
-fn walk_storage(storage: &dyn Storage, salvage: Option<SalvageFn>) -> Result<VerifyReport> {
+fn walk_storage<'s>(
+    storage: &dyn Storage,
+    salvage: Option<SalvageFn<'s>>,
+    progress: Option<ProgressFn<'s>>,
+) -> Result<VerifyReport> {
     let file = storage
         .open_read_only(DB_FILE)
         .map_err(|e| Error::io("opening the page file", e))?;
@@ -210,6 +223,7 @@ fn walk_storage(storage: &dyn Storage, salvage: Option<SalvageFn>) -> Result<Ver
         leaf_depth: None,
         report,
         salvage,
+        progress,
     };
     w.run()?;
     Ok(w.report)
@@ -236,6 +250,8 @@ struct Walker<'a, 's> {
     report: VerifyReport,
     /// Receives each database's readable entries when salvaging.
     salvage: Option<SalvageFn<'s>>,
+    /// Told every so many pages how far the walk got.
+    progress: Option<ProgressFn<'s>>,
 }
 
 impl Walker<'_, '_> {
@@ -293,6 +309,11 @@ impl Walker<'_, '_> {
         ) {
             Ok(_) => {
                 self.report.pages_checked += 1;
+                if let Some(f) = self.progress.as_mut() {
+                    if self.report.pages_checked.is_multiple_of(256) {
+                        f(self.report.pages_checked, self.meta.page_count);
+                    }
+                }
                 Ok(true)
             }
             Err(Error::Corrupt { page, detail }) => {

@@ -84,3 +84,24 @@ fn million_records_in_a_small_cache() {
     let st = db.stat().unwrap();
     eprintln!("{st}{}", env.stat().unwrap());
 }
+
+/// Sorted keys loaded below a larger key already there (a load into a database that holds
+/// data) fill pages as an append at the right edge does, instead of leaving them half full.
+#[test]
+fn sorted_loads_below_existing_keys_fill_pages() {
+    let env = Env::open_with_storage(
+        std::sync::Arc::new(beechdb::storage::MemStorage::new()),
+        Config::new(),
+    )
+    .unwrap();
+    let db = env.create_db("t").unwrap();
+    db.put(b"\xff\xff", b"the largest key, there first")
+        .unwrap();
+    for i in 0..100_000u64 {
+        db.put(&key(i), &value(i)).unwrap();
+    }
+    let stat = db.stat().unwrap();
+    assert!(stat.fill_percent > 85.0, "{stat}");
+    // Random inserts still split evenly: nothing changes for them.
+    assert_eq!(db.len().unwrap(), 100_001);
+}

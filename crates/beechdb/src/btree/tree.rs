@@ -11,6 +11,9 @@ use std::cell::RefCell;
 /// Largest value accepted: 4 GiB - 1 (lengths are stored in 32 bits).
 pub(crate) const MAX_VALUE_LEN_USIZE: usize = u32::MAX as usize;
 
+/// Inserts in a row, each one slot after the one before, that make a sorted load.
+const SORTED_RUN: u32 = 32;
+
 /// Largest key accepted: 16 MiB. Keys longer than a quarter page are long keys, their rest
 /// in an overflow chain (see `node`); every copy of a key (locks, write sets, the log) is
 /// held in memory, hence a bound far below the value's.
@@ -505,7 +508,15 @@ impl Engine {
         };
         let hdr = node::leaf_cell_header(kpart.field, vfield);
         let kbytes = &kpart.bytes[..];
-        if !node::insert(self.node_mut(leaf), idx, &[&hdr, kbytes, vbytes]) {
+        let follows = idx > 0 && self.last_insert == Some((leaf, idx - 1));
+        self.insert_run = if follows {
+            self.insert_run.saturating_add(1)
+        } else {
+            0
+        };
+        if node::insert(self.node_mut(leaf), idx, &[&hdr, kbytes, vbytes]) {
+            self.last_insert = found.is_err().then_some((leaf, idx));
+        } else {
             let mut cell = Vec::with_capacity(LEAF_CELL_HDR + kbytes.len() + vbytes.len());
             cell.extend_from_slice(&hdr);
             cell.extend_from_slice(kbytes);
@@ -532,9 +543,17 @@ impl Engine {
         cells.insert(idx, cell);
         let rightmost = path.iter().all(|&(p, i)| i == node::nslots(self.node(p)));
         let sep = if leaf {
-            // Appending at the right edge of the tree: leave the left page full.
-            let at = if idx == n && rightmost {
-                n
+            // Appending at the right edge of the tree, or inserting right after the last
+            // insert (a sorted load, also below larger keys): split where the insert goes,
+            // leaving the left page full.
+            let fits = |part: &[&[u8]]| {
+                part.iter().map(|c| c.len() + 2).sum::<usize>() <= self.layout.capacity()
+            };
+            let sequential = (idx == n && rightmost
+                || self.insert_run >= SORTED_RUN && self.last_insert == Some((pid, idx - 1)))
+                && fits(&cells[idx..]);
+            let at = if sequential {
+                idx
             } else {
                 balanced_split(&cells)
             };
@@ -550,6 +569,7 @@ impl Engine {
             let right = self.new_node(KIND_LEAF);
             node::rebuild(self.node_mut(pid), &cells[..at]);
             node::rebuild(self.node_mut(right), &cells[at..]);
+            self.last_insert = sequential.then_some((right, 0));
             (sep, right)
         } else {
             // The middle cell moves up (a long key's rest with it); its child becomes the
