@@ -113,7 +113,7 @@ pub(crate) fn init(p: &mut [u8], kind: u8) {
     set_content_start(p, len);
 }
 
-/// Bytes of the key part of a cell whose `klen` field is `field`, and whether it is long.
+/// Bytes of the key part of a cell whose `klen` field is `field`.
 #[inline]
 fn key_part_len(field: usize) -> usize {
     if field & LONG_KEY != 0 {
@@ -169,23 +169,18 @@ pub(crate) fn key(p: &[u8], i: usize) -> &[u8] {
 /// Where the rest of cell `i`'s key lies (first page, bytes) if it is a long key.
 #[inline]
 pub(crate) fn long_key(p: &[u8], i: usize) -> Option<(u64, u32)> {
-    let off = slot(p, i);
-    let field = rd16(p, off);
-    (field & LONG_KEY != 0).then(|| {
-        let r = off + cell_hdr(p) + (field & !LONG_KEY);
-        (rd64(p, r), rd32(p, r + 8))
-    })
+    let (field, part) = key_part(p, i);
+    key_part_rest(field, part)
 }
 
 /// The `klen` field and key part of cell `i`, as a new cell of either kind repeats them.
+#[inline]
 pub(crate) fn key_part(p: &[u8], i: usize) -> (usize, &[u8]) {
-    let off = slot(p, i);
-    let field = rd16(p, off);
-    let start = off + cell_hdr(p);
-    (field, &p[start..start + key_part_len(field)])
+    cell_key_part(&p[slot(p, i)..], is_leaf(p))
 }
 
 /// The key part of a raw cell (see [`cell`]) of a leaf or branch.
+#[inline]
 pub(crate) fn cell_key_part(c: &[u8], leaf: bool) -> (usize, &[u8]) {
     let field = rd16(c, 0);
     let start = if leaf { LEAF_CELL_HDR } else { BRANCH_CELL_HDR };
@@ -193,6 +188,7 @@ pub(crate) fn cell_key_part(c: &[u8], leaf: bool) -> (usize, &[u8]) {
 }
 
 /// Where the rest of a key part's long key lies, if it is one.
+#[inline]
 pub(crate) fn key_part_rest(field: usize, part: &[u8]) -> Option<(u64, u32)> {
     (field & LONG_KEY != 0).then(|| {
         let r = field & !LONG_KEY;

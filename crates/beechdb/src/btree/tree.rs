@@ -78,16 +78,12 @@ impl Engine {
     }
 
     /// The whole key of cell `i` of node `p`.
+    #[inline]
     pub(crate) fn full_key<'p>(&self, p: &'p [u8], i: usize) -> Result<Cow<'p, [u8]>> {
-        let held = node::key(p, i);
-        Ok(match node::long_key(p, i) {
-            None => Cow::Borrowed(held),
-            Some((first, len)) => {
-                let mut k = held.to_vec();
-                self.read_overflow(first, len, &mut k)?;
-                Cow::Owned(k)
-            }
-        })
+        match node::long_key(p, i) {
+            None => Ok(Cow::Borrowed(node::key(p, i))),
+            Some(_) => self.cell_key(node::cell(p, i), node::is_leaf(p)),
+        }
     }
 
     /// The whole key of a raw cell of a leaf or branch.
