@@ -127,12 +127,26 @@ pub(crate) fn run(dir: &Path, file: Option<PathBuf>, opts: Options) -> Res<ExitC
 /// `beech migrate`: every database of every Berkeley DB file in `from`, dumped by `tool`
 /// (db5.3_dump), loaded as one load: all or nothing.
 pub(crate) fn migrate(from: &Path, dir: &Path, tool: &str, opts: Options) -> Res<ExitCode> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(from)
-        .map_err(|e| format!("{}: {}", from.display(), io_msg(&e)))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_file())
-        .collect();
-    files.sort();
+    // The environment's directory, and the data directories its DB_CONFIG names.
+    let mut dirs = vec![from.to_path_buf()];
+    if let Ok(config) = std::fs::read_to_string(from.join("DB_CONFIG")) {
+        for line in config.lines() {
+            let mut words = line.split_whitespace();
+            if let (Some("set_data_dir" | "add_data_dir"), Some(d)) = (words.next(), words.next()) {
+                dirs.push(from.join(d));
+            }
+        }
+    }
+    let mut files: Vec<PathBuf> = Vec::new();
+    for d in &dirs {
+        let mut here: Vec<PathBuf> = std::fs::read_dir(d)
+            .map_err(|e| format!("{}: {}", d.display(), io_msg(&e)))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.is_file())
+            .collect();
+        here.sort();
+        files.extend(here);
+    }
     // Berkeley DB's own files: the region files, its log and its configuration.
     files.retain(|p| {
         let name = p

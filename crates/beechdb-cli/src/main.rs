@@ -106,8 +106,9 @@ enum Command {
         #[arg(long)]
         page_size: Option<usize>,
     },
-    /// Move a whole Berkeley DB environment in: every database of every file in FROM (but
-    /// Berkeley DB's own `__db.*`, `log.*` and `DB_CONFIG`), dumped with db5.3_dump, into
+    /// Move a whole Berkeley DB environment in: every database of every file in FROM and in
+    /// the data directories its DB_CONFIG names (but Berkeley DB's own `__db.*`, `log.*`
+    /// and `DB_CONFIG`), dumped with db5.3_dump, into
     /// the BeechDB environment DIR. A file's databases keep their names; a file holding one
     /// unnamed database gives it the file's name. All or nothing; a name found in two files,
     /// or already in DIR, stops it. Run db5.3_recover on FROM first if its

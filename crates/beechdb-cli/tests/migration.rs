@@ -495,14 +495,32 @@ fn migrate_moves_every_database_of_every_file_or_nothing() {
         ],
     );
     std::fs::write(p("__db.001"), b"region").unwrap();
-    std::fs::write(p("DB_CONFIG"), b"set_cachesize 0 1000000 1\n").unwrap();
+    // A data directory named by DB_CONFIG holds one more file.
+    std::fs::write(
+        p("DB_CONFIG"),
+        b"set_cachesize 0 1000000 1\nset_data_dir data\n",
+    )
+    .unwrap();
+    std::fs::create_dir(from.join("data")).unwrap();
+    let elsewhere = "VERSION=3\nformat=print\ntype=btree\nHEADER=END\n far\n away\nDATA=END\n";
+    std::fs::write(tmp.path().join("far.dump"), elsewhere).unwrap();
+    bdb(
+        &load,
+        &[
+            "-f",
+            tmp.path().join("far.dump").to_str().unwrap(),
+            &p("data/far.db"),
+        ],
+    );
     let dest = tmp.path().join("beech");
     let d = dest.to_str().unwrap();
     let (code, _, err) = beech(&["migrate", from.to_str().unwrap(), d], None);
     assert_eq!(code, 0, "{err}");
     let out = String::from_utf8(beech_ok(&["dump", "-p", d])).unwrap();
     assert!(
-        out.contains("database=accounts\n") && out.contains("database=single.db\n"),
+        out.contains("database=accounts\n")
+            && out.contains("database=single.db\n")
+            && out.contains("database=far.db\n"),
         "{out}"
     );
     assert!(
