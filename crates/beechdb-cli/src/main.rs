@@ -359,7 +359,21 @@ fn run(cli: Cli) -> Res<ExitCode> {
             },
         ),
         Command::Recover { dir } => {
-            let env = open_existing(&dir, true, accept)?;
+            let what = format!("recover {}", dir.display());
+            let progress = std::sync::Mutex::new(None::<Progress>);
+            let progress = std::sync::Arc::new(progress);
+            let shown = progress.clone();
+            let cfg = Config::new()
+                .keep_logs(true)
+                .recovery_progress(move |done, total| {
+                    let mut p = shown.lock().unwrap_or_else(|e| e.into_inner());
+                    p.get_or_insert_with(|| Progress::new(what.clone(), Some(total), Unit::Bytes))
+                        .update(done);
+                });
+            let env = open_with(&dir, cfg, accept)?;
+            if let Some(p) = progress.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                p.finish();
+            }
             require_log(&env, &dir, "recover")?;
             println!("recovery replayed {} commits", env.recovered_commits());
             env.close()?;

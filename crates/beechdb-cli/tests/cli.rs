@@ -639,3 +639,24 @@ fn salvage_recovers_every_readable_record_of_a_damaged_environment() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(beech(&["verify", f.to_str().unwrap()], None).0, 0);
 }
+
+#[test]
+fn recover_shows_progress() {
+    let dir = tempfile::tempdir().unwrap();
+    killed_transactional(dir.path(), 5000);
+    let out = Command::new(env!("CARGO_BIN_EXE_beech"))
+        .args(["recover", dir.path().to_str().unwrap()])
+        .env("BEECH_PROGRESS_INTERVAL_MS", "0")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("replayed 5001 commits"), "{stdout}");
+    assert!(
+        stderr.contains("beech: recover ") && stderr.contains(" MB of "),
+        "{stderr}"
+    );
+}

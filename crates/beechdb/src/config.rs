@@ -147,6 +147,17 @@ pub struct Config {
     pub(crate) accept_meta_fallback: bool,
     pub(crate) txn_memory: usize,
     pub(crate) read_only: bool,
+    pub(crate) recovery_progress: Option<RecoveryProgress>,
+}
+
+/// Called during recovery with the log bytes replayed so far and the bytes to replay.
+#[derive(Clone)]
+pub(crate) struct RecoveryProgress(pub(crate) std::sync::Arc<dyn Fn(u64, u64) + Send + Sync>);
+
+impl std::fmt::Debug for RecoveryProgress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RecoveryProgress")
+    }
 }
 
 /// Memory a transaction's writes may take before they spill to the log, unless configured
@@ -172,6 +183,7 @@ impl Default for Config {
             accept_meta_fallback: false,
             txn_memory: DEFAULT_TXN_MEMORY,
             read_only: false,
+            recovery_progress: None,
         }
     }
 }
@@ -266,6 +278,13 @@ impl Config {
         self.accept_meta_fallback = on;
         self
     }
+    /// Calls `f(replayed, total)` (log bytes) now and then while opening replays the log,
+    /// for a progress display during a long recovery.
+    pub fn recovery_progress(mut self, f: impl Fn(u64, u64) + Send + Sync + 'static) -> Config {
+        self.recovery_progress = Some(RecoveryProgress(std::sync::Arc::new(f)));
+        self
+    }
+
     /// Opens an existing environment for reading only, beside a process that may have it
     /// open for writing (as Berkeley DB's db_stat and db_dump do): no lock is taken and no
     /// file is written. It reads the last durable checkpoint plus the commits logged after

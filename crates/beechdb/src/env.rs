@@ -500,11 +500,17 @@ impl Env {
                 (from.lsn, Some(from.chain)),
                 rec.end,
             )?;
+            let total = rec.end.saturating_sub(from.lsn);
             while let Some(c) = reader.next_commit()? {
                 reader.for_each_op(&c, |op| engine.apply_op(op, c.end, false))?;
                 engine.commit_lsn = c.end;
                 engine.shrink_cache();
                 recovered_commits += 1;
+                if let Some(p) = &config.recovery_progress {
+                    if recovered_commits % 1024 == 0 {
+                        (p.0)(c.end.saturating_sub(from.lsn), total);
+                    }
+                }
             }
             engine.commit_lsn = rec.end;
             wal = (!read_only).then(|| {
