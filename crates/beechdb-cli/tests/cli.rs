@@ -660,3 +660,28 @@ fn recover_shows_progress() {
         "{stderr}"
     );
 }
+
+#[test]
+fn checkpoint_after_a_crash_removes_the_replayed_log() {
+    let dir = tempfile::tempdir().unwrap();
+    killed_transactional(dir.path(), 3000);
+    let segments = || {
+        std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter(|e| {
+                let name = e.as_ref().unwrap().file_name();
+                let name = name.to_string_lossy();
+                name.starts_with("log.") && name[4..].bytes().all(|b| b.is_ascii_digit())
+            })
+            .count()
+    };
+    let before = segments();
+    assert!(before >= 3, "{before} segments");
+    let (code, out, err) = beech(&["checkpoint", dir.path().to_str().unwrap()], None);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        segments() <= 2,
+        "{} of {before} segments left: {out}",
+        segments()
+    );
+}
