@@ -88,6 +88,14 @@ pub(crate) fn sequence(composite: &[u8]) -> Result<u64> {
     ))
 }
 
+/// The sequence number for a key's next unsorted pair, after its `last` entry (if any).
+pub(crate) fn next_sequence(last: Option<&(Vec<u8>, Vec<u8>)>) -> Result<u64> {
+    Ok(match last {
+        Some((c, _)) => sequence(c)? + 1,
+        None => 0,
+    })
+}
+
 /// The user's key and value of a stored entry.
 pub(crate) fn decode(
     dups: Duplicates,

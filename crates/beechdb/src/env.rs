@@ -945,7 +945,17 @@ impl Db {
 
     #[cold]
     fn store_pair(&self, key: &[u8], value: &[u8], no_overwrite: bool) -> Result<()> {
-        if no_overwrite && self.pairs(key).next().transpose()?.is_some() {
+        if self.shared.tx.is_some() {
+            // One transaction: the check and the write see the same pairs, and `Txn::put`
+            // keeps two writers from taking the same entry.
+            let t = Txn::begin(self.shared.clone(), crate::Isolation::ReadCommitted)?;
+            if no_overwrite && t.get(self, key)?.is_some() {
+                return Err(Error::KeyExists);
+            }
+            t.put(self, key, value)?;
+            return t.commit().map(drop);
+        }
+        if no_overwrite && self.first_pair(key)?.is_some() {
             return Err(Error::KeyExists);
         }
         if self.dups == Duplicates::Sorted {
@@ -962,11 +972,8 @@ impl Db {
             )
             .next()
             .transpose()?;
-            let seq = match last {
-                Some((c, _)) => dups::sequence(&c)? + 1,
-                None => 0,
-            };
-            match self.store_entry(&dups::unsorted_pair(key, seq), value, true) {
+            let c = dups::unsorted_pair(key, dups::next_sequence(last.as_ref())?);
+            match self.store_entry(&c, value, true) {
                 Err(Error::KeyExists) => continue,
                 r => return r,
             }
@@ -997,14 +1004,14 @@ impl Db {
 
     #[cold]
     fn delete_pairs(&self, key: &[u8]) -> Result<bool> {
-        let (lo, hi) = dups::pairs_of(key);
-        let range = (Bound::Included(lo), Bound::Excluded(hi));
         if self.shared.tx.is_some() {
             let t = Txn::begin(self.shared.clone(), crate::Isolation::ReadCommitted)?;
             let found = t.delete(self, key)?;
             t.commit()?;
             return Ok(found);
         }
+        let (lo, hi) = dups::pairs_of(key);
+        let range = (Bound::Included(lo), Bound::Excluded(hi));
         let entries: Vec<Vec<u8>> = Iter::entries(self.clone(), range, false)
             .map(|kv| kv.map(|(c, _)| c))
             .collect::<Result<_>>()?;

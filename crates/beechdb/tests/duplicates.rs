@@ -227,3 +227,37 @@ fn duplicates_in_transactions_and_after_recovery() {
     ));
     env.close().unwrap();
 }
+
+/// Two threads appending to one key of an unsorted database at once, in a transactional
+/// environment: every pair is kept (two writers never take the same entry).
+#[test]
+fn concurrent_appends_to_one_key_lose_no_pair() {
+    let env = Env::open_with_storage(
+        std::sync::Arc::new(beechdb::storage::MemStorage::new()),
+        Config::new()
+            .transactional(true)
+            .durability(beechdb::Durability::NoSync),
+    )
+    .unwrap();
+    let db = env.create_db_with("d", Duplicates::Unsorted).unwrap();
+    std::thread::scope(|s| {
+        for t in 0..2u8 {
+            let db = &db;
+            s.spawn(move || {
+                for i in 0..300u32 {
+                    loop {
+                        match db.put(b"k", &[&[t][..], &i.to_be_bytes()].concat()) {
+                            Err(e) if e.is_retryable() => continue,
+                            r => break r.unwrap(),
+                        }
+                    }
+                }
+            });
+        }
+    });
+    assert_eq!(db.count(b"k").unwrap(), 600);
+    let mut values = db.get_all(b"k").unwrap();
+    values.sort();
+    values.dedup();
+    assert_eq!(values.len(), 600);
+}

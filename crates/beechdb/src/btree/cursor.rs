@@ -87,18 +87,19 @@ impl Cursor {
     /// Moves to the next pair of the same key (Berkeley DB's `DB_NEXT_DUP`); false, and
     /// not moved, when the key has no more.
     pub fn next_dup(&mut self) -> Result<bool> {
-        let Some(key) = self.key().map(<[u8]>::to_vec) else {
+        let (Some(key), Some(here)) = (
+            self.key().map(<[u8]>::to_vec),
+            self.entry_key().map(<[u8]>::to_vec),
+        ) else {
             return Ok(false);
         };
-        if !self.next()? {
-            self.last()?;
-            return Ok(false);
+        if self.next()? && self.key() == Some(&key[..]) {
+            return Ok(true);
         }
-        if self.key() != Some(&key[..]) {
-            self.prev()?;
-            return Ok(false);
-        }
-        Ok(true)
+        // Not moved: back onto the entry it stood on.
+        let r = self.fill(Seek::Ge(&here));
+        self.decoded(r)?;
+        Ok(false)
     }
 
     /// Moves to the first pair of the next key (Berkeley DB's `DB_NEXT_NODUP`); false (and

@@ -395,24 +395,31 @@ impl Txn {
     pub fn put(&self, db: &Db, key: &[u8], value: &[u8]) -> Result<()> {
         match db.duplicates() {
             Duplicates::None => self.put_entry(db, key, value),
+            // Each pair's entry is locked before it is looked for, so that two transactions
+            // cannot both find it free: under read-committed the second sees the first's
+            // commit (a sorted pair exists; an unsorted number is taken, so it takes the
+            // next); under snapshot isolation the lock reports the conflict.
             Duplicates::Sorted => {
                 let c = dups::sorted_pair(key, value);
+                drop(self.inner.checked(db)?);
+                self.lock(db.id(), &c)?;
                 if self.get_entry(db, &c)?.is_some() {
                     return Err(Error::KeyExists);
                 }
                 self.put_entry(db, &c, b"")
             }
-            Duplicates::Unsorted => {
+            Duplicates::Unsorted => loop {
                 let last = self
                     .entries(db, dups::pairs_of(key), true)
                     .next()
                     .transpose()?;
-                let seq = match last {
-                    Some((c, _)) => dups::sequence(&c)? + 1,
-                    None => 0,
-                };
-                self.put_entry(db, &dups::unsorted_pair(key, seq), value)
-            }
+                let c = dups::unsorted_pair(key, dups::next_sequence(last.as_ref())?);
+                drop(self.inner.checked(db)?);
+                self.lock(db.id(), &c)?;
+                if self.get_entry(db, &c)?.is_none() {
+                    return self.put_entry(db, &c, value);
+                }
+            },
         }
     }
 
