@@ -7,6 +7,21 @@
 use crate::functions::UserFunction;
 use crate::value::{Collation, Value};
 
+/// Names a part of a parsed statement whose plan may be kept between runs (see
+/// `exec::PlanCache`): unique in the process, given by the parser. `PlanId::NONE` marks a
+/// tree built while running (never cached: its address and content are not stable).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PlanId(u64);
+
+impl PlanId {
+    pub const NONE: PlanId = PlanId(0);
+
+    pub fn fresh() -> PlanId {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        PlanId(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+    }
+}
+
 #[derive(Debug, Clone)]
 pub enum Stmt {
     Select(Box<Select>),
@@ -16,6 +31,7 @@ pub enum Stmt {
         table: String,
         where_: Option<Expr>,
         returning: Vec<ResultColumn>,
+        plan: PlanId,
     },
     CreateTable(Box<CreateTable>),
     CreateIndex {
@@ -118,6 +134,7 @@ pub struct Update {
     pub where_: Option<Expr>,
     pub conflict: Conflict,
     pub returning: Vec<ResultColumn>,
+    pub plan: PlanId,
 }
 
 #[derive(Debug, Clone)]
@@ -260,6 +277,7 @@ pub enum Core {
         where_: Option<Expr>,
         group_by: Vec<Expr>,
         having: Option<Expr>,
+        plan: PlanId,
     },
     Values(Vec<Vec<Expr>>),
 }

@@ -334,8 +334,13 @@ impl Exec<'_> {
         match stmt {
             Stmt::Insert(i) => self.insert(i, Some(&sc)).map(drop),
             Stmt::Update(u) => self.update(u, Some(&sc)).map(drop),
-            Stmt::Delete { table, where_, .. } => self
-                .delete(table, where_.as_ref(), &[], Some(&sc))
+            Stmt::Delete {
+                table,
+                where_,
+                plan,
+                ..
+            } => self
+                .delete(table, where_.as_ref(), &[], Some(&sc), *plan)
                 .map(drop),
             Stmt::Select(s) => self.select(s, Some(&sc)).map(drop),
             _ => Err(Error::Sql("statement not allowed in a trigger".into())),
@@ -408,7 +413,10 @@ impl Exec<'_> {
             }
             let (parent, pcols) = self.parent_key(fk)?;
             let filter = Self::key_filter(&parent, &pcols, &vals);
-            if self.matching_rows(&parent, Some(&filter), None)?.is_empty() {
+            if self
+                .matching_rows(&parent, Some(&filter), None, PlanId::NONE)?
+                .is_empty()
+            {
                 return Err(fk_error());
             }
         }
@@ -450,7 +458,10 @@ impl Exec<'_> {
                 }
             }
             let filter = Self::key_filter(&child, &cols, &old_key);
-            if self.matching_rows(&child, Some(&filter), None)?.is_empty() {
+            if self
+                .matching_rows(&child, Some(&filter), None, PlanId::NONE)?
+                .is_empty()
+            {
                 continue;
             }
             let action = if new.is_some() {
@@ -467,7 +478,7 @@ impl Exec<'_> {
             let sets = match (action, &new_key) {
                 (RefAction::NoAction | RefAction::Restrict, _) => return Err(fk_error()),
                 (RefAction::Cascade, None) => {
-                    self.delete(&child.name, Some(&filter), &[], None)?;
+                    self.delete(&child.name, Some(&filter), &[], None, PlanId::NONE)?;
                     continue;
                 }
                 (RefAction::Cascade, Some(nk)) => {
@@ -491,6 +502,7 @@ impl Exec<'_> {
                 where_: Some(filter),
                 conflict: Conflict::Abort,
                 returning: Vec::new(),
+                plan: PlanId::NONE,
             };
             self.update(&update, None)?;
         }
@@ -748,6 +760,7 @@ impl Exec<'_> {
         t: &Table,
         where_: Option<&Expr>,
         outer: Option<&Scope>,
+        plan: PlanId,
     ) -> Result<Vec<Row>> {
         let from = From {
             first: TableRef::Table {
@@ -756,12 +769,19 @@ impl Exec<'_> {
             },
             joins: Vec::new(),
         };
-        let frame = self.frame_of(Some(&from))?;
+        let plan = self.cached_plan(plan, |me| me.plan_from(&from, where_))?;
         let mut out = Vec::new();
-        self.join(&from, &frame, where_, outer, &mut |_, r| {
-            out.push(r.to_vec());
-            Ok(true)
-        })?;
+        self.source_rows(
+            Some(&from),
+            plan.join.as_ref(),
+            &plan.frame,
+            where_,
+            outer,
+            &mut |_, r| {
+                out.push(r.to_vec());
+                Ok(true)
+            },
+        )?;
         Ok(out)
     }
 
@@ -991,7 +1011,7 @@ impl Exec<'_> {
         let changed: Vec<usize> = sets.iter().map(|(i, _)| *i).collect();
         let mut frame = Frame::default();
         frame.push(&t.name, table_columns(&t), true);
-        let rows = self.matching_rows(&t, u.where_.as_ref(), outer)?;
+        let rows = self.matching_rows(&t, u.where_.as_ref(), outer, u.plan)?;
         let n = t.columns.len();
         let mut count = 0;
         for old_full in rows {
@@ -1042,6 +1062,7 @@ impl Exec<'_> {
         where_: Option<&Expr>,
         returning: &[ResultColumn],
         outer: Option<&Scope>,
+        plan: PlanId,
     ) -> Result<u64> {
         if self.schema.views.contains_key(&lc(table)) {
             return Err(Error::Sql(format!(
@@ -1049,7 +1070,7 @@ impl Exec<'_> {
             )));
         }
         let t = self.schema.table(table)?.clone();
-        let rows = self.matching_rows(&t, where_, outer)?;
+        let rows = self.matching_rows(&t, where_, outer, plan)?;
         let n = t.columns.len();
         let mut count = 0;
         for full in rows {

@@ -166,6 +166,8 @@ pub struct Exec<'a> {
     pub ctes: Vec<HashMap<String, Arc<Materialized>>>,
     /// Set from another thread to stop the statement (see `Interrupter`).
     pub interrupted: &'a std::sync::atomic::AtomicBool,
+    /// The running statement's plans, kept between its runs.
+    pub plans: Option<&'a PlanCache>,
 }
 
 fn key_of(e: &Expr) -> usize {
@@ -259,15 +261,65 @@ pub fn conjuncts(e: &Expr) -> Vec<&Expr> {
     }
 }
 
-/// One source of a join being run: its rows, and how it joins.
-struct JoinItem {
-    /// The rows, unless the item is a table read through an access path.
-    rows: Vec<Row>,
+/// A select core's plan: what running it needs that depends only on the statement and
+/// the schema, worked out at its first run and kept in the statement's `PlanCache` (the
+/// part of SQLite's compiled program this interpreter has).
+pub(crate) struct CorePlan {
+    pub(crate) frame: Frame,
+    /// The result columns with `*` expanded: expression and name.
+    exprs: Vec<(Expr, String)>,
+    meta: Arc<[SrcCol]>,
+    /// The ORDER BY terms, result-column references resolved.
+    order_exprs: Vec<Expr>,
+    aggregate: bool,
+    windows: bool,
+    /// How the FROM clause is read, if there is one.
+    pub(crate) join: Option<JoinPlan>,
+}
+
+/// How the sources of a FROM clause are read and joined.
+pub(crate) struct JoinPlan {
+    items: Vec<ItemPlan>,
+    /// The first slot of each item in the joined row.
+    bound: Vec<usize>,
+    /// The conditions checked once each item's row is joined.
+    at_level: Vec<Vec<Expr>>,
+    /// A LEFT JOIN's ON conditions, which decide whether its row matched.
+    on_level: Vec<Vec<Expr>>,
+}
+
+/// One source of a join: a table read through an access path, or rows read in full.
+struct ItemPlan {
     table: Option<Arc<Table>>,
     access: Access,
     left: bool,
-    on: Vec<Expr>,
     width: usize,
+}
+
+/// The plans of one prepared statement's select cores, UPDATEs and DELETEs, by the
+/// `PlanId` the parser gave them, for one schema: a change of schema (a new `Arc`; the
+/// cache keeps the one it was built for alive, so its address is not reused and DDL
+/// copies it rather than changing it in place) empties it.
+#[derive(Default)]
+pub struct PlanCache(parking_lot::Mutex<Plans>);
+
+#[derive(Default)]
+struct Plans {
+    schema: Option<Arc<Schema>>,
+    map: HashMap<PlanId, Arc<CorePlan>>,
+}
+
+impl std::fmt::Debug for PlanCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PlanCache({} plans)", self.0.lock().map.len())
+    }
+}
+
+/// One source of a join being run: its plan and its rows.
+struct JoinItem<'p> {
+    plan: &'p ItemPlan,
+    /// The rows, unless the item is a table read through an access path.
+    rows: Vec<Row>,
     /// For an item scanned in full below the first: its rows by the value of the column an
     /// equality joins on (see `HashProbe`).
     hash: Option<HashProbe>,
@@ -276,6 +328,28 @@ struct JoinItem {
     /// it (see `join_level`).
     probes: std::cell::Cell<usize>,
     hashed: std::cell::RefCell<Option<(Vec<Row>, HashProbe)>>,
+}
+
+/// The join level (index into `bound`) at which everything `e` names from `frame` is
+/// bound; the last level if it holds a subquery.
+fn level_of(e: &Expr, frame: &Frame, bound: &[usize]) -> usize {
+    let mut level = 0;
+    let mut subquery = false;
+    e.walk(&mut |x| match x {
+        Expr::Column { table, name } => {
+            if let Ok(Some((slot, _))) = frame.resolve(table.as_deref(), name) {
+                let l = bound.iter().rposition(|&s| s <= slot).unwrap_or(0);
+                level = level.max(l);
+            }
+        }
+        Expr::Exists(_) | Expr::Subquery(_) | Expr::InSelect { .. } => subquery = true,
+        _ => {}
+    });
+    if subquery {
+        bound.len() - 1
+    } else {
+        level
+    }
 }
 
 /// The rows of a scanned join item grouped by the numeric value of one column, built once
@@ -1042,10 +1116,17 @@ impl<'a> Exec<'a> {
         outer: Option<&Scope>,
         emit: &mut dyn FnMut(&mut Self, &[Value]) -> Result<bool>,
     ) -> Result<()> {
-        // The sources, each with its rows; a nested join is one item of many sources.
-        let mut items: Vec<JoinItem> = Vec::new();
-        // Base tables are read when the access path is known; other sources at once.
-        let item = |me: &mut Self, r: &TableRef, left: bool, on: Vec<Expr>| -> Result<JoinItem> {
+        let plan = self.plan_join(from, frame, filter)?;
+        self.run_join(from, &plan, frame, outer, emit)
+    }
+
+    /// How the sources of `from` are read and joined and where each condition of `filter`
+    /// is checked: decided from the statement and the schema alone, so it is kept between
+    /// runs (see `PlanCache`).
+    fn plan_join(&self, from: &From, frame: &Frame, filter: Option<&Expr>) -> Result<JoinPlan> {
+        let mut items: Vec<ItemPlan> = Vec::new();
+        let mut on_level: Vec<Vec<Expr>> = Vec::new();
+        let item = |me: &Self, r: &TableRef, left: bool| -> Result<ItemPlan> {
             let mut f = Frame::default();
             me.add_ref_columns(r, &mut f)?;
             let table = match r {
@@ -1054,23 +1135,15 @@ impl<'a> Exec<'a> {
                 }
                 _ => None,
             };
-            let rows = match table {
-                Some(_) => Vec::new(),
-                None => me.ref_rows(r, outer)?,
-            };
-            Ok(JoinItem {
-                rows,
+            Ok(ItemPlan {
                 table,
                 access: Access::Scan,
                 left,
-                on,
                 width: f.width,
-                hash: None,
-                probes: Default::default(),
-                hashed: Default::default(),
             })
         };
-        items.push(item(self, &from.first, false, Vec::new())?);
+        items.push(item(self, &from.first, false)?);
+        on_level.push(Vec::new());
         let mut bound: Vec<usize> = vec![0];
         for j in &from.joins {
             let mut on: Vec<Expr> =
@@ -1132,56 +1205,22 @@ impl<'a> Exec<'a> {
                 ));
             }
             bound.push(right_start);
-            items.push(item(self, &j.table, j.left, on)?);
+            items.push(item(self, &j.table, j.left)?);
+            on_level.push(on);
         }
-        // Each WHERE conjunct at the first item where everything it names is bound.
+        // Each WHERE conjunct at the first item where everything it names is bound;
+        // inner-join ON conditions are filters too, left joins' decide the match.
         let n = items.len();
-        let mut at_level: Vec<Vec<&Expr>> = vec![Vec::new(); n];
-        let mut on_level: Vec<Vec<Expr>> = vec![Vec::new(); n];
-        for (i, it) in items.iter_mut().enumerate() {
-            if it.left {
-                on_level[i] = std::mem::take(&mut it.on);
-            } else {
-                for e in it.on.drain(..) {
-                    on_level[i].push(e);
-                }
-            }
+        let mut at_level: Vec<Vec<Expr>> = vec![Vec::new(); n];
+        for c in filter.map(conjuncts).unwrap_or_default() {
+            at_level[level_of(c, frame, &bound)].push(c.clone());
         }
-        let level_of = |e: &Expr| -> usize {
-            let mut level = 0;
-            let mut subquery = false;
-            e.walk(&mut |x| match x {
-                Expr::Column { table, name } => {
-                    if let Ok(Some((slot, _))) = frame.resolve(table.as_deref(), name) {
-                        let l = bound.iter().rposition(|&s| s <= slot).unwrap_or(0);
-                        level = level.max(l);
-                    }
-                }
-                Expr::Exists(_) | Expr::Subquery(_) | Expr::InSelect { .. } => subquery = true,
-                _ => {}
-            });
-            if subquery {
-                n - 1
-            } else {
-                level
-            }
-        };
-        // Inner-join ON conditions are filters too; left joins' decide the match.
-        let mut inner_on: Vec<(usize, Expr)> = Vec::new();
         for (i, it) in items.iter().enumerate() {
             if !it.left {
                 for e in on_level[i].drain(..) {
-                    inner_on.push((i, e));
+                    at_level[level_of(&e, frame, &bound).max(i)].push(e);
                 }
             }
-        }
-        let where_conj: Vec<&Expr> = filter.map(conjuncts).unwrap_or_default();
-        for c in &where_conj {
-            at_level[level_of(c)].push(c);
-        }
-        let inner_on_exprs: Vec<(usize, &Expr)> = inner_on.iter().map(|(i, e)| (*i, e)).collect();
-        for (i, e) in inner_on_exprs {
-            at_level[level_of(e).max(i)].push(e);
         }
         // Access paths: an equality on a table's rowid or indexed column with a value known
         // before the table is read (earlier tables, outer queries, constants).
@@ -1189,30 +1228,54 @@ impl<'a> Exec<'a> {
             let Some(t) = items[i].table.clone() else {
                 continue;
             };
-            let exprs: Vec<&Expr> = at_level[i]
-                .iter()
-                .copied()
-                .chain(on_level[i].iter())
-                .collect();
-            let access = self.choose_access(&t, frame, bound[i], i, &exprs, &level_of);
-            if matches!(access, Access::Scan) && self.plan.is_none() {
-                items[i].rows = self.table_rows(&t)?;
-            }
-            items[i].access = access;
+            let exprs: Vec<&Expr> = at_level[i].iter().chain(on_level[i].iter()).collect();
+            items[i].access = self.choose_access(&t, frame, &bound, i, &exprs);
         }
-        if self.plan.is_none() {
-            self.hash_joins(&mut items, frame, &bound, &at_level, &on_level, &level_of);
+        Ok(JoinPlan {
+            items,
+            bound,
+            at_level,
+            on_level,
+        })
+    }
+
+    /// Runs a planned join: reads each source as planned and hands each joined row that
+    /// passes the conditions to `emit`.
+    fn run_join(
+        &mut self,
+        from: &From,
+        plan: &JoinPlan,
+        frame: &Frame,
+        outer: Option<&Scope>,
+        emit: &mut dyn FnMut(&mut Self, &[Value]) -> Result<bool>,
+    ) -> Result<()> {
+        let refs = std::iter::once(&from.first).chain(from.joins.iter().map(|j| &j.table));
+        let mut items: Vec<JoinItem> = Vec::with_capacity(plan.items.len());
+        // Sources other than tables are read at once, tables when their path says so.
+        for (p, r) in plan.items.iter().zip(refs) {
+            let rows = match (&p.table, &p.access) {
+                (None, _) => self.ref_rows(r, outer)?,
+                (Some(t), Access::Scan) if self.plan.is_none() => self.table_rows(t)?,
+                _ => Vec::new(),
+            };
+            items.push(JoinItem {
+                plan: p,
+                rows,
+                hash: None,
+                probes: Default::default(),
+                hashed: Default::default(),
+            });
         }
-        if let Some(plan) = &mut self.plan {
+        if let Some(lines) = &mut self.plan {
             // EXPLAIN QUERY PLAN: the access path of each source, in loop order.
-            for (i, it) in items.iter().enumerate() {
+            for (i, it) in plan.items.iter().enumerate() {
                 let name = &frame
                     .sources
                     .iter()
-                    .find(|s| s.start == bound[i])
+                    .find(|s| s.start == plan.bound[i])
                     .map_or("?", |s| s.name.as_str())
                     .to_string();
-                plan.push(match (&it.access, &it.table) {
+                lines.push(match (&it.access, &it.table) {
                     (_, None) => format!("SCAN {name} (a subquery, view or CTE)"),
                     (Access::Scan, Some(_)) => format!("SCAN {name}"),
                     (Access::Rowid(_), Some(_)) => {
@@ -1242,27 +1305,29 @@ impl<'a> Exec<'a> {
             }
             return Ok(());
         }
+        self.hash_joins(&mut items, frame, plan);
         let mut row: Vec<Value> = Vec::with_capacity(frame.width);
-        self.join_level(
-            &items, &at_level, &on_level, 0, &mut row, frame, outer, emit,
-        )?;
+        self.join_level(&items, plan, 0, &mut row, frame, outer, emit)?;
         Ok(())
     }
 
     /// The rows of a FROM clause that pass `filter`, handed to `emit`; without a FROM
     /// clause, the one empty row if it passes. Only planning, nothing is evaluated.
-    fn source_rows(
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn source_rows(
         &mut self,
         from: Option<&From>,
+        join: Option<&JoinPlan>,
         frame: &Frame,
         filter: Option<&Expr>,
         outer: Option<&Scope>,
         emit: &mut dyn FnMut(&mut Self, &[Value]) -> Result<bool>,
     ) -> Result<()> {
-        match from {
-            Some(f) => self.join(f, frame, filter, outer, emit),
-            None if self.plan.is_some() => Ok(()),
-            None => {
+        match (from, join) {
+            (Some(f), Some(j)) => self.run_join(f, j, frame, outer, emit),
+            (Some(f), None) => self.join(f, frame, filter, outer, emit),
+            (None, _) if self.plan.is_some() => Ok(()),
+            (None, _) => {
                 let keep = match filter {
                     Some(w) => self.eval(w, &Scope::new(frame, &[], outer))?.truth() == Some(true),
                     None => true,
@@ -1322,26 +1387,17 @@ impl<'a> Exec<'a> {
 
     /// Gives each item scanned in full below the first a `HashProbe` on an equality with
     /// earlier items (for a LEFT JOIN, one of its ON conditions).
-    fn hash_joins(
-        &self,
-        items: &mut [JoinItem],
-        frame: &Frame,
-        bound: &[usize],
-        at_level: &[Vec<&Expr>],
-        on_level: &[Vec<Expr>],
-        level_of: &dyn Fn(&Expr) -> usize,
-    ) {
-        for i in 1..items.len() {
-            let it = &items[i];
-            if !matches!(it.access, Access::Scan) || it.rows.len() < 8 {
+    fn hash_joins(&self, items: &mut [JoinItem], frame: &Frame, plan: &JoinPlan) {
+        for (i, it) in items.iter_mut().enumerate().skip(1) {
+            if !matches!(it.plan.access, Access::Scan) || it.rows.len() < 8 {
                 continue;
             }
-            let exprs: Vec<&Expr> = if it.left {
-                on_level[i].iter().collect()
+            let exprs = if it.plan.left {
+                &plan.on_level[i]
             } else {
-                at_level[i].clone()
+                &plan.at_level[i]
             };
-            let (start, end) = (bound[i], bound[i] + it.width);
+            let (start, end) = (plan.bound[i], plan.bound[i] + it.plan.width);
             let found = exprs.iter().find_map(|e| {
                 let Expr::Binary(BinOp::Eq, a, b) = e else {
                     return None;
@@ -1358,13 +1414,14 @@ impl<'a> Exec<'a> {
                             Expr::Exists(_) | Expr::Subquery(_) | Expr::InSelect { .. }
                         )
                     });
-                    let earlier = level_of(other) < i || !refers_to_frame(other, frame);
+                    let earlier =
+                        level_of(other, frame, &plan.bound) < i || !refers_to_frame(other, frame);
                     ((start..end).contains(&slot) && earlier && !subquery)
                         .then(|| (slot - start, (**other).clone()))
                 })
             });
             if let Some((column, probe)) = found {
-                items[i].hash = Some(HashProbe::build(&items[i].rows, column, probe));
+                it.hash = Some(HashProbe::build(&it.rows, column, probe));
             }
         }
     }
@@ -1373,8 +1430,7 @@ impl<'a> Exec<'a> {
     fn join_level(
         &mut self,
         items: &[JoinItem],
-        at_level: &[Vec<&Expr>],
-        on_level: &[Vec<Expr>],
+        plan: &JoinPlan,
         level: usize,
         row: &mut Vec<Value>,
         frame: &Frame,
@@ -1387,7 +1443,7 @@ impl<'a> Exec<'a> {
         let it = &items[level];
         let base = row.len();
         let mut matched = false;
-        let passes = |me: &mut Self, row: &[Value], exprs: &[&Expr]| -> Result<bool> {
+        let passes = |me: &mut Self, row: &[Value], exprs: &[Expr]| -> Result<bool> {
             let mut padded;
             let r: &[Value] = if row.len() < frame.width {
                 padded = row.to_vec();
@@ -1408,7 +1464,7 @@ impl<'a> Exec<'a> {
             Ok(true)
         };
         let looked_up: Vec<Row>;
-        let rows: &[Row] = match (&it.access, &it.table) {
+        let rows: &[Row] = match (&it.plan.access, &it.plan.table) {
             (Access::Scan, _) | (_, None) if it.hash.is_some() => {
                 let h = it.hash.as_ref().expect("checked");
                 let mut padded = row.clone();
@@ -1448,43 +1504,24 @@ impl<'a> Exec<'a> {
         for r in rows {
             row.truncate(base);
             row.extend(r.iter().cloned());
-            if it.left {
-                let on: Vec<&Expr> = on_level[level].iter().collect();
-                if !passes(self, row, &on)? {
+            if it.plan.left {
+                if !passes(self, row, &plan.on_level[level])? {
                     continue;
                 }
                 matched = true;
             }
-            if !passes(self, row, &at_level[level])? {
+            if !passes(self, row, &plan.at_level[level])? {
                 continue;
             }
-            if !self.join_level(
-                items,
-                at_level,
-                on_level,
-                level + 1,
-                row,
-                frame,
-                outer,
-                emit,
-            )? {
+            if !self.join_level(items, plan, level + 1, row, frame, outer, emit)? {
                 return Ok(false);
             }
         }
-        if it.left && !matched {
+        if it.plan.left && !matched {
             row.truncate(base);
-            row.extend(std::iter::repeat_n(Value::Null, it.width));
-            if passes(self, row, &at_level[level])?
-                && !self.join_level(
-                    items,
-                    at_level,
-                    on_level,
-                    level + 1,
-                    row,
-                    frame,
-                    outer,
-                    emit,
-                )?
+            row.extend(std::iter::repeat_n(Value::Null, it.plan.width));
+            if passes(self, row, &plan.at_level[level])?
+                && !self.join_level(items, plan, level + 1, row, frame, outer, emit)?
             {
                 return Ok(false);
             }
@@ -1499,12 +1536,12 @@ impl<'a> Exec<'a> {
         &self,
         t: &Arc<Table>,
         frame: &Frame,
-        start: usize,
+        bound: &[usize],
         level: usize,
         exprs: &[&Expr],
-        level_of: &dyn Fn(&Expr) -> usize,
     ) -> Access {
-        let ncols = t.columns.len();
+        let (start, ncols) = (bound[level], t.columns.len());
+        let level_of = |e: &Expr| level_of(e, frame, bound);
         let mut best = Access::Scan;
         // The column of this table `col` names (`ncols` for the rowid and its alias), if
         // `other` is known before the table is read.
@@ -2195,51 +2232,67 @@ impl<'a> Exec<'a> {
         Ok(result)
     }
 
-    /// Runs one core; rows are sorted by `order` (the select's ORDER BY, for a simple select).
-    fn core(
-        &mut self,
-        core: &Core,
+    /// The plan kept under `id` for the current schema, else `build`'s (kept, unless `id` is
+    /// `PlanId::NONE` or common table expressions are in scope: their names may hide
+    /// tables, and their columns are known only while running).
+    pub(crate) fn cached_plan(
+        &self,
+        id: PlanId,
+        build: impl FnOnce(&Self) -> Result<CorePlan>,
+    ) -> Result<Arc<CorePlan>> {
+        let cache = match self.plans {
+            Some(c) if id != PlanId::NONE && self.ctes.is_empty() => c,
+            _ => return build(self).map(Arc::new),
+        };
+        let current = |p: &Plans| {
+            p.schema
+                .as_ref()
+                .is_some_and(|s| Arc::ptr_eq(s, self.schema))
+        };
+        {
+            let plans = cache.0.lock();
+            if let Some(p) = plans.map.get(&id).filter(|_| current(&plans)) {
+                return Ok(p.clone());
+            }
+        }
+        let plan = Arc::new(build(self)?);
+        let mut plans = cache.0.lock();
+        if !current(&plans) {
+            plans.map.clear();
+            plans.schema = Some(self.schema.clone());
+        }
+        plans.map.insert(id, plan.clone());
+        Ok(plan)
+    }
+
+    /// The plan of a FROM clause and WHERE condition alone (UPDATE and DELETE).
+    pub(crate) fn plan_from(&self, from: &From, filter: Option<&Expr>) -> Result<CorePlan> {
+        let frame = self.frame_of(Some(from))?;
+        let join = self.plan_join(from, &frame, filter)?;
+        Ok(CorePlan {
+            frame,
+            exprs: Vec::new(),
+            meta: Arc::new([]),
+            order_exprs: Vec::new(),
+            aggregate: false,
+            windows: false,
+            join: Some(join),
+        })
+    }
+
+    /// The plan of a select core: its sources, result columns, ORDER BY terms and joins.
+    #[allow(clippy::too_many_arguments)]
+    fn plan_core(
+        &self,
+        columns: &[ResultColumn],
+        from: Option<&From>,
+        where_: Option<&Expr>,
+        group_by: &[Expr],
+        having: &Option<Expr>,
         outer: Option<&Scope>,
         order: &[OrderTerm],
-    ) -> Result<(Vec<SrcCol>, Keyed)> {
-        let (distinct, columns, from, where_, group_by, having) = match core {
-            Core::Values(rows) => {
-                let sc = Scope::new(&EMPTY_FRAME, &[], outer);
-                let n = rows.first().map_or(0, Vec::len);
-                let mut out = Vec::new();
-                for r in rows {
-                    if r.len() != n {
-                        return Err(Error::Sql(
-                            "all VALUES must have the same number of terms".into(),
-                        ));
-                    }
-                    let vals = r
-                        .iter()
-                        .map(|e| self.eval(e, &sc))
-                        .collect::<Result<Row>>()?;
-                    out.push((vals, Vec::new()));
-                }
-                let meta = (0..n)
-                    .map(|i| SrcCol {
-                        name: format!("column{}", i + 1),
-                        affinity: None,
-                        coll: Collation::Binary,
-                        decl_type: None,
-                        hidden: false,
-                    })
-                    .collect();
-                return Ok((meta, out));
-            }
-            Core::Select {
-                distinct,
-                columns,
-                from,
-                where_,
-                group_by,
-                having,
-            } => (*distinct, columns, from, where_, group_by, having),
-        };
-        let frame = self.frame_of(from.as_ref())?;
+    ) -> Result<CorePlan> {
+        let frame = self.frame_of(from)?;
         // Expand the result columns.
         let mut exprs: Vec<(Expr, String)> = Vec::new();
         for rc in columns {
@@ -2298,13 +2351,9 @@ impl<'a> Exec<'a> {
             || exprs.iter().any(|(e, _)| has_aggregate(e))
             || having.as_ref().is_some_and(has_aggregate)
             || order.iter().any(|o| has_aggregate(&o.expr));
-        if let Some(w) = where_ {
-            if has_aggregate(w) {
-                return Err(Error::Sql("misuse of aggregate function".into()));
-            }
+        if where_.is_some_and(has_aggregate) {
+            return Err(Error::Sql("misuse of aggregate function".into()));
         }
-        // Rows from the joins, each with its sort key.
-        let mut out: Keyed = Vec::new();
         let order_exprs: Vec<Expr> = order
             .iter()
             .map(|o| resolve_order_term(&o.expr, &exprs))
@@ -2313,16 +2362,100 @@ impl<'a> Exec<'a> {
         for e in exprs.iter().map(|(e, _)| e).chain(order_exprs.iter()) {
             collect_matching(e, &|x| matches!(x, Expr::Window(_)), &mut windows);
         }
-        if !windows.is_empty() {
-            if aggregate {
-                return Err(Error::Unsupported(
-                    "window functions over aggregate queries".into(),
-                ));
+        let windows = !windows.is_empty();
+        if windows && aggregate {
+            return Err(Error::Unsupported(
+                "window functions over aggregate queries".into(),
+            ));
+        }
+        let join = match from {
+            Some(f) => Some(self.plan_join(f, &frame, where_)?),
+            None => None,
+        };
+        Ok(CorePlan {
+            frame,
+            exprs,
+            meta: meta.into(),
+            order_exprs,
+            aggregate,
+            windows,
+            join,
+        })
+    }
+
+    /// Runs one core; rows are sorted by `order` (the select's ORDER BY, for a simple select).
+    fn core(
+        &mut self,
+        core: &Core,
+        outer: Option<&Scope>,
+        order: &[OrderTerm],
+    ) -> Result<(Arc<[SrcCol]>, Keyed)> {
+        let (distinct, columns, from, where_, group_by, having, plan_id) = match core {
+            Core::Values(rows) => {
+                let sc = Scope::new(&EMPTY_FRAME, &[], outer);
+                let n = rows.first().map_or(0, Vec::len);
+                let mut out = Vec::new();
+                for r in rows {
+                    if r.len() != n {
+                        return Err(Error::Sql(
+                            "all VALUES must have the same number of terms".into(),
+                        ));
+                    }
+                    let vals = r
+                        .iter()
+                        .map(|e| self.eval(e, &sc))
+                        .collect::<Result<Row>>()?;
+                    out.push((vals, Vec::new()));
+                }
+                let meta = (0..n)
+                    .map(|i| SrcCol {
+                        name: format!("column{}", i + 1),
+                        affinity: None,
+                        coll: Collation::Binary,
+                        decl_type: None,
+                        hidden: false,
+                    })
+                    .collect::<Vec<_>>();
+                return Ok((meta.into(), out));
+            }
+            Core::Select {
+                distinct,
+                columns,
+                from,
+                where_,
+                group_by,
+                having,
+                plan,
+            } => (*distinct, columns, from, where_, group_by, having, *plan),
+        };
+        let plan = self.cached_plan(plan_id, |me| {
+            me.plan_core(
+                columns,
+                from.as_ref(),
+                where_.as_ref(),
+                group_by,
+                having,
+                outer,
+                order,
+            )
+        })?;
+        let (frame, exprs, order_exprs) = (&plan.frame, &plan.exprs, &plan.order_exprs);
+        let join = plan.join.as_ref();
+        let meta = plan.meta.clone();
+        let aggregate = plan.aggregate;
+        let empty_row = vec![Value::Null; frame.width];
+        // Rows from the joins, each with its sort key.
+        let mut out: Keyed = Vec::new();
+        if plan.windows {
+            let mut windows: Vec<&Expr> = Vec::new();
+            for e in exprs.iter().map(|(e, _)| e).chain(order_exprs.iter()) {
+                collect_matching(e, &|x| matches!(x, Expr::Window(_)), &mut windows);
             }
             let mut rows: Vec<Row> = Vec::new();
             self.source_rows(
                 from.as_ref(),
-                &frame,
+                join,
+                frame,
                 where_.as_ref(),
                 outer,
                 &mut |_, r| {
@@ -2330,9 +2463,9 @@ impl<'a> Exec<'a> {
                     Ok(true)
                 },
             )?;
-            let values = self.window_values(&windows, &frame, &rows, outer)?;
+            let values = self.window_values(&windows, frame, &rows, outer)?;
             for (r, vals) in rows.iter().zip(&values) {
-                let mut sc = Scope::new(&frame, r, outer);
+                let mut sc = Scope::new(frame, r, outer);
                 sc.agg = Some(vals);
                 let out_vals = exprs
                     .iter()
@@ -2346,7 +2479,7 @@ impl<'a> Exec<'a> {
             }
         } else if !aggregate {
             let mut produce = |me: &mut Self, r: &[Value]| -> Result<bool> {
-                let sc = Scope::new(&frame, r, outer);
+                let sc = Scope::new(frame, r, outer);
                 let vals = exprs
                     .iter()
                     .map(|(e, _)| me.eval(e, &sc))
@@ -2358,17 +2491,24 @@ impl<'a> Exec<'a> {
                 out.push((vals, keys));
                 Ok(true)
             };
-            self.source_rows(from.as_ref(), &frame, where_.as_ref(), outer, &mut produce)?;
+            self.source_rows(
+                from.as_ref(),
+                join,
+                frame,
+                where_.as_ref(),
+                outer,
+                &mut produce,
+            )?;
         } else {
             // Aggregates: the calls in the result, HAVING and ORDER BY.
             let mut calls: Vec<&Expr> = Vec::new();
-            for (e, _) in &exprs {
+            for (e, _) in exprs {
                 collect_aggregates(e, &mut calls);
             }
             if let Some(h) = having {
                 collect_aggregates(h, &mut calls);
             }
-            for e in &order_exprs {
+            for e in order_exprs {
                 collect_aggregates(e, &mut calls);
             }
             struct Group {
@@ -2379,7 +2519,7 @@ impl<'a> Exec<'a> {
             let mut groups: Vec<(Row, Group)> = Vec::new();
             let mut index: HashMap<String, usize> = HashMap::new();
             let colls: Vec<Collation> = {
-                let sc = Scope::new(&frame, &empty_row, outer);
+                let sc = Scope::new(frame, &empty_row, outer);
                 calls
                     .iter()
                     .map(|c| match c {
@@ -2392,10 +2532,10 @@ impl<'a> Exec<'a> {
             };
             let group_terms: Vec<Expr> = group_by
                 .iter()
-                .map(|g| resolve_group_term(g, &exprs))
+                .map(|g| resolve_group_term(g, exprs))
                 .collect::<Result<_>>()?;
             let mut step = |me: &mut Self, r: &[Value]| -> Result<bool> {
-                let sc = Scope::new(&frame, r, outer);
+                let sc = Scope::new(frame, r, outer);
                 let key = group_terms
                     .iter()
                     .map(|g| me.eval(g, &sc))
@@ -2478,7 +2618,14 @@ impl<'a> Exec<'a> {
                 last.extend_from_slice(r);
                 Ok(true)
             };
-            self.source_rows(from.as_ref(), &frame, where_.as_ref(), outer, &mut step)?;
+            self.source_rows(
+                from.as_ref(),
+                join,
+                frame,
+                where_.as_ref(),
+                outer,
+                &mut step,
+            )?;
             if groups.is_empty() && group_by.is_empty() && self.plan.is_none() {
                 groups.push((
                     Vec::new(),
@@ -2500,7 +2647,7 @@ impl<'a> Exec<'a> {
                 for (ci, c) in calls.iter().enumerate() {
                     values.insert(key_of(c), g.accs[ci].finish()?);
                 }
-                let mut sc = Scope::new(&frame, &g.row, outer);
+                let mut sc = Scope::new(frame, &g.row, outer);
                 sc.agg = Some(&values);
                 if let Some(h) = having {
                     if self.eval(h, &sc)?.truth() != Some(true) {
@@ -2526,10 +2673,10 @@ impl<'a> Exec<'a> {
             plan.push("USE TEMP B-TREE FOR ORDER BY".into());
         }
         if !order.is_empty() {
-            let sc = Scope::new(&frame, &empty_row, outer);
+            let sc = Scope::new(frame, &empty_row, outer);
             let specs: Vec<(bool, Option<bool>, Collation)> = order
                 .iter()
-                .zip(&order_exprs)
+                .zip(order_exprs)
                 .map(|(o, e)| (o.desc, o.nulls_first, self.collation(e, &sc)))
                 .collect();
             out.sort_by(|a, b| {

@@ -190,6 +190,8 @@ pub struct Statement {
     stmt: Stmt,
     params: Vec<Option<String>>,
     explain: bool,
+    /// Plans kept between runs (shared by clones: they name the same `PlanId`s).
+    plans: Arc<exec::PlanCache>,
 }
 
 impl Statement {
@@ -282,6 +284,7 @@ impl Connection {
                 stmt: p.stmt,
                 params: p.params,
                 explain: p.explain,
+                plans: Default::default(),
             }),
             None => Err(Error::Misuse("no SQL statement".into())),
         }
@@ -296,6 +299,7 @@ impl Connection {
                     stmt: p.stmt,
                     params: p.params,
                     explain: p.explain,
+                    plans: Default::default(),
                 },
                 p.consumed,
             )
@@ -310,6 +314,7 @@ impl Connection {
                 stmt: p.stmt,
                 params: p.params,
                 explain: p.explain,
+                plans: Default::default(),
             };
             self.run(&stmt, &[])?;
             rest = &rest[p.consumed..];
@@ -512,14 +517,20 @@ impl Connection {
             plan: Some(Vec::new()),
             ctes: Vec::new(),
             interrupted: &self.interrupted,
+            plans: Some(&stmt.plans),
         };
         let mut described = None;
         let r = match &stmt.stmt {
             Stmt::Select(s) => ex.select(s, None).map(|r| described = Some(r)),
             Stmt::Update(u) => ex.update(u, None).map(drop),
-            Stmt::Delete { table, where_, .. } => {
-                ex.delete(table, where_.as_ref(), &[], None).map(drop)
-            }
+            Stmt::Delete {
+                table,
+                where_,
+                plan,
+                ..
+            } => ex
+                .delete(table, where_.as_ref(), &[], None, *plan)
+                .map(drop),
             Stmt::Insert(i) => ex.insert(i, None).map(drop),
             _ => Ok(()),
         };
@@ -550,6 +561,7 @@ impl Connection {
             plan: None,
             ctes: Vec::new(),
             interrupted: &self.interrupted,
+            plans: Some(&stmt.plans),
         };
         let res = match &stmt.stmt {
             Stmt::Select(s) => ex.select(s, None),
@@ -559,8 +571,9 @@ impl Connection {
                 table,
                 where_,
                 returning,
+                plan,
             } => ex
-                .delete(table, where_.as_ref(), returning, None)
+                .delete(table, where_.as_ref(), returning, None, *plan)
                 .map(|_| std::mem::take(&mut ex.returned)),
             Stmt::CreateTable(ct) => ex.create_table(ct).map(|()| QueryResult::default()),
             s @ Stmt::CreateIndex { .. } => ex.create_index(s).map(|()| QueryResult::default()),

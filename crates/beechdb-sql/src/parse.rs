@@ -259,6 +259,7 @@ impl Cx<'_> {
                     where_: self.opt(where_clause.as_ref())?,
                     conflict: conflict(*or_conflict),
                     returning: self.returning(*returning)?,
+                    plan: PlanId::fresh(),
                 }))
             }
             p::Stmt::Delete {
@@ -277,6 +278,7 @@ impl Cx<'_> {
                     table: qname(tbl_name)?,
                     where_: self.opt(where_clause.as_ref())?,
                     returning: self.returning(*returning)?,
+                    plan: PlanId::fresh(),
                 }
             }
             p::Stmt::CreateTable {
@@ -450,6 +452,7 @@ impl Cx<'_> {
                     where_: self.opt(where_clause.as_ref())?,
                     conflict: conflict(*or_conflict),
                     returning: Vec::new(),
+                    plan: PlanId::fresh(),
                 }))
             }
             p::TriggerCmd::Insert {
@@ -481,6 +484,7 @@ impl Cx<'_> {
                 table: qname(tbl_name)?,
                 where_: self.opt(where_clause.as_ref())?,
                 returning: Vec::new(),
+                plan: PlanId::fresh(),
             },
             p::TriggerCmd::Select(sel) => Stmt::Select(Box::new(self.select(sel)?)),
         })
@@ -845,6 +849,7 @@ impl Cx<'_> {
                         .map(|e| self.expr(e))
                         .collect::<Result<_>>()?,
                     having: self.opt(*having)?,
+                    plan: PlanId::fresh(),
                 })
             }
         }
@@ -1143,6 +1148,7 @@ impl Cx<'_> {
                         where_: None,
                         group_by: Vec::new(),
                         having: None,
+                        plan: PlanId::fresh(),
                     },
                     compounds: Vec::new(),
                     order_by: Vec::new(),
