@@ -1306,7 +1306,7 @@ impl<'a> Exec<'a> {
             return Ok(());
         }
         self.hash_joins(&mut items, frame, plan);
-        let mut row: Vec<Value> = Vec::with_capacity(frame.width);
+        let mut row = vec![Value::Null; frame.width];
         self.join_level(&items, plan, 0, &mut row, frame, outer, emit)?;
         Ok(())
     }
@@ -1432,7 +1432,7 @@ impl<'a> Exec<'a> {
         items: &[JoinItem],
         plan: &JoinPlan,
         level: usize,
-        row: &mut Vec<Value>,
+        row: &mut [Value],
         frame: &Frame,
         outer: Option<&Scope>,
         emit: &mut dyn FnMut(&mut Self, &[Value]) -> Result<bool>,
@@ -1441,21 +1441,15 @@ impl<'a> Exec<'a> {
             return emit(self, row);
         }
         let it = &items[level];
-        let base = row.len();
+        // This item's slots of the joined row (which is always the frame's width: the
+        // slots of items not joined yet hold NULL).
+        let slots = plan.bound[level]..plan.bound[level] + it.plan.width;
         let mut matched = false;
         let passes = |me: &mut Self, row: &[Value], exprs: &[Expr]| -> Result<bool> {
-            let mut padded;
-            let r: &[Value] = if row.len() < frame.width {
-                padded = row.to_vec();
-                padded.resize(frame.width, Value::Null);
-                &padded
-            } else {
-                row
-            };
             if me.interrupted.load(std::sync::atomic::Ordering::Relaxed) {
                 return Err(Error::Interrupted);
             }
-            let sc = Scope::new(frame, r, outer);
+            let sc = Scope::new(frame, row, outer);
             for e in exprs {
                 if me.eval(e, &sc)?.truth() != Some(true) {
                     return Ok(false);
@@ -1463,26 +1457,23 @@ impl<'a> Exec<'a> {
             }
             Ok(true)
         };
-        let looked_up: Vec<Row>;
-        let rows: &[Row] = match (&it.plan.access, &it.plan.table) {
+        // Rows read for this outer row (moved into the joined row), or shared ones (copied).
+        let mut looked_up: Vec<Row> = Vec::new();
+        let shared: &[Row] = match (&it.plan.access, &it.plan.table) {
             (Access::Scan, _) | (_, None) if it.hash.is_some() => {
                 let h = it.hash.as_ref().expect("checked");
-                let mut padded = row.clone();
-                padded.resize(frame.width, Value::Null);
-                let v = self.eval(&h.probe, &Scope::new(frame, &padded, outer))?;
+                let v = self.eval(&h.probe, &Scope::new(frame, row, outer))?;
                 match h.candidates(&v) {
                     Some(c) => {
                         looked_up = c.into_iter().map(|k| it.rows[k].clone()).collect();
-                        &looked_up
+                        &[]
                     }
                     None => &it.rows,
                 }
             }
             (Access::Scan, _) | (_, None) => &it.rows,
             (access, Some(t)) => {
-                let mut padded = row.clone();
-                padded.resize(frame.width, Value::Null);
-                let sc = Scope::new(frame, &padded, outer);
+                let sc = Scope::new(frame, row, outer);
                 if let Access::Index(idx, probe, _) = access {
                     self.consider_hashing(it, t, idx, probe)?;
                 }
@@ -1498,12 +1489,19 @@ impl<'a> Exec<'a> {
                     Some(rows) => rows,
                     None => self.lookup(t, access, &sc)?,
                 };
-                &looked_up
+                &[]
             }
         };
-        for r in rows {
-            row.truncate(base);
-            row.extend(r.iter().cloned());
+        let (mut looked_up, mut shared) = (looked_up.into_iter(), shared.iter());
+        loop {
+            let at = &mut row[slots.clone()];
+            if let Some(r) = looked_up.next() {
+                at.iter_mut().zip(r).for_each(|(s, v)| *s = v);
+            } else if let Some(r) = shared.next() {
+                at.iter_mut().zip(r).for_each(|(s, v)| s.clone_from(v));
+            } else {
+                break;
+            }
             if it.plan.left {
                 if !passes(self, row, &plan.on_level[level])? {
                     continue;
@@ -1517,16 +1515,16 @@ impl<'a> Exec<'a> {
                 return Ok(false);
             }
         }
-        if it.plan.left && !matched {
-            row.truncate(base);
-            row.extend(std::iter::repeat_n(Value::Null, it.plan.width));
-            if passes(self, row, &plan.at_level[level])?
-                && !self.join_level(items, plan, level + 1, row, frame, outer, emit)?
-            {
-                return Ok(false);
-            }
+        let rest = slots.start..row.len();
+        row[rest.clone()].fill(Value::Null);
+        if it.plan.left
+            && !matched
+            && passes(self, row, &plan.at_level[level])?
+            && !self.join_level(items, plan, level + 1, row, frame, outer, emit)?
+        {
+            return Ok(false);
         }
-        row.truncate(base);
+        row[rest].fill(Value::Null);
         Ok(true)
     }
 
@@ -1734,10 +1732,7 @@ impl<'a> Exec<'a> {
                 // From the low bound (or the first number, past the NULLs) to the high one
                 // (or the end: text and blobs are greater than any number).
                 let from = l.unwrap_or_else(|| vec![0x10]);
-                self.rows_through_index(t, idx, from, |k| {
-                    h.as_ref()
-                        .is_some_and(|h| k[..h.len().min(k.len())] > h[..])
-                })
+                self.rows_through_index(t, idx, from, h.as_deref())
             }
             Access::Index(idx, e, other_aff) => {
                 let v = self.eval(e, sc)?;
@@ -1756,27 +1751,31 @@ impl<'a> Exec<'a> {
                 };
                 let mut prefix = Vec::new();
                 crate::record::encode_key_part(&mut prefix, &v, coll, desc);
-                self.rows_through_index(t, idx, prefix.clone(), |k| !k.starts_with(&prefix))
+                self.rows_through_index(t, idx, prefix.clone(), Some(&prefix))
             }
         }
     }
 
-    /// The rows of `t` whose entries in `idx` run from key `from` to the first key `past`
-    /// says is beyond the range, in index order, with their rowids last.
+    /// The rows of `t` whose entries in `idx` run from key `from` through the last key that
+    /// begins with `high` or less (to the end without `high`), in index order, with their
+    /// rowids last.
     fn rows_through_index(
         &mut self,
         t: &Table,
         idx: &crate::schema::Index,
         from: Vec<u8>,
-        past: impl Fn(&[u8]) -> bool,
+        high: Option<&[u8]>,
     ) -> Result<Vec<Row>> {
         let idb = self.db(&idx.db)?;
+        // Keys beginning with `high` or less are the keys below its successor (the engine
+        // then copies no entry past the range).
+        let to = match high.and_then(successor) {
+            Some(s) => std::ops::Bound::Excluded(s),
+            None => std::ops::Bound::Unbounded,
+        };
         let mut rowids = Vec::new();
-        for kv in self.txn.range(&idb, from..) {
+        for kv in self.txn.range(&idb, (std::ops::Bound::Included(from), to)) {
             let (k, val) = kv?;
-            if past(&k) {
-                break;
-            }
             // A unique index keeps the rowid as the value; others end the key with it.
             let rk = if val.is_empty() {
                 &k[k.len() - 8..]
@@ -2691,6 +2690,15 @@ impl<'a> Exec<'a> {
         }
         Ok((meta, out))
     }
+}
+
+/// The least byte string greater than every string that begins with `prefix`; `None` when
+/// there is none (`prefix` is all 0xFF).
+fn successor(prefix: &[u8]) -> Option<Vec<u8>> {
+    let keep = prefix.iter().rposition(|&b| b != 0xFF)?;
+    let mut s = prefix[..=keep].to_vec();
+    s[keep] += 1;
+    Some(s)
 }
 
 /// The rows a scan of a table's engine database yields, each with its rowid last.

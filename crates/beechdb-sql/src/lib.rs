@@ -123,6 +123,7 @@ impl Database {
             schema: self.shared.schema.read().clone(),
             savepoints: Vec::new(),
             dbs: HashMap::new(),
+            dbs_schema: Default::default(),
             last_rowid: 0,
             changes: 0,
             total_changes: 0,
@@ -160,6 +161,8 @@ pub struct Connection {
     /// Named savepoints: name, engine savepoint, whether it began the transaction.
     savepoints: Vec<(String, beechdb::Savepoint, bool)>,
     dbs: HashMap<String, Db>,
+    /// The schema `dbs` was filled under, between auto-commit statements.
+    dbs_schema: Arc<Schema>,
     last_rowid: i64,
     changes: u64,
     total_changes: u64,
@@ -416,6 +419,11 @@ impl Connection {
         let mut backoff = Duration::from_micros(50);
         loop {
             self.schema = self.shared.schema.read().clone();
+            if !Arc::ptr_eq(&self.schema, &self.dbs_schema) {
+                // Handles kept from earlier statements may name databases dropped since.
+                self.dbs.clear();
+                self.dbs_schema = self.schema.clone();
+            }
             let txn = self.shared.env.begin_txn()?;
             let r = self.exec(&txn, stmt, params).and_then(|res| {
                 txn.commit()?;
@@ -440,7 +448,10 @@ impl Connection {
                     backoff = (backoff * 2).min(Duration::from_millis(20));
                 }
                 r => {
-                    self.dbs.clear();
+                    // A committed statement's handles stay valid while the schema does.
+                    if r.is_err() || !Arc::ptr_eq(&self.schema, &self.dbs_schema) {
+                        self.dbs.clear();
+                    }
                     return r;
                 }
             }

@@ -70,7 +70,8 @@ fn corrupt_row() -> Error {
 
 /// The values stored in a row (fewer than the table's columns if some were added later).
 pub fn decode_row(buf: &[u8], ncols: usize) -> Result<Vec<Value>> {
-    let mut out = Vec::with_capacity(ncols);
+    // One more for the rowid most readers append.
+    let mut out = Vec::with_capacity(ncols + 1);
     let mut at = 0;
     while at < buf.len() {
         let tag = buf[at];

@@ -115,6 +115,9 @@ pub(crate) struct Engine {
     /// (database id big-endian, then the key), `(commit LSN, value before that commit)` in
     /// commit order. A snapshot at LSN `s` reads the first entry newer than `s`, else the tree.
     pub(crate) versions: std::collections::BTreeMap<Vec<u8>, VersionChain>,
+    /// The newest commit LSN `versions` holds an entry for (never lowered): a snapshot at
+    /// or after it reads nothing from the map, so reads skip it.
+    pub(crate) versions_newest: u64,
     /// The values commits of spilled transactions replaced: of one being applied in batches
     /// (hiding what it has applied from every reader), or of one done, kept for older
     /// snapshots (see `txn/undo.rs`).
@@ -460,6 +463,7 @@ impl Engine {
             mode,
             commit_lsn: meta.log_lsn,
             versions: std::collections::BTreeMap::new(),
+            versions_newest: 0,
             undo: Vec::new(),
             undo_garbage: Vec::new(),
             hidden: Vec::new(),

@@ -96,6 +96,7 @@ impl Engine {
                         .entry(scoped_key(db, key))
                         .or_default()
                         .push((lsn, before));
+                    self.versions_newest = self.versions_newest.max(lsn);
                 }
                 match op.value() {
                     Some(v) => drop(self.put(db, key, v, false)?),

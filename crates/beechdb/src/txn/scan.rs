@@ -145,23 +145,28 @@ impl TxnIter {
             (own, cut.map(|c| c[4..].to_vec()))
         };
         batch.end_at(cut, self.reverse);
-        let mut view: BTreeMap<Vec<u8>, Vec<u8>> = batch.run.into_iter().collect();
-        let own = own.into_iter().map(|(k, w)| (k[4..].to_vec(), w));
-        for (k, w) in batch.overrides.into_iter().chain(own) {
-            let upto = &batch.upto;
-            if beyond(upto, &k, self.reverse) {
-                continue;
+        self.batch = if batch.overrides.is_empty() && own.is_empty() {
+            // The tree's entries are the view (already in the direction of travel).
+            batch.run.into_iter()
+        } else {
+            let mut view: BTreeMap<Vec<u8>, Vec<u8>> = batch.run.into_iter().collect();
+            let own = own.into_iter().map(|(k, w)| (k[4..].to_vec(), w));
+            for (k, w) in batch.overrides.into_iter().chain(own) {
+                let upto = &batch.upto;
+                if beyond(upto, &k, self.reverse) {
+                    continue;
+                }
+                match w {
+                    Some(v) => view.insert(k, v),
+                    None => view.remove(&k),
+                };
             }
-            match w {
-                Some(v) => view.insert(k, v),
-                None => view.remove(&k),
-            };
-        }
-        let mut entries: Vec<_> = view.into_iter().collect();
-        if self.reverse {
-            entries.reverse();
-        }
-        self.batch = entries.into_iter();
+            let mut entries: Vec<_> = view.into_iter().collect();
+            if self.reverse {
+                entries.reverse();
+            }
+            entries.into_iter()
+        };
         self.batch_bytes = (self.batch_bytes * 2).min(crate::btree::cursor::RUN_BYTES);
         self.done = batch.last;
         self.from = match batch.upto {

@@ -43,12 +43,12 @@ impl Engine {
         key: &[u8],
         at: Option<u64>,
     ) -> Result<Option<Write>> {
-        if self.versions.is_empty() && self.undo.is_empty() {
+        if !self.versions_after(at) && self.undo.is_empty() {
             return Ok(None);
         }
         let sk = scoped_key(db, key);
         let mut first: Option<(u64, &Write)> = None;
-        if let Some(s) = at {
+        if let Some(s) = at.filter(|_| self.versions_after(at)) {
             if let Some(chain) = self.versions.get(&sk) {
                 first = chain.iter().find(|(lsn, _)| *lsn > s).map(|(l, w)| (*l, w));
             }
@@ -71,9 +71,14 @@ impl Engine {
         })
     }
 
+    /// Whether the version map may hold a value a reader at `at` must see.
+    fn versions_after(&self, at: Option<u64>) -> bool {
+        at.is_some_and(|s| s < self.versions_newest) && !self.versions.is_empty()
+    }
+
     /// Whether a commit newer than snapshot `at` wrote `key`.
     pub(crate) fn committed_after(&self, db: u32, key: &[u8], at: u64) -> Result<bool> {
-        if self.versions.is_empty() && self.undo.is_empty() {
+        if !self.versions_after(Some(at)) && self.undo.is_empty() {
             return Ok(false);
         }
         let sk = scoped_key(db, key);
@@ -134,7 +139,7 @@ impl Engine {
         let (start, end) = scoped_range(db, lo, hi);
         // Scoped key -> (LSN of the first change the reader must not see, value before it).
         let mut first: BTreeMap<Vec<u8>, (u64, Write)> = BTreeMap::new();
-        if let Some(s) = at {
+        if let Some(s) = at.filter(|_| self.versions_after(at)) {
             for (k, chain) in self.versions.range((start.clone(), end.clone())) {
                 if let Some((lsn, before)) = chain.iter().find(|(lsn, _)| *lsn > s) {
                     first.insert(k.clone(), (*lsn, before.clone()));
