@@ -332,6 +332,9 @@ pub enum Expr {
         table: Option<String>,
         name: String,
     },
+    /// A column reference resolved when the statement was planned: its slot in the rows of
+    /// the select core it belongs to (see `exec::CorePlan`).
+    Slot(usize),
     /// A parameter: its 1-based index.
     Param(usize),
     Unary(UnaryOp, Box<Expr>),
@@ -447,63 +450,89 @@ pub enum BinOp {
     Shr,
 }
 
-impl Expr {
-    /// Calls `f` with every sub-expression, this one first; not descending into subqueries.
-    pub fn walk(&self, f: &mut impl FnMut(&Expr)) {
-        f(self);
-        match self {
-            Expr::Unary(_, e) | Expr::IsNull(e, _) | Expr::Cast(e, _) | Expr::Collate(e, _) => {
-                e.walk(f)
+/// Runs `$body` with `$c` bound to each direct sub-expression of `$e` (a `&Expr` or a
+/// `&mut Expr`), not entering subqueries or window calls: `walk` and `walk_mut` share it.
+macro_rules! each_child {
+    ($e:expr, |$c:ident| $body:expr) => {
+        match $e {
+            Expr::Unary(_, $c) | Expr::IsNull($c, _) | Expr::Cast($c, _) | Expr::Collate($c, _) => {
+                $body
             }
             Expr::Binary(_, a, b) => {
-                a.walk(f);
-                b.walk(f);
+                for $c in [a, b] {
+                    $body
+                }
             }
             Expr::Between {
                 expr, low, high, ..
             } => {
-                expr.walk(f);
-                low.walk(f);
-                high.walk(f);
+                for $c in [expr, low, high] {
+                    $body
+                }
             }
             Expr::InList { expr, list, .. } => {
-                expr.walk(f);
-                list.iter().for_each(|e| e.walk(f));
+                let $c = expr;
+                $body;
+                for $c in list {
+                    $body
+                }
             }
-            Expr::InSelect { expr, .. } => expr.walk(f),
+            Expr::InSelect { expr: $c, .. } => $body,
             Expr::Like {
                 expr,
                 pattern,
                 escape,
                 ..
             } => {
-                expr.walk(f);
-                pattern.walk(f);
-                if let Some(e) = escape {
-                    e.walk(f);
+                for $c in [expr, pattern] {
+                    $body
+                }
+                if let Some($c) = escape {
+                    $body
                 }
             }
             Expr::Case { base, whens, else_ } => {
-                if let Some(b) = base {
-                    b.walk(f);
+                if let Some($c) = base {
+                    $body
                 }
                 for (w, t) in whens {
-                    w.walk(f);
-                    t.walk(f);
+                    let $c = w;
+                    $body;
+                    let $c = t;
+                    $body
                 }
-                if let Some(e) = else_ {
-                    e.walk(f);
+                if let Some($c) = else_ {
+                    $body
                 }
             }
-            Expr::Function { args, .. } | Expr::Row(args) => args.iter().for_each(|e| e.walk(f)),
+            Expr::Function { args, .. } | Expr::Row(args) => {
+                for $c in args {
+                    $body
+                }
+            }
             // Computed over the whole result, like a subquery: not entered.
             Expr::Window(_) => {}
             Expr::Literal(_)
             | Expr::Column { .. }
+            | Expr::Slot(_)
             | Expr::Param(_)
             | Expr::Exists(_)
             | Expr::Subquery(_)
             | Expr::Raise(..) => {}
         }
+    };
+}
+
+impl Expr {
+    /// Calls `f` with every sub-expression, this one first; not descending into subqueries.
+    pub fn walk(&self, f: &mut impl FnMut(&Expr)) {
+        f(self);
+        each_child!(self, |c| c.walk(f));
+    }
+
+    /// As `walk`, with each sub-expression changeable.
+    pub fn walk_mut(&mut self, f: &mut impl FnMut(&mut Expr)) {
+        f(self);
+        each_child!(self, |c| c.walk_mut(f));
     }
 }

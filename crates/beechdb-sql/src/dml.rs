@@ -131,27 +131,52 @@ impl Exec<'_> {
         }
     }
 
-    /// Row `rowid` as it is now (an earlier row's triggers may have changed or removed it),
-    /// alone and with its rowid appended.
-    fn current_row(&mut self, t: &Table, rowid: i64) -> Result<Option<(Row, Row)>> {
-        Ok(self.read_row(t, rowid)?.map(|row| {
-            let mut full = row.clone();
-            full.push(Value::Integer(rowid));
-            (row, full)
-        }))
+    /// The `i`th matched row (`matched`, its rowid last) as it is now, alone and with its
+    /// rowid: read again after the first, since changes made for an earlier row (triggers,
+    /// cascades, REPLACE) may have changed or removed it.
+    fn current_row(&mut self, t: &Table, i: usize, matched: Row) -> Result<Option<(Row, Row)>> {
+        let rowid = matched[t.columns.len()].as_i64();
+        let full = match i {
+            0 => Some(matched),
+            _ => self.row_by_rowid(t, rowid)?,
+        };
+        Ok(full.map(|full| (full[..t.columns.len()].to_vec(), full)))
     }
 
-    fn write_row(&mut self, t: &Table, rowid: i64, row: &[Value]) -> Result<()> {
+    /// Puts row `rowid`'s record (the rowid alias column is not stored: it is the key).
+    fn put_record(&mut self, t: &Table, rowid: i64, row: &[Value]) -> Result<()> {
         let db = self.db(&t.db)?;
         let mut stored = row.to_vec();
         if let Some(a) = t.rowid_alias {
             stored[a] = Value::Null;
         }
-        self.txn.put(&db, &rowid_key(rowid), &encode_row(&stored))?;
+        Ok(self.txn.put(&db, &rowid_key(rowid), &encode_row(&stored))?)
+    }
+
+    fn write_row(&mut self, t: &Table, rowid: i64, row: &[Value]) -> Result<()> {
+        self.put_record(t, rowid, row)?;
         for idx in self.schema.indexes_of(&t.name).cloned().collect::<Vec<_>>() {
             let (k, v) = index_entry(&idx, row, rowid);
             let idb = self.db(&idx.db)?;
             self.txn.put(&idb, &k, &v)?;
+        }
+        Ok(())
+    }
+
+    /// Replaces row `rowid` (now `old`) with `new` under the same rowid: the row is
+    /// overwritten, and only the index entries that differ are changed.
+    fn replace_row(&mut self, t: &Table, rowid: i64, old: &[Value], new: &[Value]) -> Result<()> {
+        self.put_record(t, rowid, new)?;
+        for idx in self.schema.indexes_of(&t.name).cloned().collect::<Vec<_>>() {
+            let (before, after) = (index_entry(&idx, old, rowid), index_entry(&idx, new, rowid));
+            if before == after {
+                continue;
+            }
+            let idb = self.db(&idx.db)?;
+            if before.0 != after.0 {
+                self.txn.delete(&idb, &before.0)?;
+            }
+            self.txn.put(&idb, &after.0, &after.1)?;
         }
         Ok(())
     }
@@ -846,8 +871,12 @@ impl Exec<'_> {
             }
         }
         self.act_on_children(t, &current, Some(&new_row))?;
-        self.delete_row(t, old_rowid, &current)?;
-        self.write_row(t, new_rowid, &new_row)?;
+        if new_rowid == old_rowid {
+            self.replace_row(t, old_rowid, &current, &new_row)?;
+        } else {
+            self.delete_row(t, old_rowid, &current)?;
+            self.write_row(t, new_rowid, &new_row)?;
+        }
         self.check_parents(t, &new_row)?;
         let new_full = {
             let mut f = new_row;
@@ -1014,9 +1043,9 @@ impl Exec<'_> {
         let rows = self.matching_rows(&t, u.where_.as_ref(), outer, u.plan)?;
         let n = t.columns.len();
         let mut count = 0;
-        for old_full in rows {
+        for (i, old_full) in rows.into_iter().enumerate() {
             let old_rowid = old_full[n].as_i64();
-            let Some((current, cur_full)) = self.current_row(&t, old_rowid)? else {
+            let Some((current, cur_full)) = self.current_row(&t, i, old_full)? else {
                 continue;
             };
             let mut new_row = current.clone();
@@ -1073,9 +1102,9 @@ impl Exec<'_> {
         let rows = self.matching_rows(&t, where_, outer, plan)?;
         let n = t.columns.len();
         let mut count = 0;
-        for full in rows {
+        for (i, full) in rows.into_iter().enumerate() {
             let rowid = full[n].as_i64();
-            let Some((current, cur_full)) = self.current_row(&t, rowid)? else {
+            let Some((current, cur_full)) = self.current_row(&t, i, full)? else {
                 continue;
             };
             if !self.fire(

@@ -77,6 +77,28 @@ impl Frame {
         });
     }
 
+    /// The column description of slot `i` (`Some(None)` for a rowid), if the frame has it.
+    fn slot(&self, i: usize) -> Option<Option<&SrcCol>> {
+        let s = self.sources.iter().rev().find(|s| s.start <= i)?;
+        match i - s.start {
+            c if c < s.columns.len() => Some(Some(&s.columns[c])),
+            c if c == s.columns.len() && s.rowid.is_some() => Some(None),
+            _ => None,
+        }
+    }
+
+    /// Resolves the column references of `e` that name this frame's columns to their slots
+    /// (not inside subqueries, whose own sources come first).
+    fn bind(&self, e: &mut Expr) {
+        e.walk_mut(&mut |x| {
+            if let Expr::Column { table, name } = x {
+                if let Ok(Some((slot, _))) = self.resolve(table.as_deref(), name) {
+                    *x = Expr::Slot(slot);
+                }
+            }
+        });
+    }
+
     /// The slot (and column description) of a column reference, if this frame has it.
     fn resolve(&self, table: Option<&str>, name: &str) -> Result<Option<(usize, Option<&SrcCol>)>> {
         let mut found: Option<(usize, Option<&SrcCol>)> = None;
@@ -288,6 +310,25 @@ pub(crate) struct JoinPlan {
     on_level: Vec<Vec<Expr>>,
 }
 
+impl JoinPlan {
+    /// Resolves the plan's column references to slots of `frame` (see `Frame::bind`).
+    fn bind(&mut self, frame: &Frame) {
+        let conditions = self.at_level.iter_mut().chain(&mut self.on_level).flatten();
+        for e in conditions {
+            frame.bind(e);
+        }
+        for it in &mut self.items {
+            match &mut it.access {
+                Access::Scan => {}
+                Access::Rowid(e) | Access::Index(_, e, _) => frame.bind(e),
+                Access::RowidRange(lo, hi) | Access::IndexRange(_, lo, hi) => {
+                    lo.iter_mut().chain(hi).for_each(|e| frame.bind(e))
+                }
+            }
+        }
+    }
+}
+
 /// One source of a join: a table read through an access path, or rows read in full.
 struct ItemPlan {
     table: Option<Arc<Table>>,
@@ -338,9 +379,11 @@ fn level_of(e: &Expr, frame: &Frame, bound: &[usize]) -> usize {
     e.walk(&mut |x| match x {
         Expr::Column { table, name } => {
             if let Ok(Some((slot, _))) = frame.resolve(table.as_deref(), name) {
-                let l = bound.iter().rposition(|&s| s <= slot).unwrap_or(0);
-                level = level.max(l);
+                level = level.max(bound.iter().rposition(|&s| s <= slot).unwrap_or(0));
             }
+        }
+        Expr::Slot(slot) => {
+            level = level.max(bound.iter().rposition(|&s| s <= *slot).unwrap_or(0));
         }
         Expr::Exists(_) | Expr::Subquery(_) | Expr::InSelect { .. } => subquery = true,
         _ => {}
@@ -453,6 +496,7 @@ impl<'a> Exec<'a> {
             Expr::Literal(v) => v.clone(),
             Expr::Param(i) => self.params.get(i - 1).cloned().unwrap_or(Value::Null),
             Expr::Column { table, name } => self.column(table.as_deref(), name, sc)?,
+            Expr::Slot(i) => sc.row.get(*i).cloned().unwrap_or(Value::Null),
             Expr::Unary(op, a) => {
                 let v = self.eval(a, sc)?;
                 match op {
@@ -715,8 +759,10 @@ impl<'a> Exec<'a> {
     }
 
     fn src_col<'s>(&self, e: &Expr, sc: &'s Scope<'s>) -> Option<&'s SrcCol> {
-        let Expr::Column { table, name } = e else {
-            return None;
+        let (table, name) = match e {
+            Expr::Column { table, name } => (table, name),
+            Expr::Slot(i) => return sc.frame.slot(*i)?,
+            _ => return None,
         };
         let mut s = Some(sc);
         while let Some(scope) = s {
@@ -742,6 +788,11 @@ impl<'a> Exec<'a> {
                 }
                 None
             }
+            // The rowid has INTEGER affinity.
+            Expr::Slot(i) => sc
+                .frame
+                .slot(*i)
+                .and_then(|c| c.map_or(Some(Affinity::Integer), |c| c.affinity)),
             Expr::Cast(_, ty) => Some(Affinity::of_declared(ty.as_deref())),
             Expr::Collate(a, _) => self.affinity(a, sc),
             Expr::Subquery(sel) => self.select_affinity(sel),
@@ -765,7 +816,9 @@ impl<'a> Exec<'a> {
     pub fn collation(&self, e: &Expr, sc: &Scope) -> Collation {
         match e {
             Expr::Collate(_, c) => *c,
-            Expr::Column { .. } => self.src_col(e, sc).map_or(Collation::Binary, |c| c.coll),
+            Expr::Column { .. } | Expr::Slot(_) => {
+                self.src_col(e, sc).map_or(Collation::Binary, |c| c.coll)
+            }
             _ => Collation::Binary,
         }
     }
@@ -787,7 +840,7 @@ impl<'a> Exec<'a> {
             .explicit_collation(a)
             .or_else(|| self.explicit_collation(b))
             .unwrap_or_else(|| {
-                if matches!(a, Expr::Column { .. }) {
+                if matches!(a, Expr::Column { .. } | Expr::Slot(_)) {
                     self.collation(a, sc)
                 } else {
                     self.collation(b, sc)
@@ -1403,10 +1456,13 @@ impl<'a> Exec<'a> {
                     return None;
                 };
                 [(a, b), (b, a)].into_iter().find_map(|(col, other)| {
-                    let Expr::Column { table, name } = &**col else {
-                        return None;
+                    let slot = match &**col {
+                        Expr::Column { table, name } => {
+                            frame.resolve(table.as_deref(), name).ok()??.0
+                        }
+                        Expr::Slot(slot) => *slot,
+                        _ => return None,
                     };
-                    let (slot, _) = frame.resolve(table.as_deref(), name).ok()??;
                     let mut subquery = false;
                     other.walk(&mut |x| {
                         subquery |= matches!(
@@ -2267,7 +2323,8 @@ impl<'a> Exec<'a> {
     /// The plan of a FROM clause and WHERE condition alone (UPDATE and DELETE).
     pub(crate) fn plan_from(&self, from: &From, filter: Option<&Expr>) -> Result<CorePlan> {
         let frame = self.frame_of(Some(from))?;
-        let join = self.plan_join(from, &frame, filter)?;
+        let mut join = self.plan_join(from, &frame, filter)?;
+        join.bind(&frame);
         Ok(CorePlan {
             frame,
             exprs: Vec::new(),
@@ -2367,10 +2424,23 @@ impl<'a> Exec<'a> {
                 "window functions over aggregate queries".into(),
             ));
         }
-        let join = match from {
+        let mut join = match from {
             Some(f) => Some(self.plan_join(f, &frame, where_)?),
             None => None,
         };
+        // Names resolved once: the plan's expressions read their columns by slot.
+        let mut exprs = exprs;
+        let mut order_exprs = order_exprs;
+        for e in exprs
+            .iter_mut()
+            .map(|(e, _)| e)
+            .chain(order_exprs.iter_mut())
+        {
+            frame.bind(e);
+        }
+        if let Some(j) = &mut join {
+            j.bind(&frame);
+        }
         Ok(CorePlan {
             frame,
             exprs,
@@ -2721,6 +2791,7 @@ fn refers_to_frame(e: &Expr, frame: &Frame) -> bool {
         if let Expr::Column { table, name } = x {
             found |= matches!(frame.resolve(table.as_deref(), name), Ok(Some(_)));
         }
+        found |= matches!(x, Expr::Slot(_));
     });
     found
 }

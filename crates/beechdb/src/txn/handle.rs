@@ -617,6 +617,11 @@ impl Txn {
                 });
             }
             let dbs: Vec<u32> = st.dbs.iter().copied().filter(|&d| !st.removed(d)).collect();
+            // The transaction reads nothing more: its snapshot must not make the commit
+            // keep the values it overwrites (its locks still keep others off its keys).
+            if let (Some(s), Ok(tx)) = (st.registered.take(), self.inner.shared.tx()) {
+                tx.txns.unregister(s);
+            }
             self.inner
                 .shared
                 .commit_txn(self.inner.id, &st.ddl, ops.ops(), &dbs, d)
