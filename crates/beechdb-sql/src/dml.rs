@@ -101,7 +101,7 @@ impl Exec<'_> {
     /// rolled-back insert leaves a gap).
     fn new_rowid(&mut self, t: &Table) -> Result<i64> {
         let db = self.db(&t.db)?;
-        let last = self.txn.range_rev(&db, ..).next().transpose()?;
+        let last = self.txn.last(&db, ..)?;
         let seen = match last {
             None => None,
             Some((k, _)) => Some(rowid_of_key(&k)?),

@@ -1423,7 +1423,7 @@ impl<'a> Exec<'a> {
             Some(r) => r,
             None => {
                 let db = self.db(&t.db)?;
-                match self.txn.range_rev(&db, ..).next().transpose()? {
+                match self.txn.last(&db, ..)? {
                     Some((k, _)) => rowid_of_key(&k)?,
                     None => 0,
                 }

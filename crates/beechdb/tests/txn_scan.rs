@@ -1,5 +1,6 @@
 //! Transaction range scans stream a leaf at a time while other transactions commit between
-//! the items: checked against a model of what the transaction must see.
+//! the items, and `first` / `last` read a range's first entry alone: checked against a
+//! model of what the transaction must see.
 
 use beechdb::storage::MemStorage;
 use beechdb::{Config, Db, Env, Error, Isolation, TxnIter};
@@ -112,6 +113,17 @@ fn snapshot_scans_see_the_snapshot_and_own_writes_whatever_commits_meanwhile() {
         if reverse {
             want.reverse();
         }
+        // `first` / `last`: the scan's first entry, read alone.
+        let edge = if reverse {
+            txn.last(&db, range.clone())
+        } else {
+            txn.first(&db, range.clone())
+        };
+        assert_eq!(
+            edge.unwrap(),
+            want.first().cloned(),
+            "seed {seed}: first entry"
+        );
         let scan = if reverse {
             txn.range_rev(&db, range)
         } else {

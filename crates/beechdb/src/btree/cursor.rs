@@ -308,6 +308,8 @@ fn copy_run(
             lo -= 1;
         }
     }
+    data.reserve(bytes);
+    spans.reserve(hi - lo);
     for i in lo..hi {
         let k = e.full_key(p, i)?;
         let ks = data.len();

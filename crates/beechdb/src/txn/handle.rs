@@ -342,6 +342,23 @@ impl Txn {
         self.scan(db, range, true)
     }
 
+    /// The first entry of `range` as this transaction sees it: `range(..).next()` without
+    /// copying the entries after it.
+    pub fn first(&self, db: &Db, range: impl KeyRange) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        self.scan(db, range, false)
+            .one_at_a_time()
+            .next()
+            .transpose()
+    }
+
+    /// The last entry of `range` as this transaction sees it (see [`Txn::first`]).
+    pub fn last(&self, db: &Db, range: impl KeyRange) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        self.scan(db, range, true)
+            .one_at_a_time()
+            .next()
+            .transpose()
+    }
+
     fn scan(&self, db: &Db, range: impl KeyRange, rev: bool) -> TxnIter {
         let (lo, hi) = range.bounds();
         let decode = db.duplicates();

@@ -75,6 +75,13 @@ impl TxnIter {
         }
     }
 
+    /// Reads one entry per batch at first, for a caller that wants only the first (the
+    /// batches still grow if it reads on).
+    pub(crate) fn one_at_a_time(mut self) -> Self {
+        self.batch_bytes = 1;
+        self
+    }
+
     /// The interval from `from` to `upto`, as (low, high) bounds.
     fn interval<'a>(
         &'a self,
