@@ -371,6 +371,15 @@ struct JoinItem<'p> {
     hashed: std::cell::RefCell<Option<(Vec<Row>, HashProbe)>>,
 }
 
+/// Whether item `i` of `plan` is read by streaming its table's rows (see `join_level`): the
+/// outermost item, when it is a table read in rowid order (it is read once, so nothing is
+/// gained by keeping its rows).
+fn streams(plan: &JoinPlan, i: usize) -> bool {
+    i == 0
+        && plan.items[0].table.is_some()
+        && matches!(plan.items[0].access, Access::Scan | Access::RowidRange(..))
+}
+
 /// The join level (index into `bound`) at which everything `e` names from `frame` is
 /// bound; the last level if it holds a subquery.
 fn level_of(e: &Expr, frame: &Frame, bound: &[usize]) -> usize {
@@ -1305,9 +1314,10 @@ impl<'a> Exec<'a> {
         let refs = std::iter::once(&from.first).chain(from.joins.iter().map(|j| &j.table));
         let mut items: Vec<JoinItem> = Vec::with_capacity(plan.items.len());
         // Sources other than tables are read at once, tables when their path says so.
-        for (p, r) in plan.items.iter().zip(refs) {
+        for (i, (p, r)) in plan.items.iter().zip(refs).enumerate() {
             let rows = match (&p.table, &p.access) {
                 (None, _) => self.ref_rows(r, outer)?,
+                (Some(_), _) if streams(plan, i) => Vec::new(),
                 (Some(t), Access::Scan) if self.plan.is_none() => self.table_rows(t)?,
                 _ => Vec::new(),
             };
@@ -1513,6 +1523,24 @@ impl<'a> Exec<'a> {
             }
             Ok(true)
         };
+        if let Some(t) = it.plan.table.as_ref().filter(|_| streams(plan, level)) {
+            // The outermost table read in rowid order: each row decoded straight into the
+            // joined row as the engine yields it, none kept.
+            let sc = Scope::new(frame, row, outer);
+            if let Some(scan) = self.rowid_scan(t, &it.plan.access, &sc)? {
+                for kv in scan {
+                    let (k, v) = kv?;
+                    t.read_into(rowid_of_key(&k)?, &v, &mut row[slots.clone()])?;
+                    if passes(self, row, &plan.at_level[0])?
+                        && !self.join_level(items, plan, 1, row, frame, outer, emit)?
+                    {
+                        return Ok(false);
+                    }
+                }
+            }
+            row[slots.start..].fill(Value::Null);
+            return Ok(true);
+        }
         // Rows read for this outer row (moved into the joined row), or shared ones (copied).
         let mut looked_up: Vec<Row> = Vec::new();
         let shared: &[Row] = match (&it.plan.access, &it.plan.table) {
@@ -1721,6 +1749,38 @@ impl<'a> Exec<'a> {
         best
     }
 
+    /// The engine scan of `t` in rowid order that `access` (a full scan or a rowid range)
+    /// reads; `None` when the range is empty.
+    fn rowid_scan(
+        &mut self,
+        t: &Table,
+        access: &Access,
+        sc: &Scope,
+    ) -> Result<Option<beechdb::TxnIter>> {
+        let db = self.db(&t.db)?;
+        let Access::RowidRange(lo, hi) = access else {
+            return Ok(Some(self.txn.iter(&db)));
+        };
+        // Integer bounds around the values (a superset of the matching rowids).
+        let bound = |me: &mut Self, e: &Option<Expr>, low: bool| -> Result<Option<Option<i64>>> {
+            let Some(e) = e else { return Ok(Some(None)) };
+            Ok(match Affinity::Numeric.apply(me.eval(e, sc)?) {
+                Value::Null => None,
+                Value::Integer(i) => Some(Some(i)),
+                Value::Real(r) => Some(Some(if low { r.floor() } else { r.ceil() } as i64)),
+                // Text and blobs sort after every number.
+                _ if low => None,
+                _ => Some(None),
+            })
+        };
+        let (Some(l), Some(h)) = (bound(self, lo, true)?, bound(self, hi, false)?) else {
+            return Ok(None);
+        };
+        let from = crate::record::rowid_key(l.unwrap_or(i64::MIN)).to_vec();
+        let to = crate::record::rowid_key(h.unwrap_or(i64::MAX)).to_vec();
+        Ok((from <= to).then(|| self.txn.range(&db, from..=to)))
+    }
+
     /// The rows of `t` that `access` selects, with their rowids last.
     fn lookup(&mut self, t: &Table, access: &Access, sc: &Scope) -> Result<Vec<Row>> {
         match access {
@@ -1734,33 +1794,10 @@ impl<'a> Exec<'a> {
                 };
                 Ok(self.row_by_rowid(t, rowid)?.into_iter().collect())
             }
-            Access::RowidRange(lo, hi) => {
-                // Integer bounds around the values (a superset of the matching rowids).
-                let bound = |me: &mut Self,
-                             e: &Option<Expr>,
-                             low: bool|
-                 -> Result<Option<Option<i64>>> {
-                    let Some(e) = e else { return Ok(Some(None)) };
-                    Ok(match Affinity::Numeric.apply(me.eval(e, sc)?) {
-                        Value::Null => None,
-                        Value::Integer(i) => Some(Some(i)),
-                        Value::Real(r) => Some(Some(if low { r.floor() } else { r.ceil() } as i64)),
-                        // Text and blobs sort after every number.
-                        _ if low => None,
-                        _ => Some(None),
-                    })
-                };
-                let (Some(l), Some(h)) = (bound(self, lo, true)?, bound(self, hi, false)?) else {
-                    return Ok(Vec::new());
-                };
-                let db = self.db(&t.db)?;
-                let from = crate::record::rowid_key(l.unwrap_or(i64::MIN)).to_vec();
-                let to = crate::record::rowid_key(h.unwrap_or(i64::MAX)).to_vec();
-                if from > to {
-                    return Ok(Vec::new());
-                }
-                rows_with_rowids(t, self.txn.range(&db, from..=to))
-            }
+            Access::RowidRange(..) => match self.rowid_scan(t, access, sc)? {
+                Some(scan) => rows_with_rowids(t, scan),
+                None => Ok(Vec::new()),
+            },
             Access::IndexRange(idx, lo, hi) => {
                 // A bound as the key of a number: `None` when it is NULL (nothing matches);
                 // `Some(None)` when it is not a number (text and blobs sort after every

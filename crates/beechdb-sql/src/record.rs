@@ -72,38 +72,66 @@ fn corrupt_row() -> Error {
 pub fn decode_row(buf: &[u8], ncols: usize) -> Result<Vec<Value>> {
     // One more for the rowid most readers append.
     let mut out = Vec::with_capacity(ncols + 1);
-    let mut at = 0;
-    while at < buf.len() {
-        let tag = buf[at];
-        at += 1;
+    for v in (RowValues { buf, at: 0 }) {
+        out.push(v?);
+    }
+    Ok(out)
+}
+
+/// Decodes a stored row's values into `out` (as many as both have); returns how many.
+pub fn decode_into(buf: &[u8], out: &mut [Value]) -> Result<usize> {
+    let mut n = 0;
+    for (slot, v) in out.iter_mut().zip(RowValues { buf, at: 0 }) {
+        *slot = v?;
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// The values of a stored row, one by one.
+struct RowValues<'b> {
+    buf: &'b [u8],
+    at: usize,
+}
+
+impl Iterator for RowValues<'_> {
+    type Item = Result<Value>;
+
+    fn next(&mut self) -> Option<Result<Value>> {
+        let (buf, at) = (self.buf, &mut self.at);
+        let tag = *buf.get(*at)?;
+        *at += 1;
         let v = match tag {
             0 => Value::Null,
-            1 => {
-                let z = get_varint(buf, &mut at).ok_or_else(corrupt_row)?;
-                Value::Integer(((z >> 1) as i64) ^ -((z & 1) as i64))
-            }
-            2 => {
-                let b = buf.get(at..at + 8).ok_or_else(corrupt_row)?;
-                at += 8;
-                Value::Real(f64::from_le_bytes(b.try_into().unwrap()))
-            }
+            1 => match get_varint(buf, at) {
+                Some(z) => Value::Integer(((z >> 1) as i64) ^ -((z & 1) as i64)),
+                None => return Some(Err(corrupt_row())),
+            },
+            2 => match buf.get(*at..*at + 8) {
+                Some(b) => {
+                    *at += 8;
+                    Value::Real(f64::from_le_bytes(b.try_into().unwrap()))
+                }
+                None => return Some(Err(corrupt_row())),
+            },
             3 | 4 => {
-                let n = get_varint(buf, &mut at).ok_or_else(corrupt_row)? as usize;
-                let b = buf
-                    .get(at..at.checked_add(n).ok_or_else(corrupt_row)?)
-                    .ok_or_else(corrupt_row)?;
-                at += n;
+                let b = get_varint(buf, at)
+                    .and_then(|n| at.checked_add(n as usize))
+                    .and_then(|end| buf.get(*at..end));
+                let Some(b) = b else {
+                    return Some(Err(corrupt_row()));
+                };
+                *at += b.len();
                 if tag == 3 {
                     Value::Text(String::from_utf8_lossy(b).into())
                 } else {
                     Value::Blob(b.into())
                 }
             }
-            _ => return Err(corrupt_row()),
+            _ => return Some(Err(corrupt_row())),
         };
-        out.push(v);
+        Some(Ok(v))
     }
-    Ok(out)
 }
 
 /// A rowid as a key whose byte order is numeric order.

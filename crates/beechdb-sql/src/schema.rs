@@ -95,15 +95,33 @@ impl Table {
         Ok(row)
     }
 
+    /// Decodes row `rowid` (as `row_from`) into `out`: the columns, then the rowid.
+    pub fn read_into(&self, rowid: i64, stored: &[u8], out: &mut [Value]) -> Result<()> {
+        let n = self.columns.len();
+        let got = crate::record::decode_into(stored, &mut out[..n])?;
+        for (c, slot) in out[..n].iter_mut().enumerate().skip(got) {
+            *slot = self.added_value(c);
+        }
+        if let Some(a) = self.rowid_alias {
+            out[a] = Value::Integer(rowid);
+        }
+        out[n] = Value::Integer(rowid);
+        Ok(())
+    }
+
     /// Completes a stored row: columns added after it was written take their default.
     pub fn complete(&self, row: &mut Vec<Value>) {
         row.truncate(self.columns.len());
         while row.len() < self.columns.len() {
-            let d = match &self.columns[row.len()].default {
-                Some(Expr::Literal(v)) => self.columns[row.len()].affinity.apply(v.clone()),
-                _ => Value::Null,
-            };
-            row.push(d);
+            row.push(self.added_value(row.len()));
+        }
+    }
+
+    /// What column `c` holds in a row stored before the column was added: its default.
+    fn added_value(&self, c: usize) -> Value {
+        match &self.columns[c].default {
+            Some(Expr::Literal(v)) => self.columns[c].affinity.apply(v.clone()),
+            _ => Value::Null,
         }
     }
 
