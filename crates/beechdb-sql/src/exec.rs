@@ -293,6 +293,9 @@ pub(crate) struct CorePlan {
     meta: Arc<[SrcCol]>,
     /// The ORDER BY terms, result-column references resolved.
     order_exprs: Vec<Expr>,
+    /// The GROUP BY terms (result-column ordinals resolved) and HAVING.
+    group_terms: Vec<Expr>,
+    having: Option<Expr>,
     aggregate: bool,
     windows: bool,
     /// How the FROM clause is read, if there is one.
@@ -308,6 +311,10 @@ pub(crate) struct JoinPlan {
     at_level: Vec<Vec<Expr>>,
     /// A LEFT JOIN's ON conditions, which decide whether its row matched.
     on_level: Vec<Vec<Expr>>,
+    /// For a streamed first item (see `streams`): the columns its conditions read, decoded
+    /// before them, and the other columns the statement reads, decoded only for rows that
+    /// pass; `None`: every column at once.
+    lazy: Option<(Vec<bool>, Vec<bool>)>,
 }
 
 impl JoinPlan {
@@ -327,7 +334,52 @@ impl JoinPlan {
             }
         }
     }
+
+    /// Decides what a streamed first item decodes when (see `lazy`), given the plan's
+    /// other expressions `rest` (the result columns and such): nothing is left out unless
+    /// every expression reads the item by slot.
+    fn decode_lazily<'e>(&mut self, rest: impl Iterator<Item = &'e Expr>) {
+        let Some(t) = self.items[0].table.as_ref().filter(|_| streams(self, 0)) else {
+            return;
+        };
+        let n = t.columns.len();
+        let filter = columns_read(self.at_level[0].iter(), n);
+        let accesses = self.items.iter().flat_map(|it| match &it.access {
+            Access::Scan => vec![],
+            Access::Rowid(e) | Access::Index(_, e, _) => vec![e],
+            Access::RowidRange(lo, hi) | Access::IndexRange(_, lo, hi) => {
+                lo.iter().chain(hi).collect()
+            }
+        });
+        let later = self.at_level[1..].iter().chain(&self.on_level).flatten();
+        let joins = columns_read(later.chain(accesses), n);
+        if let (Some(filter), Some(rest), Some(joins)) = (filter, columns_read(rest, n), joins) {
+            let after = (0..n)
+                .map(|c| (rest[c] || joins[c]) && !filter[c])
+                .collect();
+            self.lazy = Some((filter, after));
+        }
+    }
 }
+
+/// Which of the first `n` slots `exprs` read; `None` when they may read any (a subquery or
+/// a window call names columns when it runs).
+fn columns_read<'e>(exprs: impl Iterator<Item = &'e Expr>, n: usize) -> Option<Vec<bool>> {
+    let mut used = vec![false; n];
+    let mut any = false;
+    for e in exprs {
+        e.walk(&mut |x| match x {
+            Expr::Slot(i) if *i < n => used[*i] = true,
+            Expr::Exists(_) | Expr::Subquery(_) | Expr::InSelect { .. } | Expr::Window(_) => {
+                any = true
+            }
+            _ => {}
+        });
+    }
+    (!any).then_some(used)
+}
+
+impl JoinPlan {}
 
 /// One source of a join: a table read through an access path, or rows read in full.
 struct ItemPlan {
@@ -1298,6 +1350,7 @@ impl<'a> Exec<'a> {
             bound,
             at_level,
             on_level,
+            lazy: None,
         })
     }
 
@@ -1527,13 +1580,22 @@ impl<'a> Exec<'a> {
             // The outermost table read in rowid order: each row decoded straight into the
             // joined row as the engine yields it, none kept.
             let sc = Scope::new(frame, row, outer);
-            if let Some(scan) = self.rowid_scan(t, &it.plan.access, &sc)? {
-                for kv in scan {
+            if let Some(mut scan) = self.rowid_scan(t, &it.plan.access, &sc)? {
+                let (first, after) = match &plan.lazy {
+                    Some((f, a)) => (Some(&f[..]), Some(&a[..])),
+                    None => (None, None),
+                };
+                while let Some(kv) = scan.next_ref() {
                     let (k, v) = kv?;
-                    t.read_into(rowid_of_key(&k)?, &v, &mut row[slots.clone()])?;
-                    if passes(self, row, &plan.at_level[0])?
-                        && !self.join_level(items, plan, 1, row, frame, outer, emit)?
-                    {
+                    let rowid = rowid_of_key(k)?;
+                    t.read_into(rowid, v, &mut row[slots.clone()], first)?;
+                    if !passes(self, row, &plan.at_level[0])? {
+                        continue;
+                    }
+                    if after.is_some() {
+                        t.read_into(rowid, v, &mut row[slots.clone()], after)?;
+                    }
+                    if !self.join_level(items, plan, 1, row, frame, outer, emit)? {
                         return Ok(false);
                     }
                 }
@@ -2367,6 +2429,8 @@ impl<'a> Exec<'a> {
             exprs: Vec::new(),
             meta: Arc::new([]),
             order_exprs: Vec::new(),
+            group_terms: Vec::new(),
+            having: None,
             aggregate: false,
             windows: false,
             join: Some(join),
@@ -2465,24 +2529,34 @@ impl<'a> Exec<'a> {
             Some(f) => Some(self.plan_join(f, &frame, where_)?),
             None => None,
         };
+        let mut group_terms: Vec<Expr> = group_by
+            .iter()
+            .map(|g| resolve_group_term(g, &exprs))
+            .collect::<Result<_>>()?;
+        let mut having = having.clone();
         // Names resolved once: the plan's expressions read their columns by slot.
         let mut exprs = exprs;
         let mut order_exprs = order_exprs;
-        for e in exprs
-            .iter_mut()
-            .map(|(e, _)| e)
-            .chain(order_exprs.iter_mut())
+        let all = exprs.iter_mut().map(|(e, _)| e);
+        for e in all
+            .chain(&mut order_exprs)
+            .chain(&mut group_terms)
+            .chain(&mut having)
         {
             frame.bind(e);
         }
         if let Some(j) = &mut join {
             j.bind(&frame);
+            let all = exprs.iter().map(|(e, _)| e);
+            j.decode_lazily(all.chain(&order_exprs).chain(&group_terms).chain(&having));
         }
         Ok(CorePlan {
             frame,
             exprs,
             meta: meta.into(),
             order_exprs,
+            group_terms,
+            having,
             aggregate,
             windows,
             join,
@@ -2611,7 +2685,7 @@ impl<'a> Exec<'a> {
             for (e, _) in exprs {
                 collect_aggregates(e, &mut calls);
             }
-            if let Some(h) = having {
+            if let Some(h) = &plan.having {
                 collect_aggregates(h, &mut calls);
             }
             for e in order_exprs {
@@ -2636,10 +2710,7 @@ impl<'a> Exec<'a> {
                     })
                     .collect()
             };
-            let group_terms: Vec<Expr> = group_by
-                .iter()
-                .map(|g| resolve_group_term(g, exprs))
-                .collect::<Result<_>>()?;
+            let group_terms = &plan.group_terms;
             let mut step = |me: &mut Self, r: &[Value]| -> Result<bool> {
                 let sc = Scope::new(frame, r, outer);
                 let key = group_terms
@@ -2755,7 +2826,7 @@ impl<'a> Exec<'a> {
                 }
                 let mut sc = Scope::new(frame, &g.row, outer);
                 sc.agg = Some(&values);
-                if let Some(h) = having {
+                if let Some(h) = &plan.having {
                     if self.eval(h, &sc)?.truth() != Some(true) {
                         continue;
                     }

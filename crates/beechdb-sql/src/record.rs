@@ -78,11 +78,17 @@ pub fn decode_row(buf: &[u8], ncols: usize) -> Result<Vec<Value>> {
     Ok(out)
 }
 
-/// Decodes a stored row's values into `out` (as many as both have); returns how many.
-pub fn decode_into(buf: &[u8], out: &mut [Value]) -> Result<usize> {
+/// Decodes a stored row's values into `out` (as many as both have), only those `wanted`
+/// marks (all without it); returns how many the row has for `out` (decoded or not).
+pub fn decode_into(buf: &[u8], out: &mut [Value], wanted: Option<&[bool]>) -> Result<usize> {
+    let mut values = RowValues { buf, at: 0 };
     let mut n = 0;
-    for (slot, v) in out.iter_mut().zip(RowValues { buf, at: 0 }) {
-        *slot = v?;
+    for (i, slot) in out.iter_mut().enumerate() {
+        let Some(raw) = values.next_raw() else { break };
+        let (tag, bytes) = raw?;
+        if wanted.is_none_or(|w| w[i]) {
+            *slot = value_of(tag, bytes)?;
+        }
         n += 1;
     }
     Ok(n)
@@ -94,44 +100,54 @@ struct RowValues<'b> {
     at: usize,
 }
 
+impl<'b> RowValues<'b> {
+    /// The next value's tag and encoded bytes, not decoded.
+    fn next_raw(&mut self) -> Option<Result<(u8, &'b [u8])>> {
+        let buf = self.buf;
+        let tag = *buf.get(self.at)?;
+        let mut at = self.at + 1;
+        let span = match tag {
+            0 => Some((at, at)),
+            // An integer's bytes are its varint.
+            1 => get_varint(buf, &mut at).map(|_| (self.at + 1, at)),
+            2 => Some((at, at + 8)),
+            3 | 4 => get_varint(buf, &mut at).and_then(|n| Some((at, at.checked_add(n as usize)?))),
+            _ => None,
+        };
+        let Some((bytes, end)) = span.and_then(|(from, end)| Some((buf.get(from..end)?, end)))
+        else {
+            return Some(Err(corrupt_row()));
+        };
+        self.at = end;
+        Some(Ok((tag, bytes)))
+    }
+}
+
 impl Iterator for RowValues<'_> {
     type Item = Result<Value>;
 
     fn next(&mut self) -> Option<Result<Value>> {
-        let (buf, at) = (self.buf, &mut self.at);
-        let tag = *buf.get(*at)?;
-        *at += 1;
-        let v = match tag {
-            0 => Value::Null,
-            1 => match get_varint(buf, at) {
-                Some(z) => Value::Integer(((z >> 1) as i64) ^ -((z & 1) as i64)),
-                None => return Some(Err(corrupt_row())),
-            },
-            2 => match buf.get(*at..*at + 8) {
-                Some(b) => {
-                    *at += 8;
-                    Value::Real(f64::from_le_bytes(b.try_into().unwrap()))
-                }
-                None => return Some(Err(corrupt_row())),
-            },
-            3 | 4 => {
-                let b = get_varint(buf, at)
-                    .and_then(|n| at.checked_add(n as usize))
-                    .and_then(|end| buf.get(*at..end));
-                let Some(b) = b else {
-                    return Some(Err(corrupt_row()));
-                };
-                *at += b.len();
-                if tag == 3 {
-                    Value::Text(String::from_utf8_lossy(b).into())
-                } else {
-                    Value::Blob(b.into())
-                }
-            }
-            _ => return Some(Err(corrupt_row())),
-        };
-        Some(Ok(v))
+        Some(
+            self.next_raw()?
+                .and_then(|(tag, bytes)| value_of(tag, bytes)),
+        )
     }
+}
+
+/// A value from its tag and encoded bytes (as `RowValues::next_raw` gives them).
+fn value_of(tag: u8, bytes: &[u8]) -> Result<Value> {
+    Ok(match tag {
+        0 => Value::Null,
+        1 => {
+            let z = get_varint(bytes, &mut 0).ok_or_else(corrupt_row)?;
+            Value::Integer(((z >> 1) as i64) ^ -((z & 1) as i64))
+        }
+        2 => Value::Real(f64::from_le_bytes(
+            bytes.try_into().map_err(|_| corrupt_row())?,
+        )),
+        3 => Value::Text(String::from_utf8_lossy(bytes).into()),
+        _ => Value::Blob(bytes.into()),
+    })
 }
 
 /// A rowid as a key whose byte order is numeric order.

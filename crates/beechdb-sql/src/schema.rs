@@ -95,12 +95,21 @@ impl Table {
         Ok(row)
     }
 
-    /// Decodes row `rowid` (as `row_from`) into `out`: the columns, then the rowid.
-    pub fn read_into(&self, rowid: i64, stored: &[u8], out: &mut [Value]) -> Result<()> {
+    /// Decodes row `rowid` (as `row_from`) into `out`: the columns, then the rowid; with
+    /// `wanted`, only the columns it marks (the rowid always).
+    pub fn read_into(
+        &self,
+        rowid: i64,
+        stored: &[u8],
+        out: &mut [Value],
+        wanted: Option<&[bool]>,
+    ) -> Result<()> {
         let n = self.columns.len();
-        let got = crate::record::decode_into(stored, &mut out[..n])?;
+        let got = crate::record::decode_into(stored, &mut out[..n], wanted)?;
         for (c, slot) in out[..n].iter_mut().enumerate().skip(got) {
-            *slot = self.added_value(c);
+            if wanted.is_none_or(|w| w[c]) {
+                *slot = self.added_value(c);
+            }
         }
         if let Some(a) = self.rowid_alias {
             out[a] = Value::Integer(rowid);

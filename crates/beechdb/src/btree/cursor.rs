@@ -242,6 +242,40 @@ pub(crate) fn beyond(end: &Bound<Vec<u8>>, key: &[u8], reverse: bool) -> bool {
     }
 }
 
+/// Entries copied out of a leaf: their bytes in one buffer, and where each key and value
+/// lies in it, in the order they were read.
+#[derive(Default)]
+pub(crate) struct Run {
+    data: Vec<u8>,
+    spans: Vec<(usize, usize, usize, usize)>,
+}
+
+impl Run {
+    pub(crate) fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    pub(crate) fn key(&self, i: usize) -> &[u8] {
+        let (k, kl, _, _) = self.spans[i];
+        &self.data[k..k + kl]
+    }
+
+    pub(crate) fn value(&self, i: usize) -> &[u8] {
+        let (_, _, v, vl) = self.spans[i];
+        &self.data[v..v + vl]
+    }
+
+    /// Keeps the first `n` entries.
+    pub(crate) fn truncate(&mut self, n: usize) {
+        self.spans.truncate(n);
+    }
+
+    /// The entries as owned pairs.
+    pub(crate) fn into_pairs(self) -> impl Iterator<Item = (Vec<u8>, Vec<u8>)> {
+        (0..self.len()).map(move |i| (self.key(i).to_vec(), self.value(i).to_vec()))
+    }
+}
+
 /// Up to one leaf's run of entries (at most `max_bytes` and up to the first key beyond
 /// `end`, at least one) from the position `to` finds, in the direction of travel: ascending
 /// from it when `forward`, else descending.
@@ -251,20 +285,24 @@ pub(crate) fn read_run(
     to: Seek,
     forward: bool,
     (end, max_bytes): (&Bound<Vec<u8>>, usize),
-) -> NeedResult<Vec<(Vec<u8>, Vec<u8>)>> {
+) -> NeedResult<Run> {
     let Some(pos) = e.seek(db, to)? else {
-        return Ok(Vec::new());
+        return Ok(Run::default());
     };
-    let (mut data, mut spans) = (Vec::new(), Vec::new());
-    let at = copy_run(e, &pos, forward, &mut data, &mut spans, (end, max_bytes))?;
-    let entry = |&(ks, kl, vs, vl): &(usize, usize, usize, usize)| {
-        (data[ks..ks + kl].to_vec(), data[vs..vs + vl].to_vec())
-    };
-    Ok(if forward {
-        spans.iter().map(entry).collect()
-    } else {
-        spans[..=at].iter().rev().map(entry).collect()
-    })
+    let mut run = Run::default();
+    let at = copy_run(
+        e,
+        &pos,
+        forward,
+        &mut run.data,
+        &mut run.spans,
+        (end, max_bytes),
+    )?;
+    if !forward {
+        run.spans.truncate(at + 1);
+        run.spans.reverse();
+    }
+    Ok(run)
 }
 
 /// Copies entries of `pos.leaf` into `data`/`spans`: from `pos.idx` on when moving forward,

@@ -14,7 +14,7 @@
 
 use super::handle::TxnInner;
 use super::scoped_range;
-use crate::btree::cursor::{beyond, read_run, seek_from};
+use crate::btree::cursor::{beyond, read_run, seek_from, Run};
 use crate::config::Duplicates;
 use crate::engine::{Engine, NeedResult};
 use crate::env::Db;
@@ -38,7 +38,9 @@ pub struct TxnIter {
     /// The range's far end.
     to: Bound<Vec<u8>>,
     reverse: bool,
-    batch: std::vec::IntoIter<(Vec<u8>, Vec<u8>)>,
+    batch: Entries,
+    /// The entry `next_ref` lends when it is not in a flat run (merged, or decoded).
+    current: (Vec<u8>, Vec<u8>),
     /// Bytes the next batch copies from a leaf at most: small at first (a lookup reads one
     /// or two entries), doubling up to a leaf's worth.
     batch_bytes: usize,
@@ -67,7 +69,8 @@ impl TxnIter {
             from,
             to,
             reverse,
-            batch: Vec::new().into_iter(),
+            batch: Entries::Merged(Vec::new().into_iter()),
+            current: Default::default(),
             batch_bytes: 512,
             done: empty,
             misuse,
@@ -102,15 +105,13 @@ impl TxnIter {
         let mut run = seek_from(&self.from, forward, |seek| {
             read_run(e, db, seek, forward, limit)
         })?;
-        let cut = run
-            .iter()
-            .position(|(k, _)| beyond(&self.to, k, self.reverse));
-        let last = run.is_empty() || cut.is_some();
+        let cut = (0..run.len()).position(|i| beyond(&self.to, run.key(i), self.reverse));
+        let last = run.len() == 0 || cut.is_some();
         if let Some(i) = cut {
             run.truncate(i);
         }
-        let upto = match (last, run.last()) {
-            (false, Some((k, _))) => Bound::Included(k.clone()),
+        let upto = match (last, run.len().checked_sub(1)) {
+            (false, Some(i)) => Bound::Included(run.key(i).to_vec()),
             _ => self.to.clone(),
         };
         let interval = self.interval(&upto);
@@ -132,7 +133,7 @@ impl TxnIter {
         let mut batch = if created {
             // Created by this transaction: only its own writes are there.
             Batch {
-                run: Vec::new(),
+                run: Run::default(),
                 overrides: Vec::new(),
                 upto: self.to.clone(),
                 last: true,
@@ -154,9 +155,9 @@ impl TxnIter {
         batch.end_at(cut, self.reverse);
         self.batch = if batch.overrides.is_empty() && own.is_empty() {
             // The tree's entries are the view (already in the direction of travel).
-            batch.run.into_iter()
+            Entries::Flat(batch.run, 0)
         } else {
-            let mut view: BTreeMap<Vec<u8>, Vec<u8>> = batch.run.into_iter().collect();
+            let mut view: BTreeMap<Vec<u8>, Vec<u8>> = batch.run.into_pairs().collect();
             let own = own.into_iter().map(|(k, w)| (k[4..].to_vec(), w));
             for (k, w) in batch.overrides.into_iter().chain(own) {
                 let upto = &batch.upto;
@@ -172,7 +173,7 @@ impl TxnIter {
             if self.reverse {
                 entries.reverse();
             }
-            entries.into_iter()
+            Entries::Merged(entries.into_iter())
         };
         self.batch_bytes = (self.batch_bytes * 2).min(crate::btree::cursor::RUN_BYTES);
         self.done = batch.last;
@@ -206,7 +207,10 @@ impl Batch {
             return;
         }
         let end = Bound::Included(c);
-        self.run.retain(|(k, _)| !beyond(&end, k, reverse));
+        // The run is in the direction of travel: what lies beyond the cut is its tail.
+        let n = self.run.len();
+        let keep = (0..n).position(|i| beyond(&end, self.run.key(i), reverse));
+        self.run.truncate(keep.unwrap_or(n));
         self.overrides.retain(|(k, _)| !beyond(&end, k, reverse));
         self.upto = end;
         self.last = false;
@@ -216,7 +220,7 @@ impl Batch {
 /// One interval's worth of a scan (see the module comment).
 struct Batch {
     /// The tree's entries, in the direction of travel.
-    run: Vec<(Vec<u8>, Vec<u8>)>,
+    run: Run,
     /// Keys the snapshot saw differently, with the value it saw (`None`: absent).
     overrides: Vec<(Vec<u8>, Option<Vec<u8>>)>,
     /// Where the interval ends (included), or the range's end for the last batch.
@@ -224,10 +228,24 @@ struct Batch {
     last: bool,
 }
 
-impl Iterator for TxnIter {
-    type Item = Result<(Vec<u8>, Vec<u8>)>;
+/// The entries of the current batch.
+enum Entries {
+    /// The tree's entries as they were copied (nothing overrides them), and the next one.
+    Flat(Run, usize),
+    /// The tree's entries merged with what the reader sees otherwise.
+    Merged(std::vec::IntoIter<(Vec<u8>, Vec<u8>)>),
+}
 
-    fn next(&mut self) -> Option<Self::Item> {
+/// Where `TxnIter::step` found the next entry.
+enum Next {
+    /// Entry `i` of the flat run.
+    Flat(usize),
+    Owned((Vec<u8>, Vec<u8>)),
+}
+
+impl TxnIter {
+    /// Finds the next entry, reading batches as needed.
+    fn step(&mut self) -> Option<Result<Next>> {
         if let Some(e) = self.misuse.take() {
             self.done = true;
             return Some(Err(e));
@@ -237,11 +255,25 @@ impl Iterator for TxnIter {
             return Some(Err(e));
         }
         loop {
-            if let Some((k, v)) = self.batch.next() {
-                return Some(match self.decode {
-                    Duplicates::None => Ok((k, v)),
-                    dups => crate::dups::decode(dups, &k, &v),
-                });
+            let next = match &mut self.batch {
+                Entries::Flat(run, i) if *i < run.len() => {
+                    *i += 1;
+                    match self.decode {
+                        Duplicates::None => Some(Ok(Next::Flat(*i - 1))),
+                        dups => Some(
+                            crate::dups::decode(dups, run.key(*i - 1), run.value(*i - 1))
+                                .map(Next::Owned),
+                        ),
+                    }
+                }
+                Entries::Flat(..) => None,
+                Entries::Merged(it) => it.next().map(|(k, v)| match self.decode {
+                    Duplicates::None => Ok(Next::Owned((k, v))),
+                    dups => crate::dups::decode(dups, &k, &v).map(Next::Owned),
+                }),
+            };
+            if next.is_some() {
+                return next;
             }
             if self.done {
                 return None;
@@ -251,5 +283,36 @@ impl Iterator for TxnIter {
                 return Some(Err(e));
             }
         }
+    }
+
+    /// The next entry, lent from the scan's buffer rather than copied: the same entries
+    /// and errors as `next`, for a reader that only looks at each one.
+    pub fn next_ref(&mut self) -> Option<Result<(&[u8], &[u8])>> {
+        Some(match self.step()? {
+            Ok(Next::Flat(i)) => match &self.batch {
+                Entries::Flat(run, _) => Ok((run.key(i), run.value(i))),
+                Entries::Merged(_) => unreachable!("a flat entry comes from a flat batch"),
+            },
+            Ok(Next::Owned(kv)) => {
+                self.current = kv;
+                Ok((&self.current.0, &self.current.1))
+            }
+            Err(e) => Err(e),
+        })
+    }
+}
+
+impl Iterator for TxnIter {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        Some(match self.step()? {
+            Ok(Next::Flat(i)) => match &self.batch {
+                Entries::Flat(run, _) => Ok((run.key(i).to_vec(), run.value(i).to_vec())),
+                Entries::Merged(_) => unreachable!("a flat entry comes from a flat batch"),
+            },
+            Ok(Next::Owned(kv)) => Ok(kv),
+            Err(e) => Err(e),
+        })
     }
 }
