@@ -196,6 +196,30 @@ fn key_of(e: &Expr) -> usize {
     e as *const Expr as usize
 }
 
+/// Whether `e` reads a column other than in an aggregate call's arguments (a bare column
+/// of an aggregate query); also when it holds a subquery or window call, which may.
+fn reads_bare_columns(e: &Expr) -> bool {
+    // Column references, and subqueries or window calls (which may read any).
+    let count = |e: &Expr| {
+        let (mut columns, mut opaque) = (0, 0);
+        e.walk(&mut |x| match x {
+            Expr::Column { .. } | Expr::Slot(_) => columns += 1,
+            Expr::Exists(_) | Expr::Subquery(_) | Expr::InSelect { .. } | Expr::Window(_) => {
+                opaque += 1
+            }
+            _ => {}
+        });
+        (columns, opaque)
+    };
+    let mut calls = Vec::new();
+    collect_aggregates(e, &mut calls);
+    let inside = calls
+        .iter()
+        .map(|c| count(c))
+        .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+    count(e) != inside
+}
+
 /// Whether `e` calls an aggregate function (outside subqueries).
 pub fn has_aggregate(e: &Expr) -> bool {
     let mut found = false;
@@ -297,6 +321,9 @@ pub(crate) struct CorePlan {
     group_terms: Vec<Expr>,
     having: Option<Expr>,
     aggregate: bool,
+    /// An aggregate query reads columns outside aggregate calls: each group keeps its
+    /// last row for them.
+    bare: bool,
     windows: bool,
     /// How the FROM clause is read, if there is one.
     pub(crate) join: Option<JoinPlan>,
@@ -1968,7 +1995,7 @@ impl<'a> Exec<'a> {
             let Expr::Window(w) = call else { continue };
             // Per row: its partition, its sort key, its arguments.
             let mut partitions: Vec<Vec<usize>> = Vec::new();
-            let mut by_sig: HashMap<String, usize> = HashMap::new();
+            let mut by_sig: HashMap<Vec<u8>, usize> = HashMap::new();
             let (mut keys, mut args) = (
                 Vec::with_capacity(rows.len()),
                 Vec::with_capacity(rows.len()),
@@ -2431,6 +2458,7 @@ impl<'a> Exec<'a> {
             order_exprs: Vec::new(),
             group_terms: Vec::new(),
             having: None,
+            bare: false,
             aggregate: false,
             windows: false,
             join: Some(join),
@@ -2550,6 +2578,12 @@ impl<'a> Exec<'a> {
             let all = exprs.iter().map(|(e, _)| e);
             j.decode_lazily(all.chain(&order_exprs).chain(&group_terms).chain(&having));
         }
+        let bare = {
+            let all = exprs.iter().map(|(e, _)| e);
+            all.chain(&order_exprs)
+                .chain(&having)
+                .any(reads_bare_columns)
+        };
         Ok(CorePlan {
             frame,
             exprs,
@@ -2557,6 +2591,7 @@ impl<'a> Exec<'a> {
             order_exprs,
             group_terms,
             having,
+            bare,
             aggregate,
             windows,
             join,
@@ -2693,11 +2728,11 @@ impl<'a> Exec<'a> {
             }
             struct Group {
                 accs: Vec<Acc>,
-                distinct_seen: Vec<HashSet<String>>,
+                distinct_seen: Vec<HashSet<Vec<u8>>>,
                 row: Row,
             }
             let mut groups: Vec<(Row, Group)> = Vec::new();
-            let mut index: HashMap<String, usize> = HashMap::new();
+            let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
             let colls: Vec<Collation> = {
                 let sc = Scope::new(frame, &empty_row, outer);
                 calls
@@ -2710,19 +2745,18 @@ impl<'a> Exec<'a> {
                     })
                     .collect()
             };
-            let group_terms = &plan.group_terms;
+            let (group_terms, bare) = (&plan.group_terms, plan.bare);
+            // Buffers reused from row to row: the group key, its signature, arguments.
+            let (mut key, mut sig, mut vals) = (Vec::new(), Vec::new(), Vec::new());
             let mut step = |me: &mut Self, r: &[Value]| -> Result<bool> {
                 let sc = Scope::new(frame, r, outer);
-                let key = group_terms
-                    .iter()
-                    .map(|g| me.eval(g, &sc))
-                    .collect::<Result<Row>>()?;
+                key.clear();
+                for g in group_terms {
+                    key.push(me.eval(g, &sc)?);
+                }
                 // Without GROUP BY there is one group: no key to hash.
-                let sig = if group_terms.is_empty() {
-                    String::new()
-                } else {
-                    group_signature(&key)
-                };
+                sig.clear();
+                group_signature_into(&key, &mut sig);
                 let found = if group_terms.is_empty() && !groups.is_empty() {
                     Some(0)
                 } else {
@@ -2731,6 +2765,7 @@ impl<'a> Exec<'a> {
                 let gi = match found {
                     Some(i) => i,
                     None => {
+                        let key = std::mem::take(&mut key);
                         groups.push((
                             key,
                             Group {
@@ -2747,7 +2782,7 @@ impl<'a> Exec<'a> {
                                 row: Vec::new(),
                             },
                         ));
-                        index.insert(sig, groups.len() - 1);
+                        index.insert(sig.clone(), groups.len() - 1);
                         groups.len() - 1
                     }
                 };
@@ -2775,10 +2810,10 @@ impl<'a> Exec<'a> {
                             "wrong number of arguments to function {name}()"
                         )));
                     }
-                    let vals = args
-                        .iter()
-                        .map(|a| me.eval(a, &sc))
-                        .collect::<Result<Row>>()?;
+                    vals.clear();
+                    for a in args {
+                        vals.push(me.eval(a, &sc)?);
+                    }
                     let g = &mut groups[gi].1;
                     if *distinct {
                         if vals.first().is_some_and(Value::is_null) {
@@ -2790,9 +2825,11 @@ impl<'a> Exec<'a> {
                     }
                     g.accs[ci].step(&vals, colls[ci])?;
                 }
-                let last = &mut groups[gi].1.row;
-                last.clear();
-                last.extend_from_slice(r);
+                if bare {
+                    let last = &mut groups[gi].1.row;
+                    last.clear();
+                    last.extend_from_slice(r);
+                }
                 Ok(true)
             };
             self.source_rows(
@@ -2843,7 +2880,7 @@ impl<'a> Exec<'a> {
             }
         }
         if distinct {
-            let mut seen: HashSet<String> = HashSet::new();
+            let mut seen: HashSet<Vec<u8>> = HashSet::new();
             out.retain(|(r, _)| seen.insert(group_signature(r)));
         }
         if let (false, Some(plan)) = (order.is_empty(), &mut self.plan) {
@@ -2913,7 +2950,7 @@ fn rows_equal(a: &[Value], b: &[Value]) -> bool {
 
 /// Distinct rows, the last of equal ones kept, in ascending order.
 fn dedupe_sorted(rows: Vec<Row>) -> Vec<Row> {
-    let mut last: HashMap<String, usize> = HashMap::new();
+    let mut last: HashMap<Vec<u8>, usize> = HashMap::new();
     for (i, r) in rows.iter().enumerate() {
         last.insert(group_signature(r), i);
     }
@@ -2931,41 +2968,35 @@ fn dedupe_sorted(rows: Vec<Row>) -> Vec<Row> {
 }
 
 fn dedupe(rows: &mut Vec<Row>) {
-    let mut seen: HashMap<String, ()> = HashMap::new();
-    rows.retain(|r| seen.insert(group_signature(r), ()).is_none());
+    let mut seen: HashSet<Vec<u8>> = HashSet::new();
+    rows.retain(|r| seen.insert(group_signature(r)));
 }
 
-/// A string equal for rows whose values compare equal (3 and 3.0 alike), for hashing.
-fn group_signature(r: &[Value]) -> String {
-    let mut s = String::new();
-    for v in r {
-        match v {
-            Value::Null => s.push_str("N|"),
-            Value::Integer(i) => s.push_str(&format!("n{i}|")),
-            Value::Real(r) => {
-                if r.fract() == 0.0 && r.abs() < 9.2e18 {
-                    s.push_str(&format!("n{}|", *r as i64));
-                } else {
-                    s.push_str(&format!("r{}|", r.to_bits()));
-                }
-            }
-            Value::Text(t) => {
-                s.push('t');
-                s.push_str(&t.len().to_string());
-                s.push(':');
-                s.push_str(t);
-                s.push('|');
-            }
-            Value::Blob(b) => {
-                s.push('b');
-                for x in b.iter() {
-                    s.push_str(&format!("{x:02x}"));
-                }
-                s.push('|');
-            }
-        }
-    }
+/// Bytes equal for rows whose values compare equal (3 and 3.0 alike), for hashing.
+fn group_signature(r: &[Value]) -> Vec<u8> {
+    let mut s = Vec::new();
+    group_signature_into(r, &mut s);
     s
+}
+
+/// Appends the grouping key of `r` to `out`: equal exactly for rows that group together
+/// (an integral real as its integer).
+fn group_signature_into(r: &[Value], out: &mut Vec<u8>) {
+    for v in r {
+        let (tag, bytes): (u8, &[u8]) = match v {
+            Value::Null => (0, &[]),
+            Value::Integer(i) => (1, &i.to_le_bytes()),
+            Value::Real(x) if x.fract() == 0.0 && x.abs() < 9.2e18 => {
+                (1, &(*x as i64).to_le_bytes())
+            }
+            Value::Real(x) => (2, &x.to_bits().to_le_bytes()),
+            Value::Text(t) => (3, t.as_bytes()),
+            Value::Blob(b) => (4, b),
+        };
+        out.push(tag);
+        out.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+        out.extend_from_slice(bytes);
+    }
 }
 
 fn and3(a: Option<bool>, b: Option<bool>) -> Option<bool> {
