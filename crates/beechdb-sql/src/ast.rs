@@ -5,7 +5,7 @@
 //! identifiers compare case-insensitively (done where they are resolved).
 
 use crate::functions::UserFunction;
-use crate::value::{Collation, Value};
+use crate::value::{Affinity, Collation, Value};
 
 /// Names a part of a parsed statement whose plan may be kept between runs (see
 /// `exec::PlanCache`): unique in the process, given by the parser. `PlanId::NONE` marks a
@@ -20,6 +20,15 @@ impl PlanId {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         PlanId(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
     }
+}
+
+/// What comparing two operands takes besides their values: the affinity each brings and
+/// the collation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CmpInfo {
+    pub left: Option<Affinity>,
+    pub right: Option<Affinity>,
+    pub coll: Collation,
 }
 
 #[derive(Debug, Clone)]
@@ -339,11 +348,16 @@ pub enum Expr {
     Param(usize),
     Unary(UnaryOp, Box<Expr>),
     Binary(BinOp, Box<Expr>, Box<Expr>),
+    /// A comparison (`=`, `<`, `IS`, ...) whose affinities and collation were worked out
+    /// when the statement was planned (see `exec::Exec::compile_comparisons`).
+    Compare(BinOp, Box<Expr>, Box<Expr>, CmpInfo),
     Between {
         expr: Box<Expr>,
         not: bool,
         low: Box<Expr>,
         high: Box<Expr>,
+        /// The two comparisons' affinities and collation, when known at planning.
+        known: Option<[CmpInfo; 2]>,
     },
     InList {
         expr: Box<Expr>,
@@ -458,7 +472,7 @@ macro_rules! each_child {
             Expr::Unary(_, $c) | Expr::IsNull($c, _) | Expr::Cast($c, _) | Expr::Collate($c, _) => {
                 $body
             }
-            Expr::Binary(_, a, b) => {
+            Expr::Binary(_, a, b) | Expr::Compare(_, a, b, _) => {
                 for $c in [a, b] {
                     $body
                 }

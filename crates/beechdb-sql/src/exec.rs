@@ -254,7 +254,7 @@ fn collect_matching<'e>(e: &'e Expr, pick: &dyn Fn(&Expr) -> bool, out: &mut Vec
                 Expr::Unary(_, a) | Expr::IsNull(a, _) | Expr::Cast(a, _) | Expr::Collate(a, _) => {
                     children.push(a)
                 }
-                Expr::Binary(_, a, b) => children.extend([&**a, &**b]),
+                Expr::Binary(_, a, b) | Expr::Compare(_, a, b, _) => children.extend([&**a, &**b]),
                 Expr::Between {
                     expr, low, high, ..
                 } => children.extend([&**expr, &**low, &**high]),
@@ -346,17 +346,17 @@ pub(crate) struct JoinPlan {
 
 impl JoinPlan {
     /// Resolves the plan's column references to slots of `frame` (see `Frame::bind`).
-    fn bind(&mut self, frame: &Frame) {
+    fn bind(&mut self, ex: &Exec, frame: &Frame) {
         let conditions = self.at_level.iter_mut().chain(&mut self.on_level).flatten();
         for e in conditions {
-            frame.bind(e);
+            ex.bind(e, frame);
         }
         for it in &mut self.items {
             match &mut it.access {
                 Access::Scan => {}
-                Access::Rowid(e) | Access::Index(_, e, _) => frame.bind(e),
+                Access::Rowid(e) | Access::Index(_, e, _) => ex.bind(e, frame),
                 Access::RowidRange(lo, hi) | Access::IndexRange(_, lo, hi) => {
-                    lo.iter_mut().chain(hi).for_each(|e| frame.bind(e))
+                    lo.iter_mut().chain(hi).for_each(|e| ex.bind(e, frame))
                 }
             }
         }
@@ -601,14 +601,26 @@ impl<'a> Exec<'a> {
                 }
             }
             Expr::Binary(op, a, b) => self.binary(*op, a, b, sc)?,
+            Expr::Compare(op, a, b, info) => self.compare_with(*op, a, b, *info, sc)?,
             Expr::Between {
                 expr,
                 not,
                 low,
                 high,
+                known,
             } => {
-                let ge = self.compare(BinOp::Ge, expr, low, sc)?;
-                let le = self.compare(BinOp::Le, expr, high, sc)?;
+                let [ge, le] = match known {
+                    Some(k) => k.map(Some),
+                    None => [None, None],
+                };
+                let ge = match ge {
+                    Some(info) => self.compare_with(BinOp::Ge, expr, low, info, sc)?,
+                    None => self.compare(BinOp::Ge, expr, low, sc)?,
+                };
+                let le = match le {
+                    Some(info) => self.compare_with(BinOp::Le, expr, high, info, sc)?,
+                    None => self.compare(BinOp::Le, expr, high, sc)?,
+                };
                 let both = and3(ge.truth(), le.truth());
                 bool3(both.map(|b| b != *not))
             }
@@ -922,8 +934,12 @@ impl<'a> Exec<'a> {
         if let (Expr::Row(x), Expr::Row(y)) = (a, b) {
             return self.compare_rows(op, x, y, sc);
         }
-        let (va, vb) = (self.eval(a, sc)?, self.eval(b, sc)?);
-        let (aa, ab) = (self.affinity(a, sc), self.affinity(b, sc));
+        let info = self.cmp_info(a, b, sc);
+        self.compare_with(op, a, b, info, sc)
+    }
+
+    /// The affinities and collation comparing `a` with `b` takes.
+    fn cmp_info(&self, a: &Expr, b: &Expr, sc: &Scope) -> CmpInfo {
         let coll = self
             .explicit_collation(a)
             .or_else(|| self.explicit_collation(b))
@@ -934,6 +950,86 @@ impl<'a> Exec<'a> {
                     self.collation(b, sc)
                 }
             });
+        CmpInfo {
+            left: self.affinity(a, sc),
+            right: self.affinity(b, sc),
+            coll,
+        }
+    }
+
+    /// Resolves `e` against `frame` once: column names to slots, comparisons compiled.
+    fn bind(&self, e: &mut Expr, frame: &Frame) {
+        frame.bind(e);
+        self.compile_comparisons(e, frame);
+    }
+
+    /// Turns the comparisons of `e` whose affinities and collation do not depend on the
+    /// row or on outer queries (their operands name no column but by slot of `frame`, and
+    /// hold no subquery at the top) into `Expr::Compare` or a `known` BETWEEN.
+    fn compile_comparisons(&self, e: &mut Expr, frame: &Frame) {
+        fn fixed(e: &Expr) -> bool {
+            match e {
+                Expr::Column { .. } | Expr::Subquery(_) | Expr::Row(_) => false,
+                Expr::Collate(inner, _) => fixed(inner),
+                _ => true,
+            }
+        }
+        let empty = vec![Value::Null; frame.width];
+        let sc = Scope::new(frame, &empty, None);
+        e.walk_mut(&mut |x| match x {
+            Expr::Binary(op, a, b)
+                if matches!(
+                    op,
+                    BinOp::Eq
+                        | BinOp::Ne
+                        | BinOp::Lt
+                        | BinOp::Le
+                        | BinOp::Gt
+                        | BinOp::Ge
+                        | BinOp::Is
+                        | BinOp::IsNot
+                ) && fixed(a)
+                    && fixed(b) =>
+            {
+                let info = self.cmp_info(a, b, &sc);
+                let placeholder = || Box::new(Expr::Literal(Value::Null));
+                let (a, b) = (
+                    std::mem::replace(a, placeholder()),
+                    std::mem::replace(b, placeholder()),
+                );
+                *x = Expr::Compare(*op, a, b, info);
+            }
+            Expr::Between {
+                expr,
+                low,
+                high,
+                known,
+                ..
+            } if fixed(expr) && fixed(low) && fixed(high) => {
+                *known = Some([
+                    self.cmp_info(expr, low, &sc),
+                    self.cmp_info(expr, high, &sc),
+                ]);
+            }
+            _ => {}
+        });
+    }
+
+    /// Compares `a` with `b` by `op`, with the affinities and collation `info` gives.
+    fn compare_with(
+        &mut self,
+        op: BinOp,
+        a: &Expr,
+        b: &Expr,
+        info: CmpInfo,
+        sc: &Scope,
+    ) -> Result<Value> {
+        let (va, vb) = (self.eval(a, sc)?, self.eval(b, sc)?);
+        let CmpInfo {
+            left: aa,
+            right: ab,
+            coll,
+        } = info;
         if matches!(op, BinOp::Is | BinOp::IsNot) {
             let same = match (va.is_null(), vb.is_null()) {
                 (true, true) => true,
@@ -1542,7 +1638,7 @@ impl<'a> Exec<'a> {
             };
             let (start, end) = (plan.bound[i], plan.bound[i] + it.plan.width);
             let found = exprs.iter().find_map(|e| {
-                let Expr::Binary(BinOp::Eq, a, b) = e else {
+                let (Expr::Binary(BinOp::Eq, a, b) | Expr::Compare(BinOp::Eq, a, b, _)) = e else {
                     return None;
                 };
                 [(a, b), (b, a)].into_iter().find_map(|(col, other)| {
@@ -1745,6 +1841,7 @@ impl<'a> Exec<'a> {
                     not: false,
                     low,
                     high,
+                    ..
                 } => {
                     if let (Some(c), Some(_)) = (bound_column(expr, low), bound_column(expr, high))
                     {
@@ -1931,7 +2028,7 @@ impl<'a> Exec<'a> {
                     (Some(Affinity::Text), None) => Affinity::Text.apply(v),
                     _ => v,
                 };
-                let mut prefix = Vec::new();
+                let mut prefix = Vec::with_capacity(32);
                 crate::record::encode_key_part(&mut prefix, &v, coll, desc);
                 self.rows_through_index(t, idx, prefix.clone(), Some(&prefix))
             }
@@ -2450,7 +2547,7 @@ impl<'a> Exec<'a> {
     pub(crate) fn plan_from(&self, from: &From, filter: Option<&Expr>) -> Result<CorePlan> {
         let frame = self.frame_of(Some(from))?;
         let mut join = self.plan_join(from, &frame, filter)?;
-        join.bind(&frame);
+        join.bind(self, &frame);
         Ok(CorePlan {
             frame,
             exprs: Vec::new(),
@@ -2571,10 +2668,10 @@ impl<'a> Exec<'a> {
             .chain(&mut group_terms)
             .chain(&mut having)
         {
-            frame.bind(e);
+            self.bind(e, &frame);
         }
         if let Some(j) = &mut join {
-            j.bind(&frame);
+            j.bind(self, &frame);
             let all = exprs.iter().map(|(e, _)| e);
             j.decode_lazily(all.chain(&order_exprs).chain(&group_terms).chain(&having));
         }
@@ -3023,21 +3120,29 @@ pub fn compare_values(
     ab: Option<Affinity>,
     coll: Collation,
 ) -> Option<Ordering> {
-    if a.is_null() || b.is_null() {
-        return None;
+    use std::borrow::Cow;
+    match (a, b) {
+        (Value::Null, _) | (_, Value::Null) => return None,
+        // Only TEXT affinity changes an integer.
+        (Value::Integer(x), Value::Integer(y))
+            if aa != Some(Affinity::Text) && ab != Some(Affinity::Text) =>
+        {
+            return Some(x.cmp(y))
+        }
+        _ => {}
     }
     let numeric = |x: Option<Affinity>| x.is_some_and(Affinity::is_numeric);
     let textish =
         |x: Option<Affinity>| matches!(x, None | Some(Affinity::Text) | Some(Affinity::Blob));
-    let (mut x, mut y) = (a.clone(), b.clone());
+    let (mut x, mut y) = (Cow::Borrowed(a), Cow::Borrowed(b));
     if numeric(aa) && textish(ab) {
-        y = Affinity::Numeric.apply(y);
+        y = Cow::Owned(Affinity::Numeric.apply(b.clone()));
     } else if numeric(ab) && textish(aa) {
-        x = Affinity::Numeric.apply(x);
+        x = Cow::Owned(Affinity::Numeric.apply(a.clone()));
     } else if aa == Some(Affinity::Text) && ab.is_none() {
-        y = Affinity::Text.apply(y);
+        y = Cow::Owned(Affinity::Text.apply(b.clone()));
     } else if ab == Some(Affinity::Text) && aa.is_none() {
-        x = Affinity::Text.apply(x);
+        x = Cow::Owned(Affinity::Text.apply(a.clone()));
     }
     Some(x.cmp_with(&y, coll))
 }

@@ -1041,6 +1041,7 @@ impl Cx<'_> {
                 not: *not,
                 low: self.boxed(start)?,
                 high: self.boxed(end)?,
+                known: None,
             },
             p::Expr::Case {
                 base,

@@ -147,10 +147,14 @@ impl TxnIter {
             if st.removed(self.db.id()) {
                 return Err(crate::error::Error::DbRemoved);
             }
-            let (lo, hi) = self.interval(&batch.upto);
-            let (lo, hi) = scoped_range(self.db.id(), lo, hi);
-            let (own, cut) = st.writes.range(&lo, &hi, self.reverse, BATCH_CAP)?;
-            (own, cut.map(|c| c[4..].to_vec()))
+            if st.writes.is_empty() {
+                (Vec::new(), None)
+            } else {
+                let (lo, hi) = self.interval(&batch.upto);
+                let (lo, hi) = scoped_range(self.db.id(), lo, hi);
+                let (own, cut) = st.writes.range(&lo, &hi, self.reverse, BATCH_CAP)?;
+                (own, cut.map(|c| c[4..].to_vec()))
+            }
         };
         batch.end_at(cut, self.reverse);
         self.batch = if batch.overrides.is_empty() && own.is_empty() {

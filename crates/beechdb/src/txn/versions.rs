@@ -136,6 +136,9 @@ impl Engine {
         reverse: bool,
         cap: usize,
     ) -> Result<Capped> {
+        if !self.versions_after(at) && !self.undo.iter().any(|u| u.hides_for(at)) {
+            return Ok((Vec::new(), None));
+        }
         let (start, end) = scoped_range(db, lo, hi);
         // Scoped key -> (LSN of the first change the reader must not see, value before it).
         let mut first: BTreeMap<Vec<u8>, (u64, Write)> = BTreeMap::new();
