@@ -1,5 +1,5 @@
 //! Profiling aid: one prepared statement run many times on a 100,000-row table.
-//! `cargo run --release -p beechdb-sql --example point_select -- 1000000 [pk|index|update|insert|scan]`
+//! `cargo run --release -p beechdb-sql --example point_select -- 1000000 [pk|index|update|insert|scan|join]`
 
 use beechdb_sql::{Database, Value};
 
@@ -16,6 +16,24 @@ fn main() -> Result<(), beechdb_sql::Error> {
     for i in 1..=100_000i64 {
         c.run(&ins, &[i.into(), (i * 7919 % 100_000).into()])?;
     }
+    if what == "join" {
+        let (a, b, cc) = (
+            c.prepare("INSERT INTO a VALUES(?1, ?2)")?,
+            c.prepare("INSERT INTO b VALUES(?1, ?2, ?2)")?,
+            c.prepare("INSERT INTO c VALUES(?1, ?2, ?2)")?,
+        );
+        c.execute_batch(
+            "CREATE TABLE a(id INTEGER PRIMARY KEY, x INTEGER);
+             CREATE TABLE b(id INTEGER PRIMARY KEY, a_id INTEGER, y INTEGER);
+             CREATE TABLE c(id INTEGER PRIMARY KEY, b_id INTEGER, z INTEGER);
+             CREATE INDEX b_a ON b(a_id); CREATE INDEX c_b ON c(b_id);",
+        )?;
+        for i in 1..=10_000i64 {
+            c.run(&a, &[i.into(), (i * 3).into()])?;
+            c.run(&b, &[i.into(), ((i * 31) % 10_000 + 1).into()])?;
+            c.run(&cc, &[i.into(), ((i * 17) % 10_000 + 1).into()])?;
+        }
+    }
     c.execute("COMMIT", &[])?;
     let sql = match what.as_str() {
         "pk" => "SELECT v FROM t WHERE id = ?1",
@@ -23,6 +41,7 @@ fn main() -> Result<(), beechdb_sql::Error> {
         "update" => "UPDATE t SET v = 'x' WHERE id = ?1",
         "insert" => "INSERT INTO t(k, v) VALUES(?1, 'inserted')",
         "scan" => "SELECT count(*), sum(k) FROM t WHERE id BETWEEN ?1 AND ?1 + 99",
+        "join" => "SELECT a.x, b.y, c.z FROM a JOIN b ON b.a_id = a.id JOIN c ON c.b_id = b.id WHERE a.id = ?1 % 10000 + 1",
         other => panic!("unknown statement kind {other}"),
     };
     let sel = c.prepare(sql)?;
