@@ -579,12 +579,23 @@ impl<'a> Exec<'a> {
 
     // ---- expressions ----
 
+    /// The value of `e` in scope `sc`. Leaves are read here, inlined where called; the
+    /// rest in `eval_node`, whose frame is large.
+    #[inline]
     pub fn eval(&mut self, e: &Expr, sc: &Scope) -> Result<Value> {
+        match e {
+            Expr::Slot(i) => Ok(sc.row.get(*i).cloned().unwrap_or(Value::Null)),
+            Expr::Literal(v) => Ok(v.clone()),
+            Expr::Param(i) => Ok(self.params.get(i - 1).cloned().unwrap_or(Value::Null)),
+            _ => self.eval_node(e, sc),
+        }
+    }
+
+    #[inline(never)]
+    fn eval_node(&mut self, e: &Expr, sc: &Scope) -> Result<Value> {
         Ok(match e {
-            Expr::Literal(v) => v.clone(),
-            Expr::Param(i) => self.params.get(i - 1).cloned().unwrap_or(Value::Null),
+            Expr::Literal(_) | Expr::Param(_) | Expr::Slot(_) => self.eval(e, sc)?,
             Expr::Column { table, name } => self.column(table.as_deref(), name, sc)?,
-            Expr::Slot(i) => sc.row.get(*i).cloned().unwrap_or(Value::Null),
             Expr::Unary(op, a) => {
                 let v = self.eval(a, sc)?;
                 match op {
