@@ -363,9 +363,10 @@ impl JoinPlan {
     }
 
     /// Decides what a streamed first item decodes when (see `lazy`), given the plan's
-    /// other expressions `rest` (the result columns and such): nothing is left out unless
-    /// every expression reads the item by slot.
-    fn decode_lazily<'e>(&mut self, rest: impl Iterator<Item = &'e Expr>) {
+    /// other expressions `rest` (the result columns and such), or that the rows it passes
+    /// on are read whole (`whole_rows`: UPDATE and DELETE). Its conditions' columns come
+    /// first if they read them by slot only; then the others anything may read.
+    fn decode_lazily<'e>(&mut self, rest: impl Iterator<Item = &'e Expr>, whole_rows: bool) {
         let Some(t) = self.items[0].table.as_ref().filter(|_| streams(self, 0)) else {
             return;
         };
@@ -380,9 +381,11 @@ impl JoinPlan {
         });
         let later = self.at_level[1..].iter().chain(&self.on_level).flatten();
         let joins = columns_read(later.chain(accesses), n);
-        if let (Some(filter), Some(rest), Some(joins)) = (filter, columns_read(rest, n), joins) {
+        let rest = columns_read(rest, n).filter(|_| !whole_rows);
+        if let Some(filter) = filter {
+            let read = |c: usize, m: &Option<Vec<bool>>| m.as_ref().is_none_or(|m| m[c]);
             let after = (0..n)
-                .map(|c| (rest[c] || joins[c]) && !filter[c])
+                .map(|c| (read(c, &rest) || read(c, &joins)) && !filter[c])
                 .collect();
             self.lazy = Some((filter, after));
         }
@@ -2559,6 +2562,7 @@ impl<'a> Exec<'a> {
         let frame = self.frame_of(Some(from))?;
         let mut join = self.plan_join(from, &frame, filter)?;
         join.bind(self, &frame);
+        join.decode_lazily(std::iter::empty(), true);
         Ok(CorePlan {
             frame,
             exprs: Vec::new(),
@@ -2684,7 +2688,8 @@ impl<'a> Exec<'a> {
         if let Some(j) = &mut join {
             j.bind(self, &frame);
             let all = exprs.iter().map(|(e, _)| e);
-            j.decode_lazily(all.chain(&order_exprs).chain(&group_terms).chain(&having));
+            let rest = all.chain(&order_exprs).chain(&group_terms).chain(&having);
+            j.decode_lazily(rest, false);
         }
         let bare = {
             let all = exprs.iter().map(|(e, _)| e);
