@@ -371,7 +371,8 @@ impl JoinPlan {
             return;
         };
         let n = t.columns.len();
-        let filter = columns_read(self.at_level[0].iter(), n);
+        let slots = self.bound[0]..self.bound[0] + n;
+        let filter = columns_read(self.at_level[0].iter(), slots.clone());
         let accesses = self.items.iter().flat_map(|it| match &it.access {
             Access::Scan => vec![],
             Access::Rowid(e) | Access::Index(_, e, _) => vec![e],
@@ -380,8 +381,8 @@ impl JoinPlan {
             }
         });
         let later = self.at_level[1..].iter().chain(&self.on_level).flatten();
-        let joins = columns_read(later.chain(accesses), n);
-        let rest = columns_read(rest, n).filter(|_| !whole_rows);
+        let joins = columns_read(later.chain(accesses), slots.clone());
+        let rest = columns_read(rest, slots).filter(|_| !whole_rows);
         if let Some(filter) = filter {
             let read = |c: usize, m: &Option<Vec<bool>>| m.as_ref().is_none_or(|m| m[c]);
             let after = (0..n)
@@ -392,14 +393,17 @@ impl JoinPlan {
     }
 }
 
-/// Which of the first `n` slots `exprs` read; `None` when they may read any (a subquery or
-/// a window call names columns when it runs).
-fn columns_read<'e>(exprs: impl Iterator<Item = &'e Expr>, n: usize) -> Option<Vec<bool>> {
-    let mut used = vec![false; n];
+/// Which of `slots` `exprs` read; `None` when they may read any (a subquery or a window
+/// call names columns when it runs).
+fn columns_read<'e>(
+    exprs: impl Iterator<Item = &'e Expr>,
+    slots: std::ops::Range<usize>,
+) -> Option<Vec<bool>> {
+    let mut used = vec![false; slots.len()];
     let mut any = false;
     for e in exprs {
         e.walk(&mut |x| match x {
-            Expr::Slot(i) if *i < n => used[*i] = true,
+            Expr::Slot(i) if slots.contains(i) => used[*i - slots.start] = true,
             Expr::Exists(_) | Expr::Subquery(_) | Expr::InSelect { .. } | Expr::Window(_) => {
                 any = true
             }
@@ -409,10 +413,10 @@ fn columns_read<'e>(exprs: impl Iterator<Item = &'e Expr>, n: usize) -> Option<V
     (!any).then_some(used)
 }
 
-impl JoinPlan {}
-
 /// One source of a join: a table read through an access path, or rows read in full.
 struct ItemPlan {
+    /// Its place in the FROM clause (items are in loop order).
+    source: usize,
     table: Option<Arc<Table>>,
     access: Access,
     left: bool,
@@ -465,17 +469,23 @@ fn streams(plan: &JoinPlan, i: usize) -> bool {
 /// The join level (index into `bound`) at which everything `e` names from `frame` is
 /// bound; the last level if it holds a subquery.
 fn level_of(e: &Expr, frame: &Frame, bound: &[usize]) -> usize {
+    // The item holding a slot starts at the greatest first slot not past it (the items
+    // tile the frame, in whatever order they are joined).
+    let level_at = |slot: usize| {
+        (0..bound.len())
+            .filter(|&l| bound[l] <= slot)
+            .max_by_key(|&l| bound[l])
+            .unwrap_or(0)
+    };
     let mut level = 0;
     let mut subquery = false;
     e.walk(&mut |x| match x {
         Expr::Column { table, name } => {
             if let Ok(Some((slot, _))) = frame.resolve(table.as_deref(), name) {
-                level = level.max(bound.iter().rposition(|&s| s <= slot).unwrap_or(0));
+                level = level.max(level_at(slot));
             }
         }
-        Expr::Slot(slot) => {
-            level = level.max(bound.iter().rposition(|&s| s <= *slot).unwrap_or(0));
-        }
+        Expr::Slot(slot) => level = level.max(level_at(*slot)),
         Expr::Exists(_) | Expr::Subquery(_) | Expr::InSelect { .. } => subquery = true,
         _ => {}
     });
@@ -1387,6 +1397,7 @@ impl<'a> Exec<'a> {
                 _ => None,
             };
             Ok(ItemPlan {
+                source: 0,
                 table,
                 access: Access::Scan,
                 left,
@@ -1459,6 +1470,19 @@ impl<'a> Exec<'a> {
             items.push(item(self, &j.table, j.left)?);
             on_level.push(on);
         }
+        for (i, it) in items.iter_mut().enumerate() {
+            it.source = i;
+        }
+        let order = self.join_order(&items, &bound, &on_level, frame, filter);
+        let mut items: Vec<ItemPlan> = {
+            let mut slots: Vec<Option<ItemPlan>> = items.into_iter().map(Some).collect();
+            order
+                .iter()
+                .map(|&i| slots[i].take().expect("a permutation"))
+                .collect()
+        };
+        let bound: Vec<usize> = order.iter().map(|&i| bound[i]).collect();
+        let mut on_level: Vec<Vec<Expr>> = order.iter().map(|&i| on_level[i].clone()).collect();
         // Each WHERE conjunct at the first item where everything it names is bound;
         // inner-join ON conditions are filters too, left joins' decide the match.
         let n = items.len();
@@ -1491,6 +1515,76 @@ impl<'a> Exec<'a> {
         })
     }
 
+    /// The order the items of a join (in FROM order) are looped in: FROM order, except
+    /// that among inner joins of tables the one read best on its own (by rowid or index
+    /// equality, then rowid or index range, with values known before the join starts)
+    /// goes first, as SQLite's planner would start there (it weighs more than this); when
+    /// none is, a table under half the first one's estimated size goes first if the first
+    /// is then read by key.
+    fn join_order(
+        &self,
+        items: &[ItemPlan],
+        bound: &[usize],
+        on_level: &[Vec<Expr>],
+        frame: &Frame,
+        filter: Option<&Expr>,
+    ) -> Vec<usize> {
+        let from_order: Vec<usize> = (0..items.len()).collect();
+        if items.len() < 2 || items.iter().any(|it| it.left || it.table.is_none()) {
+            return from_order;
+        }
+        let conditions: Vec<&Expr> = filter
+            .map(conjuncts)
+            .unwrap_or_default()
+            .into_iter()
+            .chain(on_level.iter().flatten())
+            .collect();
+        // How well item `item` is read when `first` starts the loops.
+        let rank = |first: usize, item: usize| {
+            let order: Vec<usize> = std::iter::once(first)
+                .chain(from_order.iter().copied().filter(|&i| i != first))
+                .collect();
+            let bound: Vec<usize> = order.iter().map(|&i| bound[i]).collect();
+            let level = order.iter().position(|&i| i == item).expect("in the order");
+            let own: Vec<&Expr> = conditions
+                .iter()
+                .copied()
+                .filter(|c| level_of(c, frame, &bound) == level)
+                .collect();
+            let t = items[item].table.as_ref().expect("tables only");
+            match self.choose_access(t, frame, &bound, level, &own) {
+                Access::Rowid(_) => 4,
+                Access::Index(..) => 3,
+                Access::RowidRange(..) => 2,
+                Access::IndexRange(..) => 1,
+                Access::Scan => 0,
+            }
+        };
+        let ranks: Vec<u8> = from_order.iter().map(|&i| rank(i, i)).collect();
+        let best = (0..items.len()).max_by_key(|&i| (ranks[i], std::cmp::Reverse(i)));
+        let first = match best {
+            Some(b) if ranks[b] > ranks[0] => b,
+            Some(_) if ranks.iter().all(|&r| r == 0) => {
+                let sizes: Option<Vec<i64>> = items
+                    .iter()
+                    .map(|it| self.estimated_rows(it.table.as_ref()?))
+                    .collect();
+                // Only when the first table is then read by key: hashing a big inner
+                // table costs more than hashing the small one.
+                let smaller = sizes.and_then(|sizes| {
+                    (0..items.len())
+                        .min_by_key(|&i| (sizes[i], i))
+                        .filter(|&i| sizes[i] * 2 < sizes[0])
+                });
+                smaller.filter(|&i| rank(i, 0) >= 3).unwrap_or(0)
+            }
+            _ => 0,
+        };
+        std::iter::once(first)
+            .chain(from_order.into_iter().filter(|&i| i != first))
+            .collect()
+    }
+
     /// Runs a planned join: reads each source as planned and hands each joined row that
     /// passes the conditions to `emit`.
     fn run_join(
@@ -1501,10 +1595,13 @@ impl<'a> Exec<'a> {
         outer: Option<&Scope>,
         emit: &mut dyn FnMut(&mut Self, &[Value]) -> Result<bool>,
     ) -> Result<()> {
-        let refs = std::iter::once(&from.first).chain(from.joins.iter().map(|j| &j.table));
+        let refs: Vec<&TableRef> = std::iter::once(&from.first)
+            .chain(from.joins.iter().map(|j| &j.table))
+            .collect();
         let mut items: Vec<JoinItem> = Vec::with_capacity(plan.items.len());
         // Sources other than tables are read at once, tables when their path says so.
-        for (i, (p, r)) in plan.items.iter().zip(refs).enumerate() {
+        for (i, p) in plan.items.iter().enumerate() {
+            let r = refs[p.source];
             let rows = match (&p.table, &p.access) {
                 (None, _) => self.ref_rows(r, outer)?,
                 (Some(_), _) if streams(plan, i) => Vec::new(),
@@ -1616,26 +1713,30 @@ impl<'a> Exec<'a> {
         if !t.columns[c].affinity.is_numeric() {
             return Ok(());
         }
-        // The rowid counter, or else the largest rowid: an upper bound on the rows unless
-        // rowids were given out of order.
-        let counter = self.rowids.lock().get(&t.db).copied();
-        let estimate = match counter {
-            Some(r) => r,
-            None => {
-                let db = self.db(&t.db)?;
-                match self.txn.last(&db, ..)? {
-                    Some((k, _)) => rowid_of_key(&k)?,
-                    None => 0,
-                }
-            }
-        };
-        if estimate > 16 * n as i64 {
+        if self.estimated_rows(t).is_none_or(|e| e > 16 * n as i64) {
             return Ok(());
         }
         let rows = self.table_rows(t)?;
         let h = HashProbe::build(&rows, c, probe.clone());
         *it.hashed.borrow_mut() = Some((rows, h));
         Ok(())
+    }
+
+    /// About how many rows `t` holds: its rowid counter, or else its largest rowid (an
+    /// upper bound unless rowids were given out of order or rows deleted); `None` when its
+    /// database cannot be read here.
+    fn estimated_rows(&self, t: &Table) -> Option<i64> {
+        if let Some(&r) = self.rowids.lock().get(&t.db) {
+            return Some(r);
+        }
+        let db = match self.dbs.get(&t.db) {
+            Some(db) => db.clone(),
+            None => self.env.open_db(&t.db).ok()?,
+        };
+        match self.txn.last(&db, ..).ok()? {
+            Some((k, _)) => rowid_of_key(&k).ok(),
+            None => Some(0),
+        }
     }
 
     /// Gives each item scanned in full below the first a `HashProbe` on an equality with
@@ -1737,7 +1838,7 @@ impl<'a> Exec<'a> {
                     }
                 }
             }
-            row[slots.start..].fill(Value::Null);
+            row[slots].fill(Value::Null);
             return Ok(true);
         }
         // Rows read for this outer row (moved into the joined row), or shared ones (copied).
@@ -1798,8 +1899,8 @@ impl<'a> Exec<'a> {
                 return Ok(false);
             }
         }
-        let rest = slots.start..row.len();
-        row[rest.clone()].fill(Value::Null);
+        // Deeper levels have reset their own slots.
+        row[slots.clone()].fill(Value::Null);
         if it.plan.left
             && !matched
             && passes(self, row, &plan.at_level[level])?
@@ -1807,7 +1908,7 @@ impl<'a> Exec<'a> {
         {
             return Ok(false);
         }
-        row[rest].fill(Value::Null);
+        row[slots].fill(Value::Null);
         Ok(true)
     }
 

@@ -3,7 +3,8 @@
 //! integers and integral reals meet, numeric text meets numbers only where affinity converts
 //! it, NULL meets nothing, LEFT JOINs keep their unmatched rows), and ranges on an indexed
 //! numeric column (text and blobs above every number, NULL in no range); index lookups
-//! that turn into a hash of the whole table when there are many of them.
+//! that turn into a hash of the whole table when there are many of them; an inner join
+//! that starts at the table a condition lets it read by key, or at a much smaller table.
 
 mod common;
 
@@ -179,5 +180,82 @@ fn many_index_lookups_hashed_match_sqlite() {
             "SELECT count(*), sum(i.tag) FROM o JOIN i ON o.x = i.{c}"
         ));
     }
+    same_rows(&mut ours, &lite, &queries);
+}
+
+#[test]
+fn an_inner_join_starts_at_the_table_read_by_key_and_matches_sqlite() {
+    let setup = "CREATE TABLE big(id INTEGER PRIMARY KEY, k INTEGER, tag TEXT);
+                 CREATE TABLE small(id INTEGER PRIMARY KEY, k INTEGER, note TEXT);
+                 CREATE TABLE mid(id INTEGER PRIMARY KEY, k INTEGER);
+                 CREATE INDEX big_k ON big(k); CREATE INDEX small_k ON small(k);
+                 CREATE INDEX mid_k ON mid(k);";
+    let db = Database::open_in_memory().unwrap();
+    let mut ours = db.connect();
+    let lite = rusqlite::Connection::open_in_memory().unwrap();
+    ours.execute_batch(setup).unwrap();
+    lite.execute_batch(setup).unwrap();
+    let mut fill = String::from("BEGIN;");
+    for i in 1..=400 {
+        let k = if i % 37 == 0 {
+            "NULL".to_string()
+        } else {
+            (i % 50).to_string()
+        };
+        fill += &format!("INSERT INTO big VALUES ({i}, {k}, 'b{i}');");
+        if i <= 60 {
+            fill += &format!("INSERT INTO small VALUES ({i}, {}, 's{i}');", i % 25);
+            fill += &format!("INSERT INTO mid VALUES ({i}, '{}');", i % 10);
+        }
+    }
+    fill += "COMMIT;";
+    ours.execute_batch(&fill).unwrap();
+    lite.execute_batch(&fill).unwrap();
+    // The FROM clause names the big table first; the small one is read by key.
+    let plan: Vec<String> = ours
+        .query(
+            "EXPLAIN QUERY PLAN SELECT * FROM big, small WHERE big.k = small.k AND small.id = 7",
+            &[],
+        )
+        .unwrap()
+        .rows
+        .iter()
+        .map(|r| r[3].to_text())
+        .collect();
+    assert_eq!(
+        plan,
+        [
+            "SEARCH small USING INTEGER PRIMARY KEY (rowid=?)",
+            "SEARCH big USING INDEX big_k (k=?)"
+        ]
+    );
+    // With no such condition, the small table goes first when the big one is then read
+    // by key.
+    let plan: Vec<String> = ours
+        .query(
+            "EXPLAIN QUERY PLAN SELECT * FROM big, small WHERE big.k = small.k",
+            &[],
+        )
+        .unwrap()
+        .rows
+        .iter()
+        .map(|r| r[3].to_text())
+        .collect();
+    assert_eq!(plan, ["SCAN small", "SEARCH big USING INDEX big_k (k=?)"]);
+    let queries: Vec<String> = [
+        "SELECT * FROM big, small WHERE big.k = small.k",
+        "SELECT big.id, small.id FROM big, small WHERE big.id = small.id",
+        "SELECT * FROM big, small WHERE big.k = small.k AND small.id = 7",
+        "SELECT big.id, small.note FROM big JOIN small ON big.k = small.k WHERE small.id BETWEEN 3 AND 9",
+        "SELECT * FROM big, small WHERE big.k = small.k AND small.k < 4",
+        "SELECT big.tag, mid.id, small.id FROM big, mid, small \
+         WHERE big.k = mid.k AND mid.k = small.k AND small.id = 12",
+        "SELECT count(*), sum(big.id) FROM big, small WHERE big.k = small.k AND small.id > 50",
+        "SELECT * FROM big, small WHERE big.k = small.k AND small.id = 7 AND big.id % 3 = 0",
+        "SELECT * FROM small LEFT JOIN big ON big.k = small.k WHERE small.id = 5",
+        "SELECT * FROM big, small WHERE big.id = small.k + 100 AND small.note = 's8'",
+    ]
+    .map(String::from)
+    .to_vec();
     same_rows(&mut ours, &lite, &queries);
 }
