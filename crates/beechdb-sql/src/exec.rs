@@ -393,6 +393,25 @@ impl JoinPlan {
     }
 }
 
+/// Whether `e` reads, of the joined row, only item `i`'s columns (outer queries' names it
+/// may read; a subquery or window call, which could read anything, it may not hold).
+fn reads_only(e: &Expr, plan: &JoinPlan, i: usize, frame: &Frame) -> bool {
+    let slots = plan.bound[i]..plan.bound[i] + plan.items[i].width;
+    let mut only = true;
+    e.walk(&mut |x| match x {
+        Expr::Slot(s) => only &= slots.contains(s),
+        // Not bound (a plan run once): a name of this frame may be any item's.
+        Expr::Column { table, name } => {
+            only &= !matches!(frame.resolve(table.as_deref(), name), Ok(Some(_)))
+        }
+        Expr::Exists(_) | Expr::Subquery(_) | Expr::InSelect { .. } | Expr::Window(_) => {
+            only = false
+        }
+        _ => {}
+    });
+    only
+}
+
 /// Which of `slots` `exprs` read; `None` when they may read any (a subquery or a window
 /// call names columns when it runs).
 fn columns_read<'e>(
@@ -1515,6 +1534,39 @@ impl<'a> Exec<'a> {
         })
     }
 
+    /// The rows (rowid last) of table `t`, item `i` of `plan`, that pass `conditions`
+    /// (which read no other item's columns).
+    fn scan_where(
+        &mut self,
+        t: &Table,
+        plan: &JoinPlan,
+        i: usize,
+        conditions: &[&Expr],
+        frame: &Frame,
+        outer: Option<&Scope>,
+    ) -> Result<Vec<Row>> {
+        if conditions.is_empty() {
+            return self.table_rows(t);
+        }
+        let slots = plan.bound[i]..plan.bound[i] + plan.items[i].width;
+        let mut row = vec![Value::Null; frame.width];
+        let db = self.db(&t.db)?;
+        let mut scan = self.txn.iter(&db);
+        let mut out = Vec::new();
+        'rows: while let Some(kv) = scan.next_ref() {
+            let (k, v) = kv?;
+            t.read_into(rowid_of_key(k)?, v, &mut row[slots.clone()], None)?;
+            let sc = Scope::new(frame, &row, outer);
+            for c in conditions {
+                if self.eval(c, &sc)?.truth() != Some(true) {
+                    continue 'rows;
+                }
+            }
+            out.push(row[slots.clone()].to_vec());
+        }
+        Ok(out)
+    }
+
     /// The order the items of a join (in FROM order) are looped in: FROM order, except
     /// that among inner joins of tables the one read best on its own (by rowid or index
     /// equality, then rowid or index range, with values known before the join starts)
@@ -1605,7 +1657,13 @@ impl<'a> Exec<'a> {
             let rows = match (&p.table, &p.access) {
                 (None, _) => self.ref_rows(r, outer)?,
                 (Some(_), _) if streams(plan, i) => Vec::new(),
-                (Some(t), Access::Scan) if self.plan.is_none() => self.table_rows(t)?,
+                (Some(t), Access::Scan) if self.plan.is_none() => {
+                    // Kept for every outer row: only those passing its own conditions.
+                    let own = plan.at_level[i]
+                        .iter()
+                        .filter(|e| reads_only(e, plan, i, frame));
+                    self.scan_where(t, plan, i, &own.collect::<Vec<_>>(), frame, outer)?
+                }
                 _ => Vec::new(),
             };
             items.push(JoinItem {

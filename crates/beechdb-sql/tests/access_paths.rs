@@ -254,6 +254,9 @@ fn an_inner_join_starts_at_the_table_read_by_key_and_matches_sqlite() {
         "SELECT * FROM big, small WHERE big.k = small.k AND small.id = 7 AND big.id % 3 = 0",
         "SELECT * FROM small LEFT JOIN big ON big.k = small.k WHERE small.id = 5",
         "SELECT * FROM big, small WHERE big.id = small.k + 100 AND small.note = 's8'",
+        // An inner table scanned once, its own conditions applied as it is read.
+        "SELECT big.id, mid.id FROM big, mid WHERE big.id % 50 = mid.k AND mid.k + 0 < 3",
+        "SELECT small.id, (SELECT count(*) FROM big b2, mid WHERE b2.tag = 'b' || mid.id          AND mid.id + 0 < small.id) FROM small",
     ]
     .map(String::from)
     .to_vec();
