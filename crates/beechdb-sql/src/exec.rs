@@ -325,8 +325,21 @@ pub(crate) struct CorePlan {
     /// last row for them.
     bare: bool,
     windows: bool,
+    /// `SELECT min(c)` or `max(c)` of one table, alone, read at one end of its rowid or an
+    /// index on `c` (SQLite's min/max optimization).
+    min_max: Option<MinMax>,
     /// How the FROM clause is read, if there is one.
     pub(crate) join: Option<JoinPlan>,
+}
+
+/// See `CorePlan::min_max`.
+struct MinMax {
+    table: Arc<Table>,
+    /// The index read (`None`: the rowid, for the rowid or its alias).
+    index: Option<Arc<crate::schema::Index>>,
+    /// The column whose value is the answer (`None`: the rowid).
+    column: Option<usize>,
+    max: bool,
 }
 
 /// How the sources of a FROM clause are read and joined.
@@ -2228,13 +2241,7 @@ impl<'a> Exec<'a> {
         let mut rowids = Vec::new();
         for kv in self.txn.range(&idb, (std::ops::Bound::Included(from), to)) {
             let (k, val) = kv?;
-            // A unique index keeps the rowid as the value; others end the key with it.
-            let rk = if val.is_empty() {
-                &k[k.len() - 8..]
-            } else {
-                &val[..]
-            };
-            rowids.push(rowid_of_key(rk)?);
+            rowids.push(index_rowid(&k, &val)?);
         }
         let mut out = Vec::with_capacity(rowids.len());
         for r in rowids {
@@ -2716,6 +2723,99 @@ impl<'a> Exec<'a> {
         Ok(plan)
     }
 
+    /// The min/max plan for result `e` over `source`, when `e` is `min(c)` or `max(c)` of a
+    /// table's column with an ascending index of the column's collation first on it (or
+    /// the rowid).
+    fn min_max(&self, e: &Expr, source: &TableRef, frame: &Frame) -> Option<MinMax> {
+        let Expr::Function {
+            name,
+            args,
+            distinct: false,
+            star: false,
+            user: None,
+        } = e
+        else {
+            return None;
+        };
+        let max = match name.as_str() {
+            "min" => false,
+            "max" => true,
+            _ => return None,
+        };
+        let (TableRef::Table { name: t, .. }, [arg]) = (source, &args[..]) else {
+            return None;
+        };
+        let table = self
+            .schema
+            .tables
+            .get(&lc(t))
+            .filter(|_| self.cte_columns(t).is_none())?;
+        let slot = match arg {
+            Expr::Slot(slot) => *slot,
+            Expr::Column { table, name } => frame.resolve(table.as_deref(), name).ok()??.0,
+            _ => return None,
+        };
+        let column =
+            (slot < table.columns.len() && table.rowid_alias != Some(slot)).then_some(slot);
+        let index = match column {
+            None => None,
+            Some(c) => Some(
+                self.schema
+                    .indexes_of(&table.name)
+                    .find(|i| {
+                        i.columns.first().is_some_and(|&(ic, desc, coll)| {
+                            ic == c && !desc && coll == table.columns[c].collation
+                        })
+                    })?
+                    .clone(),
+            ),
+        };
+        Some(MinMax {
+            table: table.clone(),
+            index,
+            column,
+            max,
+        })
+    }
+
+    /// The answer of a min/max plan: the value at one end of the rowid or index order
+    /// (the first one past the NULLs, for min).
+    fn read_min_max(&mut self, mm: &MinMax) -> Result<Value> {
+        let t = &mm.table;
+        let rowid = match &mm.index {
+            None => {
+                let db = self.db(&t.db)?;
+                let end = if mm.max {
+                    self.txn.last(&db, ..)?
+                } else {
+                    self.txn.first(&db, ..)?
+                };
+                return match end {
+                    Some((k, _)) => Ok(Value::Integer(rowid_of_key(&k)?)),
+                    None => Ok(Value::Null),
+                };
+            }
+            Some(idx) => {
+                let idb = self.db(&idx.db)?;
+                // NULL keys (0x05) sort first; any other value's key is above 0x05.
+                let end = if mm.max {
+                    self.txn.last(&idb, ..)?
+                } else {
+                    self.txn.first(&idb, vec![0x06]..)?
+                };
+                match end {
+                    Some((k, v)) => index_rowid(&k, &v)?,
+                    None => return Ok(Value::Null),
+                }
+            }
+        };
+        let row = self.read_row(t, rowid)?;
+        Ok(match (row, mm.column) {
+            (Some(mut row), Some(c)) => std::mem::take(&mut row[c]),
+            _ => Value::Null,
+        })
+    }
+
     /// The plan of a FROM clause and WHERE condition alone (UPDATE and DELETE).
     pub(crate) fn plan_from(&self, from: &From, filter: Option<&Expr>) -> Result<CorePlan> {
         let frame = self.frame_of(Some(from))?;
@@ -2730,6 +2830,7 @@ impl<'a> Exec<'a> {
             group_terms: Vec::new(),
             having: None,
             bare: false,
+            min_max: None,
             aggregate: false,
             windows: false,
             join: Some(join),
@@ -2856,6 +2957,11 @@ impl<'a> Exec<'a> {
                 .chain(&having)
                 .any(reads_bare_columns)
         };
+        let alone = where_.is_none() && group_by.is_empty() && having.is_none();
+        let min_max = match (&exprs[..], from, alone) {
+            ([(e, _)], Some(f), true) if f.joins.is_empty() => self.min_max(e, &f.first, &frame),
+            _ => None,
+        };
         Ok(CorePlan {
             frame,
             exprs,
@@ -2864,6 +2970,7 @@ impl<'a> Exec<'a> {
             group_terms,
             having,
             bare,
+            min_max,
             aggregate,
             windows,
             join,
@@ -2929,6 +3036,17 @@ impl<'a> Exec<'a> {
         let (frame, exprs, order_exprs) = (&plan.frame, &plan.exprs, &plan.order_exprs);
         let join = plan.join.as_ref();
         let meta = plan.meta.clone();
+        if let Some(mm) = &plan.min_max {
+            if let Some(lines) = &mut self.plan {
+                let how = match &mm.index {
+                    Some(i) => format!("USING INDEX {}", i.name),
+                    None => "USING INTEGER PRIMARY KEY".into(),
+                };
+                lines.push(format!("SEARCH {} {how}", mm.table.name));
+                return Ok((meta, Vec::new()));
+            }
+            return Ok((meta, vec![(vec![self.read_min_max(mm)?], Vec::new())]));
+        }
         let aggregate = plan.aggregate;
         let empty_row = vec![Value::Null; frame.width];
         // Rows from the joins, each with its sort key.
@@ -3176,6 +3294,15 @@ impl<'a> Exec<'a> {
             });
         }
         Ok((meta, out))
+    }
+}
+
+/// The rowid an index entry points at: a unique index keeps it as the value, others end
+/// the key with it.
+fn index_rowid(key: &[u8], value: &[u8]) -> Result<i64> {
+    match value {
+        [] => rowid_of_key(&key[key.len().saturating_sub(8)..]),
+        v => rowid_of_key(v),
     }
 }
 

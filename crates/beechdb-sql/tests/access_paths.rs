@@ -4,7 +4,8 @@
 //! it, NULL meets nothing, LEFT JOINs keep their unmatched rows), and ranges on an indexed
 //! numeric column (text and blobs above every number, NULL in no range); index lookups
 //! that turn into a hash of the whole table when there are many of them; an inner join
-//! that starts at the table a condition lets it read by key, or at a much smaller table.
+//! that starts at the table a condition lets it read by key, or at a much smaller table;
+//! min and max read at one end of an index.
 
 mod common;
 
@@ -261,4 +262,59 @@ fn an_inner_join_starts_at_the_table_read_by_key_and_matches_sqlite() {
     .map(String::from)
     .to_vec();
     same_rows(&mut ours, &lite, &queries);
+}
+
+#[test]
+fn min_and_max_read_one_end_of_an_index_and_match_sqlite() {
+    let setup = "CREATE TABLE m(id INTEGER PRIMARY KEY, n, t TEXT COLLATE NOCASE, d INTEGER);
+                 CREATE INDEX m_n ON m(n); CREATE INDEX m_t ON m(t); CREATE INDEX m_d ON m(d DESC);
+                 CREATE TABLE empty(id INTEGER PRIMARY KEY, n); CREATE INDEX empty_n ON empty(n);";
+    let db = Database::open_in_memory().unwrap();
+    let mut ours = db.connect();
+    let lite = rusqlite::Connection::open_in_memory().unwrap();
+    ours.execute_batch(setup).unwrap();
+    lite.execute_batch(setup).unwrap();
+    let fill =
+        "INSERT INTO m VALUES (5, NULL, 'beta', 3), (9, 2.5, 'Alpha', NULL), (2, 'x', 'alpha', 7),
+                (7, -4, NULL, 1), (3, X'00', 'Gamma', 9), (11, NULL, 'b', 2);";
+    ours.execute_batch(fill).unwrap();
+    lite.execute_batch(fill).unwrap();
+    let plan: Vec<String> = ours
+        .query("EXPLAIN QUERY PLAN SELECT min(n) FROM m", &[])
+        .unwrap()
+        .rows
+        .iter()
+        .map(|r| r[3].to_text())
+        .collect();
+    assert_eq!(plan, ["SEARCH m USING INDEX m_n"]);
+    let queries: Vec<String> = [
+        "SELECT min(n) FROM m",
+        "SELECT max(n) FROM m",
+        "SELECT min(t), max(t) FROM m",
+        "SELECT min(t) FROM m",
+        "SELECT max(t) FROM m",
+        "SELECT min(d) FROM m",
+        "SELECT max(d) FROM m",
+        "SELECT min(id) FROM m",
+        "SELECT max(rowid) FROM m",
+        "SELECT min(n) FROM empty",
+        "SELECT max(id) FROM empty",
+        "SELECT max(n) FROM m WHERE id > 4",
+        "SELECT min(n) AS low FROM m ORDER BY 1",
+    ]
+    .map(String::from)
+    .to_vec();
+    same_rows(&mut ours, &lite, &queries);
+    // All NULL: no value to find.
+    ours.execute_batch("UPDATE m SET n = NULL").unwrap();
+    lite.execute_batch("UPDATE m SET n = NULL").unwrap();
+    same_rows(
+        &mut ours,
+        &lite,
+        &[
+            "SELECT min(n), 1 FROM m".into(),
+            "SELECT min(n) FROM m".into(),
+            "SELECT max(n) FROM m".into(),
+        ],
+    );
 }
