@@ -464,6 +464,23 @@ pub enum BinOp {
     Shr,
 }
 
+impl BinOp {
+    /// `=`, `<>`, `<`, `<=`, `>`, `>=`, `IS`, `IS NOT`.
+    pub fn is_comparison(self) -> bool {
+        matches!(
+            self,
+            BinOp::Eq
+                | BinOp::Ne
+                | BinOp::Lt
+                | BinOp::Le
+                | BinOp::Gt
+                | BinOp::Ge
+                | BinOp::Is
+                | BinOp::IsNot
+        )
+    }
+}
+
 /// Runs `$body` with `$c` bound to each direct sub-expression of `$e` (a `&Expr` or a
 /// `&mut Expr`), not entering subqueries or window calls: `walk` and `walk_mut` share it.
 macro_rules! each_child {

@@ -680,6 +680,18 @@ impl<'a> Exec<'a> {
                 let both = and3(ge.truth(), le.truth());
                 bool3(both.map(|b| b != *not))
             }
+            Expr::IsNull(a, not) => Value::Integer((self.eval(a, sc)?.is_null() != *not) as i64),
+            Expr::Cast(a, ty) => cast(self.eval(a, sc)?, ty.as_deref()),
+            Expr::Collate(a, _) => self.eval(a, sc)?,
+            _ => self.eval_rare(e, sc)?,
+        })
+    }
+
+    /// The nodes `eval_node` leaves out: lists, subqueries, patterns, CASE, calls (kept
+    /// apart so that the common nodes' frame stays small).
+    #[inline(never)]
+    fn eval_rare(&mut self, e: &Expr, sc: &Scope) -> Result<Value> {
+        Ok(match e {
             Expr::InList { expr, not, list } => {
                 let lhs = self.eval(expr, sc)?;
                 if list.is_empty() {
@@ -772,7 +784,6 @@ impl<'a> Exec<'a> {
                 };
                 Value::Integer((m != *not) as i64)
             }
-            Expr::IsNull(a, not) => Value::Integer((self.eval(a, sc)?.is_null() != *not) as i64),
             Expr::Case { base, whens, else_ } => {
                 let base_v = match base {
                     Some(b) => Some(self.eval(b, sc)?),
@@ -800,8 +811,6 @@ impl<'a> Exec<'a> {
                     None => Value::Null,
                 }
             }
-            Expr::Cast(a, ty) => cast(self.eval(a, sc)?, ty.as_deref()),
-            Expr::Collate(a, _) => self.eval(a, sc)?,
             Expr::Function {
                 name, args, user, ..
             } => {
@@ -897,6 +906,17 @@ impl<'a> Exec<'a> {
                     _ => Error::Raise(msg.clone().unwrap_or_default()),
                 });
             }
+            Expr::Literal(_)
+            | Expr::Param(_)
+            | Expr::Slot(_)
+            | Expr::Column { .. }
+            | Expr::Unary(..)
+            | Expr::Binary(..)
+            | Expr::Compare(..)
+            | Expr::Between { .. }
+            | Expr::IsNull(..)
+            | Expr::Cast(..)
+            | Expr::Collate(..) => self.eval_node(e, sc)?,
         })
     }
 
@@ -1033,20 +1053,7 @@ impl<'a> Exec<'a> {
         let empty = vec![Value::Null; frame.width];
         let sc = Scope::new(frame, &empty, None);
         e.walk_mut(&mut |x| match x {
-            Expr::Binary(op, a, b)
-                if matches!(
-                    op,
-                    BinOp::Eq
-                        | BinOp::Ne
-                        | BinOp::Lt
-                        | BinOp::Le
-                        | BinOp::Gt
-                        | BinOp::Ge
-                        | BinOp::Is
-                        | BinOp::IsNot
-                ) && fixed(a)
-                    && fixed(b) =>
-            {
+            Expr::Binary(op, a, b) if op.is_comparison() && fixed(a) && fixed(b) => {
                 let info = self.cmp_info(a, b, &sc);
                 let placeholder = || Box::new(Expr::Literal(Value::Null));
                 let (a, b) = (
@@ -1153,14 +1160,7 @@ impl<'a> Exec<'a> {
                     _ => None,
                 })
             }
-            BinOp::Eq
-            | BinOp::Ne
-            | BinOp::Lt
-            | BinOp::Le
-            | BinOp::Gt
-            | BinOp::Ge
-            | BinOp::Is
-            | BinOp::IsNot => self.compare(op, a, b, sc)?,
+            op if op.is_comparison() => self.compare(op, a, b, sc)?,
             BinOp::Concat => func::concat(&self.eval(a, sc)?, &self.eval(b, sc)?),
             BinOp::BitAnd | BinOp::BitOr | BinOp::Shl | BinOp::Shr => {
                 func::bitwise(op, &self.eval(a, sc)?, &self.eval(b, sc)?)

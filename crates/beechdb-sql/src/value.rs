@@ -454,33 +454,14 @@ impl<T: Into<Value>> From<Option<T>> for Value {
 /// Binary arithmetic with SQLite's rules: NULL in, NULL out; integer results that overflow
 /// become REAL; division and remainder by zero are NULL.
 pub fn arith(op: ArithOp, a: &Value, b: &Value) -> Value {
-    if a.is_null() || b.is_null() {
-        return Value::Null;
+    match (a, b) {
+        (Value::Integer(i), Value::Integer(j)) => return int_arith(op, *i, *j),
+        (Value::Null, _) | (_, Value::Null) => return Value::Null,
+        _ => {}
     }
     let (x, y) = (a.to_numeric(), b.to_numeric());
     if let (Value::Integer(i), Value::Integer(j)) = (&x, &y) {
-        let (i, j) = (*i, *j);
-        let r = match op {
-            ArithOp::Add => i.checked_add(j),
-            ArithOp::Sub => i.checked_sub(j),
-            ArithOp::Mul => i.checked_mul(j),
-            ArithOp::Div => {
-                if j == 0 {
-                    return Value::Null;
-                }
-                i.checked_div(j)
-            }
-            ArithOp::Rem => {
-                if j == 0 {
-                    return Value::Null;
-                }
-                Some(if j == -1 { 0 } else { i % j })
-            }
-        };
-        return match r {
-            Some(v) => Value::Integer(v),
-            None => arith_real(op, i as f64, j as f64),
-        };
+        return int_arith(op, *i, *j);
     }
     if op == ArithOp::Rem {
         let (i, j) = (x.as_i64(), y.as_i64());
@@ -491,6 +472,31 @@ pub fn arith(op: ArithOp, a: &Value, b: &Value) -> Value {
     }
     // As SQLite: a real operation converts text and blobs to doubles directly ("-" is -0.0).
     arith_real(op, a.as_f64(), b.as_f64())
+}
+
+/// Integer arithmetic, overflowing to REAL as SQLite does.
+fn int_arith(op: ArithOp, i: i64, j: i64) -> Value {
+    let r = match op {
+        ArithOp::Add => i.checked_add(j),
+        ArithOp::Sub => i.checked_sub(j),
+        ArithOp::Mul => i.checked_mul(j),
+        ArithOp::Div => {
+            if j == 0 {
+                return Value::Null;
+            }
+            i.checked_div(j)
+        }
+        ArithOp::Rem => {
+            if j == 0 {
+                return Value::Null;
+            }
+            Some(if j == -1 { 0 } else { i % j })
+        }
+    };
+    match r {
+        Some(v) => Value::Integer(v),
+        None => arith_real(op, i as f64, j as f64),
+    }
 }
 
 fn arith_real(op: ArithOp, a: f64, b: f64) -> Value {

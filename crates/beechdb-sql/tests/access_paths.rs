@@ -191,11 +191,7 @@ fn an_inner_join_starts_at_the_table_read_by_key_and_matches_sqlite() {
                  CREATE TABLE mid(id INTEGER PRIMARY KEY, k INTEGER);
                  CREATE INDEX big_k ON big(k); CREATE INDEX small_k ON small(k);
                  CREATE INDEX mid_k ON mid(k);";
-    let db = Database::open_in_memory().unwrap();
-    let mut ours = db.connect();
-    let lite = rusqlite::Connection::open_in_memory().unwrap();
-    ours.execute_batch(setup).unwrap();
-    lite.execute_batch(setup).unwrap();
+    let (_db, mut ours, lite) = common::both(setup);
     let mut fill = String::from("BEGIN;");
     for i in 1..=400 {
         let k = if i % 37 == 0 {
@@ -213,16 +209,10 @@ fn an_inner_join_starts_at_the_table_read_by_key_and_matches_sqlite() {
     ours.execute_batch(&fill).unwrap();
     lite.execute_batch(&fill).unwrap();
     // The FROM clause names the big table first; the small one is read by key.
-    let plan: Vec<String> = ours
-        .query(
-            "EXPLAIN QUERY PLAN SELECT * FROM big, small WHERE big.k = small.k AND small.id = 7",
-            &[],
-        )
-        .unwrap()
-        .rows
-        .iter()
-        .map(|r| r[3].to_text())
-        .collect();
+    let plan = common::plan_of(
+        &mut ours,
+        "SELECT * FROM big, small WHERE big.k = small.k AND small.id = 7",
+    );
     assert_eq!(
         plan,
         [
@@ -232,16 +222,7 @@ fn an_inner_join_starts_at_the_table_read_by_key_and_matches_sqlite() {
     );
     // With no such condition, the small table goes first when the big one is then read
     // by key.
-    let plan: Vec<String> = ours
-        .query(
-            "EXPLAIN QUERY PLAN SELECT * FROM big, small WHERE big.k = small.k",
-            &[],
-        )
-        .unwrap()
-        .rows
-        .iter()
-        .map(|r| r[3].to_text())
-        .collect();
+    let plan = common::plan_of(&mut ours, "SELECT * FROM big, small WHERE big.k = small.k");
     assert_eq!(plan, ["SCAN small", "SEARCH big USING INDEX big_k (k=?)"]);
     let queries: Vec<String> = [
         "SELECT * FROM big, small WHERE big.k = small.k",
@@ -269,23 +250,13 @@ fn min_and_max_read_one_end_of_an_index_and_match_sqlite() {
     let setup = "CREATE TABLE m(id INTEGER PRIMARY KEY, n, t TEXT COLLATE NOCASE, d INTEGER);
                  CREATE INDEX m_n ON m(n); CREATE INDEX m_t ON m(t); CREATE INDEX m_d ON m(d DESC);
                  CREATE TABLE empty(id INTEGER PRIMARY KEY, n); CREATE INDEX empty_n ON empty(n);";
-    let db = Database::open_in_memory().unwrap();
-    let mut ours = db.connect();
-    let lite = rusqlite::Connection::open_in_memory().unwrap();
-    ours.execute_batch(setup).unwrap();
-    lite.execute_batch(setup).unwrap();
+    let (_db, mut ours, lite) = common::both(setup);
     let fill =
         "INSERT INTO m VALUES (5, NULL, 'beta', 3), (9, 2.5, 'Alpha', NULL), (2, 'x', 'alpha', 7),
                 (7, -4, NULL, 1), (3, X'00', 'Gamma', 9), (11, NULL, 'b', 2);";
     ours.execute_batch(fill).unwrap();
     lite.execute_batch(fill).unwrap();
-    let plan: Vec<String> = ours
-        .query("EXPLAIN QUERY PLAN SELECT min(n) FROM m", &[])
-        .unwrap()
-        .rows
-        .iter()
-        .map(|r| r[3].to_text())
-        .collect();
+    let plan = common::plan_of(&mut ours, "SELECT min(n) FROM m");
     assert_eq!(plan, ["SEARCH m USING INDEX m_n"]);
     let queries: Vec<String> = [
         "SELECT min(n) FROM m",

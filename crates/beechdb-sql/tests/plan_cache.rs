@@ -126,11 +126,7 @@ fn columns_decoded_lazily_give_sqlite_answers() {
     let setup = "CREATE TABLE t(id INTEGER PRIMARY KEY, a INTEGER, b TEXT, c REAL, d BLOB);
                  CREATE TABLE u(x INTEGER, y TEXT);
                  INSERT INTO u VALUES (1, 'one'), (2, 'two'), (3, 'three');";
-    let db = Database::open_in_memory().unwrap();
-    let mut ours = db.connect();
-    let lite = rusqlite::Connection::open_in_memory().unwrap();
-    ours.execute_batch(setup).unwrap();
-    lite.execute_batch(setup).unwrap();
+    let (_db, mut ours, lite) = common::both(setup);
     let mut fill = String::from("INSERT INTO t(a, b, c, d) VALUES ");
     for i in 0..300 {
         let sep = if i == 0 { "" } else { "," };

@@ -48,3 +48,24 @@ pub fn same_rows(ours: &mut Connection, lite: &rusqlite::Connection, sql: &str, 
     }
     assert_eq!(got, want, "{sql}");
 }
+
+/// BeechDB (an in-memory database, kept alive by the returned handle) and SQLite, each
+/// with `sql` run.
+pub fn both(sql: &str) -> (beechdb_sql::Database, Connection, rusqlite::Connection) {
+    let db = beechdb_sql::Database::open_in_memory().unwrap();
+    let mut ours = db.connect();
+    let lite = rusqlite::Connection::open_in_memory().unwrap();
+    ours.execute_batch(sql).unwrap();
+    lite.execute_batch(sql).unwrap();
+    (db, ours, lite)
+}
+
+/// The details of `EXPLAIN QUERY PLAN sql`, a line per access path.
+pub fn plan_of(c: &mut Connection, sql: &str) -> Vec<String> {
+    c.query(&format!("EXPLAIN QUERY PLAN {sql}"), &[])
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .rows
+        .iter()
+        .map(|r| r[3].to_text())
+        .collect()
+}
