@@ -418,12 +418,7 @@ impl Connection {
         let started = Instant::now();
         let mut backoff = Duration::from_micros(50);
         loop {
-            self.schema = self.shared.schema.read().clone();
-            if !Arc::ptr_eq(&self.schema, &self.dbs_schema) {
-                // Handles kept from earlier statements may name databases dropped since.
-                self.dbs.clear();
-                self.dbs_schema = self.schema.clone();
-            }
+            self.take_schema();
             let txn = self.shared.env.begin_txn()?;
             let r = self.exec(&txn, stmt, params).and_then(|res| {
                 txn.commit()?;
@@ -637,9 +632,19 @@ impl Connection {
                 "cannot start a transaction within a transaction".into(),
             ));
         }
-        self.schema = self.shared.schema.read().clone();
+        self.take_schema();
         self.txn = Some(self.shared.env.begin_txn()?);
         Ok(QueryResult::default())
+    }
+
+    /// Takes the committed schema for a new transaction, dropping the database handles
+    /// kept from earlier statements if it changed (they may name databases dropped since).
+    fn take_schema(&mut self) {
+        self.schema = self.shared.schema.read().clone();
+        if !Arc::ptr_eq(&self.schema, &self.dbs_schema) {
+            self.dbs.clear();
+            self.dbs_schema = self.schema.clone();
+        }
     }
 
     fn commit(&mut self) -> Result<()> {
