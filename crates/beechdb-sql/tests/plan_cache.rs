@@ -169,3 +169,23 @@ fn columns_decoded_lazily_give_sqlite_answers() {
         common::same_rows(&mut ours, &lite, q, true);
     }
 }
+
+#[test]
+fn a_transaction_begun_after_another_connection_replaced_a_table_reads_the_new_one() {
+    let db = Database::open_in_memory().unwrap();
+    let (mut c, mut other) = (db.connect(), db.connect());
+    c.execute_batch("CREATE TABLE t(a); INSERT INTO t VALUES (1);")
+        .unwrap();
+    // An auto-commit statement leaves the connection holding t's database handle.
+    assert_eq!(ints(&c.query("SELECT a FROM t", &[]).unwrap().rows), [1]);
+    other
+        .execute_batch("DROP TABLE t; CREATE TABLE t(a); INSERT INTO t VALUES (2);")
+        .unwrap();
+    c.execute_batch("BEGIN").unwrap();
+    assert_eq!(ints(&c.query("SELECT a FROM t", &[]).unwrap().rows), [2]);
+    c.execute_batch("INSERT INTO t VALUES (3); COMMIT").unwrap();
+    assert_eq!(
+        ints(&other.query("SELECT a FROM t ORDER BY a", &[]).unwrap().rows),
+        [2, 3]
+    );
+}
