@@ -2977,6 +2977,14 @@ impl<'a> Exec<'a> {
         })
     }
 
+    /// A result row of `plan` in scope `sc`: its result columns and its ORDER BY key.
+    fn project(&mut self, plan: &CorePlan, sc: &Scope) -> Result<(Row, Row)> {
+        let vals = plan.exprs.iter().map(|(e, _)| self.eval(e, sc));
+        let vals = vals.collect::<Result<Row>>()?;
+        let keys = plan.order_exprs.iter().map(|e| self.eval(e, sc));
+        Ok((vals, keys.collect::<Result<Row>>()?))
+    }
+
     /// Runs one core; rows are sorted by `order` (the select's ORDER BY, for a simple select).
     fn core(
         &mut self,
@@ -3072,28 +3080,11 @@ impl<'a> Exec<'a> {
             for (r, vals) in rows.iter().zip(&values) {
                 let mut sc = Scope::new(frame, r, outer);
                 sc.agg = Some(vals);
-                let out_vals = exprs
-                    .iter()
-                    .map(|(e, _)| self.eval(e, &sc))
-                    .collect::<Result<Row>>()?;
-                let keys = order_exprs
-                    .iter()
-                    .map(|e| self.eval(e, &sc))
-                    .collect::<Result<Row>>()?;
-                out.push((out_vals, keys));
+                out.push(self.project(&plan, &sc)?);
             }
         } else if !aggregate {
             let mut produce = |me: &mut Self, r: &[Value]| -> Result<bool> {
-                let sc = Scope::new(frame, r, outer);
-                let vals = exprs
-                    .iter()
-                    .map(|(e, _)| me.eval(e, &sc))
-                    .collect::<Result<Row>>()?;
-                let keys = order_exprs
-                    .iter()
-                    .map(|e| me.eval(e, &sc))
-                    .collect::<Result<Row>>()?;
-                out.push((vals, keys));
+                out.push(me.project(&plan, &Scope::new(frame, r, outer))?);
                 Ok(true)
             };
             self.source_rows(
@@ -3258,15 +3249,7 @@ impl<'a> Exec<'a> {
                         continue;
                     }
                 }
-                let vals = exprs
-                    .iter()
-                    .map(|(e, _)| self.eval(e, &sc))
-                    .collect::<Result<Row>>()?;
-                let keys = order_exprs
-                    .iter()
-                    .map(|e| self.eval(e, &sc))
-                    .collect::<Result<Row>>()?;
-                out.push((vals, keys));
+                out.push(self.project(&plan, &sc)?);
             }
         }
         if distinct {
