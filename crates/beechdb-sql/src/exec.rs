@@ -2,10 +2,13 @@
 //! predicate pushdown, aggregates, DISTINCT, ORDER BY, LIMIT, compound selects, subqueries,
 //! views and common table expressions) over the rows of an engine transaction.
 //!
-//! Owns: [`Exec`], the per-statement execution context, name resolution (scopes), and the
-//! evaluation of expressions. May call: `schema`, `record`, `func`, `value`, and the engine
-//! through the statement's transaction. Invariant: every read goes through the statement's
-//! transaction, so a statement sees one snapshot plus its transaction's own writes.
+//! Owns: [`Exec`], the per-statement execution context, name resolution (scopes), the
+//! evaluation of expressions, and plans (`CorePlan`, `JoinPlan`: sources, join order,
+//! access paths, expressions bound to row slots) kept in a prepared statement's
+//! `PlanCache`. May call: `schema`, `record`, `func`, `value`, and the engine through the
+//! statement's transaction. Invariants: every read goes through the statement's
+//! transaction, so a statement sees one snapshot plus its transaction's own writes; a kept
+//! plan is used only with the schema it was made for.
 
 use crate::ast::*;
 use crate::error::{Error, Result};
