@@ -475,24 +475,16 @@ fn migrate_moves_every_database_of_every_file_or_nothing() {
                 (b"t".to_vec(), b"y".to_vec()),
             ],
         );
-    std::fs::write(tmp.path().join("two.dump"), two).unwrap();
-    bdb(
-        &load,
-        &[
-            "-f",
-            tmp.path().join("two.dump").to_str().unwrap(),
-            &p("app.db"),
-        ],
-    );
-    let one = "VERSION=3\nformat=print\ntype=btree\nHEADER=END\n k\n v\nDATA=END\n";
-    std::fs::write(tmp.path().join("one.dump"), one).unwrap();
-    bdb(
-        &load,
-        &[
-            "-f",
-            tmp.path().join("one.dump").to_str().unwrap(),
-            &p("single.db"),
-        ],
+    // Berkeley DB's own load writes each file from a dump.
+    let bdb_file = |dump: &str, file: &str| {
+        let text = tmp.path().join(format!("{file}.dump").replace('/', "_"));
+        std::fs::write(&text, dump).unwrap();
+        bdb(&load, &["-f", text.to_str().unwrap(), &p(file)]);
+    };
+    bdb_file(&two, "app.db");
+    bdb_file(
+        "VERSION=3\nformat=print\ntype=btree\nHEADER=END\n k\n v\nDATA=END\n",
+        "single.db",
     );
     std::fs::write(p("__db.001"), b"region").unwrap();
     // A data directory named by DB_CONFIG holds one more file.
@@ -502,15 +494,9 @@ fn migrate_moves_every_database_of_every_file_or_nothing() {
     )
     .unwrap();
     std::fs::create_dir(from.join("data")).unwrap();
-    let elsewhere = "VERSION=3\nformat=print\ntype=btree\nHEADER=END\n far\n away\nDATA=END\n";
-    std::fs::write(tmp.path().join("far.dump"), elsewhere).unwrap();
-    bdb(
-        &load,
-        &[
-            "-f",
-            tmp.path().join("far.dump").to_str().unwrap(),
-            &p("data/far.db"),
-        ],
+    bdb_file(
+        "VERSION=3\nformat=print\ntype=btree\nHEADER=END\n far\n away\nDATA=END\n",
+        "data/far.db",
     );
     let dest = tmp.path().join("beech");
     let d = dest.to_str().unwrap();

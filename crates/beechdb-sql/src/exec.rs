@@ -3060,6 +3060,10 @@ impl<'a> Exec<'a> {
         }
         let aggregate = plan.aggregate;
         let empty_row = vec![Value::Null; frame.width];
+        // The core's joined rows that pass its WHERE, handed to `emit`.
+        let read = |me: &mut Self, emit: &mut dyn FnMut(&mut Self, &[Value]) -> Result<bool>| {
+            me.source_rows(from.as_ref(), join, frame, where_.as_ref(), outer, emit)
+        };
         // Rows from the joins, each with its sort key.
         let mut out: Keyed = Vec::new();
         if plan.windows {
@@ -3068,17 +3072,10 @@ impl<'a> Exec<'a> {
                 collect_matching(e, &|x| matches!(x, Expr::Window(_)), &mut windows);
             }
             let mut rows: Vec<Row> = Vec::new();
-            self.source_rows(
-                from.as_ref(),
-                join,
-                frame,
-                where_.as_ref(),
-                outer,
-                &mut |_, r| {
-                    rows.push(r.to_vec());
-                    Ok(true)
-                },
-            )?;
+            read(self, &mut |_, r| {
+                rows.push(r.to_vec());
+                Ok(true)
+            })?;
             let values = self.window_values(&windows, frame, &rows, outer)?;
             for (r, vals) in rows.iter().zip(&values) {
                 let mut sc = Scope::new(frame, r, outer);
@@ -3090,14 +3087,7 @@ impl<'a> Exec<'a> {
                 out.push(me.project(&plan, &Scope::new(frame, r, outer))?);
                 Ok(true)
             };
-            self.source_rows(
-                from.as_ref(),
-                join,
-                frame,
-                where_.as_ref(),
-                outer,
-                &mut produce,
-            )?;
+            read(self, &mut produce)?;
         } else {
             // Aggregates: the calls in the result, HAVING and ORDER BY.
             let mut calls: Vec<&Expr> = Vec::new();
@@ -3216,14 +3206,7 @@ impl<'a> Exec<'a> {
                 }
                 Ok(true)
             };
-            self.source_rows(
-                from.as_ref(),
-                join,
-                frame,
-                where_.as_ref(),
-                outer,
-                &mut step,
-            )?;
+            read(self, &mut step)?;
             if groups.is_empty() && group_by.is_empty() && self.plan.is_none() {
                 groups.push((
                     Vec::new(),

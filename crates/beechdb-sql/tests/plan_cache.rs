@@ -9,20 +9,27 @@ mod common;
 
 use beechdb_sql::{Database, Value};
 
+/// A database whose table `t(id INTEGER PRIMARY KEY, k INTEGER)`, indexed on `k`, holds
+/// the rows `values`; and a connection to it.
+fn indexed_table(values: &str) -> (Database, beechdb_sql::Connection) {
+    let db = Database::open_in_memory().unwrap();
+    let mut c = db.connect();
+    c.execute_batch(&format!(
+        "CREATE TABLE t(id INTEGER PRIMARY KEY, k INTEGER);
+         INSERT INTO t VALUES {values};
+         CREATE INDEX t_k ON t(k);"
+    ))
+    .unwrap();
+    (db, c)
+}
+
 fn ints(rows: &[Vec<Value>]) -> Vec<i64> {
     rows.iter().map(|r| r[0].as_i64()).collect()
 }
 
 #[test]
 fn a_prepared_select_sees_schema_changes_between_runs() {
-    let db = Database::open_in_memory().unwrap();
-    let mut c = db.connect();
-    c.execute_batch(
-        "CREATE TABLE t(id INTEGER PRIMARY KEY, k INTEGER);
-         INSERT INTO t VALUES (1, 10), (2, 20), (3, 20);
-         CREATE INDEX t_k ON t(k);",
-    )
-    .unwrap();
+    let (db, mut c) = indexed_table("(1, 10), (2, 20), (3, 20)");
     let by_k = c
         .prepare("SELECT id FROM t WHERE k = ?1 ORDER BY id")
         .unwrap();
@@ -77,14 +84,7 @@ fn a_prepared_select_sees_schema_changes_between_runs() {
 
 #[test]
 fn prepared_update_and_delete_follow_schema_changes() {
-    let db = Database::open_in_memory().unwrap();
-    let mut c = db.connect();
-    c.execute_batch(
-        "CREATE TABLE t(id INTEGER PRIMARY KEY, k INTEGER);
-         INSERT INTO t VALUES (1, 1), (2, 2), (3, 3), (4, 4);
-         CREATE INDEX t_k ON t(k);",
-    )
-    .unwrap();
+    let (_db, mut c) = indexed_table("(1, 1), (2, 2), (3, 3), (4, 4)");
     let upd = c.prepare("UPDATE t SET k = k + 100 WHERE k = ?1").unwrap();
     let del = c.prepare("DELETE FROM t WHERE k = ?1").unwrap();
     assert_eq!(c.run(&upd, &[1.into()]).map(|_| c.changes()).unwrap(), 1);
