@@ -317,21 +317,44 @@ fn copy_run(
 ) -> NeedResult<usize> {
     let p = e.page(pos.leaf)?;
     let n = node::nslots(p);
-    // Pick the slot range first so that a huge run is never copied.
-    let (mut lo, mut hi) = (pos.idx, pos.idx + 1);
+    if forward {
+        // One pass: each entry is copied, then decides whether the run goes on. Entries
+        // with a long key or an overflow value end it unless first (so that a huge run is
+        // never copied); a page without long keys needs no check of its keys.
+        let plain = !node::has_long_keys(p);
+        data.reserve(p.len());
+        let mut bytes = 0;
+        for i in pos.idx..n {
+            let long = !plain && node::long_key(p, i).is_some();
+            let value = node::leaf_value(p, i);
+            if i > pos.idx && (long || matches!(value, LeafValue::Overflow { .. })) {
+                break;
+            }
+            let ks = data.len();
+            if long {
+                data.extend_from_slice(&e.full_key(p, i)?);
+            } else {
+                data.extend_from_slice(node::key(p, i));
+            }
+            let vs = data.len();
+            match value {
+                LeafValue::Inline(v) => data.extend_from_slice(v),
+                LeafValue::Overflow { first, len } => e.read_overflow(first, len, data)?,
+            }
+            spans.push((ks, vs - ks, vs, data.len() - vs));
+            bytes += data.len() - ks;
+            // One entry past the end is enough to show the run reached it.
+            if bytes >= max_bytes || beyond(end, &data[ks..vs], false) {
+                break;
+            }
+        }
+        return Ok(0);
+    }
+    // Backward: pick the slot range first, then copy it in ascending order.
+    let (mut lo, hi) = (pos.idx, pos.idx + 1);
     let mut bytes = node::cell(p, pos.idx).len();
-    loop {
-        let grow = if forward {
-            (hi < n).then_some(hi)
-        } else {
-            lo.checked_sub(1)
-        };
-        let Some(i) = grow.filter(|_| bytes < max_bytes) else {
-            break;
-        };
-        // One entry past the end is enough to show the run reached it.
-        let last = if forward { hi - 1 } else { lo };
-        if beyond(end, &e.full_key(p, last)?, !forward) {
+    while let Some(i) = lo.checked_sub(1).filter(|_| bytes < max_bytes) {
+        if beyond(end, &e.full_key(p, lo)?, true) {
             break;
         }
         if matches!(node::leaf_value(p, i), LeafValue::Overflow { .. })
@@ -340,11 +363,7 @@ fn copy_run(
             break;
         }
         bytes += node::cell(p, i).len();
-        if forward {
-            hi += 1;
-        } else {
-            lo -= 1;
-        }
+        lo -= 1;
     }
     data.reserve(bytes);
     spans.reserve(hi - lo);
