@@ -1,5 +1,5 @@
 //! Profiling aid: one prepared statement run many times on a 100,000-row table.
-//! `cargo run --release -p beechdb-sql --example point_select -- 1000000 [pk|index|update|insert|scan|join|filter]`
+//! `cargo run --release -p beechdb-sql --example point_select -- 1000000 [pk|index|update|insert|scan|join|filter|wide1|wide10|wide18|wide20|wide22|wide27]`
 
 use beechdb_sql::{Database, Value};
 
@@ -34,8 +34,29 @@ fn main() -> Result<(), beechdb_sql::Error> {
             c.run(&cc, &[i.into(), ((i * 17) % 10_000 + 1).into()])?;
         }
     }
+    if what.starts_with("wide") {
+        // Wisconsin's tenktup1 at 10,000 tuples (seed 000 Table 7): 16 columns, ~200 bytes.
+        c.execute_batch(
+            "CREATE TABLE w(unique1 INTEGER NOT NULL, unique2 INTEGER NOT NULL, two INTEGER,
+               four INTEGER, ten INTEGER, twenty INTEGER, onePercent INTEGER, tenPercent INTEGER,
+               twentyPercent INTEGER, fiftyPercent INTEGER, unique3 INTEGER,
+               evenOnePercent INTEGER, oddOnePercent INTEGER, stringu1 CHAR(52),
+               stringu2 CHAR(52), string4 CHAR(52));
+             INSERT INTO w SELECT (id * 7919) % 10000, id - 1, id % 2, id % 4, id % 10, id % 20,
+               id % 100, id % 10, id % 5, id % 2, id, (id % 100) * 2, (id % 100) * 2 + 1,
+               printf('%052d', id * 7), printf('%052d', id), 'AAAA' || printf('%048d', 0)
+               FROM t WHERE id <= 10000;
+             CREATE TABLE bp AS SELECT * FROM w WHERE unique2 < 1000;",
+        )?;
+    }
     c.execute("COMMIT", &[])?;
     let sql = match what.as_str() {
+        "wide1" => "SELECT * FROM w WHERE unique2 BETWEEN 792 AND 891",
+        "wide10" => "SELECT * FROM w A, bp B WHERE A.unique2 = B.unique2",
+        "wide18" => "SELECT DISTINCT two, four, ten, twenty, onePercent, string4 FROM w",
+        "wide20" => "SELECT min(unique2) FROM w",
+        "wide27" => "DELETE FROM w WHERE unique1 = -1",
+        "wide22" => "SELECT sum(unique3) FROM w GROUP BY onePercent",
         "pk" => "SELECT v FROM t WHERE id = ?1",
         "index" => "SELECT id FROM t WHERE k = ?1",
         "update" => "UPDATE t SET v = 'x' WHERE id = ?1",

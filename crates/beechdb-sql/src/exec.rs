@@ -18,8 +18,9 @@ use crate::record::rowid_of_key;
 use crate::schema::{lc, Schema, Table};
 use crate::value::{arith, Affinity, ArithOp, Collation, Value};
 use beechdb::{Db, Env, Txn};
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::cmp::Ordering;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// A row of values.
@@ -352,19 +353,40 @@ pub(crate) struct JoinPlan {
     bound: Vec<usize>,
     /// The conditions checked once each item's row is joined.
     at_level: Vec<Vec<Expr>>,
+    /// Per item, `at_level` without the conditions its access path makes true of every row
+    /// it reads (a rowid equality always; a rowid range's bounds when they are integers);
+    /// `None` when there are none.
+    residual: Vec<Option<Vec<Expr>>>,
     /// A LEFT JOIN's ON conditions, which decide whether its row matched.
     on_level: Vec<Vec<Expr>>,
-    /// For a streamed first item (see `streams`): the columns its conditions read, decoded
-    /// before them, and the other columns the statement reads, decoded only for rows that
-    /// pass; `None`: every column at once.
-    lazy: Option<(Vec<bool>, Vec<bool>)>,
+    /// For a streamed first item (see `streams`): which columns are decoded when; `None`:
+    /// every column at once.
+    lazy: Option<LazyColumns>,
+}
+
+/// What a streamed first item decodes when, each a mask of its columns that ends at its
+/// last column read (see `Table::read_into`).
+struct LazyColumns {
+    /// The columns its own conditions read, decoded before them.
+    filter: Vec<bool>,
+    /// The other columns later items' conditions and access paths read (alone, all the
+    /// others the statement reads), decoded for rows that pass its conditions.
+    joins: Vec<bool>,
+    /// The other columns the statement reads, decoded only for joined rows that pass every
+    /// condition (once however many rows it joins with).
+    rest: Vec<bool>,
 }
 
 impl JoinPlan {
     /// Resolves the plan's column references to slots of `frame` (see `Frame::bind`).
     fn bind(&mut self, ex: &Exec, frame: &Frame) {
-        let conditions = self.at_level.iter_mut().chain(&mut self.on_level).flatten();
-        for e in conditions {
+        let residual = self.residual.iter_mut().flatten();
+        let conditions = self
+            .at_level
+            .iter_mut()
+            .chain(&mut self.on_level)
+            .chain(residual);
+        for e in conditions.flatten() {
             ex.bind(e, frame);
         }
         for it in &mut self.items {
@@ -378,10 +400,10 @@ impl JoinPlan {
         }
     }
 
-    /// Decides what a streamed first item decodes when (see `lazy`), given the plan's
-    /// other expressions `rest` (the result columns and such), or that the rows it passes
-    /// on are read whole (`whole_rows`: UPDATE and DELETE). Its conditions' columns come
-    /// first if they read them by slot only; then the others anything may read.
+    /// Decides what a streamed first item decodes when (see `LazyColumns`), given the
+    /// plan's other expressions `rest` (the result columns and such), or that the rows it
+    /// passes on are read whole (`whole_rows`: UPDATE and DELETE). Nothing is lazy unless
+    /// its conditions read its columns by slot only.
     fn decode_lazily<'e>(&mut self, rest: impl Iterator<Item = &'e Expr>, whole_rows: bool) {
         let Some(t) = self.items[0].table.as_ref().filter(|_| streams(self, 0)) else {
             return;
@@ -401,10 +423,19 @@ impl JoinPlan {
         let rest = columns_read(rest, slots).filter(|_| !whole_rows);
         if let Some(filter) = filter {
             let read = |c: usize, m: &Option<Vec<bool>>| m.as_ref().is_none_or(|m| m[c]);
-            let after = (0..n)
-                .map(|c| (read(c, &rest) || read(c, &joins)) && !filter[c])
-                .collect();
-            self.lazy = Some((filter, after));
+            let mask = |pick: &dyn Fn(usize) -> bool| {
+                let mut m: Vec<bool> = (0..n).map(pick).collect();
+                m.truncate(m.iter().rposition(|&x| x).map_or(0, |p| p + 1));
+                m
+            };
+            // Alone, the item's rows go straight to the result: nothing to defer.
+            let defer = self.items.len() > 1;
+            let rest = |c| read(c, &rest) && !filter[c];
+            self.lazy = Some(LazyColumns {
+                joins: mask(&|c| (read(c, &joins) || !defer && rest(c)) && !filter[c]),
+                rest: mask(&|c| defer && rest(c) && !read(c, &joins)),
+                filter: mask(&|c| filter[c]),
+            });
         }
     }
 }
@@ -540,7 +571,7 @@ fn level_of(e: &Expr, frame: &Frame, bound: &[usize]) -> usize {
 /// since affinity may make text equal a number; a probe that is not a number reads all rows.
 struct HashProbe {
     probe: Expr,
-    buckets: HashMap<NumKey, Vec<usize>>,
+    buckets: FxHashMap<NumKey, Vec<usize>>,
     others: Vec<usize>,
 }
 
@@ -568,7 +599,7 @@ impl HashProbe {
     fn build(rows: &[Row], column: usize, probe: Expr) -> HashProbe {
         let mut h = HashProbe {
             probe,
-            buckets: HashMap::new(),
+            buckets: FxHashMap::default(),
             others: Vec::new(),
         };
         for (i, r) in rows.iter().enumerate() {
@@ -581,14 +612,16 @@ impl HashProbe {
     }
 
     /// The rows (in scan order) that can match `v`; `None`: all of them.
-    fn candidates(&self, v: &Value) -> Option<Vec<usize>> {
+    fn candidates(&self, v: &Value) -> Option<std::borrow::Cow<'_, [usize]>> {
         let k = num_key(v)?;
-        let mut c = self.buckets.get(&k).cloned().unwrap_or_default();
-        if !self.others.is_empty() {
-            c.extend_from_slice(&self.others);
-            c.sort_unstable();
+        let bucket = self.buckets.get(&k).map_or(&[][..], Vec::as_slice);
+        if self.others.is_empty() {
+            return Some(bucket.into());
         }
-        Some(c)
+        let mut c = bucket.to_vec();
+        c.extend_from_slice(&self.others);
+        c.sort_unstable();
+        Some(c.into())
     }
 }
 
@@ -1410,7 +1443,7 @@ impl<'a> Exec<'a> {
         frame: &Frame,
         filter: Option<&Expr>,
         outer: Option<&Scope>,
-        emit: &mut dyn FnMut(&mut Self, &[Value]) -> Result<bool>,
+        emit: &mut dyn FnMut(&mut Self, &mut [Value]) -> Result<bool>,
     ) -> Result<()> {
         let plan = self.plan_join(from, frame, filter)?;
         self.run_join(from, &plan, frame, outer, emit)
@@ -1534,17 +1567,25 @@ impl<'a> Exec<'a> {
         }
         // Access paths: an equality on a table's rowid or indexed column with a value known
         // before the table is read (earlier tables, outer queries, constants).
+        let mut residual = vec![None; n];
         for i in 0..n {
             let Some(t) = items[i].table.clone() else {
                 continue;
             };
             let exprs: Vec<&Expr> = at_level[i].iter().chain(on_level[i].iter()).collect();
-            items[i].access = self.choose_access(&t, frame, &bound, i, &exprs);
+            let (access, implied) = self.choose_access(&t, frame, &bound, i, &exprs);
+            items[i].access = access;
+            if implied.iter().any(|&k| k < at_level[i].len()) {
+                let left = at_level[i].iter().enumerate();
+                let left = left.filter(|(k, _)| !implied.contains(k));
+                residual[i] = Some(left.map(|(_, e)| e.clone()).collect());
+            }
         }
         Ok(JoinPlan {
             items,
             bound,
             at_level,
+            residual,
             on_level,
             lazy: None,
         })
@@ -1620,7 +1661,7 @@ impl<'a> Exec<'a> {
                 .filter(|c| level_of(c, frame, &bound) == level)
                 .collect();
             let t = items[item].table.as_ref().expect("tables only");
-            match self.choose_access(t, frame, &bound, level, &own) {
+            match self.choose_access(t, frame, &bound, level, &own).0 {
                 Access::Rowid(_) => 4,
                 Access::Index(..) => 3,
                 Access::RowidRange(..) => 2,
@@ -1661,7 +1702,7 @@ impl<'a> Exec<'a> {
         plan: &JoinPlan,
         frame: &Frame,
         outer: Option<&Scope>,
-        emit: &mut dyn FnMut(&mut Self, &[Value]) -> Result<bool>,
+        emit: &mut dyn FnMut(&mut Self, &mut [Value]) -> Result<bool>,
     ) -> Result<()> {
         let refs: Vec<&TableRef> = std::iter::once(&from.first)
             .chain(from.joins.iter().map(|j| &j.table))
@@ -1735,8 +1776,10 @@ impl<'a> Exec<'a> {
         Ok(())
     }
 
-    /// The rows of a FROM clause that pass `filter`, handed to `emit`; without a FROM
-    /// clause, the one empty row if it passes. Only planning, nothing is evaluated.
+    /// The rows of a FROM clause that pass `filter`, handed to `emit` (which says whether to
+    /// go on; it gets each row mutably because the first item may finish decoding it, see
+    /// `LazyColumns`); without a FROM clause, the one empty row if it passes. Only
+    /// planning, nothing is evaluated.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn source_rows(
         &mut self,
@@ -1745,7 +1788,7 @@ impl<'a> Exec<'a> {
         frame: &Frame,
         filter: Option<&Expr>,
         outer: Option<&Scope>,
-        emit: &mut dyn FnMut(&mut Self, &[Value]) -> Result<bool>,
+        emit: &mut dyn FnMut(&mut Self, &mut [Value]) -> Result<bool>,
     ) -> Result<()> {
         match (from, join) {
             (Some(f), Some(j)) => self.run_join(f, j, frame, outer, emit),
@@ -1757,7 +1800,7 @@ impl<'a> Exec<'a> {
                     None => true,
                 };
                 if keep {
-                    emit(self, &[])?;
+                    emit(self, &mut [])?;
                 }
                 Ok(())
             }
@@ -1866,7 +1909,7 @@ impl<'a> Exec<'a> {
         row: &mut [Value],
         frame: &Frame,
         outer: Option<&Scope>,
-        emit: &mut dyn FnMut(&mut Self, &[Value]) -> Result<bool>,
+        emit: &mut dyn FnMut(&mut Self, &mut [Value]) -> Result<bool>,
     ) -> Result<bool> {
         if level == items.len() {
             return emit(self, row);
@@ -1880,6 +1923,9 @@ impl<'a> Exec<'a> {
             if me.interrupted.load(std::sync::atomic::Ordering::Relaxed) {
                 return Err(Error::Interrupted);
             }
+            if exprs.is_empty() {
+                return Ok(true);
+            }
             let sc = Scope::new(frame, row, outer);
             for e in exprs {
                 if me.eval(e, &sc)?.truth() != Some(true) {
@@ -1892,22 +1938,42 @@ impl<'a> Exec<'a> {
             // The outermost table read in rowid order: each row decoded straight into the
             // joined row as the engine yields it, none kept.
             let sc = Scope::new(frame, row, outer);
-            if let Some(mut scan) = self.rowid_scan(t, &it.plan.access, &sc)? {
-                let (first, after) = match &plan.lazy {
-                    Some((f, a)) => (Some(&f[..]), Some(&a[..])),
-                    None => (None, None),
+            if let Some((mut scan, exact)) = self.rowid_scan(t, &it.plan.access, &sc)? {
+                let lazy = plan.lazy.as_ref();
+                let conditions = match &plan.residual[0] {
+                    Some(r) if exact => r,
+                    _ => &plan.at_level[0],
                 };
                 while let Some(kv) = scan.next_ref() {
                     let (k, v) = kv?;
                     let rowid = rowid_of_key(k)?;
-                    t.read_into(rowid, v, &mut row[slots.clone()], first)?;
-                    if !passes(self, row, &plan.at_level[0])? {
+                    t.read_into(
+                        rowid,
+                        v,
+                        &mut row[slots.clone()],
+                        lazy.map(|l| &l.filter[..]),
+                    )?;
+                    if !passes(self, row, conditions)? {
                         continue;
                     }
-                    if after.is_some() {
-                        t.read_into(rowid, v, &mut row[slots.clone()], after)?;
+                    if let Some(l) = lazy.filter(|l| !l.joins.is_empty()) {
+                        t.read_into(rowid, v, &mut row[slots.clone()], Some(&l.joins))?;
                     }
-                    if !self.join_level(items, plan, 1, row, frame, outer, emit)? {
+                    let go_on = match lazy.filter(|l| !l.rest.is_empty()) {
+                        None => self.join_level(items, plan, 1, row, frame, outer, emit)?,
+                        Some(l) => {
+                            let mut decoded = false;
+                            let mut finish = |me: &mut Self, r: &mut [Value]| {
+                                if !decoded {
+                                    t.read_into(rowid, v, &mut r[slots.clone()], Some(&l.rest))?;
+                                    decoded = true;
+                                }
+                                emit(me, r)
+                            };
+                            self.join_level(items, plan, 1, row, frame, outer, &mut finish)?
+                        }
+                    };
+                    if !go_on {
                         return Ok(false);
                     }
                 }
@@ -1915,19 +1981,15 @@ impl<'a> Exec<'a> {
             row[slots].fill(Value::Null);
             return Ok(true);
         }
-        // Rows read for this outer row (moved into the joined row), or shared ones (copied).
+        // Rows read for this outer row (moved into the joined row), or shared ones (copied):
+        // all, or those a hash probe `picks`.
         let mut looked_up: Vec<Row> = Vec::new();
+        let mut picks = None;
         let shared: &[Row] = match (&it.plan.access, &it.plan.table) {
             (Access::Scan, _) | (_, None) if it.hash.is_some() => {
                 let h = it.hash.as_ref().expect("checked");
-                let v = self.eval(&h.probe, &Scope::new(frame, row, outer))?;
-                match h.candidates(&v) {
-                    Some(c) => {
-                        looked_up = c.into_iter().map(|k| it.rows[k].clone()).collect();
-                        &[]
-                    }
-                    None => &it.rows,
-                }
+                picks = h.candidates(&self.eval(&h.probe, &Scope::new(frame, row, outer))?);
+                &it.rows
             }
             (Access::Scan, _) | (_, None) => &it.rows,
             (access, Some(t)) => {
@@ -1939,7 +2001,7 @@ impl<'a> Exec<'a> {
                 let candidates = match &*hashed {
                     Some((rows, h)) => h
                         .candidates(&self.eval(&h.probe, &sc)?)
-                        .map(|c| c.into_iter().map(|k| rows[k].clone()).collect()),
+                        .map(|c| c.iter().map(|&k| rows[k].clone()).collect()),
                     None => None,
                 };
                 drop(hashed);
@@ -1950,23 +2012,35 @@ impl<'a> Exec<'a> {
                 &[]
             }
         };
-        let (mut looked_up, mut shared) = (looked_up.into_iter(), shared.iter());
+        let mut looked_up = looked_up.into_iter();
+        let (mut picked, mut all) = (picks.as_deref().map(|p| p.iter()), shared.iter());
+        let mut next_shared = || match &mut picked {
+            Some(p) => p.next().map(|&k| &shared[k]),
+            None => all.next(),
+        };
+        let mut wrote = false;
+        // Rows found by rowid have it (see `JoinPlan::residual`).
+        let conditions = match (&plan.residual[level], &it.plan.access) {
+            (Some(r), Access::Rowid(_)) => r,
+            _ => &plan.at_level[level],
+        };
         loop {
             let at = &mut row[slots.clone()];
             if let Some(r) = looked_up.next() {
                 at.iter_mut().zip(r).for_each(|(s, v)| *s = v);
-            } else if let Some(r) = shared.next() {
+            } else if let Some(r) = next_shared() {
                 at.iter_mut().zip(r).for_each(|(s, v)| s.clone_from(v));
             } else {
                 break;
             }
+            wrote = true;
             if it.plan.left {
                 if !passes(self, row, &plan.on_level[level])? {
                     continue;
                 }
                 matched = true;
             }
-            if !passes(self, row, &plan.at_level[level])? {
+            if !passes(self, row, conditions)? {
                 continue;
             }
             if !self.join_level(items, plan, level + 1, row, frame, outer, emit)? {
@@ -1974,7 +2048,9 @@ impl<'a> Exec<'a> {
             }
         }
         // Deeper levels have reset their own slots.
-        row[slots.clone()].fill(Value::Null);
+        if wrote {
+            row[slots].fill(Value::Null);
+        }
         if it.plan.left
             && !matched
             && passes(self, row, &plan.at_level[level])?
@@ -1982,12 +2058,12 @@ impl<'a> Exec<'a> {
         {
             return Ok(false);
         }
-        row[slots].fill(Value::Null);
         Ok(true)
     }
 
     /// The access path for table `t` (columns from `start` in `frame`, item `level`) given
-    /// the conditions `exprs` on it.
+    /// the conditions `exprs` on it, and which of them (indexes into `exprs`) hold for
+    /// every row the path reads when its bounds are integers (see `JoinPlan::residual`).
     fn choose_access(
         &self,
         t: &Arc<Table>,
@@ -1995,7 +2071,7 @@ impl<'a> Exec<'a> {
         bound: &[usize],
         level: usize,
         exprs: &[&Expr],
-    ) -> Access {
+    ) -> (Access, Vec<usize>) {
         let (start, ncols) = (bound[level], t.columns.len());
         let level_of = |e: &Expr| level_of(e, frame, bound);
         let mut best = Access::Scan;
@@ -2021,9 +2097,11 @@ impl<'a> Exec<'a> {
             let later = level_of(other) >= level && refers_to_frame(other, frame);
             (!subquery && !later).then_some(c)
         };
-        // Range bounds by column: low, high.
-        let mut ranges: HashMap<usize, (Option<Expr>, Option<Expr>)> = HashMap::new();
-        for e in exprs {
+        // Range bounds by column: low, high, each with the conjunct it came from when the
+        // comparison includes the bound (a range of keys from it holds the rows exactly).
+        type Bound = Option<(Expr, Option<usize>)>;
+        let mut ranges: HashMap<usize, (Bound, Bound)> = HashMap::new();
+        for (k, e) in exprs.iter().enumerate() {
             match e {
                 Expr::Between {
                     expr,
@@ -2035,12 +2113,13 @@ impl<'a> Exec<'a> {
                     if let (Some(c), Some(_)) = (bound_column(expr, low), bound_column(expr, high))
                     {
                         let r = ranges.entry(c).or_default();
-                        r.0 = Some((**low).clone());
-                        r.1 = Some((**high).clone());
+                        r.0 = Some(((**low).clone(), Some(k)));
+                        r.1 = Some(((**high).clone(), Some(k)));
                     }
                 }
                 Expr::Binary(op @ (BinOp::Gt | BinOp::Ge | BinOp::Lt | BinOp::Le), a, b) => {
                     let lower = matches!(op, BinOp::Gt | BinOp::Ge);
+                    let inclusive = matches!(op, BinOp::Ge | BinOp::Le).then_some(k);
                     // `col op other`, or `other op col` (the direction reversed).
                     let (c, other, lower) = match (bound_column(a, b), bound_column(b, a)) {
                         (Some(c), _) => (c, b, lower),
@@ -2048,17 +2127,26 @@ impl<'a> Exec<'a> {
                         _ => continue,
                     };
                     let r = ranges.entry(c).or_default();
+                    let b = Some(((**other).clone(), inclusive));
                     if lower {
-                        r.0 = Some((**other).clone());
+                        r.0 = b;
                     } else {
-                        r.1 = Some((**other).clone());
+                        r.1 = b;
                     }
                 }
                 _ => {}
             }
         }
-        if let Some((lo, hi)) = ranges.remove(&ncols) {
-            best = Access::RowidRange(lo, hi);
+        let mut implied = Vec::new();
+        let mut bound_expr = |b: Bound| {
+            b.map(|(e, k)| {
+                implied.extend(k.filter(|k| !implied.contains(k)));
+                e
+            })
+        };
+        let rowid_range = ranges.remove(&ncols);
+        if let Some((lo, hi)) = rowid_range {
+            best = Access::RowidRange(bound_expr(lo), bound_expr(hi));
         } else if !ranges.is_empty() {
             // A range on the first column of an ascending index over a numeric column.
             let ranged = self.schema.indexes_of(&t.name).find_map(|i| {
@@ -2067,10 +2155,10 @@ impl<'a> Exec<'a> {
                 (!desc && t.columns[c].affinity.is_numeric()).then(|| (i.clone(), r.clone()))
             });
             if let Some((idx, (lo, hi))) = ranged {
-                best = Access::IndexRange(idx, lo, hi);
+                best = Access::IndexRange(idx, lo.map(|b| b.0), hi.map(|b| b.0));
             }
         }
-        for e in exprs {
+        for (k, e) in exprs.iter().enumerate() {
             let Expr::Binary(BinOp::Eq, a, b) = e else {
                 continue;
             };
@@ -2099,7 +2187,8 @@ impl<'a> Exec<'a> {
                 }
                 let c = slot - start;
                 if c == ncols || t.rowid_alias == Some(c) {
-                    return Access::Rowid((**other).clone());
+                    // The row found has the rowid the value converts to, so `=` holds.
+                    return (Access::Rowid((**other).clone()), vec![k]);
                 }
                 if matches!(
                     best,
@@ -2121,7 +2210,10 @@ impl<'a> Exec<'a> {
                 }
             }
         }
-        best
+        if !matches!(best, Access::RowidRange(..)) {
+            implied.clear();
+        }
+        (best, implied)
     }
 
     /// The engine scan of `t` in rowid order that `access` (a full scan or a rowid range)
@@ -2131,29 +2223,34 @@ impl<'a> Exec<'a> {
         t: &Table,
         access: &Access,
         sc: &Scope,
-    ) -> Result<Option<beechdb::TxnIter>> {
+    ) -> Result<Option<(beechdb::TxnIter, bool)>> {
         let db = self.db(&t.db)?;
         let Access::RowidRange(lo, hi) = access else {
-            return Ok(Some(self.txn.iter(&db)));
+            return Ok(Some((self.txn.iter(&db), false)));
         };
-        // Integer bounds around the values (a superset of the matching rowids).
-        let bound = |me: &mut Self, e: &Option<Expr>, low: bool| -> Result<Option<Option<i64>>> {
-            let Some(e) = e else { return Ok(Some(None)) };
-            Ok(match Affinity::Numeric.apply(me.eval(e, sc)?) {
-                Value::Null => None,
-                Value::Integer(i) => Some(Some(i)),
-                Value::Real(r) => Some(Some(if low { r.floor() } else { r.ceil() } as i64)),
-                // Text and blobs sort after every number.
-                _ if low => None,
-                _ => Some(None),
-            })
-        };
+        // Integer bounds around the values (a superset of the matching rowids; exactly
+        // them when every bound is an integer).
+        let mut exact = true;
+        let mut bound =
+            |me: &mut Self, e: &Option<Expr>, low: bool| -> Result<Option<Option<i64>>> {
+                let Some(e) = e else { return Ok(Some(None)) };
+                let v = Affinity::Numeric.apply(me.eval(e, sc)?);
+                exact &= matches!(v, Value::Integer(_));
+                Ok(match v {
+                    Value::Null => None,
+                    Value::Integer(i) => Some(Some(i)),
+                    Value::Real(r) => Some(Some(if low { r.floor() } else { r.ceil() } as i64)),
+                    // Text and blobs sort after every number.
+                    _ if low => None,
+                    _ => Some(None),
+                })
+            };
         let (Some(l), Some(h)) = (bound(self, lo, true)?, bound(self, hi, false)?) else {
             return Ok(None);
         };
         let from = crate::record::rowid_key(l.unwrap_or(i64::MIN)).to_vec();
         let to = crate::record::rowid_key(h.unwrap_or(i64::MAX)).to_vec();
-        Ok((from <= to).then(|| self.txn.range(&db, from..=to)))
+        Ok((from <= to).then(|| (self.txn.range(&db, from..=to), exact)))
     }
 
     /// The rows of `t` that `access` selects, with their rowids last.
@@ -2170,7 +2267,7 @@ impl<'a> Exec<'a> {
                 Ok(self.row_by_rowid(t, rowid)?.into_iter().collect())
             }
             Access::RowidRange(..) => match self.rowid_scan(t, access, sc)? {
-                Some(scan) => rows_with_rowids(t, scan),
+                Some((scan, _)) => rows_with_rowids(t, scan),
                 None => Ok(Vec::new()),
             },
             Access::IndexRange(idx, lo, hi) => {
@@ -2242,9 +2339,10 @@ impl<'a> Exec<'a> {
             None => std::ops::Bound::Unbounded,
         };
         let mut rowids = Vec::new();
-        for kv in self.txn.range(&idb, (std::ops::Bound::Included(from), to)) {
+        let mut entries = self.txn.range(&idb, (std::ops::Bound::Included(from), to));
+        while let Some(kv) = entries.next_ref() {
             let (k, val) = kv?;
-            rowids.push(index_rowid(&k, &val)?);
+            rowids.push(index_rowid(k, val)?);
         }
         let mut out = Vec::with_capacity(rowids.len());
         for r in rowids {
@@ -2275,7 +2373,7 @@ impl<'a> Exec<'a> {
             let Expr::Window(w) = call else { continue };
             // Per row: its partition, its sort key, its arguments.
             let mut partitions: Vec<Vec<usize>> = Vec::new();
-            let mut by_sig: HashMap<Vec<u8>, usize> = HashMap::new();
+            let mut by_sig: FxHashMap<Vec<u8>, usize> = FxHashMap::default();
             let (mut keys, mut args) = (
                 Vec::with_capacity(rows.len()),
                 Vec::with_capacity(rows.len()),
@@ -3061,9 +3159,10 @@ impl<'a> Exec<'a> {
         let aggregate = plan.aggregate;
         let empty_row = vec![Value::Null; frame.width];
         // The core's joined rows that pass its WHERE, handed to `emit`.
-        let read = |me: &mut Self, emit: &mut dyn FnMut(&mut Self, &[Value]) -> Result<bool>| {
-            me.source_rows(from.as_ref(), join, frame, where_.as_ref(), outer, emit)
-        };
+        let read =
+            |me: &mut Self, emit: &mut dyn FnMut(&mut Self, &mut [Value]) -> Result<bool>| {
+                me.source_rows(from.as_ref(), join, frame, where_.as_ref(), outer, emit)
+            };
         // Rows from the joins, each with its sort key.
         let mut out: Keyed = Vec::new();
         if plan.windows {
@@ -3083,8 +3182,13 @@ impl<'a> Exec<'a> {
                 out.push(self.project(&plan, &sc)?);
             }
         } else if !aggregate {
-            let mut produce = |me: &mut Self, r: &[Value]| -> Result<bool> {
-                out.push(me.project(&plan, &Scope::new(frame, r, outer))?);
+            // DISTINCT drops repeated result rows as they come, rather than keeping them.
+            let mut seen = distinct.then(Distinct::default);
+            let mut produce = |me: &mut Self, r: &mut [Value]| -> Result<bool> {
+                let (row, key) = me.project(&plan, &Scope::new(frame, r, outer))?;
+                if seen.as_mut().is_none_or(|s| s.novel(&row)) {
+                    out.push((row, key));
+                }
                 Ok(true)
             };
             read(self, &mut produce)?;
@@ -3102,11 +3206,11 @@ impl<'a> Exec<'a> {
             }
             struct Group {
                 accs: Vec<Acc>,
-                distinct_seen: Vec<HashSet<Vec<u8>>>,
+                distinct_seen: Vec<FxHashSet<Vec<u8>>>,
                 row: Row,
             }
             let mut groups: Vec<(Row, Group)> = Vec::new();
-            let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
+            let mut index: FxHashMap<Vec<u8>, usize> = FxHashMap::default();
             let colls: Vec<Collation> = {
                 let sc = Scope::new(frame, &empty_row, outer);
                 calls
@@ -3122,7 +3226,7 @@ impl<'a> Exec<'a> {
             let (group_terms, bare) = (&plan.group_terms, plan.bare);
             // Buffers reused from row to row: the group key, its signature, arguments.
             let (mut key, mut sig, mut vals) = (Vec::new(), Vec::new(), Vec::new());
-            let mut step = |me: &mut Self, r: &[Value]| -> Result<bool> {
+            let mut step = |me: &mut Self, r: &mut [Value]| -> Result<bool> {
                 let sc = Scope::new(frame, r, outer);
                 key.clear();
                 for g in group_terms {
@@ -3152,7 +3256,7 @@ impl<'a> Exec<'a> {
                                         _ => unreachable!(),
                                     })
                                     .collect(),
-                                distinct_seen: vec![HashSet::new(); calls.len()],
+                                distinct_seen: vec![FxHashSet::default(); calls.len()],
                                 row: Vec::new(),
                             },
                         ));
@@ -3238,9 +3342,9 @@ impl<'a> Exec<'a> {
                 out.push(self.project(&plan, &sc)?);
             }
         }
-        if distinct {
-            let mut seen: HashSet<Vec<u8>> = HashSet::new();
-            out.retain(|(r, _)| seen.insert(group_signature(r)));
+        if distinct && (aggregate || plan.windows) {
+            let mut seen = Distinct::default();
+            out.retain(|(r, _)| seen.novel(r));
         }
         if let (false, Some(plan)) = (order.is_empty(), &mut self.plan) {
             plan.push("USE TEMP B-TREE FOR ORDER BY".into());
@@ -3318,7 +3422,7 @@ fn rows_equal(a: &[Value], b: &[Value]) -> bool {
 
 /// Distinct rows, the last of equal ones kept, in ascending order.
 fn dedupe_sorted(rows: Vec<Row>) -> Vec<Row> {
-    let mut last: HashMap<Vec<u8>, usize> = HashMap::new();
+    let mut last: FxHashMap<Vec<u8>, usize> = FxHashMap::default();
     for (i, r) in rows.iter().enumerate() {
         last.insert(group_signature(r), i);
     }
@@ -3336,8 +3440,25 @@ fn dedupe_sorted(rows: Vec<Row>) -> Vec<Row> {
 }
 
 fn dedupe(rows: &mut Vec<Row>) {
-    let mut seen: HashSet<Vec<u8>> = HashSet::new();
-    rows.retain(|r| seen.insert(group_signature(r)));
+    let mut seen = Distinct::default();
+    rows.retain(|r| seen.novel(r));
+}
+
+/// The rows seen so far, by signature (see `group_signature_into`), for DISTINCT.
+#[derive(Default)]
+struct Distinct {
+    seen: FxHashSet<Vec<u8>>,
+    /// Reused for each row's signature.
+    sig: Vec<u8>,
+}
+
+impl Distinct {
+    /// Whether no row equal to `r` was seen before (which it now is).
+    fn novel(&mut self, r: &[Value]) -> bool {
+        self.sig.clear();
+        group_signature_into(r, &mut self.sig);
+        !self.seen.contains(&self.sig[..]) && self.seen.insert(self.sig.clone())
+    }
 }
 
 /// Bytes equal for rows whose values compare equal (3 and 3.0 alike), for hashing.

@@ -145,7 +145,11 @@ fn value_of(tag: u8, bytes: &[u8]) -> Result<Value> {
         2 => Value::Real(f64::from_le_bytes(
             bytes.try_into().map_err(|_| corrupt_row())?,
         )),
-        3 => Value::Text(String::from_utf8_lossy(bytes).into()),
+        // Valid UTF-8 (always, but for damaged rows) is checked by the fast validator.
+        3 => Value::Text(match std::str::from_utf8(bytes) {
+            Ok(s) => s.into(),
+            Err(_) => String::from_utf8_lossy(bytes).into(),
+        }),
         _ => Value::Blob(bytes.into()),
     })
 }

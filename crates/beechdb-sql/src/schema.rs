@@ -96,7 +96,7 @@ impl Table {
     }
 
     /// Decodes row `rowid` (as `row_from`) into `out`: the columns, then the rowid; with
-    /// `wanted`, only the columns it marks (the rowid always).
+    /// `wanted`, only the columns it marks (none past its end; the rowid always).
     pub fn read_into(
         &self,
         rowid: i64,
@@ -105,8 +105,10 @@ impl Table {
         wanted: Option<&[bool]>,
     ) -> Result<()> {
         let n = self.columns.len();
-        let got = crate::record::decode_into(stored, &mut out[..n], wanted)?;
-        for (c, slot) in out[..n].iter_mut().enumerate().skip(got) {
+        // The values after the mask's end are not even walked.
+        let end = wanted.map_or(n, |w| w.len().min(n));
+        let got = crate::record::decode_into(stored, &mut out[..end], wanted)?;
+        for (c, slot) in out[..end].iter_mut().enumerate().skip(got) {
             if wanted.is_none_or(|w| w[c]) {
                 *slot = self.added_value(c);
             }

@@ -289,3 +289,56 @@ fn min_and_max_read_one_end_of_an_index_and_match_sqlite() {
         ],
     );
 }
+
+#[test]
+fn rowid_ranges_and_lookups_drop_only_the_conditions_they_make_true() {
+    // A rowid range from integer bounds reads exactly the rows its conditions select, so
+    // they are not checked again; any other bound (a real, text, NULL, a strict
+    // comparison, a second bound on the same side) still filters every row.
+    let (_db, mut ours, lite) = common::both(
+        "CREATE TABLE t(id INTEGER PRIMARY KEY, v);
+         INSERT INTO t VALUES(1,'a'),(2,'b'),(3,'c'),(4,'d'),(5,'e'),(6,'f');
+         CREATE TABLE u(id INTEGER PRIMARY KEY, t_id, w);
+         INSERT INTO u VALUES(10, 2, 'x'),(11, '3', 'y'),(12, 3.0, 'z'),(13, 3.5, 'q'),(14, NULL, 'n');",
+    );
+    let bounds = [
+        "1", "2", "6", "1.5", "2.0", "3.5", "'2'", "'abc'", "NULL", "-9", "99",
+    ];
+    let mut queries = Vec::new();
+    for lo in bounds {
+        for hi in bounds {
+            queries.push(format!(
+                "SELECT id, v FROM t WHERE id BETWEEN {lo} AND {hi}"
+            ));
+            queries.push(format!("SELECT id FROM t WHERE id >= {lo} AND id <= {hi}"));
+            queries.push(format!("SELECT id FROM t WHERE id > {lo} AND id < {hi}"));
+            queries.push(format!("SELECT id FROM t WHERE id >= {lo} AND id >= {hi}"));
+            queries.push(format!(
+                "SELECT count(*), sum(id) FROM t WHERE rowid BETWEEN {lo} AND {hi} AND v <> 'c'"
+            ));
+        }
+        queries.push(format!("SELECT id, v FROM t WHERE id = {lo}"));
+        queries.push(format!("SELECT id FROM t WHERE {lo} <= id"));
+    }
+    // Lookups by rowid from another table's values (text, reals, NULL).
+    queries.push("SELECT u.id, t.v FROM u JOIN t ON t.id = u.t_id".into());
+    queries.push("SELECT u.id, t.v FROM u LEFT JOIN t ON t.id = u.t_id AND t.v <> 'b'".into());
+    queries.push("SELECT u.id, t.v FROM u, t WHERE t.id = u.t_id AND u.w <> 'y'".into());
+    same_rows(&mut ours, &lite, &queries);
+    // Prepared: the same plan with integer, real and text bounds.
+    let st = ours
+        .prepare("SELECT id FROM t WHERE id BETWEEN ?1 AND ?2")
+        .unwrap();
+    let ids = |c: &mut beechdb_sql::Connection, lo: Value, hi: Value| -> Vec<i64> {
+        c.run(&st, &[lo, hi])
+            .unwrap()
+            .rows
+            .iter()
+            .map(|r| r[0].as_i64())
+            .collect()
+    };
+    assert_eq!(ids(&mut ours, 2.into(), 4.into()), [2, 3, 4]);
+    assert_eq!(ids(&mut ours, Value::Real(2.5), Value::Real(4.5)), [3, 4]);
+    assert_eq!(ids(&mut ours, "2".into(), "3".into()), [2, 3]);
+    assert_eq!(ids(&mut ours, 5.into(), Value::Null), Vec::<i64>::new());
+}
