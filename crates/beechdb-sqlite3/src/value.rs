@@ -43,11 +43,18 @@ impl sqlite3_value {
         }
         self.text
             .get_or_init(|| {
-                let mut b = match &self.v {
-                    Value::Blob(b) => b.to_vec(),
-                    Value::Text(t) => t.as_bytes().to_vec(),
-                    other => other.to_text().into_bytes(),
+                let text;
+                let bytes: &[u8] = match &self.v {
+                    Value::Blob(b) => b,
+                    Value::Text(t) => t.as_bytes(),
+                    other => {
+                        text = other.to_text();
+                        text.as_bytes()
+                    }
                 };
+                // One allocation of the final size (a boxed slice keeps no spare room).
+                let mut b = Vec::with_capacity(bytes.len() + 1);
+                b.extend_from_slice(bytes);
                 b.push(0);
                 b.into_boxed_slice()
             })
