@@ -1,5 +1,5 @@
 //! Profiling aid: one prepared statement run many times on a 100,000-row table.
-//! `cargo run --release -p beechdb-sql --example point_select -- 1000000 [pk|index|update|insert|scan|join|filter|wide1|wide10|wide18|wide20|wide22|wide27]`
+//! `cargo run --release -p beechdb-sql --example point_select -- 1000000 [pk|index|update|insert|scan|join|filter|wide1|wide10|wide11|wide13|wide18|wide20|wide22|wide27]`
 
 use beechdb_sql::{Database, Value};
 
@@ -48,11 +48,16 @@ fn main() -> Result<(), beechdb_sql::Error> {
                FROM t WHERE id <= 10000;
              CREATE TABLE bp AS SELECT * FROM w WHERE unique2 < 1000;",
         )?;
+        if what == "wide13" {
+            c.execute_batch("CREATE INDEX w_u2 ON w(unique2); CREATE INDEX bp_u2 ON bp(unique2);")?;
+        }
     }
     c.execute("COMMIT", &[])?;
     let sql = match what.as_str() {
         "wide1" => "SELECT * FROM w WHERE unique2 BETWEEN 792 AND 891",
         "wide10" => "SELECT * FROM w A, bp B WHERE A.unique2 = B.unique2",
+        "wide11" => "SELECT * FROM bp C, w A, w B WHERE C.unique2 = A.unique2 AND A.unique2 = B.unique2 AND A.unique2 < 1000 AND B.unique2 < 1000",
+        "wide13" => "SELECT * FROM w A, bp B WHERE A.unique2 = B.unique2",
         "wide18" => "SELECT DISTINCT two, four, ten, twenty, onePercent, string4 FROM w",
         "wide20" => "SELECT min(unique2) FROM w",
         "wide27" => "DELETE FROM w WHERE unique1 = -1",

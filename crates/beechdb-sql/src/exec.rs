@@ -423,11 +423,7 @@ impl JoinPlan {
         let rest = columns_read(rest, slots).filter(|_| !whole_rows);
         if let Some(filter) = filter {
             let read = |c: usize, m: &Option<Vec<bool>>| m.as_ref().is_none_or(|m| m[c]);
-            let mask = |pick: &dyn Fn(usize) -> bool| {
-                let mut m: Vec<bool> = (0..n).map(pick).collect();
-                m.truncate(m.iter().rposition(|&x| x).map_or(0, |p| p + 1));
-                m
-            };
+            let mask = |pick: &dyn Fn(usize) -> bool| trimmed((0..n).map(pick).collect());
             // Alone, the item's rows go straight to the result: nothing to defer.
             let defer = self.items.len() > 1;
             let rest = |c| read(c, &rest) && !filter[c];
@@ -477,6 +473,13 @@ fn columns_read<'e>(
         });
     }
     (!any).then_some(used)
+}
+
+/// A column mask cut after its last marked column (see `Table::read_into`: a decode stops
+/// there).
+fn trimmed(mut mask: Vec<bool>) -> Vec<bool> {
+    mask.truncate(mask.iter().rposition(|&x| x).map_or(0, |p| p + 1));
+    mask
 }
 
 /// One source of a join: a table read through an access path, or rows read in full.
@@ -1123,12 +1126,18 @@ impl<'a> Exec<'a> {
         info: CmpInfo,
         sc: &Scope,
     ) -> Result<Value> {
-        let (va, vb) = (self.eval(a, sc)?, self.eval(b, sc)?);
         let CmpInfo {
             left: aa,
             right: ab,
             coll,
         } = info;
+        // Two integers read in place (no value copied), unless TEXT affinity makes them text.
+        if let (Some(x), Some(y)) = (self.int_leaf(a, sc), self.int_leaf(b, sc)) {
+            if aa != Some(Affinity::Text) && ab != Some(Affinity::Text) {
+                return Ok(Value::Integer(compare_result(op, x.cmp(&y)) as i64));
+            }
+        }
+        let (va, vb) = (self.eval(a, sc)?, self.eval(b, sc)?);
         if matches!(op, BinOp::Is | BinOp::IsNot) {
             let same = match (va.is_null(), vb.is_null()) {
                 (true, true) => true,
@@ -1139,16 +1148,25 @@ impl<'a> Exec<'a> {
         }
         Ok(match compare_values(&va, aa, &vb, ab, coll) {
             None => Value::Null,
-            Some(o) => Value::Integer(match op {
-                BinOp::Eq => o == Ordering::Equal,
-                BinOp::Ne => o != Ordering::Equal,
-                BinOp::Lt => o == Ordering::Less,
-                BinOp::Le => o != Ordering::Greater,
-                BinOp::Gt => o == Ordering::Greater,
-                BinOp::Ge => o != Ordering::Less,
-                _ => unreachable!("comparison operators"),
-            } as i64),
+            Some(o) => Value::Integer(compare_result(op, o) as i64),
         })
+    }
+
+    /// The integer a leaf (a slot, literal or parameter) holds, read in place.
+    #[inline]
+    fn int_leaf(&self, e: &Expr, sc: &Scope) -> Option<i64> {
+        match e {
+            Expr::Slot(i) => match sc.row.get(*i) {
+                Some(Value::Integer(x)) => Some(*x),
+                _ => None,
+            },
+            Expr::Literal(Value::Integer(x)) => Some(*x),
+            Expr::Param(i) => match self.params.get(i - 1) {
+                Some(Value::Integer(x)) => Some(*x),
+                _ => None,
+            },
+            _ => None,
+        }
     }
 
     fn compare_rows(&mut self, op: BinOp, x: &[Expr], y: &[Expr], sc: &Scope) -> Result<Value> {
@@ -1606,18 +1624,35 @@ impl<'a> Exec<'a> {
             return self.table_rows(t);
         }
         let slots = plan.bound[i]..plan.bound[i] + plan.items[i].width;
+        // The columns the conditions read are decoded first, the rest for rows that pass;
+        // unless a condition names this frame's columns unbound (a plan run once).
+        let mut unbound = false;
+        for c in conditions {
+            c.walk(&mut |x| {
+                if let Expr::Column { table, name } = x {
+                    unbound |= matches!(frame.resolve(table.as_deref(), name), Ok(Some(_)));
+                }
+            });
+        }
+        let filter = columns_read(conditions.iter().copied(), slots.clone())
+            .filter(|_| !unbound)
+            .map(trimmed);
         let mut row = vec![Value::Null; frame.width];
         let db = self.db(&t.db)?;
         let mut scan = self.txn.iter(&db);
         let mut out = Vec::new();
         'rows: while let Some(kv) = scan.next_ref() {
             let (k, v) = kv?;
-            t.read_into(rowid_of_key(k)?, v, &mut row[slots.clone()], None)?;
+            let rowid = rowid_of_key(k)?;
+            t.read_into(rowid, v, &mut row[slots.clone()], filter.as_deref())?;
             let sc = Scope::new(frame, &row, outer);
             for c in conditions {
                 if self.eval(c, &sc)?.truth() != Some(true) {
                     continue 'rows;
                 }
+            }
+            if filter.is_some() {
+                t.read_into(rowid, v, &mut row[slots.clone()], None)?;
             }
             out.push(row[slots.clone()].to_vec());
         }
@@ -3485,6 +3520,19 @@ fn group_signature_into(r: &[Value], out: &mut Vec<u8>) {
         out.push(tag);
         out.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
         out.extend_from_slice(bytes);
+    }
+}
+
+/// Whether comparison `op` holds for operands ordered `o`.
+fn compare_result(op: BinOp, o: Ordering) -> bool {
+    match op {
+        BinOp::Eq | BinOp::Is => o == Ordering::Equal,
+        BinOp::Ne | BinOp::IsNot => o != Ordering::Equal,
+        BinOp::Lt => o == Ordering::Less,
+        BinOp::Le => o != Ordering::Greater,
+        BinOp::Gt => o == Ordering::Greater,
+        BinOp::Ge => o != Ordering::Less,
+        _ => unreachable!("comparison operators"),
     }
 }
 

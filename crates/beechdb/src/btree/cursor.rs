@@ -322,7 +322,7 @@ fn copy_run(
         // with a long key or an overflow value end it unless first (so that a huge run is
         // never copied); a page without long keys needs no check of its keys.
         let plain = !node::has_long_keys(p);
-        data.reserve(p.len());
+        data.reserve(max_bytes.min(p.len()));
         let mut bytes = 0;
         for i in pos.idx..n {
             let long = !plain && node::long_key(p, i).is_some();

@@ -312,8 +312,11 @@ impl Txn {
     fn get_entry(&self, db: &Db, key: &[u8]) -> Result<Option<Vec<u8>>> {
         {
             let mut st = self.inner.checked(db)?;
-            if let Some(w) = st.writes.get(&scoped_key(db.id(), key))? {
-                return Ok(w);
+            // (A read-only transaction's empty write set needs no key built to search it.)
+            if !st.writes.is_empty() {
+                if let Some(w) = st.writes.get(&scoped_key(db.id(), key))? {
+                    return Ok(w);
+                }
             }
             if st.created(db.id()) {
                 return Ok(None);
