@@ -1843,12 +1843,13 @@ impl<'a> Exec<'a> {
     }
 
     /// Counts a lookup of `t` through `idx` (an equality with `probe`); once the lookups
-    /// reach a sixteenth of the table's rows (estimated by its largest rowid, checked at
+    /// reach a quarter of the table's rows (estimated by its largest rowid, checked at
     /// each power of two from 64), reads the whole table once into a `HashProbe` on the
     /// indexed column, which the remaining lookups use for numeric values. An index lookup
-    /// costs a tree descent for the entry and another for the row: many of them cost more
-    /// than one scan (SQLite would start the join from the other table; this keeps the
-    /// join order and changes how the inner table is read).
+    /// (a tree descent for the entry and another for the row) costs about as much as
+    /// reading four rows in order, and the lookups so far predict as many again: from a
+    /// quarter on, one scan is cheaper (SQLite would start the join from the other table;
+    /// this keeps the join order and changes how the inner table is read).
     fn consider_hashing(
         &mut self,
         it: &JoinItem,
@@ -1865,7 +1866,7 @@ impl<'a> Exec<'a> {
         if !t.columns[c].affinity.is_numeric() {
             return Ok(());
         }
-        if self.estimated_rows(t).is_none_or(|e| e > 16 * n as i64) {
+        if self.estimated_rows(t).is_none_or(|e| e > 4 * n as i64) {
             return Ok(());
         }
         let rows = self.table_rows(t)?;

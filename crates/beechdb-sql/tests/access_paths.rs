@@ -154,7 +154,7 @@ fn many_index_lookups_hashed_match_sqlite() {
         "{n}", "{n}.0", "'{n}'", "'x{n}'", "NULL", "{n}.5", "X'0{d}'",
     ];
     let mut inserts = Vec::new();
-    // 700 outer rows probe a 100-row inner table: past 64 lookups, and 16 x 64 > 100.
+    // 700 outer rows probe a 100-row inner table: past 64 lookups, and 4 x 64 > 100.
     for n in 0..700 {
         let v = kinds[n % kinds.len()]
             .replace("{n}", &(n % 60).to_string())
