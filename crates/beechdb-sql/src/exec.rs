@@ -444,15 +444,25 @@ fn reads_only(e: &Expr, plan: &JoinPlan, i: usize, frame: &Frame) -> bool {
     e.walk(&mut |x| match x {
         Expr::Slot(s) => only &= slots.contains(s),
         // Not bound (a plan run once): a name of this frame may be any item's.
-        Expr::Column { table, name } => {
-            only &= !matches!(frame.resolve(table.as_deref(), name), Ok(Some(_)))
-        }
+        Expr::Column { .. } => only &= !names_frame_unbound(x, frame),
         Expr::Exists(_) | Expr::Subquery(_) | Expr::InSelect { .. } | Expr::Window(_) => {
             only = false
         }
         _ => {}
     });
     only
+}
+
+/// Whether `e` names a column of `frame` by name rather than by slot (a plan that was not
+/// bound: planned and run once).
+fn names_frame_unbound(e: &Expr, frame: &Frame) -> bool {
+    let mut named = false;
+    e.walk(&mut |x| {
+        if let Expr::Column { table, name } = x {
+            named |= matches!(frame.resolve(table.as_deref(), name), Ok(Some(_)));
+        }
+    });
+    named
 }
 
 /// Which of `slots` `exprs` read; `None` when they may read any (a subquery or a window
@@ -1626,14 +1636,7 @@ impl<'a> Exec<'a> {
         let slots = plan.bound[i]..plan.bound[i] + plan.items[i].width;
         // The columns the conditions read are decoded first, the rest for rows that pass;
         // unless a condition names this frame's columns unbound (a plan run once).
-        let mut unbound = false;
-        for c in conditions {
-            c.walk(&mut |x| {
-                if let Expr::Column { table, name } = x {
-                    unbound |= matches!(frame.resolve(table.as_deref(), name), Ok(Some(_)));
-                }
-            });
-        }
+        let unbound = conditions.iter().any(|c| names_frame_unbound(c, frame));
         let filter = columns_read(conditions.iter().copied(), slots.clone())
             .filter(|_| !unbound)
             .map(trimmed);
@@ -1641,15 +1644,12 @@ impl<'a> Exec<'a> {
         let db = self.db(&t.db)?;
         let mut scan = self.txn.iter(&db);
         let mut out = Vec::new();
-        'rows: while let Some(kv) = scan.next_ref() {
+        while let Some(kv) = scan.next_ref() {
             let (k, v) = kv?;
             let rowid = rowid_of_key(k)?;
             t.read_into(rowid, v, &mut row[slots.clone()], filter.as_deref())?;
-            let sc = Scope::new(frame, &row, outer);
-            for c in conditions {
-                if self.eval(c, &sc)?.truth() != Some(true) {
-                    continue 'rows;
-                }
+            if !self.row_passes(conditions.iter().copied(), frame, &row, outer)? {
+                continue;
             }
             if filter.is_some() {
                 t.read_into(rowid, v, &mut row[slots.clone()], None)?;
@@ -1955,20 +1955,8 @@ impl<'a> Exec<'a> {
         // slots of items not joined yet hold NULL).
         let slots = plan.bound[level]..plan.bound[level] + it.plan.width;
         let mut matched = false;
-        let passes = |me: &mut Self, row: &[Value], exprs: &[Expr]| -> Result<bool> {
-            if me.interrupted.load(std::sync::atomic::Ordering::Relaxed) {
-                return Err(Error::Interrupted);
-            }
-            if exprs.is_empty() {
-                return Ok(true);
-            }
-            let sc = Scope::new(frame, row, outer);
-            for e in exprs {
-                if me.eval(e, &sc)?.truth() != Some(true) {
-                    return Ok(false);
-                }
-            }
-            Ok(true)
+        let passes = |me: &mut Self, row: &[Value], exprs: &[Expr]| {
+            me.row_passes(exprs.iter(), frame, row, outer)
         };
         if let Some(t) = it.plan.table.as_ref().filter(|_| streams(plan, level)) {
             // The outermost table read in rowid order: each row decoded straight into the
@@ -2093,6 +2081,30 @@ impl<'a> Exec<'a> {
             && !self.join_level(items, plan, level + 1, row, frame, outer, emit)?
         {
             return Ok(false);
+        }
+        Ok(true)
+    }
+
+    /// Whether every condition holds for `row` (of `frame`, under `outer`); called once per
+    /// row read, so it is also where a long scan notices `sqlite3_interrupt`.
+    fn row_passes<'e>(
+        &mut self,
+        conditions: impl ExactSizeIterator<Item = &'e Expr>,
+        frame: &Frame,
+        row: &[Value],
+        outer: Option<&Scope>,
+    ) -> Result<bool> {
+        if self.interrupted.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(Error::Interrupted);
+        }
+        if conditions.len() == 0 {
+            return Ok(true);
+        }
+        let sc = Scope::new(frame, row, outer);
+        for e in conditions {
+            if self.eval(e, &sc)?.truth() != Some(true) {
+                return Ok(false);
+            }
         }
         Ok(true)
     }
