@@ -14,11 +14,12 @@ use crate::ast::*;
 use crate::error::{Error, Result};
 use crate::func::{self, Acc};
 use crate::functions::UserFunction;
-use crate::record::rowid_of_key;
+use crate::record::{rowid_key, rowid_of_key};
 use crate::schema::{lc, Schema, Table};
 use crate::value::{arith, Affinity, ArithOp, Collation, Value};
 use beechdb::{Db, Env, Txn};
 use rustc_hash::{FxHashMap, FxHashSet};
+use smallvec::SmallVec;
 use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -179,7 +180,7 @@ pub struct Exec<'a> {
     pub trigger_depth: usize,
     /// Database handles by engine database name, kept by the connection for its
     /// transaction (databases it created are not visible by name before it commits).
-    pub dbs: &'a mut HashMap<String, Db>,
+    pub dbs: &'a mut FxHashMap<String, Db>,
     /// Rows a RETURNING clause produced.
     pub returned: QueryResult,
     /// The next rowid of each table (by engine database), shared by the connections.
@@ -362,6 +363,9 @@ pub(crate) struct JoinPlan {
     /// For a streamed first item (see `streams`): which columns are decoded when; `None`:
     /// every column at once.
     lazy: Option<LazyColumns>,
+    /// Per item read through an access path (see `join_lookups`): a mask of the columns the
+    /// statement reads of it, cut after the last (see `Table::read_into`); `None`: all.
+    wanted: Vec<Option<Vec<bool>>>,
 }
 
 /// What a streamed first item decodes when, each a mask of its columns that ends at its
@@ -400,27 +404,47 @@ impl JoinPlan {
         }
     }
 
-    /// Decides what a streamed first item decodes when (see `LazyColumns`), given the
-    /// plan's other expressions `rest` (the result columns and such), or that the rows it
-    /// passes on are read whole (`whole_rows`: UPDATE and DELETE). Nothing is lazy unless
-    /// its conditions read its columns by slot only.
+    /// Decides which columns of its tables the plan decodes when: for a streamed first item
+    /// (see `LazyColumns`), in steps; for items read through an access path (`wanted`), only
+    /// those read at all. `rest` are the plan's other expressions (the result columns and
+    /// such); `whole_rows` says the rows it passes on are read whole (UPDATE and DELETE).
+    /// Nothing is lazy unless the first item's conditions read its columns by slot only.
     fn decode_lazily<'e>(&mut self, rest: impl Iterator<Item = &'e Expr>, whole_rows: bool) {
+        let rest: Vec<&Expr> = rest.collect();
+        let accesses: Vec<&Expr> = self
+            .items
+            .iter()
+            .flat_map(|it| match &it.access {
+                Access::Scan => vec![],
+                Access::Rowid(e) | Access::Index(_, e, _) => vec![e],
+                Access::RowidRange(lo, hi) | Access::IndexRange(_, lo, hi) => {
+                    lo.iter().chain(hi).collect()
+                }
+            })
+            .collect();
+        for (i, it) in self.items.iter().enumerate() {
+            let Some(t) = it.table.as_ref().filter(|_| !whole_rows) else {
+                continue;
+            };
+            if matches!(it.access, Access::Scan) {
+                continue;
+            }
+            let conditions = self.at_level.iter().chain(&self.on_level).flatten();
+            let all = conditions
+                .chain(accesses.iter().copied())
+                .chain(rest.iter().copied());
+            let slots = self.bound[i]..self.bound[i] + t.columns.len();
+            self.wanted[i] = columns_read(all, slots).map(trimmed);
+        }
         let Some(t) = self.items[0].table.as_ref().filter(|_| streams(self, 0)) else {
             return;
         };
         let n = t.columns.len();
         let slots = self.bound[0]..self.bound[0] + n;
         let filter = columns_read(self.at_level[0].iter(), slots.clone());
-        let accesses = self.items.iter().flat_map(|it| match &it.access {
-            Access::Scan => vec![],
-            Access::Rowid(e) | Access::Index(_, e, _) => vec![e],
-            Access::RowidRange(lo, hi) | Access::IndexRange(_, lo, hi) => {
-                lo.iter().chain(hi).collect()
-            }
-        });
         let later = self.at_level[1..].iter().chain(&self.on_level).flatten();
-        let joins = columns_read(later.chain(accesses), slots.clone());
-        let rest = columns_read(rest, slots).filter(|_| !whole_rows);
+        let joins = columns_read(later.chain(accesses.iter().copied()), slots.clone());
+        let rest = columns_read(rest.into_iter(), slots).filter(|_| !whole_rows);
         if let Some(filter) = filter {
             let read = |c: usize, m: &Option<Vec<bool>>| m.as_ref().is_none_or(|m| m[c]);
             let mask = |pick: &dyn Fn(usize) -> bool| trimmed((0..n).map(pick).collect());
@@ -534,6 +558,15 @@ struct JoinItem<'p> {
     /// it (see `join_level`).
     probes: std::cell::Cell<usize>,
     hashed: std::cell::RefCell<Option<(Vec<Row>, HashProbe)>>,
+}
+
+/// What an access path finds of a table (see `Exec::lookup`).
+enum Found {
+    /// Rows to read by rowid, in this order.
+    Rowids(SmallVec<[i64; 4]>),
+    /// The rows of a rowid range, or of the whole table; with `true`, exactly those the
+    /// range's conditions select.
+    Scan(Box<beechdb::TxnIter>, bool),
 }
 
 /// Whether item `i` of `plan` is read by streaming its table's rows (see `join_level`): the
@@ -1616,6 +1649,7 @@ impl<'a> Exec<'a> {
             residual,
             on_level,
             lazy: None,
+            wanted: vec![None; n],
         })
     }
 
@@ -1954,7 +1988,6 @@ impl<'a> Exec<'a> {
         // This item's slots of the joined row (which is always the frame's width: the
         // slots of items not joined yet hold NULL).
         let slots = plan.bound[level]..plan.bound[level] + it.plan.width;
-        let mut matched = false;
         let passes = |me: &mut Self, row: &[Value], exprs: &[Expr]| {
             me.row_passes(exprs.iter(), frame, row, outer)
         };
@@ -2005,36 +2038,35 @@ impl<'a> Exec<'a> {
             row[slots].fill(Value::Null);
             return Ok(true);
         }
-        // Rows read for this outer row (moved into the joined row), or shared ones (copied):
-        // all, or those a hash probe `picks`.
+        // A table read through its access path, or through the hash it was read into for
+        // the lookups (which answers for numbers only; see `HashProbe`).
         let mut looked_up: Vec<Row> = Vec::new();
+        if let (Some(t), false) = (&it.plan.table, matches!(it.plan.access, Access::Scan)) {
+            if let Access::Index(idx, probe, _) = &it.plan.access {
+                self.consider_hashing(it, t, idx, probe)?;
+            }
+            let hashed = it.hashed.borrow();
+            let candidates = match &*hashed {
+                Some((rows, h)) => h
+                    .candidates(&self.eval(&h.probe, &Scope::new(frame, row, outer))?)
+                    .map(|c| c.iter().map(|&k| rows[k].clone()).collect()),
+                None => None,
+            };
+            drop(hashed);
+            match candidates {
+                Some(rows) => looked_up = rows,
+                None => return self.join_lookups(items, plan, level, row, frame, outer, emit, t),
+            }
+        }
+        // Rows hashed for the lookups (copied out above), or shared ones (copied): all, or
+        // those a hash probe `picks`.
         let mut picks = None;
-        let shared: &[Row] = match (&it.plan.access, &it.plan.table) {
-            (Access::Scan, _) | (_, None) if it.hash.is_some() => {
-                let h = it.hash.as_ref().expect("checked");
+        let shared: &[Row] = match &it.hash {
+            Some(h) => {
                 picks = h.candidates(&self.eval(&h.probe, &Scope::new(frame, row, outer))?);
                 &it.rows
             }
-            (Access::Scan, _) | (_, None) => &it.rows,
-            (access, Some(t)) => {
-                let sc = Scope::new(frame, row, outer);
-                if let Access::Index(idx, probe, _) = access {
-                    self.consider_hashing(it, t, idx, probe)?;
-                }
-                let hashed = it.hashed.borrow();
-                let candidates = match &*hashed {
-                    Some((rows, h)) => h
-                        .candidates(&self.eval(&h.probe, &sc)?)
-                        .map(|c| c.iter().map(|&k| rows[k].clone()).collect()),
-                    None => None,
-                };
-                drop(hashed);
-                looked_up = match candidates {
-                    Some(rows) => rows,
-                    None => self.lookup(t, access, &sc)?,
-                };
-                &[]
-            }
+            None => &it.rows,
         };
         let mut looked_up = looked_up.into_iter();
         let (mut picked, mut all) = (picks.as_deref().map(|p| p.iter()), shared.iter());
@@ -2043,11 +2075,7 @@ impl<'a> Exec<'a> {
             None => all.next(),
         };
         let mut wrote = false;
-        // Rows found by rowid have it (see `JoinPlan::residual`).
-        let conditions = match (&plan.residual[level], &it.plan.access) {
-            (Some(r), Access::Rowid(_)) => r,
-            _ => &plan.at_level[level],
-        };
+        let mut matched = false;
         loop {
             let at = &mut row[slots.clone()];
             if let Some(r) = looked_up.next() {
@@ -2058,16 +2086,18 @@ impl<'a> Exec<'a> {
                 break;
             }
             wrote = true;
-            if it.plan.left {
-                if !passes(self, row, &plan.on_level[level])? {
-                    continue;
-                }
-                matched = true;
-            }
-            if !passes(self, row, conditions)? {
-                continue;
-            }
-            if !self.join_level(items, plan, level + 1, row, frame, outer, emit)? {
+            let conditions = &plan.at_level[level];
+            if !self.joined_row(
+                items,
+                plan,
+                level,
+                row,
+                frame,
+                outer,
+                emit,
+                conditions,
+                &mut matched,
+            )? {
                 return Ok(false);
             }
         }
@@ -2075,12 +2105,140 @@ impl<'a> Exec<'a> {
         if wrote {
             row[slots].fill(Value::Null);
         }
-        if it.plan.left
-            && !matched
-            && passes(self, row, &plan.at_level[level])?
-            && !self.join_level(items, plan, level + 1, row, frame, outer, emit)?
-        {
+        self.left_unmatched(items, plan, level, row, frame, outer, emit, matched)
+    }
+
+    /// Item `level`'s rows (a table's) through its access path, each decoded into `row`
+    /// (only the columns the statement reads) as it is read and passed on.
+    #[allow(clippy::too_many_arguments)]
+    fn join_lookups(
+        &mut self,
+        items: &[JoinItem],
+        plan: &JoinPlan,
+        level: usize,
+        row: &mut [Value],
+        frame: &Frame,
+        outer: Option<&Scope>,
+        emit: &mut dyn FnMut(&mut Self, &mut [Value]) -> Result<bool>,
+        t: &Table,
+    ) -> Result<bool> {
+        let access = &items[level].plan.access;
+        let slots = plan.bound[level]..plan.bound[level] + items[level].plan.width;
+        let wanted = plan.wanted[level].as_deref();
+        // Rows a rowid finds, or an exact rowid range reads, have it (see `JoinPlan::residual`).
+        let conditions = |exact: bool| match &plan.residual[level] {
+            Some(r) if exact => r,
+            _ => &plan.at_level[level],
+        };
+        let mut matched = false;
+        let found = self.lookup(t, access, &Scope::new(frame, row, outer))?;
+        let go_on = match found {
+            Found::Rowids(rowids) => {
+                let db = self.db(&t.db)?;
+                let conditions = conditions(matches!(access, Access::Rowid(_)));
+                let mut go_on = true;
+                for r in rowids {
+                    let at = &mut row[slots.clone()];
+                    match self
+                        .txn
+                        .get_with(&db, &rowid_key(r), |v| t.read_into(r, v, at, wanted))?
+                    {
+                        None => continue,
+                        Some(decoded) => decoded?,
+                    }
+                    if !self.joined_row(
+                        items,
+                        plan,
+                        level,
+                        row,
+                        frame,
+                        outer,
+                        emit,
+                        conditions,
+                        &mut matched,
+                    )? {
+                        go_on = false;
+                        break;
+                    }
+                }
+                go_on
+            }
+            Found::Scan(mut scan, exact) => loop {
+                let Some(kv) = scan.next_ref() else {
+                    break true;
+                };
+                let (k, v) = kv?;
+                let r = rowid_of_key(k)?;
+                t.read_into(r, v, &mut row[slots.clone()], wanted)?;
+                if !self.joined_row(
+                    items,
+                    plan,
+                    level,
+                    row,
+                    frame,
+                    outer,
+                    emit,
+                    conditions(exact),
+                    &mut matched,
+                )? {
+                    break false;
+                }
+            },
+        };
+        if !go_on {
             return Ok(false);
+        }
+        row[slots].fill(Value::Null);
+        self.left_unmatched(items, plan, level, row, frame, outer, emit, matched)
+    }
+
+    /// Passes on the row item `level` has just put in `row`: to the next level if it meets
+    /// `conditions` (a LEFT JOIN's row its ON conditions first, which make it `matched`).
+    /// False when the caller is to stop.
+    #[allow(clippy::too_many_arguments)]
+    fn joined_row(
+        &mut self,
+        items: &[JoinItem],
+        plan: &JoinPlan,
+        level: usize,
+        row: &mut [Value],
+        frame: &Frame,
+        outer: Option<&Scope>,
+        emit: &mut dyn FnMut(&mut Self, &mut [Value]) -> Result<bool>,
+        conditions: &[Expr],
+        matched: &mut bool,
+    ) -> Result<bool> {
+        if items[level].plan.left {
+            if !self.row_passes(plan.on_level[level].iter(), frame, row, outer)? {
+                return Ok(true);
+            }
+            *matched = true;
+        }
+        if !self.row_passes(conditions.iter(), frame, row, outer)? {
+            return Ok(true);
+        }
+        self.join_level(items, plan, level + 1, row, frame, outer, emit)
+    }
+
+    /// After item `level`'s rows, with its slots NULL: for a LEFT JOIN none of whose rows
+    /// `matched`, the outer row passed on alone. False when the caller is to stop.
+    #[allow(clippy::too_many_arguments)]
+    fn left_unmatched(
+        &mut self,
+        items: &[JoinItem],
+        plan: &JoinPlan,
+        level: usize,
+        row: &mut [Value],
+        frame: &Frame,
+        outer: Option<&Scope>,
+        emit: &mut dyn FnMut(&mut Self, &mut [Value]) -> Result<bool>,
+        matched: bool,
+    ) -> Result<bool> {
+        if items[level].plan.left
+            && !matched
+            && self.row_passes(plan.at_level[level].iter(), frame, row, outer)?
+        {
+            return self.join_level(items, plan, level + 1, row, frame, outer, emit);
         }
         Ok(true)
     }
@@ -2301,23 +2459,23 @@ impl<'a> Exec<'a> {
         Ok((from <= to).then(|| (self.txn.range(&db, from..=to), exact)))
     }
 
-    /// The rows of `t` that `access` selects, with their rowids last.
-    fn lookup(&mut self, t: &Table, access: &Access, sc: &Scope) -> Result<Vec<Row>> {
+    /// What `access` finds of `t`: the rows of a rowid range (or of the whole table), or
+    /// the rowids a rowid or an index names.
+    fn lookup(&mut self, t: &Table, access: &Access, sc: &Scope) -> Result<Found> {
+        let nothing = Ok(Found::Rowids(SmallVec::new()));
         match access {
-            Access::Scan => self.table_rows(t),
+            Access::Scan | Access::RowidRange(..) => match self.rowid_scan(t, access, sc)? {
+                Some((scan, exact)) => Ok(Found::Scan(Box::new(scan), exact)),
+                None => nothing,
+            },
             Access::Rowid(e) => {
                 let v = self.eval(e, sc)?;
                 // The rowid is an integer: only a value equal to one finds a row.
-                let rowid = match Affinity::Integer.apply(v) {
-                    Value::Integer(i) => i,
-                    _ => return Ok(Vec::new()),
-                };
-                Ok(self.row_by_rowid(t, rowid)?.into_iter().collect())
+                match Affinity::Integer.apply(v) {
+                    Value::Integer(i) => Ok(Found::Rowids(smallvec::smallvec![i])),
+                    _ => nothing,
+                }
             }
-            Access::RowidRange(..) => match self.rowid_scan(t, access, sc)? {
-                Some((scan, _)) => rows_with_rowids(t, scan),
-                None => Ok(Vec::new()),
-            },
             Access::IndexRange(idx, lo, hi) => {
                 // A bound as the key of a number: `None` when it is NULL (nothing matches);
                 // `Some(None)` when it is not a number (text and blobs sort after every
@@ -2337,20 +2495,20 @@ impl<'a> Exec<'a> {
                     })
                 };
                 let (Some(l), Some(h)) = (key(self, lo)?, key(self, hi)?) else {
-                    return Ok(Vec::new());
+                    return nothing;
                 };
                 if (lo.is_some() && l.is_none()) || (hi.is_some() && h.is_none()) {
-                    return self.table_rows(t);
+                    return self.lookup(t, &Access::Scan, sc);
                 }
                 // From the low bound (or the first number, past the NULLs) to the high one
                 // (or the end: text and blobs are greater than any number).
                 let from = l.unwrap_or_else(|| vec![0x10]);
-                self.rows_through_index(t, idx, from, h.as_deref())
+                self.index_rowids(idx, &from, h.as_deref())
             }
             Access::Index(idx, e, other_aff) => {
                 let v = self.eval(e, sc)?;
                 if v.is_null() {
-                    return Ok(Vec::new());
+                    return nothing;
                 }
                 let &(c, desc, coll) = &idx.columns[0];
                 let col_aff = Some(t.columns[c].affinity);
@@ -2364,39 +2522,33 @@ impl<'a> Exec<'a> {
                 };
                 let mut prefix = Vec::with_capacity(32);
                 crate::record::encode_key_part(&mut prefix, &v, coll, desc);
-                self.rows_through_index(t, idx, prefix.clone(), Some(&prefix))
+                self.index_rowids(idx, &prefix, Some(&prefix))
             }
         }
     }
 
-    /// The rows of `t` whose entries in `idx` run from key `from` through the last key that
-    /// begins with `high` or less (to the end without `high`), in index order, with their
-    /// rowids last.
-    fn rows_through_index(
+    /// The rowids of the entries of `idx` from key `from` through the last key that begins
+    /// with `high` or less (to the end without `high`), in index order.
+    fn index_rowids(
         &mut self,
-        t: &Table,
         idx: &crate::schema::Index,
-        from: Vec<u8>,
+        from: &[u8],
         high: Option<&[u8]>,
-    ) -> Result<Vec<Row>> {
+    ) -> Result<Found> {
         let idb = self.db(&idx.db)?;
-        // Keys beginning with `high` or less are the keys below its successor (the engine
-        // then copies no entry past the range).
-        let to = match high.and_then(successor) {
-            Some(s) => std::ops::Bound::Excluded(s),
-            None => std::ops::Bound::Unbounded,
-        };
-        let mut rowids = Vec::new();
-        let mut entries = self.txn.range(&idb, (std::ops::Bound::Included(from), to));
-        while let Some(kv) = entries.next_ref() {
-            let (k, val) = kv?;
-            rowids.push(index_rowid(k, val)?);
-        }
-        let mut out = Vec::with_capacity(rowids.len());
-        for r in rowids {
-            out.extend(self.row_by_rowid(t, r)?);
-        }
-        Ok(out)
+        let mut rowids = SmallVec::new();
+        let mut damaged = None;
+        self.txn.visit_from(&idb, from, |k, v| {
+            if high.is_some_and(|h| k[..h.len().min(k.len())] > *h) {
+                return false;
+            }
+            match index_rowid(k, v) {
+                Ok(r) => rowids.push(r),
+                Err(e) => damaged = Some(e),
+            }
+            damaged.is_none()
+        })?;
+        damaged.map_or(Ok(Found::Rowids(rowids)), Err)
     }
 
     /// Row `rowid` of `t` with its rowid last.
@@ -3425,15 +3577,6 @@ fn index_rowid(key: &[u8], value: &[u8]) -> Result<i64> {
         [] => rowid_of_key(&key[key.len().saturating_sub(8)..]),
         v => rowid_of_key(v),
     }
-}
-
-/// The least byte string greater than every string that begins with `prefix`; `None` when
-/// there is none (`prefix` is all 0xFF).
-fn successor(prefix: &[u8]) -> Option<Vec<u8>> {
-    let keep = prefix.iter().rposition(|&b| b != 0xFF)?;
-    let mut s = prefix[..=keep].to_vec();
-    s[keep] += 1;
-    Some(s)
 }
 
 /// The rows a scan of a table's engine database yields, each with its rowid last.

@@ -122,7 +122,7 @@ impl Database {
             txn: None,
             schema: self.shared.schema.read().clone(),
             savepoints: Vec::new(),
-            dbs: HashMap::new(),
+            dbs: Default::default(),
             dbs_schema: Default::default(),
             last_rowid: 0,
             changes: 0,
@@ -160,7 +160,7 @@ pub struct Connection {
     schema: Arc<Schema>,
     /// Named savepoints: name, engine savepoint, whether it began the transaction.
     savepoints: Vec<(String, beechdb::Savepoint, bool)>,
-    dbs: HashMap<String, Db>,
+    dbs: rustc_hash::FxHashMap<String, Db>,
     /// The schema `dbs` was filled under, between auto-commit statements.
     dbs_schema: Arc<Schema>,
     last_rowid: i64,

@@ -276,6 +276,39 @@ impl Run {
     }
 }
 
+/// Calls `f` with the entries of `db` from the first at or after `from` to the end of that
+/// entry's leaf, until `f` returns `false`. Returns `None` when the walk is over (`f` ended
+/// it, or no entry is left), else the leaf's last key, after which a walk that goes on
+/// resumes. Only the descent may need a page: once `f` has been called, nothing is retried.
+pub(crate) fn visit_leaf(
+    e: &Engine,
+    db: u32,
+    from: &[u8],
+    mut f: impl FnMut(&[u8], &[u8]) -> bool,
+) -> NeedResult<Option<Vec<u8>>> {
+    let Some(pos) = e.seek(db, Seek::Ge(from))? else {
+        return Ok(None);
+    };
+    let p = e.page(pos.leaf)?;
+    let n = node::nslots(p);
+    let mut overflow = Vec::new();
+    for i in pos.idx..n {
+        let key = e.full_key(p, i)?;
+        let go_on = match node::leaf_value(p, i) {
+            LeafValue::Inline(v) => f(&key, v),
+            LeafValue::Overflow { first, len } => {
+                overflow.clear();
+                e.read_overflow(first, len, &mut overflow)?;
+                f(&key, &overflow)
+            }
+        };
+        if !go_on {
+            return Ok(None);
+        }
+    }
+    Ok(Some(e.full_key(p, n - 1)?.into_owned()))
+}
+
 /// Up to one leaf's run of entries (at most `max_bytes` and up to the first key beyond
 /// `end`, at least one) from the position `to` finds, in the direction of travel: ascending
 /// from it when `forward`, else descending.

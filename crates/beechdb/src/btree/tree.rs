@@ -39,6 +39,10 @@ pub(crate) enum Seek<'a> {
     Lt(&'a [u8]),
 }
 
+/// The branch pages a descent passed and the child it took in each: on the stack for any
+/// tree of up to 8 levels (a seek allocates nothing).
+type Path = smallvec::SmallVec<[(u64, usize); 8]>;
+
 /// A position: leaf page and slot.
 pub(crate) struct Position {
     pub leaf: u64,
@@ -198,7 +202,7 @@ impl Engine {
     }
 
     /// Descends from `root` towards `key` (or the leftmost/rightmost edge), recording the path.
-    fn descend(&self, root: u64, to: Seek, path: &mut Vec<(u64, usize)>) -> NeedResult<u64> {
+    fn descend(&self, root: u64, to: Seek, path: &mut Path) -> NeedResult<u64> {
         path.clear();
         let mut pid = root;
         loop {
@@ -217,7 +221,7 @@ impl Engine {
     }
 
     /// Moves to the next (or previous) leaf along `path`; `None` at the end of the tree.
-    fn step_leaf(&self, path: &mut Vec<(u64, usize)>, forward: bool) -> NeedResult<Option<u64>> {
+    fn step_leaf(&self, path: &mut Path, forward: bool) -> NeedResult<Option<u64>> {
         loop {
             let Some(&(pid, idx)) = path.last() else {
                 return Ok(None);
@@ -243,7 +247,7 @@ impl Engine {
 
     /// Positions on the entry `to` names, skipping empty leaves; `None` if there is none.
     pub(crate) fn seek(&self, db: u32, to: Seek) -> NeedResult<Option<Position>> {
-        let mut path = Vec::new();
+        let mut path = Path::new();
         let mut leaf = self.descend(self.root(db)?, to, &mut path)?;
         let p = self.page(leaf)?;
         let n = node::nslots(p) as isize;

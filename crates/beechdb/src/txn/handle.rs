@@ -299,23 +299,37 @@ impl Txn {
 
     /// The value of `key` in `db` as this transaction sees it (with duplicates, the first).
     pub fn get(&self, db: &Db, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        if db.duplicates() != Duplicates::None {
-            return Ok(self
-                .range(db, key..=key)
-                .next()
-                .transpose()?
-                .map(|(_, v)| v));
-        }
-        self.get_entry(db, key)
+        self.get_with(db, key, <[u8]>::to_vec)
     }
 
+    /// As [`Txn::get`], lending the value to `f` rather than copying it out. `f` runs while
+    /// the environment's shared lock is held, so it must not call into the environment.
+    pub fn get_with<R>(
+        &self,
+        db: &Db,
+        key: &[u8],
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<Option<R>> {
+        if db.duplicates() != Duplicates::None {
+            let mut first = self.range(db, key..=key);
+            return Ok(first.next_ref().transpose()?.map(|(_, v)| f(v)));
+        }
+        self.entry_with(db, key, f)
+    }
+
+    /// The tree entry under `key` as it is (a composite, with duplicates), copied.
     fn get_entry(&self, db: &Db, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.entry_with(db, key, <[u8]>::to_vec)
+    }
+
+    /// Calls `f` with the tree entry under `key` as this transaction sees it.
+    fn entry_with<R>(&self, db: &Db, key: &[u8], f: impl FnOnce(&[u8]) -> R) -> Result<Option<R>> {
         {
             let mut st = self.inner.checked(db)?;
             // (A read-only transaction's empty write set needs no key built to search it.)
             if !st.writes.is_empty() {
                 if let Some(w) = st.writes.get(&scoped_key(db.id(), key))? {
-                    return Ok(w);
+                    return Ok(w.map(|v| f(&v)));
                 }
             }
             if st.created(db.id()) {
@@ -323,8 +337,57 @@ impl Txn {
             }
         }
         let at = self.inner.snapshot;
-        let (v, _) = self.inner.shared.read(|e| e.read_at(db.id(), key, at))?;
+        let mut f = Some(f);
+        let (v, _) = self
+            .inner
+            .shared
+            .read(|e| e.read_at(db.id(), key, at, &mut f))?;
         Ok(v)
+    }
+
+    /// Calls `f` with each entry of `db` whose key is `from` or greater, ascending, as this
+    /// transaction sees them, until `f` returns `false` or the entries end. Keys and values
+    /// are lent, not copied: a walk that stays in one leaf (an index lookup, say) allocates
+    /// nothing when no newer commit and none of this transaction's writes need merging.
+    /// `f` runs while the environment's shared lock is held, so it must not call into the
+    /// environment.
+    pub fn visit_from(
+        &self,
+        db: &Db,
+        from: &[u8],
+        mut f: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<()> {
+        let plain = db.duplicates() == Duplicates::None && {
+            let st = self.inner.checked(db)?;
+            st.writes.is_empty() && !st.created(db.id())
+        };
+        let mut after = None;
+        if plain {
+            let at = self.inner.snapshot;
+            let (walk, _) = self.inner.shared.read(|e| {
+                if !e.trees_as_seen(at) {
+                    return Ok(Some(None));
+                }
+                crate::btree::cursor::visit_leaf(e, db.id(), from, &mut f).map(|l| l.map(Some))
+            })?;
+            match walk {
+                None => return Ok(()),
+                Some(last) => after = last,
+            }
+        }
+        // The rest (or all, when something must be merged) through the merging walk.
+        let from = match after {
+            Some(last) => Bound::Excluded(last),
+            None => Bound::Included(from.to_vec()),
+        };
+        let mut rest = self.scan(db, (from, Bound::Unbounded), false);
+        while let Some(kv) = rest.next_ref() {
+            let (k, v) = kv?;
+            if !f(k, v) {
+                break;
+            }
+        }
+        Ok(())
     }
 
     /// The entries of `db` with keys in `range`, ascending, as this transaction sees them: its

@@ -19,20 +19,29 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 impl Engine {
-    /// The value of `key` as of snapshot `at` (`None`: the latest committed).
-    pub(crate) fn read_at(
+    /// Calls `f` with the value of `key` as of snapshot `at` (`None`: the latest committed),
+    /// if there is one; `f` is called only once the read has succeeded.
+    pub(crate) fn read_at<R>(
         &self,
         db: u32,
         key: &[u8],
         at: Option<u64>,
-    ) -> NeedResult<Option<Vec<u8>>> {
+        f: &mut Option<impl FnOnce(&[u8]) -> R>,
+    ) -> NeedResult<Option<R>> {
+        let mut call = |v: &[u8]| (f.take().expect("called once"))(v);
         if let Some(before) = self.before_change(db, key, at)? {
-            return Ok(before);
+            return Ok(before.map(|v| call(&v)));
         }
         match self.locate(db, key)? {
             None => Ok(None),
-            Some((leaf, idx)) => self.with_value(leaf, idx, |v| v.to_vec()).map(Some),
+            Some((leaf, idx)) => self.with_value(leaf, idx, call).map(Some),
         }
+    }
+
+    /// Whether a reader at `at` sees the trees as they are: no value a newer commit
+    /// overwrote, nor one a spilled commit being applied replaced, is hidden from it.
+    pub(crate) fn trees_as_seen(&self, at: Option<u64>) -> bool {
+        !self.versions_after(at) && !self.undo.iter().any(|u| u.hides_for(at))
     }
 
     /// The value `key` had before the first change a reader at `at` must not see, if there
@@ -99,8 +108,9 @@ impl Engine {
     }
 
     pub(crate) fn read_latest_loading(&mut self, db: u32, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let mut copy = Some(<[u8]>::to_vec);
         loop {
-            match self.read_at(db, key, None) {
+            match self.read_at(db, key, None, &mut copy) {
                 Ok(v) => return Ok(v),
                 Err(Need::Page(pid)) => self.load(pid)?,
                 Err(Need::Fail(e)) => return Err(e),
@@ -136,7 +146,7 @@ impl Engine {
         reverse: bool,
         cap: usize,
     ) -> Result<Capped> {
-        if !self.versions_after(at) && !self.undo.iter().any(|u| u.hides_for(at)) {
+        if self.trees_as_seen(at) {
             return Ok((Vec::new(), None));
         }
         let (start, end) = scoped_range(db, lo, hi);
