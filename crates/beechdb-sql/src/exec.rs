@@ -928,10 +928,7 @@ impl<'a> Exec<'a> {
                     }
                     _ => {}
                 }
-                let vals = args
-                    .iter()
-                    .map(|a| self.eval(a, sc))
-                    .collect::<Result<Vec<_>>>()?;
+                let vals = self.eval_all(args.iter(), sc)?;
                 if let Some(UserFunction::Scalar(f)) = user {
                     return f(&vals);
                 }
@@ -1174,11 +1171,8 @@ impl<'a> Exec<'a> {
             right: ab,
             coll,
         } = info;
-        // Two integers read in place (no value copied), unless TEXT affinity makes them text.
-        if let (Some(x), Some(y)) = (self.int_leaf(a, sc), self.int_leaf(b, sc)) {
-            if aa != Some(Affinity::Text) && ab != Some(Affinity::Text) {
-                return Ok(Value::Integer(compare_result(op, x.cmp(&y)) as i64));
-            }
+        if let Some(t) = self.int_compare(op, a, b, info, sc) {
+            return Ok(Value::Integer(t as i64));
         }
         let (va, vb) = (self.eval(a, sc)?, self.eval(b, sc)?);
         if matches!(op, BinOp::Is | BinOp::IsNot) {
@@ -1193,6 +1187,47 @@ impl<'a> Exec<'a> {
             None => Value::Null,
             Some(o) => Value::Integer(compare_result(op, o) as i64),
         })
+    }
+
+    /// `a op b` when both are integer leaves (see `int_leaf`), compared in place (no value
+    /// copied), unless TEXT affinity makes them text; `None` otherwise.
+    #[inline]
+    fn int_compare(
+        &self,
+        op: BinOp,
+        a: &Expr,
+        b: &Expr,
+        info: CmpInfo,
+        sc: &Scope,
+    ) -> Option<bool> {
+        if info.left == Some(Affinity::Text) || info.right == Some(Affinity::Text) {
+            return None;
+        }
+        Some(compare_result(
+            op,
+            self.int_leaf(a, sc)?.cmp(&self.int_leaf(b, sc)?),
+        ))
+    }
+
+    /// Whether condition `e` holds, when it is a comparison or a BETWEEN of integer leaves
+    /// (a scan's usual filter): decided here, without the general evaluator's frame.
+    #[inline]
+    fn int_condition(&self, e: &Expr, sc: &Scope) -> Option<bool> {
+        match e {
+            Expr::Compare(op, a, b, info) => self.int_compare(*op, a, b, *info, sc),
+            Expr::Between {
+                expr,
+                not,
+                low,
+                high,
+                known: Some([ge, le]),
+            } => {
+                let ge = self.int_compare(BinOp::Ge, expr, low, *ge, sc)?;
+                let le = self.int_compare(BinOp::Le, expr, high, *le, sc)?;
+                Some((ge && le) != *not)
+            }
+            _ => None,
+        }
     }
 
     /// The integer a leaf (a slot, literal or parameter) holds, read in place.
@@ -2260,7 +2295,11 @@ impl<'a> Exec<'a> {
         }
         let sc = Scope::new(frame, row, outer);
         for e in conditions {
-            if self.eval(e, &sc)?.truth() != Some(true) {
+            let holds = match self.int_condition(e, &sc) {
+                Some(holds) => holds,
+                None => self.eval(e, &sc)?.truth() == Some(true),
+            };
+            if !holds {
                 return Ok(false);
             }
         }
@@ -2580,23 +2619,9 @@ impl<'a> Exec<'a> {
             );
             for (i, r) in rows.iter().enumerate() {
                 let sc = Scope::new(frame, r, outer);
-                let part = w
-                    .partition
-                    .iter()
-                    .map(|e| self.eval(e, &sc))
-                    .collect::<Result<Row>>()?;
-                keys.push(
-                    w.order
-                        .iter()
-                        .map(|o| self.eval(&o.expr, &sc))
-                        .collect::<Result<Row>>()?,
-                );
-                args.push(
-                    w.args
-                        .iter()
-                        .map(|e| self.eval(e, &sc))
-                        .collect::<Result<Row>>()?,
-                );
+                let part = self.eval_all(w.partition.iter(), &sc)?;
+                keys.push(self.eval_all(w.order.iter().map(|o| &o.expr), &sc)?);
+                args.push(self.eval_all(w.args.iter(), &sc)?);
                 let sig = group_signature(&part);
                 let pi = *by_sig.entry(sig).or_insert_with(|| {
                     partitions.push(Vec::new());
@@ -3280,10 +3305,22 @@ impl<'a> Exec<'a> {
 
     /// A result row of `plan` in scope `sc`: its result columns and its ORDER BY key.
     fn project(&mut self, plan: &CorePlan, sc: &Scope) -> Result<(Row, Row)> {
-        let vals = plan.exprs.iter().map(|(e, _)| self.eval(e, sc));
-        let vals = vals.collect::<Result<Row>>()?;
-        let keys = plan.order_exprs.iter().map(|e| self.eval(e, sc));
-        Ok((vals, keys.collect::<Result<Row>>()?))
+        let vals = self.eval_all(plan.exprs.iter().map(|(e, _)| e), sc)?;
+        Ok((vals, self.eval_all(plan.order_exprs.iter(), sc)?))
+    }
+
+    /// The values of `exprs` in scope `sc`, in a row of their number (a collect from
+    /// fallible evaluations would grow it step by step).
+    fn eval_all<'e>(
+        &mut self,
+        exprs: impl ExactSizeIterator<Item = &'e Expr>,
+        sc: &Scope,
+    ) -> Result<Row> {
+        let mut out = Vec::with_capacity(exprs.len());
+        for e in exprs {
+            out.push(self.eval(e, sc)?);
+        }
+        Ok(out)
     }
 
     /// Runs one core; rows are sorted by `order` (the select's ORDER BY, for a simple select).
@@ -3304,11 +3341,7 @@ impl<'a> Exec<'a> {
                             "all VALUES must have the same number of terms".into(),
                         ));
                     }
-                    let vals = r
-                        .iter()
-                        .map(|e| self.eval(e, &sc))
-                        .collect::<Result<Row>>()?;
-                    out.push((vals, Vec::new()));
+                    out.push((self.eval_all(r.iter(), &sc)?, Vec::new()));
                 }
                 let meta = (0..n)
                     .map(|i| SrcCol {

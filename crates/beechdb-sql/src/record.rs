@@ -18,9 +18,16 @@ fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
+#[inline]
 fn get_varint(buf: &[u8], at: &mut usize) -> Option<u64> {
-    let mut v = 0u64;
-    for shift in (0..64).step_by(7) {
+    // Most values fit one byte (small integers, short lengths).
+    let b = *buf.get(*at)?;
+    *at += 1;
+    if b < 0x80 {
+        return Some(b as u64);
+    }
+    let mut v = (b & 0x7f) as u64;
+    for shift in (7..64).step_by(7) {
         let b = *buf.get(*at)?;
         *at += 1;
         v |= ((b & 0x7f) as u64) << shift;
@@ -29,6 +36,12 @@ fn get_varint(buf: &[u8], at: &mut usize) -> Option<u64> {
         }
     }
     None
+}
+
+/// A zigzag-encoded integer's value.
+#[inline]
+fn unzigzag(z: u64) -> i64 {
+    ((z >> 1) as i64) ^ -((z & 1) as i64)
 }
 
 /// A row: per value a tag (0 NULL, 1 integer, 2 real, 3 text, 4 blob) and its bytes;
@@ -82,16 +95,27 @@ pub fn decode_row(buf: &[u8], ncols: usize) -> Result<Vec<Value>> {
 /// marks (all without it); returns how many the row has for `out` (decoded or not).
 pub fn decode_into(buf: &[u8], out: &mut [Value], wanted: Option<&[bool]>) -> Result<usize> {
     let mut values = RowValues { buf, at: 0 };
-    let mut n = 0;
     for (i, slot) in out.iter_mut().enumerate() {
-        let Some(raw) = values.next_raw() else { break };
-        let (tag, bytes) = raw?;
-        if wanted.is_none_or(|w| w[i]) {
-            *slot = value_of(tag, bytes)?;
+        let want = wanted.is_none_or(|w| w[i]);
+        match buf.get(values.at) {
+            None => return Ok(i),
+            // Integers, the commonest values, are read (or skipped) in place.
+            Some(1) => {
+                values.at += 1;
+                let z = get_varint(buf, &mut values.at).ok_or_else(corrupt_row)?;
+                if want {
+                    *slot = Value::Integer(unzigzag(z));
+                }
+            }
+            Some(_) => {
+                let (tag, bytes) = values.next_raw().expect("a tag is there")?;
+                if want {
+                    *slot = value_of(tag, bytes)?;
+                }
+            }
         }
-        n += 1;
     }
-    Ok(n)
+    Ok(out.len())
 }
 
 /// The values of a stored row, one by one.
@@ -138,10 +162,7 @@ impl Iterator for RowValues<'_> {
 fn value_of(tag: u8, bytes: &[u8]) -> Result<Value> {
     Ok(match tag {
         0 => Value::Null,
-        1 => {
-            let z = get_varint(bytes, &mut 0).ok_or_else(corrupt_row)?;
-            Value::Integer(((z >> 1) as i64) ^ -((z & 1) as i64))
-        }
+        1 => Value::Integer(unzigzag(get_varint(bytes, &mut 0).ok_or_else(corrupt_row)?)),
         2 => Value::Real(f64::from_le_bytes(
             bytes.try_into().map_err(|_| corrupt_row())?,
         )),

@@ -165,6 +165,11 @@ impl sqlite3_stmt {
     /// Moves to the next row of the current execution.
     fn advance(&mut self) -> c_int {
         match self.rows.next() {
+            Some(r) if r.len() == self.row.len() => {
+                // The values of the previous row are reused, with their text buffers.
+                self.row.iter_mut().zip(r).for_each(|(at, v)| at.set(v));
+                SQLITE_ROW
+            }
             Some(r) => {
                 self.row = r.into_iter().map(sqlite3_value::new).collect();
                 SQLITE_ROW

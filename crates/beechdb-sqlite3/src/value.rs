@@ -8,22 +8,32 @@ use crate::consts::*;
 use crate::udf::FuncDef;
 use crate::util::{bytes, dispose};
 use beechdb_sql::Value;
-use std::cell::OnceCell;
+use std::cell::{Cell, RefCell};
 use std::ffi::{c_char, c_int, c_void, CStr};
 
 /// A value (`sqlite3_value*`), with its text form made on demand.
 pub struct sqlite3_value {
     pub(crate) v: Value,
-    /// The value as text followed by a NUL, once asked for.
-    text: OnceCell<Box<[u8]>>,
+    /// The value as text followed by a NUL, when `has_text`: made once asked for, in a
+    /// buffer a statement's column keeps from row to row (as SQLite's own values do).
+    text: RefCell<Vec<u8>>,
+    has_text: Cell<bool>,
 }
 
 impl sqlite3_value {
     pub(crate) fn new(v: Value) -> sqlite3_value {
         sqlite3_value {
             v,
-            text: OnceCell::new(),
+            text: RefCell::default(),
+            has_text: Cell::new(false),
         }
+    }
+
+    /// Makes the value `v`, keeping the text buffer (pointers into it are then stale, as
+    /// SQLite's are once a statement steps).
+    pub(crate) fn set(&mut self, v: Value) {
+        self.v = v;
+        self.has_text.set(false);
     }
 
     pub(crate) fn type_code(&self) -> c_int {
@@ -41,24 +51,22 @@ impl sqlite3_value {
         if self.v.is_null() {
             return std::ptr::null();
         }
-        self.text
-            .get_or_init(|| {
-                let text;
-                let bytes: &[u8] = match &self.v {
-                    Value::Blob(b) => b,
-                    Value::Text(t) => t.as_bytes(),
-                    other => {
-                        text = other.to_text();
-                        text.as_bytes()
-                    }
-                };
-                // One allocation of the final size (a boxed slice keeps no spare room).
-                let mut b = Vec::with_capacity(bytes.len() + 1);
-                b.extend_from_slice(bytes);
-                b.push(0);
-                b.into_boxed_slice()
-            })
-            .as_ptr()
+        if !self.has_text.get() {
+            let mut text = self.text.borrow_mut();
+            text.clear();
+            match &self.v {
+                Value::Blob(b) => text.extend_from_slice(b),
+                Value::Text(t) => text.extend_from_slice(t.as_bytes()),
+                Value::Integer(i) => {
+                    use std::io::Write;
+                    write!(text, "{i}").expect("writes to memory");
+                }
+                other => text.extend_from_slice(other.to_text().as_bytes()),
+            }
+            text.push(0);
+            self.has_text.set(true);
+        }
+        self.text.borrow().as_ptr()
     }
 
     /// The value's bytes as a blob (text as its UTF-8); NULL for SQL NULL and empty values.
