@@ -434,7 +434,13 @@ impl JoinPlan {
                 .chain(accesses.iter().copied())
                 .chain(rest.iter().copied());
             let slots = self.bound[i]..self.bound[i] + t.columns.len();
-            self.wanted[i] = columns_read(all, slots).map(trimmed);
+            self.wanted[i] = columns_read(all, slots).map(|mut m| {
+                // The rowid alias is not stored: it is set from the key whatever the mask.
+                if let Some(a) = t.rowid_alias {
+                    m[a] = false;
+                }
+                trimmed(m)
+            });
         }
         let Some(t) = self.items[0].table.as_ref().filter(|_| streams(self, 0)) else {
             return;
@@ -447,7 +453,10 @@ impl JoinPlan {
         let rest = columns_read(rest.into_iter(), slots).filter(|_| !whole_rows);
         if let Some(filter) = filter {
             let read = |c: usize, m: &Option<Vec<bool>>| m.as_ref().is_none_or(|m| m[c]);
-            let mask = |pick: &dyn Fn(usize) -> bool| trimmed((0..n).map(pick).collect());
+            let stored = |c: usize| Some(c) != t.rowid_alias;
+            let mask = |pick: &dyn Fn(usize) -> bool| {
+                trimmed((0..n).map(|c| stored(c) && pick(c)).collect())
+            };
             // Alone, the item's rows go straight to the result: nothing to defer.
             let defer = self.items.len() > 1;
             let rest = |c| read(c, &rest) && !filter[c];
@@ -3521,20 +3530,27 @@ impl<'a> Exec<'a> {
                             "wrong number of arguments to function {name}()"
                         )));
                     }
-                    vals.clear();
-                    for a in args {
-                        vals.push(me.eval(a, &sc)?);
-                    }
+                    // A column argument is lent from the row, not copied.
+                    let vals: &[Value] = match &args[..] {
+                        [Expr::Slot(i)] if *i < r.len() => std::slice::from_ref(&r[*i]),
+                        _ => {
+                            vals.clear();
+                            for a in args {
+                                vals.push(me.eval(a, &sc)?);
+                            }
+                            &vals
+                        }
+                    };
                     let g = &mut groups[gi].1;
                     if *distinct {
                         if vals.first().is_some_and(Value::is_null) {
                             continue;
                         }
-                        if !g.distinct_seen[ci].insert(group_signature(&vals)) {
+                        if !g.distinct_seen[ci].insert(group_signature(vals)) {
                             continue;
                         }
                     }
-                    g.accs[ci].step(&vals, colls[ci])?;
+                    g.accs[ci].step(vals, colls[ci])?;
                 }
                 if bare {
                     let last = &mut groups[gi].1.row;

@@ -311,18 +311,21 @@ pub(crate) fn visit_leaf(
 
 /// Up to one leaf's run of entries (at most `max_bytes` and up to the first key beyond
 /// `end`, at least one) from the position `to` finds, in the direction of travel: ascending
-/// from it when `forward`, else descending.
+/// from it when `forward`, else descending. Read into `run` (emptied first), whose buffers
+/// a scan reuses from batch to batch.
 pub(crate) fn read_run(
     e: &Engine,
     db: u32,
     to: Seek,
     forward: bool,
     (end, max_bytes): (&Bound<Vec<u8>>, usize),
-) -> NeedResult<Run> {
+    run: &mut Run,
+) -> NeedResult<()> {
+    run.data.clear();
+    run.spans.clear();
     let Some(pos) = e.seek(db, to)? else {
-        return Ok(Run::default());
+        return Ok(());
     };
-    let mut run = Run::default();
     let at = copy_run(
         e,
         &pos,
@@ -335,7 +338,7 @@ pub(crate) fn read_run(
         run.spans.truncate(at + 1);
         run.spans.reverse();
     }
-    Ok(run)
+    Ok(())
 }
 
 /// Copies entries of `pos.leaf` into `data`/`spans`: from `pos.idx` on when moving forward,
@@ -356,6 +359,7 @@ fn copy_run(
         // never copied); a page without long keys needs no check of its keys.
         let plain = !node::has_long_keys(p);
         data.reserve(max_bytes.min(p.len()));
+        spans.reserve(n - pos.idx);
         let mut bytes = 0;
         for i in pos.idx..n {
             let long = !plain && node::long_key(p, i).is_some();

@@ -41,8 +41,9 @@ pub struct TxnIter {
     batch: Entries,
     /// The entry `next_ref` lends when it is not in a flat run (merged, or decoded).
     current: (Vec<u8>, Vec<u8>),
-    /// Bytes the next batch copies from a leaf at most: small at first (a lookup reads one
-    /// or two entries), doubling up to a leaf's worth.
+    /// Bytes the next batch copies from a leaf at most: for a range open at its far end,
+    /// small at first (a lookup reads one or two entries), doubling up to a leaf's worth; for
+    /// a bounded one, a leaf's worth at once (the copy stops at the bound anyway).
     batch_bytes: usize,
     done: bool,
     /// Decode composite entries into pairs (a database with duplicates, walked for users).
@@ -63,6 +64,10 @@ impl TxnIter {
     ) -> Self {
         let empty = is_empty(&lo, &hi);
         let (from, to) = if reverse { (hi, lo) } else { (lo, hi) };
+        let batch_bytes = match to {
+            Bound::Unbounded => 512,
+            _ => crate::btree::cursor::RUN_BYTES,
+        };
         TxnIter {
             txn,
             db,
@@ -71,7 +76,7 @@ impl TxnIter {
             reverse,
             batch: Entries::Merged(Vec::new().into_iter()),
             current: Default::default(),
-            batch_bytes: 512,
+            batch_bytes,
             done: empty,
             misuse,
             decode,
@@ -97,13 +102,14 @@ impl TxnIter {
         }
     }
 
-    /// Reads the next batch; everything in it comes from one acquisition of the shared lock.
-    fn read_batch(&self, e: &Engine) -> NeedResult<Batch> {
+    /// Reads the next batch into `run` (the previous batch's, reused); everything in it
+    /// comes from one acquisition of the shared lock.
+    fn read_batch(&self, e: &Engine, mut run: Run) -> NeedResult<Batch> {
         let forward = !self.reverse;
         let db = self.db.id();
         let limit = (&self.to, self.batch_bytes);
-        let mut run = seek_from(&self.from, forward, |seek| {
-            read_run(e, db, seek, forward, limit)
+        seek_from(&self.from, forward, |seek| {
+            read_run(e, db, seek, forward, limit, &mut run)
         })?;
         let cut = (0..run.len()).position(|i| beyond(&self.to, run.key(i), self.reverse));
         let last = run.len() == 0 || cut.is_some();
@@ -139,7 +145,16 @@ impl TxnIter {
                 last: true,
             }
         } else {
-            self.db.read(|e| self.read_batch(e))?.0
+            // The previous flat batch's buffers, kept for this one.
+            let spare =
+                match std::mem::replace(&mut self.batch, Entries::Merged(Vec::new().into_iter())) {
+                    Entries::Flat(run, _) => run,
+                    Entries::Merged(_) => Run::default(),
+                };
+            let mut spare = Some(spare);
+            self.db
+                .read(|e| self.read_batch(e, spare.take().unwrap_or_default()))?
+                .0
         };
         // The transaction's writes as they are now (the engine's lock is not held here).
         let (own, cut) = {
