@@ -355,8 +355,8 @@ pub(crate) struct JoinPlan {
     /// The conditions checked once each item's row is joined.
     at_level: Vec<Vec<Expr>>,
     /// Per item, `at_level` without the conditions its access path makes true of every row
-    /// it reads (a rowid equality always; a rowid range's bounds when they are integers);
-    /// `None` when there are none.
+    /// it reads (a rowid equality, and an index equality with a constant or a parameter,
+    /// always; a rowid range's bounds when they are integers); `None` when there are none.
     residual: Vec<Option<Vec<Expr>>>,
     /// A LEFT JOIN's ON conditions, which decide whether its row matched.
     on_level: Vec<Vec<Expr>>,
@@ -429,8 +429,15 @@ impl JoinPlan {
             if matches!(it.access, Access::Scan) {
                 continue;
             }
-            let conditions = self.at_level.iter().chain(&self.on_level).flatten();
+            // Its own conditions but those its index lookup makes true (see `residual`).
+            let own = match (&it.access, &self.residual[i]) {
+                (Access::Index(..), Some(r)) => r,
+                _ => &self.at_level[i],
+            };
+            let others = self.at_level.iter().enumerate().filter(|&(j, _)| j != i);
+            let conditions = others.map(|(_, c)| c).chain([own]).chain(&self.on_level);
             let all = conditions
+                .flatten()
                 .chain(accesses.iter().copied())
                 .chain(rest.iter().copied());
             let slots = self.bound[i]..self.bound[i] + t.columns.len();
@@ -569,10 +576,24 @@ struct JoinItem<'p> {
     hashed: std::cell::RefCell<Option<(Vec<Row>, HashProbe)>>,
 }
 
+/// `"COVERING "` when item `i` of `plan` is read through an index for nothing but its
+/// rowids (which the index entries hold: the table itself is not read), else `""`.
+fn covering(plan: &JoinPlan, i: usize) -> &'static str {
+    let index = matches!(
+        plan.items[i].access,
+        Access::Index(..) | Access::IndexRange(..)
+    );
+    match &plan.wanted[i] {
+        Some(columns) if index && columns.is_empty() => "COVERING ",
+        _ => "",
+    }
+}
+
 /// What an access path finds of a table (see `Exec::lookup`).
 enum Found {
-    /// Rows to read by rowid, in this order.
-    Rowids(SmallVec<[i64; 4]>),
+    /// Rows to read by rowid, in this order; with `true`, exactly those a rowid or index
+    /// equality selects (else a superset: see `Exec::lookup`).
+    Rowids(SmallVec<[i64; 4]>, bool),
     /// The rows of a rowid range, or of the whole table; with `true`, exactly those the
     /// range's conditions select.
     Scan(Box<beechdb::TxnIter>, bool),
@@ -1817,15 +1838,17 @@ impl<'a> Exec<'a> {
         outer: Option<&Scope>,
         emit: &mut dyn FnMut(&mut Self, &mut [Value]) -> Result<bool>,
     ) -> Result<()> {
-        let refs: Vec<&TableRef> = std::iter::once(&from.first)
-            .chain(from.joins.iter().map(|j| &j.table))
-            .collect();
         let mut items: Vec<JoinItem> = Vec::with_capacity(plan.items.len());
         // Sources other than tables are read at once, tables when their path says so.
         for (i, p) in plan.items.iter().enumerate() {
-            let r = refs[p.source];
             let rows = match (&p.table, &p.access) {
-                (None, _) => self.ref_rows(r, outer)?,
+                (None, _) => {
+                    let r = match p.source {
+                        0 => &from.first,
+                        k => &from.joins[k - 1].table,
+                    };
+                    self.ref_rows(r, outer)?
+                }
                 (Some(_), _) if streams(plan, i) => Vec::new(),
                 (Some(t), Access::Scan) if self.plan.is_none() => {
                     // Kept for every outer row: only those passing its own conditions.
@@ -1863,8 +1886,10 @@ impl<'a> Exec<'a> {
                         format!("SEARCH {name} USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)")
                     }
                     (Access::Index(idx, ..), Some(t)) => format!(
-                        "SEARCH {name} USING INDEX {} ({}=?)",
-                        idx.name, t.columns[idx.columns[0].0].name
+                        "SEARCH {name} USING {}INDEX {} ({}=?)",
+                        covering(plan, i),
+                        idx.name,
+                        t.columns[idx.columns[0].0].name
                     ),
                     (Access::IndexRange(idx, lo, hi), Some(t)) => {
                         let col = &t.columns[idx.columns[0].0].name;
@@ -1874,7 +1899,8 @@ impl<'a> Exec<'a> {
                             .map(|(_, op)| format!("{col}{op}?"))
                             .collect();
                         format!(
-                            "SEARCH {name} USING INDEX {} ({})",
+                            "SEARCH {name} USING {}INDEX {} ({})",
+                            covering(plan, i),
                             idx.name,
                             terms.join(" AND ")
                         )
@@ -1884,7 +1910,7 @@ impl<'a> Exec<'a> {
             return Ok(());
         }
         self.hash_joins(&mut items, frame, plan);
-        let mut row = vec![Value::Null; frame.width];
+        let mut row: SmallVec<[Value; 16]> = smallvec::smallvec![Value::Null; frame.width];
         self.join_level(&items, plan, 0, &mut row, frame, outer, emit)?;
         Ok(())
     }
@@ -2169,7 +2195,8 @@ impl<'a> Exec<'a> {
         let access = &items[level].plan.access;
         let slots = plan.bound[level]..plan.bound[level] + items[level].plan.width;
         let wanted = plan.wanted[level].as_deref();
-        // Rows a rowid finds, or an exact rowid range reads, have it (see `JoinPlan::residual`).
+        // Rows a rowid or an index equality finds, or an exact rowid range reads, meet the
+        // conditions the path makes true (see `JoinPlan::residual`).
         let conditions = |exact: bool| match &plan.residual[level] {
             Some(r) if exact => r,
             _ => &plan.at_level[level],
@@ -2177,18 +2204,28 @@ impl<'a> Exec<'a> {
         let mut matched = false;
         let found = self.lookup(t, access, &Scope::new(frame, row, outer))?;
         let go_on = match found {
-            Found::Rowids(rowids) => {
+            Found::Rowids(rowids, exact) => {
                 let db = self.db(&t.db)?;
-                let conditions = conditions(matches!(access, Access::Rowid(_)));
+                let implied = exact && matches!(access, Access::Rowid(_) | Access::Index(..));
+                let conditions = conditions(implied);
+                // A lookup that is not exact checks every condition, on the whole row.
+                let wanted = wanted.filter(|_| implied);
+                let index_only = implied && !covering(plan, level).is_empty();
                 let mut go_on = true;
                 for r in rowids {
                     let at = &mut row[slots.clone()];
-                    match self
-                        .txn
-                        .get_with(&db, &rowid_key(r), |v| t.read_into(r, v, at, wanted))?
-                    {
-                        None => continue,
-                        Some(decoded) => decoded?,
+                    if index_only {
+                        // Only the rowid is read, and the index entry has it.
+                        t.read_into(r, &[], at, wanted)?;
+                    } else {
+                        let key = rowid_key(r);
+                        match self
+                            .txn
+                            .get_with(&db, &key, |v| t.read_into(r, v, at, wanted))?
+                        {
+                            None => continue,
+                            Some(decoded) => decoded?,
+                        }
                     }
                     if !self.joined_row(
                         items,
@@ -2398,6 +2435,7 @@ impl<'a> Exec<'a> {
                 e
             })
         };
+        let mut index_implied = None;
         let rowid_range = ranges.remove(&ncols);
         if let Some((lo, hi)) = rowid_range {
             best = Access::RowidRange(bound_expr(lo), bound_expr(hi));
@@ -2460,12 +2498,20 @@ impl<'a> Exec<'a> {
                             self.affinity(other, &Scope::new(frame, &row, None))
                         };
                         best = Access::Index(idx.clone(), (**other).clone(), other_aff);
+                        // Against a constant or a parameter the comparison has the column's
+                        // collation, the index's: its entries are exactly the equal values
+                        // (their keys are equal exactly when the values are).
+                        if matches!(**other, Expr::Literal(_) | Expr::Param(_)) {
+                            index_implied = Some(k);
+                        }
                     }
                 }
             }
         }
-        if !matches!(best, Access::RowidRange(..)) {
-            implied.clear();
+        match best {
+            Access::RowidRange(..) => {}
+            Access::Index(..) => implied = index_implied.into_iter().collect(),
+            _ => implied.clear(),
         }
         (best, implied)
     }
@@ -2510,7 +2556,7 @@ impl<'a> Exec<'a> {
     /// What `access` finds of `t`: the rows of a rowid range (or of the whole table), or
     /// the rowids a rowid or an index names.
     fn lookup(&mut self, t: &Table, access: &Access, sc: &Scope) -> Result<Found> {
-        let nothing = Ok(Found::Rowids(SmallVec::new()));
+        let nothing = Ok(Found::Rowids(SmallVec::new(), true));
         match access {
             Access::Scan | Access::RowidRange(..) => match self.rowid_scan(t, access, sc)? {
                 Some((scan, exact)) => Ok(Found::Scan(Box::new(scan), exact)),
@@ -2520,7 +2566,7 @@ impl<'a> Exec<'a> {
                 let v = self.eval(e, sc)?;
                 // The rowid is an integer: only a value equal to one finds a row.
                 match Affinity::Integer.apply(v) {
-                    Value::Integer(i) => Ok(Found::Rowids(smallvec::smallvec![i])),
+                    Value::Integer(i) => Ok(Found::Rowids(smallvec::smallvec![i], true)),
                     _ => nothing,
                 }
             }
@@ -2551,7 +2597,8 @@ impl<'a> Exec<'a> {
                 // From the low bound (or the first number, past the NULLs) to the high one
                 // (or the end: text and blobs are greater than any number).
                 let from = l.unwrap_or_else(|| vec![0x10]);
-                self.index_rowids(idx, &from, h.as_deref())
+                let rowids = self.index_rowids(idx, &from, h.as_deref())?;
+                Ok(Found::Rowids(rowids, false))
             }
             Access::Index(idx, e, other_aff) => {
                 let v = self.eval(e, sc)?;
@@ -2570,7 +2617,13 @@ impl<'a> Exec<'a> {
                 };
                 let mut prefix = Vec::with_capacity(32);
                 crate::record::encode_key_part(&mut prefix, &v, coll, desc);
-                self.index_rowids(idx, &prefix, Some(&prefix))
+                let rowids = self.index_rowids(idx, &prefix, Some(&prefix))?;
+                // Every key but one belongs to its value alone: the integer 2^63 - 1 and
+                // the real 2^63 share theirs (a number's key is the nearest real and the
+                // integer's distance from it; the nearest real to 2^63 - 1 is 2^63).
+                let shared = matches!(v, Value::Integer(i64::MAX))
+                    || matches!(v, Value::Real(r) if r == crate::value::TWO_POW_63);
+                Ok(Found::Rowids(rowids, !shared))
             }
         }
     }
@@ -2582,7 +2635,7 @@ impl<'a> Exec<'a> {
         idx: &crate::schema::Index,
         from: &[u8],
         high: Option<&[u8]>,
-    ) -> Result<Found> {
+    ) -> Result<SmallVec<[i64; 4]>> {
         let idb = self.db(&idx.db)?;
         let mut rowids = SmallVec::new();
         let mut damaged = None;
@@ -2596,7 +2649,7 @@ impl<'a> Exec<'a> {
             }
             damaged.is_none()
         })?;
-        damaged.map_or(Ok(Found::Rowids(rowids)), Err)
+        damaged.map_or(Ok(rowids), Err)
     }
 
     /// Row `rowid` of `t` with its rowid last.

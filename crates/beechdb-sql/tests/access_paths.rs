@@ -5,7 +5,8 @@
 //! numeric column (text and blobs above every number, NULL in no range); index lookups
 //! that turn into a hash of the whole table when there are many of them; an inner join
 //! that starts at the table a condition lets it read by key, or at a much smaller table;
-//! min and max read at one end of an index.
+//! min and max read at one end of an index; an index equality with a constant that reads
+//! the index alone when the rowid is all the statement needs.
 
 mod common;
 
@@ -341,4 +342,91 @@ fn rowid_ranges_and_lookups_drop_only_the_conditions_they_make_true() {
     assert_eq!(ids(&mut ours, Value::Real(2.5), Value::Real(4.5)), [3, 4]);
     assert_eq!(ids(&mut ours, "2".into(), "3".into()), [2, 3]);
     assert_eq!(ids(&mut ours, 5.into(), Value::Null), Vec::<i64>::new());
+}
+
+#[test]
+fn index_equalities_with_constants_read_only_the_index_when_the_rowid_is_all_they_need() {
+    // Columns of every affinity and collation, holding values of every storage class: an
+    // equality with a constant finds exactly SQLite's rows, through the index alone when
+    // nothing but the rowid is read.
+    let setup = "CREATE TABLE c(id INTEGER PRIMARY KEY, i INTEGER, r REAL, n NUMERIC, t TEXT,
+                   nc TEXT COLLATE NOCASE, rt TEXT COLLATE RTRIM, b BLOB, tag);
+                 CREATE INDEX c_i ON c(i); CREATE INDEX c_r ON c(r); CREATE INDEX c_n ON c(n);
+                 CREATE INDEX c_t ON c(t); CREATE INDEX c_nc ON c(nc); CREATE INDEX c_rt ON c(rt);
+                 CREATE INDEX c_b ON c(b);";
+    let (_db, mut ours, lite) = common::both(setup);
+    let values = [
+        "1",
+        "1.0",
+        "1.5",
+        "'1'",
+        "' 1'",
+        "'1.0'",
+        "'abc'",
+        "'ABC'",
+        "'abc  '",
+        "X'01'",
+        "X'6162'",
+        "NULL",
+        "-0.0",
+        "9223372036854775807",
+        "9223372036854775806.0",
+        "1e300",
+    ];
+    for (k, v) in values.iter().enumerate() {
+        let row = format!("INSERT INTO c VALUES ({k}, {v}, {v}, {v}, {v}, {v}, {v}, {v}, {k})");
+        ours.execute(&row, &[]).unwrap();
+        lite.execute(&row, []).unwrap();
+    }
+    let mut queries = Vec::new();
+    for col in ["i", "r", "n", "t", "nc", "rt", "b"] {
+        for v in values {
+            queries.push(format!("SELECT id FROM c WHERE {col} = {v}"));
+            queries.push(format!("SELECT count(*) FROM c WHERE {v} = {col}"));
+            queries.push(format!("SELECT id, tag FROM c WHERE {col} = {v}"));
+        }
+        let plan = common::plan_of(&mut ours, &format!("SELECT id FROM c WHERE {col} = 1"));
+        assert_eq!(
+            plan,
+            [format!("SEARCH c USING COVERING INDEX c_{col} ({col}=?)")]
+        );
+    }
+    same_rows(&mut ours, &lite, &queries);
+    // Parameters, and the transaction's own changes (merged with the index as it reads).
+    let by_i = ours
+        .prepare("SELECT id FROM c WHERE i = ?1 ORDER BY id")
+        .unwrap();
+    let check = |ours: &mut beechdb_sql::Connection, lite: &rusqlite::Connection| {
+        for (p, literal) in [
+            (Value::Integer(1), "1"),
+            (Value::Real(1.0), "1.0"),
+            (Value::from("1"), "'1'"),
+        ] {
+            let got: Vec<i64> = ours
+                .run(&by_i, &[p])
+                .unwrap()
+                .rows
+                .iter()
+                .map(|r| r[0].as_i64())
+                .collect();
+            let sql = format!("SELECT id FROM c WHERE i = {literal} ORDER BY id");
+            let want: Vec<i64> = common::sqlite_rows(lite, &sql)
+                .iter()
+                .map(|r| {
+                    r[0].trim_start_matches("Integer(")
+                        .trim_end_matches(')')
+                        .parse()
+                        .unwrap()
+                })
+                .collect();
+            assert_eq!(got, want, "{sql}");
+        }
+    };
+    let change = "BEGIN; DELETE FROM c WHERE id = 0; INSERT INTO c(id, i) VALUES (99, 1);";
+    ours.execute_batch(change).unwrap();
+    lite.execute_batch(change).unwrap();
+    check(&mut ours, &lite);
+    ours.execute_batch("ROLLBACK").unwrap();
+    lite.execute_batch("ROLLBACK").unwrap();
+    check(&mut ours, &lite);
 }

@@ -41,7 +41,7 @@ fn a_prepared_select_sees_schema_changes_between_runs() {
         c.run(&plan, &[Value::Integer(20)]).unwrap().rows[0][3].to_text()
     };
     assert_eq!(ints(&c.run(&by_k, &[20.into()]).unwrap().rows), [2, 3]);
-    assert!(detail(&mut c).contains("USING INDEX t_k"));
+    assert!(detail(&mut c).contains("USING COVERING INDEX t_k"));
     assert_eq!(c.run(&star, &[1.into()]).unwrap().columns, ["id", "k"]);
 
     // Dropped index: the next run scans, and still finds the rows.
@@ -59,7 +59,7 @@ fn a_prepared_select_sees_schema_changes_between_runs() {
     // Inside one transaction: an index created, then dropped, between runs.
     c.execute_batch("BEGIN; CREATE INDEX t_k2 ON t(k);")
         .unwrap();
-    assert!(detail(&mut c).contains("USING INDEX t_k2"));
+    assert!(detail(&mut c).contains("USING COVERING INDEX t_k2"));
     assert_eq!(ints(&c.run(&by_k, &[20.into()]).unwrap().rows), [2, 3]);
     c.execute_batch("DROP INDEX t_k2; INSERT INTO t(id, k) VALUES (4, 20);")
         .unwrap();
