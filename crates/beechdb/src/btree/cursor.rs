@@ -358,10 +358,22 @@ fn copy_run(
         // with a long key or an overflow value end it unless first (so that a huge run is
         // never copied); a page without long keys needs no check of its keys.
         let plain = !node::has_long_keys(p);
+        // On a page without long keys, the first entry beyond `end` is found once (by a
+        // search) rather than by comparing every key copied.
+        let (stop, checked) = match end {
+            Bound::Included(b) | Bound::Excluded(b) if plain => {
+                let first_beyond = match (node::search(p, b), end) {
+                    (Ok(i), Bound::Included(_)) => i + 1,
+                    (Ok(i) | Err(i), _) => i,
+                };
+                ((first_beyond + 1).min(n), false)
+            }
+            _ => (n, true),
+        };
         data.reserve(max_bytes.min(p.len()));
-        spans.reserve(n - pos.idx);
+        spans.reserve(stop.saturating_sub(pos.idx));
         let mut bytes = 0;
-        for i in pos.idx..n {
+        for i in pos.idx..stop {
             let long = !plain && node::long_key(p, i).is_some();
             let value = node::leaf_value(p, i);
             if i > pos.idx && (long || matches!(value, LeafValue::Overflow { .. })) {
@@ -381,7 +393,7 @@ fn copy_run(
             spans.push((ks, vs - ks, vs, data.len() - vs));
             bytes += data.len() - ks;
             // One entry past the end is enough to show the run reached it.
-            if bytes >= max_bytes || beyond(end, &data[ks..vs], false) {
+            if bytes >= max_bytes || (checked && beyond(end, &data[ks..vs], false)) {
                 break;
             }
         }
