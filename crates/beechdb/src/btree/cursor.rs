@@ -4,6 +4,8 @@
 //! briefly, then steps through the copy without locking. The copy stays valid while the
 //! environment's data version is unchanged; after any write the cursor re-seeks from its
 //! current key, so it always sees the database as it is now (as Berkeley DB cursors do).
+//! `visit_leaf` lends a leaf's entries to a closure under the lock instead, copying nothing
+//! (a transaction's lookups, `Txn::visit_from`).
 
 use super::node::{self, LeafValue};
 use super::tree::{Position, Seek};
