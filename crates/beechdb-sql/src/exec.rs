@@ -589,6 +589,16 @@ fn covering(plan: &JoinPlan, i: usize) -> &'static str {
     }
 }
 
+/// What every level of one join's nested loops shares: its items and plan, the frame of
+/// the joined row, and the enclosing query's scope.
+#[derive(Clone, Copy)]
+struct Loops<'a> {
+    items: &'a [JoinItem<'a>],
+    plan: &'a JoinPlan,
+    frame: &'a Frame,
+    outer: Option<&'a Scope<'a>>,
+}
+
 /// What an access path finds of a table (see `Exec::lookup`).
 enum Found {
     /// Rows to read by rowid, in this order; with `true`, exactly those a rowid or index
@@ -1911,7 +1921,13 @@ impl<'a> Exec<'a> {
         }
         self.hash_joins(&mut items, frame, plan);
         let mut row: SmallVec<[Value; 16]> = smallvec::smallvec![Value::Null; frame.width];
-        self.join_level(&items, plan, 0, &mut row, frame, outer, emit)?;
+        let j = Loops {
+            items: &items,
+            plan,
+            frame,
+            outer,
+        };
+        self.join_level(j, 0, &mut row, emit)?;
         Ok(())
     }
 
@@ -2040,17 +2056,19 @@ impl<'a> Exec<'a> {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn join_level(
         &mut self,
-        items: &[JoinItem],
-        plan: &JoinPlan,
+        j: Loops,
         level: usize,
         row: &mut [Value],
-        frame: &Frame,
-        outer: Option<&Scope>,
         emit: &mut dyn FnMut(&mut Self, &mut [Value]) -> Result<bool>,
     ) -> Result<bool> {
+        let Loops {
+            items,
+            plan,
+            frame,
+            outer,
+        } = j;
         if level == items.len() {
             return emit(self, row);
         }
@@ -2087,7 +2105,7 @@ impl<'a> Exec<'a> {
                         t.read_into(rowid, v, &mut row[slots.clone()], Some(&l.joins))?;
                     }
                     let go_on = match lazy.filter(|l| !l.rest.is_empty()) {
-                        None => self.join_level(items, plan, 1, row, frame, outer, emit)?,
+                        None => self.join_level(j, 1, row, emit)?,
                         Some(l) => {
                             let mut decoded = false;
                             let mut finish = |me: &mut Self, r: &mut [Value]| {
@@ -2097,7 +2115,7 @@ impl<'a> Exec<'a> {
                                 }
                                 emit(me, r)
                             };
-                            self.join_level(items, plan, 1, row, frame, outer, &mut finish)?
+                            self.join_level(j, 1, row, &mut finish)?
                         }
                     };
                     if !go_on {
@@ -2125,7 +2143,7 @@ impl<'a> Exec<'a> {
             drop(hashed);
             match candidates {
                 Some(rows) => looked_up = rows,
-                None => return self.join_lookups(items, plan, level, row, frame, outer, emit, t),
+                None => return self.join_lookups(j, level, row, emit, t),
             }
         }
         // Rows hashed for the lookups (copied out above), or shared ones (copied): all, or
@@ -2157,17 +2175,7 @@ impl<'a> Exec<'a> {
             }
             wrote = true;
             let conditions = &plan.at_level[level];
-            if !self.joined_row(
-                items,
-                plan,
-                level,
-                row,
-                frame,
-                outer,
-                emit,
-                conditions,
-                &mut matched,
-            )? {
+            if !self.joined_row(j, level, row, emit, conditions, &mut matched)? {
                 return Ok(false);
             }
         }
@@ -2175,23 +2183,25 @@ impl<'a> Exec<'a> {
         if wrote {
             row[slots].fill(Value::Null);
         }
-        self.left_unmatched(items, plan, level, row, frame, outer, emit, matched)
+        self.left_unmatched(j, level, row, emit, matched)
     }
 
     /// Item `level`'s rows (a table's) through its access path, each decoded into `row`
     /// (only the columns the statement reads) as it is read and passed on.
-    #[allow(clippy::too_many_arguments)]
     fn join_lookups(
         &mut self,
-        items: &[JoinItem],
-        plan: &JoinPlan,
+        j: Loops,
         level: usize,
         row: &mut [Value],
-        frame: &Frame,
-        outer: Option<&Scope>,
         emit: &mut dyn FnMut(&mut Self, &mut [Value]) -> Result<bool>,
         t: &Table,
     ) -> Result<bool> {
+        let Loops {
+            items,
+            plan,
+            frame,
+            outer,
+        } = j;
         let access = &items[level].plan.access;
         let slots = plan.bound[level]..plan.bound[level] + items[level].plan.width;
         let wanted = plan.wanted[level].as_deref();
@@ -2227,17 +2237,7 @@ impl<'a> Exec<'a> {
                             Some(decoded) => decoded?,
                         }
                     }
-                    if !self.joined_row(
-                        items,
-                        plan,
-                        level,
-                        row,
-                        frame,
-                        outer,
-                        emit,
-                        conditions,
-                        &mut matched,
-                    )? {
+                    if !self.joined_row(j, level, row, emit, conditions, &mut matched)? {
                         go_on = false;
                         break;
                     }
@@ -2251,17 +2251,7 @@ impl<'a> Exec<'a> {
                 let (k, v) = kv?;
                 let r = rowid_of_key(k)?;
                 t.read_into(r, v, &mut row[slots.clone()], wanted)?;
-                if !self.joined_row(
-                    items,
-                    plan,
-                    level,
-                    row,
-                    frame,
-                    outer,
-                    emit,
-                    conditions(exact),
-                    &mut matched,
-                )? {
+                if !self.joined_row(j, level, row, emit, conditions(exact), &mut matched)? {
                     break false;
                 }
             },
@@ -2270,56 +2260,48 @@ impl<'a> Exec<'a> {
             return Ok(false);
         }
         row[slots].fill(Value::Null);
-        self.left_unmatched(items, plan, level, row, frame, outer, emit, matched)
+        self.left_unmatched(j, level, row, emit, matched)
     }
 
     /// Passes on the row item `level` has just put in `row`: to the next level if it meets
     /// `conditions` (a LEFT JOIN's row its ON conditions first, which make it `matched`).
     /// False when the caller is to stop.
-    #[allow(clippy::too_many_arguments)]
     fn joined_row(
         &mut self,
-        items: &[JoinItem],
-        plan: &JoinPlan,
+        j: Loops,
         level: usize,
         row: &mut [Value],
-        frame: &Frame,
-        outer: Option<&Scope>,
         emit: &mut dyn FnMut(&mut Self, &mut [Value]) -> Result<bool>,
         conditions: &[Expr],
         matched: &mut bool,
     ) -> Result<bool> {
-        if items[level].plan.left {
-            if !self.row_passes(plan.on_level[level].iter(), frame, row, outer)? {
+        if j.items[level].plan.left {
+            if !self.row_passes(j.plan.on_level[level].iter(), j.frame, row, j.outer)? {
                 return Ok(true);
             }
             *matched = true;
         }
-        if !self.row_passes(conditions.iter(), frame, row, outer)? {
+        if !self.row_passes(conditions.iter(), j.frame, row, j.outer)? {
             return Ok(true);
         }
-        self.join_level(items, plan, level + 1, row, frame, outer, emit)
+        self.join_level(j, level + 1, row, emit)
     }
 
     /// After item `level`'s rows, with its slots NULL: for a LEFT JOIN none of whose rows
     /// `matched`, the outer row passed on alone. False when the caller is to stop.
-    #[allow(clippy::too_many_arguments)]
     fn left_unmatched(
         &mut self,
-        items: &[JoinItem],
-        plan: &JoinPlan,
+        j: Loops,
         level: usize,
         row: &mut [Value],
-        frame: &Frame,
-        outer: Option<&Scope>,
         emit: &mut dyn FnMut(&mut Self, &mut [Value]) -> Result<bool>,
         matched: bool,
     ) -> Result<bool> {
-        if items[level].plan.left
+        if j.items[level].plan.left
             && !matched
-            && self.row_passes(plan.at_level[level].iter(), frame, row, outer)?
+            && self.row_passes(j.plan.at_level[level].iter(), j.frame, row, j.outer)?
         {
-            return self.join_level(items, plan, level + 1, row, frame, outer, emit);
+            return self.join_level(j, level + 1, row, emit);
         }
         Ok(true)
     }
