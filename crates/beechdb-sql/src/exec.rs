@@ -2092,12 +2092,11 @@ impl<'a> Exec<'a> {
                 while let Some(kv) = scan.next_ref() {
                     let (k, v) = kv?;
                     let rowid = rowid_of_key(k)?;
-                    t.read_into(
-                        rowid,
-                        v,
-                        &mut row[slots.clone()],
-                        lazy.map(|l| &l.filter[..]),
-                    )?;
+                    match lazy.map(|l| &l.filter[..]) {
+                        // No condition reads a stored column: nothing to decode yet.
+                        Some([]) => t.set_rowid(rowid, &mut row[slots.clone()]),
+                        filter => t.read_into(rowid, v, &mut row[slots.clone()], filter)?,
+                    }
                     if !passes(self, row, conditions)? {
                         continue;
                     }
@@ -2226,7 +2225,7 @@ impl<'a> Exec<'a> {
                     let at = &mut row[slots.clone()];
                     if index_only {
                         // Only the rowid is read, and the index entry has it.
-                        t.read_into(r, &[], at, wanted)?;
+                        t.set_rowid(r, at);
                     } else {
                         let key = rowid_key(r);
                         match self
@@ -3503,18 +3502,41 @@ impl<'a> Exec<'a> {
             let (group_terms, bare) = (&plan.group_terms, plan.bare);
             // Buffers reused from row to row: the group key, its signature, arguments.
             let (mut key, mut sig, mut vals) = (Vec::new(), Vec::new(), Vec::new());
+            // Argument counts are checked once, before any row (as SQLite does at prepare).
+            for c in &calls {
+                let Expr::Function {
+                    args,
+                    distinct,
+                    star,
+                    name,
+                    ..
+                } = c
+                else {
+                    unreachable!()
+                };
+                if *distinct && args.len() != 1 {
+                    return Err(Error::Sql(
+                        "DISTINCT aggregates must have exactly one argument".into(),
+                    ));
+                }
+                if (name == "count" && args.len() > 1) || (*star && name != "count") {
+                    return Err(Error::Sql(format!(
+                        "wrong number of arguments to function {name}()"
+                    )));
+                }
+            }
             let mut step = |me: &mut Self, r: &mut [Value]| -> Result<bool> {
                 let sc = Scope::new(frame, r, outer);
-                key.clear();
-                for g in group_terms {
-                    key.push(me.eval(g, &sc)?);
-                }
-                // Without GROUP BY there is one group: no key to hash.
-                sig.clear();
-                group_signature_into(&key, &mut sig);
+                // Without GROUP BY there is one group: no key to build or hash.
                 let found = if group_terms.is_empty() && !groups.is_empty() {
                     Some(0)
                 } else {
+                    key.clear();
+                    for g in group_terms {
+                        key.push(me.eval(g, &sc)?);
+                    }
+                    sig.clear();
+                    group_signature_into(&key, &mut sig);
                     index.get(&sig).copied()
                 };
                 let gi = match found {
@@ -3542,29 +3564,9 @@ impl<'a> Exec<'a> {
                     }
                 };
                 for (ci, c) in calls.iter().enumerate() {
-                    let Expr::Function {
-                        args,
-                        distinct,
-                        star,
-                        name,
-                        ..
-                    } = c
-                    else {
+                    let Expr::Function { args, distinct, .. } = c else {
                         unreachable!()
                     };
-                    if (name == "count" && args.len() > 1)
-                        || (*star && name != "count")
-                        || (*distinct && args.len() != 1)
-                    {
-                        if *distinct && args.len() != 1 {
-                            return Err(Error::Sql(
-                                "DISTINCT aggregates must have exactly one argument".into(),
-                            ));
-                        }
-                        return Err(Error::Sql(format!(
-                            "wrong number of arguments to function {name}()"
-                        )));
-                    }
                     // A column argument is lent from the row, not copied.
                     let vals: &[Value] = match &args[..] {
                         [Expr::Slot(i)] if *i < r.len() => std::slice::from_ref(&r[*i]),

@@ -113,11 +113,17 @@ impl Table {
                 *slot = self.added_value(c);
             }
         }
+        self.set_rowid(rowid, out);
+        Ok(())
+    }
+
+    /// Puts `rowid` in a row's slots (`out` as in `read_into`): its alias column, if any,
+    /// and the rowid after the columns.
+    pub fn set_rowid(&self, rowid: i64, out: &mut [Value]) {
         if let Some(a) = self.rowid_alias {
             out[a] = Value::Integer(rowid);
         }
-        out[n] = Value::Integer(rowid);
-        Ok(())
+        out[self.columns.len()] = Value::Integer(rowid);
     }
 
     /// Completes a stored row: columns added after it was written take their default.
