@@ -576,15 +576,12 @@ struct JoinItem<'p> {
     hashed: std::cell::RefCell<Option<(Vec<Row>, HashProbe)>>,
 }
 
-/// `"COVERING "` when item `i` of `plan` is read through an index for nothing but its
-/// rowids (which the index entries hold: the table itself is not read), else `""`.
+/// `"COVERING "` when item `i` of `plan` is read through an index equality for nothing but
+/// its rowids (which the index entries hold: the table itself is not read), else `""`. (A
+/// range's own conditions read the indexed column, so it never covers.)
 fn covering(plan: &JoinPlan, i: usize) -> &'static str {
-    let index = matches!(
-        plan.items[i].access,
-        Access::Index(..) | Access::IndexRange(..)
-    );
-    match &plan.wanted[i] {
-        Some(columns) if index && columns.is_empty() => "COVERING ",
+    match (&plan.items[i].access, &plan.wanted[i]) {
+        (Access::Index(..), Some(columns)) if columns.is_empty() => "COVERING ",
         _ => "",
     }
 }
@@ -1909,8 +1906,7 @@ impl<'a> Exec<'a> {
                             .map(|(_, op)| format!("{col}{op}?"))
                             .collect();
                         format!(
-                            "SEARCH {name} USING {}INDEX {} ({})",
-                            covering(plan, i),
+                            "SEARCH {name} USING INDEX {} ({})",
                             idx.name,
                             terms.join(" AND ")
                         )
@@ -2335,7 +2331,9 @@ impl<'a> Exec<'a> {
 
     /// The access path for table `t` (columns from `start` in `frame`, item `level`) given
     /// the conditions `exprs` on it, and which of them (indexes into `exprs`) hold for
-    /// every row the path reads when its bounds are integers (see `JoinPlan::residual`).
+    /// every row the path reads: a rowid equality; an index equality with a constant or a
+    /// parameter, when its key is exact (checked when it runs); a rowid range's bounds,
+    /// when they are integers (see `JoinPlan::residual`).
     fn choose_access(
         &self,
         t: &Arc<Table>,
@@ -2599,12 +2597,7 @@ impl<'a> Exec<'a> {
                 let mut prefix = Vec::with_capacity(32);
                 crate::record::encode_key_part(&mut prefix, &v, coll, desc);
                 let rowids = self.index_rowids(idx, &prefix, Some(&prefix))?;
-                // Every key but one belongs to its value alone: the integer 2^63 - 1 and
-                // the real 2^63 share theirs (a number's key is the nearest real and the
-                // integer's distance from it; the nearest real to 2^63 - 1 is 2^63).
-                let shared = matches!(v, Value::Integer(i64::MAX))
-                    || matches!(v, Value::Real(r) if r == crate::value::TWO_POW_63);
-                Ok(Found::Rowids(rowids, !shared))
+                Ok(Found::Rowids(rowids, crate::record::key_part_is_exact(&v)))
             }
         }
     }

@@ -198,8 +198,16 @@ fn orderable_f64(r: f64) -> u64 {
     }
 }
 
+/// Whether no value but those equal to `v` (under the key's collation) has `v`'s key part.
+/// True of every value but two: a number's part is its nearest real and the integer's
+/// distance from it (clamped at `i64::MAX`), so the integer 2^63 - 1 and the real 2^63,
+/// which SQL holds unequal, share one.
+pub fn key_part_is_exact(v: &Value) -> bool {
+    !matches!(v, Value::Integer(i64::MAX)) && !matches!(v, Value::Real(r) if *r == TWO_POW_63)
+}
+
 /// Appends `v` to an index key: comparing keys bytewise compares values in SQLite's order
-/// under collation `coll`; `desc` inverts the component.
+/// under collation `coll`; `desc` inverts the component (see `key_part_is_exact`).
 pub fn encode_key_part(out: &mut Vec<u8>, v: &Value, coll: Collation, desc: bool) {
     let start = out.len();
     match v {
@@ -254,6 +262,28 @@ fn escape(out: &mut Vec<u8>, bytes: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn key_parts_are_shared_only_by_the_integer_and_real_at_two_to_the_63() {
+        let key = |v: &Value| {
+            let mut k = Vec::new();
+            encode_key_part(&mut k, v, Collation::Binary, false);
+            k
+        };
+        let (max, real) = (Value::Integer(i64::MAX), Value::Real(TWO_POW_63));
+        assert_eq!(key(&max), key(&real));
+        assert!(!key_part_is_exact(&max) && !key_part_is_exact(&real));
+        // Neighbours keep keys of their own, and equal values share theirs.
+        for v in [i64::MAX - 1, i64::MIN, 1 << 53, (1 << 53) + 1, -1, 0] {
+            assert!(key_part_is_exact(&Value::Integer(v)));
+            assert_ne!(key(&Value::Integer(v)), key(&real));
+        }
+        assert_eq!(key(&Value::Integer(3)), key(&Value::Real(3.0)));
+        assert_ne!(
+            key(&Value::Integer((1 << 53) + 1)),
+            key(&Value::Real((1u64 << 53) as f64))
+        );
+    }
 
     #[test]
     fn rows_round_trip_with_their_types() {
