@@ -3507,15 +3507,15 @@ impl<'a> Exec<'a> {
                 else {
                     unreachable!()
                 };
-                if *distinct && args.len() != 1 {
-                    return Err(Error::Sql(
-                        "DISTINCT aggregates must have exactly one argument".into(),
-                    ));
-                }
                 if (name == "count" && args.len() > 1) || (*star && name != "count") {
                     return Err(Error::Sql(format!(
                         "wrong number of arguments to function {name}()"
                     )));
+                }
+                if *distinct && args.len() != 1 {
+                    return Err(Error::Sql(
+                        "DISTINCT aggregates must have exactly one argument".into(),
+                    ));
                 }
             }
             let mut step = |me: &mut Self, r: &mut [Value]| -> Result<bool> {

@@ -270,3 +270,43 @@ fn random_queries_agree_with_sqlite() {
     println!("{compared} queries compared");
     assert!(compared > 1000);
 }
+
+#[test]
+fn aggregate_argument_errors_match_sqlite_on_empty_and_filled_tables() {
+    // Wrong argument counts are refused before any row is read, as SQLite refuses them when
+    // it prepares the statement: an empty table reports them too.
+    for fill in ["", "INSERT INTO t VALUES (1), (2);"] {
+        let setup = format!("CREATE TABLE t(a); {fill}");
+        let (_db, mut ours, lite) = {
+            let db = Database::open_in_memory().unwrap();
+            let mut c = db.connect();
+            c.execute_batch(&setup).unwrap();
+            let lite = rusqlite::Connection::open_in_memory().unwrap();
+            lite.execute_batch(&setup).unwrap();
+            (db, c, lite)
+        };
+        for (sql, message) in [
+            (
+                "SELECT count(a, a) FROM t",
+                "wrong number of arguments to function count()",
+            ),
+            (
+                "SELECT sum(*) FROM t",
+                "wrong number of arguments to function sum()",
+            ),
+            (
+                "SELECT count(DISTINCT a, a) FROM t",
+                "wrong number of arguments to function count()",
+            ),
+            (
+                "SELECT group_concat(DISTINCT a, ',') FROM t",
+                "DISTINCT aggregates must have exactly one argument",
+            ),
+        ] {
+            let ours = ours.query(sql, &[]).unwrap_err().to_string();
+            assert!(ours.contains(message), "{sql} ({fill:?}): {ours}");
+            let theirs = lite.prepare(sql).map(|_| ()).unwrap_err().to_string();
+            assert!(theirs.contains(message), "SQLite, {sql}: {theirs}");
+        }
+    }
+}
