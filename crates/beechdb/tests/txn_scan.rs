@@ -33,6 +33,19 @@ fn bound(rng: &mut StdRng) -> Bound<Vec<u8>> {
     }
 }
 
+/// Every even key below 2,000, committed with a value of `len(i)` bytes; what was written.
+fn filled(env: &Env, db: &Db, len: impl Fn(u32) -> usize) -> Model {
+    let mut model = Model::new();
+    let fill = env.begin_txn().unwrap();
+    for i in (0..2000).step_by(2) {
+        let v = vec![(i % 251) as u8; len(i)];
+        fill.put(db, &key(i), &v).unwrap();
+        model.insert(key(i), v);
+    }
+    fill.commit().unwrap();
+    model
+}
+
 /// A commit by another transaction: a few puts and deletes anywhere in the key space, but
 /// for the keys the scanning transaction holds locks on (`owned`).
 fn commit_elsewhere(env: &Env, db: &Db, rng: &mut StdRng, latest: &mut Model, owned: &Model) {
@@ -77,14 +90,7 @@ fn scan_while_committing(
 fn snapshot_scans_see_the_snapshot_and_own_writes_whatever_commits_meanwhile() {
     let env = env();
     let db = env.create_db("d").unwrap();
-    let mut latest = Model::new();
-    let fill = env.begin_txn().unwrap();
-    for i in (0..2000).step_by(2) {
-        let v = vec![(i % 251) as u8; 1 + (i as usize * 7) % 150];
-        fill.put(&db, &key(i), &v).unwrap();
-        latest.insert(key(i), v);
-    }
-    fill.commit().unwrap();
+    let mut latest = filled(&env, &db, |i| 1 + (i as usize * 7) % 150);
     for seed in 0..40u64 {
         let rng = &mut StdRng::seed_from_u64(seed);
         let txn = env.begin_txn().unwrap();
@@ -180,20 +186,11 @@ fn scans_of_finished_or_foreign_transactions_fail_cleanly() {
 fn lent_visits_and_gets_see_the_snapshot_and_own_writes() {
     let env = env();
     let db = env.create_db("d").unwrap();
-    let mut latest = Model::new();
-    let fill = env.begin_txn().unwrap();
-    for i in (0..2000).step_by(2) {
-        // Some values too long for a page: read from their overflow chains.
-        let len = if i % 97 == 0 {
-            9000
-        } else {
-            1 + (i as usize * 7) % 150
-        };
-        let v = vec![(i % 251) as u8; len];
-        fill.put(&db, &key(i), &v).unwrap();
-        latest.insert(key(i), v);
-    }
-    fill.commit().unwrap();
+    // Some values too long for a page: read from their overflow chains.
+    let mut latest = filled(&env, &db, |i| match i % 97 {
+        0 => 9000,
+        _ => 1 + (i as usize * 7) % 150,
+    });
     for seed in 0..60u64 {
         let rng = &mut StdRng::seed_from_u64(seed);
         let txn = env.begin_txn().unwrap();
