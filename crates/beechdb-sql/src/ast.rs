@@ -100,6 +100,8 @@ pub enum AlterAction {
     RenameTo(String),
     /// The column, and its definition's SQL text.
     AddColumn(Box<ColumnDef>, String),
+    RenameColumn { old: String, new: String },
+    DropColumn(String),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

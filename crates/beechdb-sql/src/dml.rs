@@ -8,12 +8,14 @@
 //! row (a unique index's key is its columns alone unless one is NULL, with the rowid in the
 //! value); a row and its index entries change in the same transaction.
 
+use crate::alter;
 use crate::ast::*;
 use crate::error::{ConstraintKind, Error, Result};
 use crate::exec::{table_columns, Exec, Frame, Row, Scope};
 use crate::record::{encode_key_part, encode_row, rowid_key, rowid_of_key};
 use crate::schema::{index_columns, lc, Index, Schema, Table, Trigger, View, SCHEMA_DB};
 use crate::value::{Affinity, Value};
+use std::ops::Bound;
 use std::sync::Arc;
 
 /// The key of `row`'s entry in `index`, and its value (the rowid for a unique index).
@@ -269,14 +271,14 @@ impl Exec<'_> {
             let mut full = row.to_vec();
             full.push(Value::Integer(rowid));
             let sc = Scope::new(&frame, &full, None);
-            for chk in t.checks.clone() {
-                if self.eval(&chk, &sc)?.truth() == Some(false) {
+            for (chk, label) in &t.checks {
+                if self.eval(chk, &sc)?.truth() == Some(false) {
                     if conflict == Conflict::Ignore {
                         return Ok(false);
                     }
                     return Err(Error::Constraint(
                         ConstraintKind::Check,
-                        "CHECK constraint failed".to_string(),
+                        format!("CHECK constraint failed: {label}"),
                     ));
                 }
             }
@@ -1505,16 +1507,9 @@ impl Exec<'_> {
                         "Cannot add a NOT NULL column with default value NULL".into(),
                     ));
                 }
-                let close = t.sql.rfind(')').unwrap_or(t.sql.len());
-                let sql = format!("{}, {text}{}", &t.sql[..close], &t.sql[close..]);
-                let Some(Stmt::CreateTable(ct)) = crate::parse::parse_one(&sql)?.map(|p| p.stmt)
-                else {
-                    return Err(Error::Sql("malformed table definition".into()));
-                };
-                let next = self.schema.next_db;
-                let (mut table, _) = self.schema_mut().build_table(&ct)?;
-                self.schema_mut().next_db = next;
-                table.db = t.db.clone();
+                let end = alter::columns_end(&t.sql)?;
+                let sql = format!("{}, {text}{}", &t.sql[..end], &t.sql[end..]);
+                let (table, _) = Schema::defined_by(&sql, &t.db)?;
                 self.put_entry(
                     &t.name,
                     schema_entry("table", &t.name, &t.name, &t.db, &sql),
@@ -1523,7 +1518,160 @@ impl Exec<'_> {
                     .tables
                     .insert(lc(&t.name), Arc::new(table));
             }
+            AlterAction::RenameColumn { old, new } => self.rename_column(&t, old, new)?,
+            AlterAction::DropColumn(column) => self.drop_column(&t, column)?,
         }
+        Ok(())
+    }
+
+    /// Renames a column in the schema's text: the table's definition, its indexes', and
+    /// other tables' references to it (the rows need no change: a row's values are by
+    /// position).
+    fn rename_column(&mut self, t: &Table, old: &str, new: &str) -> Result<()> {
+        let Some(c) = t.column_index(old) else {
+            return Err(Error::Sql(format!("no such column: \"{old}\"")));
+        };
+        if t.column_index(new).is_some_and(|o| o != c) {
+            return Err(Error::Sql(format!(
+                "error in table {} after rename: duplicate column name: {new}",
+                t.name
+            )));
+        }
+        if let Some((kind, name)) = self.view_or_trigger_naming(t, old)? {
+            return Err(Error::Unsupported(format!(
+                "renaming column {old} of {}, which {kind} {name} may name (drop the {kind}, \
+                 rename, and create it again)",
+                t.name
+            )));
+        }
+        let mut edits = Vec::new();
+        for other in self.schema.tables.values() {
+            if let Some(sql) = alter::rename_in_table(&other.sql, &other.name, &t.name, old, new)?
+            {
+                edits.push(schema_entry("table", &other.name, &other.name, &other.db, &sql));
+            }
+        }
+        for i in self.schema.indexes_of(&t.name) {
+            if let Some(sql) = i.sql.as_deref() {
+                if let Some(sql) = alter::rename_in_index(sql, &t.name, old, new)? {
+                    edits.push(schema_entry("index", &i.name, &t.name, &i.db, &sql));
+                }
+            }
+        }
+        self.replace_entries(edits)
+    }
+
+    /// Drops a column: refused, in SQLite's words, while anything but its own definition
+    /// names it; else its definition is cut from the table's text and its value from every
+    /// row.
+    fn drop_column(&mut self, t: &Table, column: &str) -> Result<()> {
+        let Some(c) = t.column_index(column) else {
+            return Err(Error::Sql(format!("no such column: \"{column}\"")));
+        };
+        let in_constraint = |primary: bool| {
+            self.schema
+                .indexes_of(&t.name)
+                .any(|i| i.auto && i.primary == primary && i.columns.iter().any(|k| k.0 == c))
+        };
+        if t.rowid_alias == Some(c) || in_constraint(true) {
+            return Err(Error::Sql(format!(
+                "cannot drop PRIMARY KEY column: \"{column}\""
+            )));
+        }
+        if in_constraint(false) {
+            return Err(Error::Sql(format!("cannot drop UNIQUE column: \"{column}\"")));
+        }
+        if t.columns.len() == 1 {
+            return Err(Error::Sql(format!(
+                "cannot drop column \"{column}\": no other columns exist"
+            )));
+        }
+        let (definition, cut) = alter::column_definition(&t.sql, column)?
+            .ok_or_else(|| Error::Sql(format!("malformed schema of table {}", t.name)))?;
+        let named_by = |kind: &str, name: &str| {
+            Error::Sql(format!(
+                "error in {kind} {name} after drop column: no such column: {column}"
+            ))
+        };
+        let sql = format!("{}{}", &t.sql[..cut.start], &t.sql[cut.end..]);
+        // Key and foreign key lists are checked as the text is read again; CHECKs, by name.
+        Schema::defined_by(&sql, &t.db).map_err(|e| {
+            Error::Sql(format!(
+                "error in table {} after drop column: {e}",
+                t.name
+            ))
+        })?;
+        if alter::table_names_elsewhere(&t.sql, &t.name, &t.name, column, Some(&definition))? {
+            return Err(named_by("table", &t.name));
+        }
+        for i in self.schema.indexes_of(&t.name) {
+            if let Some(sql) = i.sql.as_deref() {
+                if alter::index_names(sql, &t.name, column)? {
+                    return Err(named_by("index", &i.name));
+                }
+            }
+        }
+        if let Some((kind, name)) = self.view_or_trigger_naming(t, column)? {
+            return Err(named_by(kind, &name));
+        }
+        let db = self.db(&t.db)?;
+        let mut from = Bound::Unbounded;
+        loop {
+            // In batches, so a large table is rewritten in bounded memory.
+            let batch = self
+                .txn
+                .range(&db, (from, Bound::Unbounded))
+                .take(1024)
+                .collect::<beechdb::Result<Vec<_>>>()?;
+            let Some((last, _)) = batch.last() else { break };
+            from = Bound::Excluded(last.clone());
+            for (key, stored) in batch {
+                self.check_interrupt()?;
+                let mut values = crate::record::decode_row(&stored, t.columns.len())?;
+                if c < values.len() {
+                    values.remove(c);
+                    self.txn.put(&db, &key, &encode_row(&values))?;
+                }
+            }
+        }
+        self.replace_entries(vec![schema_entry(
+            "table", &t.name, &t.name, &t.db, &sql,
+        )])
+    }
+
+    /// A view or trigger whose text may name `column` of table `t`: a trigger on `t`
+    /// naming the column, or any other naming both.
+    fn view_or_trigger_naming(
+        &self,
+        t: &Table,
+        column: &str,
+    ) -> Result<Option<(&'static str, String)>> {
+        let names = |sql: &str, on_table: bool| -> Result<bool> {
+            Ok(alter::may_name(sql, column)? && (on_table || alter::may_name(sql, &t.name)?))
+        };
+        for v in self.schema.views.values() {
+            if names(&v.sql, false)? {
+                return Ok(Some(("view", v.name.clone())));
+            }
+        }
+        for tr in self.schema.triggers.values() {
+            if names(&tr.def.sql, tr.def.table.eq_ignore_ascii_case(&t.name))? {
+                return Ok(Some(("trigger", tr.name.clone())));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Writes schema entries (records made by `schema_entry`) over the ones of the same
+    /// names, then reads the whole schema back from them, so that everything derived
+    /// from the text (column positions, constraint indexes, foreign keys) follows it.
+    fn replace_entries(&mut self, entries: Vec<Vec<u8>>) -> Result<()> {
+        for rec in entries {
+            let name = crate::record::decode_row(&rec, 5)?[1].to_text();
+            self.put_entry(&name, rec)?;
+        }
+        let db = self.schema_db()?;
+        *self.schema = Arc::new(Schema::read(self.txn, &db)?);
         Ok(())
     }
 

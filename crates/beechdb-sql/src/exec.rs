@@ -2301,6 +2301,14 @@ impl<'a> Exec<'a> {
         Ok(true)
     }
 
+    /// `Error::Interrupted` once `sqlite3_interrupt` (or `Connection::interrupt`) was called.
+    pub(crate) fn check_interrupt(&self) -> Result<()> {
+        match self.interrupted.load(std::sync::atomic::Ordering::Relaxed) {
+            true => Err(Error::Interrupted),
+            false => Ok(()),
+        }
+    }
+
     /// Whether every condition holds for `row` (of `frame`, under `outer`); called once per
     /// row read, so it is also where a long scan notices `sqlite3_interrupt`.
     fn row_passes<'e>(
@@ -2310,9 +2318,7 @@ impl<'a> Exec<'a> {
         row: &[Value],
         outer: Option<&Scope>,
     ) -> Result<bool> {
-        if self.interrupted.load(std::sync::atomic::Ordering::Relaxed) {
-            return Err(Error::Interrupted);
-        }
+        self.check_interrupt()?;
         if conditions.len() == 0 {
             return Ok(true);
         }

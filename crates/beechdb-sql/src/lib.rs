@@ -22,6 +22,7 @@
 //! encodings), `exec` (queries), `dml` (changes), `func` and `date` (built-in functions),
 //! `value` (SQLite's type system).
 
+mod alter;
 mod ast;
 mod date;
 mod dml;
@@ -142,13 +143,7 @@ impl Database {
 }
 
 fn load_schema(env: &Env, db: &Db) -> Result<Schema> {
-    let t = env.begin_txn()?;
-    let mut entries = Vec::new();
-    for kv in t.iter(db) {
-        let (_, v) = kv?;
-        entries.push(record::decode_row(&v, 5)?);
-    }
-    Schema::load(entries)
+    Schema::read(&env.begin_txn()?, db)
 }
 
 /// A connection: runs statements, one transaction at a time. May be moved between

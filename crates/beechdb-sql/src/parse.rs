@@ -410,7 +410,12 @@ impl Cx<'_> {
                     p::AlterTableBody::AddColumn(c) => {
                         AlterAction::AddColumn(Box::new(self.column(c)?), render(c))
                     }
-                    _ => return Err(unsupported("ALTER TABLE RENAME COLUMN and DROP COLUMN")),
+                    p::AlterTableBody::RenameColumn { old, new } => AlterAction::RenameColumn {
+                        old: name(old),
+                        new: name(new),
+                    },
+                    p::AlterTableBody::DropColumn(c) => AlterAction::DropColumn(name(c)),
+                    _ => return Err(unsupported("this ALTER TABLE form")),
                 },
             },
             p::Stmt::Analyze(_) | p::Stmt::Vacuum(..) => Stmt::Pragma {

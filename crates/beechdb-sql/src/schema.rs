@@ -30,7 +30,8 @@ pub struct Table {
     pub columns: Vec<Column>,
     /// The INTEGER PRIMARY KEY column, an alias of the rowid.
     pub rowid_alias: Option<usize>,
-    pub checks: Vec<Expr>,
+    /// CHECK constraints, each with what its error message calls it.
+    pub checks: Vec<(Expr, String)>,
     /// Foreign keys: this table's columns and what they reference.
     pub foreign_keys: Vec<(Vec<usize>, ast::ForeignKeyDef)>,
     pub db: String,
@@ -193,17 +194,23 @@ impl Schema {
     /// The table a CREATE TABLE describes, and the indexes its constraints need.
     pub fn build_table(&mut self, ct: &ast::CreateTable) -> Result<(Table, Vec<Index>)> {
         let mut columns = Vec::new();
-        for c in &ct.columns {
+        // The types as typed (the parser's tree respells them).
+        let typed = crate::alter::declared_types(&ct.sql)?;
+        for (i, c) in ct.columns.iter().enumerate() {
             if columns
                 .iter()
                 .any(|x: &Column| x.name.eq_ignore_ascii_case(&c.name))
             {
                 return Err(Error::Sql(format!("duplicate column name: {}", c.name)));
             }
+            let decl_type = match typed.len() == ct.columns.len() {
+                true => typed[i].clone(),
+                false => c.decl_type.clone(),
+            };
             columns.push(Column {
                 name: c.name.clone(),
-                decl_type: c.decl_type.clone(),
-                affinity: Affinity::of_declared(c.decl_type.as_deref()),
+                affinity: Affinity::of_declared(decl_type.as_deref()),
+                decl_type,
                 not_null: c.not_null,
                 default: c.default.clone(),
                 collation: c.collation.unwrap_or_default(),
@@ -273,10 +280,14 @@ impl Schema {
                     let cols = cols
                         .iter()
                         .map(|n| {
-                            col_of(&Expr::Column {
-                                table: None,
-                                name: n.clone(),
-                            })
+                            columns
+                                .iter()
+                                .position(|c| c.name.eq_ignore_ascii_case(n))
+                                .ok_or_else(|| {
+                                    Error::Sql(format!(
+                                        "unknown column \"{n}\" in foreign key definition"
+                                    ))
+                                })
                         })
                         .collect::<Result<Vec<_>>>()?;
                     foreign_keys.push((cols, fk.clone()));
@@ -321,6 +332,12 @@ impl Schema {
                 sql: None,
             });
         }
+        let labels = crate::alter::check_labels(&ct.sql)?;
+        let checks = checks
+            .into_iter()
+            .enumerate()
+            .map(|(i, e)| (e, labels.get(i).cloned().unwrap_or_default()))
+            .collect();
         Ok((
             Table {
                 name: ct.name.clone(),
@@ -335,6 +352,27 @@ impl Schema {
         ))
     }
 
+    /// The table that schema text `sql` defines, its rows in engine database `db`, and
+    /// its constraints' indexes (their databases not yet named).
+    pub fn defined_by(sql: &str, db: &str) -> Result<(Table, Vec<Index>)> {
+        let Some(Stmt::CreateTable(ct)) = crate::parse::parse_one(sql)?.map(|p| p.stmt) else {
+            return Err(corrupt(sql));
+        };
+        let (mut t, indexes) = Schema::default().build_table(&ct)?;
+        t.db = db.to_string();
+        Ok((t, indexes))
+    }
+
+    /// The schema as `txn` sees it in `sqlite_schema` (database `db`).
+    pub fn read(txn: &beechdb::Txn, db: &beechdb::Db) -> Result<Schema> {
+        let mut entries = Vec::new();
+        for kv in txn.iter(db) {
+            let (_, v) = kv?;
+            entries.push(crate::record::decode_row(&v, 5)?);
+        }
+        Schema::load(entries)
+    }
+
     /// Loads the schema stored in `entries` (the records of `sqlite_schema`).
     pub fn load(entries: Vec<Vec<Value>>) -> Result<Schema> {
         let mut s = Schema::default();
@@ -346,16 +384,7 @@ impl Schema {
                 // PRAGMA user_version's value: not a schema object.
                 "user_version" => {}
                 "table" => {
-                    let sql = e[4].to_text();
-                    let Some(Stmt::CreateTable(ct)) =
-                        crate::parse::parse_one(&sql)?.map(|p| p.stmt)
-                    else {
-                        return Err(corrupt(&sql));
-                    };
-                    let next = s.next_db;
-                    let (mut t, _) = s.build_table(&ct)?;
-                    s.next_db = next;
-                    t.db = e[3].to_text();
+                    let (t, _) = Schema::defined_by(&e[4].to_text(), &e[3].to_text())?;
                     s.tables.insert(lc(&t.name), Arc::new(t));
                 }
                 _ => later.push(e),
@@ -371,14 +400,7 @@ impl Schema {
                     let t = s.table(&table)?.clone();
                     let index = if sql.is_empty() {
                         // A constraint's index: rebuilt from the table's definition.
-                        let Some(Stmt::CreateTable(ct)) =
-                            crate::parse::parse_one(&t.sql)?.map(|p| p.stmt)
-                        else {
-                            return Err(corrupt(&t.sql));
-                        };
-                        let next = s.next_db;
-                        let (_, idx) = s.build_table(&ct)?;
-                        s.next_db = next;
+                        let (_, idx) = Schema::defined_by(&t.sql, &t.db)?;
                         let mut i = idx
                             .into_iter()
                             .find(|i| i.name.eq_ignore_ascii_case(&name))

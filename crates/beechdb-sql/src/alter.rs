@@ -1,0 +1,472 @@
+//! Schema text read by tokens: ALTER TABLE's edits (renaming or dropping a column changes
+//! the stored CREATE statements token by token, as SQLite does, so each keeps the text as
+//! typed with only the column's names changed, or its definition cut out), and the CHECK
+//! constraints' text as typed, for their error messages.
+//!
+//! Owns: finding, in a CREATE TABLE or CREATE INDEX, the tokens that name a column of a
+//! given table, and the edits. May call: `parse` (unquoting), the parser crate's tokenizer.
+//! Invariant: text outside the edited tokens is kept byte for byte.
+
+use crate::error::{Error, Result};
+use crate::parse::unquote;
+use sqlite3_parser::dialect::TokenType as T;
+use sqlite3_parser::lexer::sql::Tokenizer;
+use sqlite3_parser::lexer::Scanner;
+use std::ops::Range;
+
+struct Tok {
+    span: Range<usize>,
+    kind: T,
+}
+
+fn tokens(sql: &str) -> Result<Vec<Tok>> {
+    let mut scanner = Scanner::new(Tokenizer::new());
+    let mut out = Vec::new();
+    loop {
+        match scanner.scan(sql.as_bytes()) {
+            Ok((start, Some((_, kind)), end)) => out.push(Tok {
+                span: start..end,
+                kind,
+            }),
+            Ok((_, None, _)) => return Ok(out),
+            Err(e) => return Err(Error::Sql(format!("malformed schema text: {e}"))),
+        }
+    }
+}
+
+/// The name a token spells, if it can name something: an identifier (quoted or not), or a
+/// keyword that SQLite lets stand as one.
+fn word(sql: &str, t: &Tok) -> Option<String> {
+    let text = &sql[t.span.clone()];
+    match t.kind {
+        T::TK_ID | T::TK_STRING => Some(unquote(text)),
+        _ if text.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+            && text.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') =>
+        {
+            Some(text.to_string())
+        }
+        _ => None,
+    }
+}
+
+fn names(sql: &str, t: &Tok, name: &str) -> bool {
+    word(sql, t).is_some_and(|w| w.eq_ignore_ascii_case(name))
+}
+
+/// `name` as it may be written in SQL: bare if it is a plain identifier, else quoted.
+pub fn quoted(name: &str) -> String {
+    let plain = name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        && tokens(name).is_ok_and(|t| t.len() == 1 && t[0].kind == T::TK_ID);
+    match plain {
+        true => name.to_string(),
+        false => format!("\"{}\"", name.replace('"', "\"\"")),
+    }
+}
+
+/// Whether the parenthesized group opening at `toks[open]` holds names of `target`'s
+/// columns, in a CREATE TABLE of `this` table: a key list, a CHECK, or the column list of
+/// a REFERENCES to `target`.
+fn group_names_columns(sql: &str, toks: &[Tok], open: usize, this: &str, target: &str) -> bool {
+    let before = |back: usize| open.checked_sub(back).map(|i| &toks[i]);
+    match before(1).map(|t| t.kind) {
+        Some(T::TK_KEY | T::TK_UNIQUE | T::TK_CHECK) => this.eq_ignore_ascii_case(target),
+        _ => {
+            before(2).is_some_and(|r| r.kind == T::TK_REFERENCES)
+                && before(1).is_some_and(|t| names(sql, t, target))
+        }
+    }
+}
+
+/// Whether `toks[i]`, inside a group of column names or expressions over `this` table's
+/// columns, names its column `column`: not a function's name, a qualifier, a collation,
+/// or a sort order, and when qualified, qualified by `this`.
+fn is_column_ref(sql: &str, toks: &[Tok], i: usize, this: &str, column: &str) -> bool {
+    let t = &toks[i];
+    if t.kind == T::TK_STRING || matches!(t.kind, T::TK_ASC | T::TK_DESC) || !names(sql, t, column)
+    {
+        return false;
+    }
+    let next = toks.get(i + 1).map(|t| t.kind);
+    if matches!(next, Some(T::TK_LP | T::TK_DOT)) {
+        return false;
+    }
+    match i.checked_sub(1).map(|p| &toks[p]) {
+        Some(p) if p.kind == T::TK_COLLATE => false,
+        Some(p) if p.kind == T::TK_DOT => i >= 2 && names(sql, &toks[i - 2], this),
+        _ => true,
+    }
+}
+
+/// The spans of a CREATE TABLE of table `this` that name column `column` of table
+/// `target`: its definition (when `this` is `target`), its names in key lists and CHECKs,
+/// and in the column lists of REFERENCES to `target`.
+fn table_refs(sql: &str, this: &str, target: &str, column: &str) -> Result<Vec<Range<usize>>> {
+    let toks = tokens(sql)?;
+    let mut out = Vec::new();
+    let Some(body) = toks.iter().position(|t| t.kind == T::TK_LP) else {
+        return Ok(out);
+    };
+    let own = this.eq_ignore_ascii_case(target);
+    // Per open parenthesis: whether the group names columns.
+    let mut groups: Vec<bool> = Vec::new();
+    let mut element_start = true;
+    for i in body..toks.len() {
+        let t = &toks[i];
+        match t.kind {
+            T::TK_LP => {
+                let inherited = groups.len() > 1 && groups[groups.len() - 1];
+                let names_columns = groups.len() == 1
+                    && group_names_columns(sql, &toks, i, this, target)
+                    || inherited;
+                groups.push(names_columns);
+                element_start = groups.len() == 1;
+                continue;
+            }
+            T::TK_RP => {
+                groups.pop();
+            }
+            T::TK_COMMA if groups.len() == 1 => {
+                element_start = true;
+                continue;
+            }
+            _ if groups.len() == 1 && element_start => {
+                if own && !is_table_constraint(t) && names(sql, t, column) {
+                    out.push(t.span.clone());
+                }
+            }
+            _ if groups.last() == Some(&true) && is_column_ref(sql, &toks, i, this, column) => {
+                out.push(t.span.clone());
+            }
+            _ => {}
+        }
+        element_start = false;
+    }
+    Ok(out)
+}
+
+/// How a CREATE TABLE's CHECK constraints are named in their error messages, in the order
+/// they appear: the constraint's name, or else its expression as typed (SQLite's words).
+pub fn check_labels(sql: &str) -> Result<Vec<String>> {
+    let toks = tokens(sql)?;
+    let mut out = Vec::new();
+    for (i, t) in toks.iter().enumerate() {
+        if t.kind != T::TK_CHECK || toks.get(i + 1).is_none_or(|n| n.kind != T::TK_LP) {
+            continue;
+        }
+        if i >= 2 && toks[i - 2].kind == T::TK_CONSTRAINT {
+            out.push(word(sql, &toks[i - 1]).unwrap_or_default());
+            continue;
+        }
+        let mut depth = 0;
+        let close = toks[i + 1..].iter().position(|t| {
+            match t.kind {
+                T::TK_LP => depth += 1,
+                T::TK_RP => depth -= 1,
+                _ => {}
+            }
+            depth == 0
+        });
+        let end = close.map_or(sql.len(), |c| toks[i + 1 + c].span.start);
+        out.push(sql[toks[i + 1].span.end..end].trim().to_string());
+    }
+    Ok(out)
+}
+
+/// The spans of a CREATE INDEX on table `this` that name its column `column`.
+fn index_refs(sql: &str, this: &str, column: &str) -> Result<Vec<Range<usize>>> {
+    let toks = tokens(sql)?;
+    let Some(on) = toks.iter().position(|t| t.kind == T::TK_ON) else {
+        return Ok(Vec::new());
+    };
+    Ok((on + 2..toks.len())
+        .filter(|&i| is_column_ref(sql, &toks, i, this, column))
+        .map(|i| toks[i].span.clone())
+        .collect())
+}
+
+fn replace_spans(sql: &str, spans: &[Range<usize>], with: &str) -> String {
+    let mut out = String::with_capacity(sql.len());
+    let mut at = 0;
+    for s in spans {
+        out.push_str(&sql[at..s.start]);
+        out.push_str(with);
+        at = s.end;
+    }
+    out.push_str(&sql[at..]);
+    out
+}
+
+/// A CREATE TABLE of table `this` with column `old` of table `target` renamed `new`;
+/// `None` when it does not name that column.
+pub fn rename_in_table(
+    sql: &str,
+    this: &str,
+    target: &str,
+    old: &str,
+    new: &str,
+) -> Result<Option<String>> {
+    let spans = table_refs(sql, this, target, old)?;
+    Ok((!spans.is_empty()).then(|| replace_spans(sql, &spans, &quoted(new))))
+}
+
+/// A CREATE INDEX on table `this` with its column `old` renamed `new`; `None` when it
+/// does not name it.
+pub fn rename_in_index(sql: &str, this: &str, old: &str, new: &str) -> Result<Option<String>> {
+    let spans = index_refs(sql, this, old)?;
+    Ok((!spans.is_empty()).then(|| replace_spans(sql, &spans, &quoted(new))))
+}
+
+/// Whether a CREATE INDEX on table `this` names its column `column`.
+pub fn index_names(sql: &str, this: &str, column: &str) -> Result<bool> {
+    Ok(!index_refs(sql, this, column)?.is_empty())
+}
+
+/// Whether a CREATE TABLE of `this` names column `column` of table `target` anywhere but
+/// in that column's own definition (a CHECK, a key or a REFERENCES list).
+pub fn table_names_elsewhere(
+    sql: &str,
+    this: &str,
+    target: &str,
+    column: &str,
+    definition: Option<&Range<usize>>,
+) -> Result<bool> {
+    Ok(table_refs(sql, this, target, column)?
+        .iter()
+        .any(|s| definition.is_none_or(|d| s.start < d.start || s.end > d.end)))
+}
+
+/// Whether a view's or trigger's text could name `column`: a word spelling it that is not
+/// a function's name. (Knowing which table each name belongs to would take name
+/// resolution; ALTER TABLE refuses rather than guess.)
+pub fn may_name(sql: &str, column: &str) -> Result<bool> {
+    let toks = tokens(sql)?;
+    Ok((0..toks.len()).any(|i| {
+        toks[i].kind != T::TK_STRING
+            && names(sql, &toks[i], column)
+            && toks.get(i + 1).is_none_or(|n| n.kind != T::TK_LP)
+    }))
+}
+
+/// The elements of a CREATE TABLE's parenthesized body (column definitions and table
+/// constraints), each as its first and last token and the comma after it.
+fn elements(toks: &[Tok]) -> Vec<(usize, usize, Option<usize>)> {
+    let mut elements = Vec::new();
+    let Some(body) = toks.iter().position(|t| t.kind == T::TK_LP) else {
+        return elements;
+    };
+    let mut depth = 0;
+    let mut start = None;
+    for (i, t) in toks.iter().enumerate().skip(body) {
+        match t.kind {
+            T::TK_LP => {
+                depth += 1;
+                if depth == 1 {
+                    continue;
+                }
+            }
+            T::TK_RP => {
+                depth -= 1;
+                if depth == 0 {
+                    if let Some(s) = start.take() {
+                        elements.push((s, i - 1, None));
+                    }
+                    break;
+                }
+            }
+            T::TK_COMMA if depth == 1 => {
+                if let Some(s) = start.take() {
+                    elements.push((s, i - 1, Some(i)));
+                }
+                continue;
+            }
+            _ => {}
+        }
+        start.get_or_insert(i);
+    }
+    elements
+}
+
+fn is_table_constraint(t: &Tok) -> bool {
+    matches!(
+        t.kind,
+        T::TK_CONSTRAINT | T::TK_PRIMARY | T::TK_UNIQUE | T::TK_CHECK | T::TK_FOREIGN
+    )
+}
+
+/// Each column's declared type in a CREATE TABLE, as SQLite keeps it: the text as typed,
+/// from the type's first token to its last, with the standard names (INT, INTEGER, REAL,
+/// TEXT, BLOB, ANY) in capitals.
+pub fn declared_types(sql: &str) -> Result<Vec<Option<String>>> {
+    let toks = tokens(sql)?;
+    let ends_type = |t: &Tok| {
+        matches!(
+            t.kind,
+            T::TK_CONSTRAINT
+                | T::TK_PRIMARY
+                | T::TK_NOT
+                | T::TK_NULL
+                | T::TK_UNIQUE
+                | T::TK_CHECK
+                | T::TK_DEFAULT
+                | T::TK_COLLATE
+                | T::TK_REFERENCES
+                | T::TK_GENERATED
+                | T::TK_AS
+        )
+    };
+    Ok(elements(&toks)
+        .into_iter()
+        .take_while(|&(first, _, _)| !is_table_constraint(&toks[first]))
+        .map(|(first, last, _)| {
+            let mut end = first;
+            let mut depth = 0;
+            for (i, t) in toks.iter().enumerate().take(last + 1).skip(first + 1) {
+                match t.kind {
+                    T::TK_LP => depth += 1,
+                    T::TK_RP => depth -= 1,
+                    _ if depth == 0 && ends_type(t) => break,
+                    _ => {}
+                }
+                end = i;
+            }
+            (end > first).then(|| {
+                let text = &sql[toks[first + 1].span.start..toks[end].span.end];
+                match ["INT", "INTEGER", "REAL", "TEXT", "BLOB", "ANY"]
+                    .iter()
+                    .find(|s| s.eq_ignore_ascii_case(text))
+                {
+                    Some(std) => std.to_string(),
+                    None => text.to_string(),
+                }
+            })
+        })
+        .collect())
+}
+
+/// Where a new column's definition goes in a CREATE TABLE: after the last column's (the
+/// table constraints follow the columns).
+pub fn columns_end(sql: &str) -> Result<usize> {
+    let toks = tokens(sql)?;
+    elements(&toks)
+        .iter()
+        .take_while(|&&(first, _, _)| !is_table_constraint(&toks[first]))
+        .last()
+        .map(|&(_, last, _)| toks[last].span.end)
+        .ok_or_else(|| Error::Sql("malformed table definition".into()))
+}
+
+/// Column `column`'s definition in a CREATE TABLE: its span, from its name to its last
+/// token, and the span to cut to remove it (with one of the commas around it).
+pub fn column_definition(sql: &str, column: &str) -> Result<Option<(Range<usize>, Range<usize>)>> {
+    let toks = tokens(sql)?;
+    let elements = elements(&toks);
+    let Some(e) = elements
+        .iter()
+        .position(|&(s, _, _)| !is_table_constraint(&toks[s]) && names(sql, &toks[s], column))
+    else {
+        return Ok(None);
+    };
+    let (first, last, comma) = elements[e];
+    let definition = toks[first].span.start..toks[last].span.end;
+    let cut = match (e, comma) {
+        // Not the first: from the comma before it.
+        (1.., _) => toks[elements[e - 1].2.expect("a comma")].span.start..definition.end,
+        // The first, with more after it: up to the next element.
+        (0, Some(_)) => definition.start..toks[elements[1].0].span.start,
+        (0, None) => definition.clone(),
+    };
+    Ok(Some((definition, cut)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renames_a_column_where_the_table_names_it_and_nowhere_else() {
+        let sql = "CREATE TABLE t(a integer primary key, b text unique, \"c\" a, d check(d>0 and c<>abs(c)), \
+                   e references t(c), CHECK (t.c<>e), foreign key(c) references t(b), \
+                   UNIQUE(c COLLATE c DESC))";
+        let renamed = rename_in_table(sql, "t", "t", "c", "new name").unwrap().unwrap();
+        assert_eq!(
+            renamed,
+            "CREATE TABLE t(a integer primary key, b text unique, \"new name\" a, \
+             d check(d>0 and \"new name\"<>abs(\"new name\")), e references t(\"new name\"), \
+             CHECK (t.\"new name\"<>e), foreign key(\"new name\") references t(b), \
+             UNIQUE(\"new name\" COLLATE c DESC))"
+        );
+        assert_eq!(rename_in_table(sql, "t", "t", "zz", "y").unwrap(), None);
+        // The type name `a` is not column a.
+        let renamed = rename_in_table(sql, "t", "t", "a", "x").unwrap().unwrap();
+        assert!(renamed.starts_with("CREATE TABLE t(x integer") && renamed.contains("\"c\" a,"));
+    }
+
+    #[test]
+    fn renames_references_from_other_tables_only_to_the_renamed_table() {
+        let sql = "CREATE TABLE c(x references p(k), y references q(k), foreign key(y) references \"p\"(k, v))";
+        assert_eq!(
+            rename_in_table(sql, "c", "p", "k", "kk").unwrap().unwrap(),
+            "CREATE TABLE c(x references p(kk), y references q(k), foreign key(y) references \"p\"(kk, v))"
+        );
+        assert_eq!(rename_in_table(sql, "c", "p", "x", "z").unwrap(), None);
+    }
+
+    #[test]
+    fn renames_index_columns() {
+        let sql = "CREATE INDEX i ON t(c, b COLLATE c, c DESC)";
+        assert_eq!(
+            rename_in_index(sql, "t", "c", "k").unwrap().unwrap(),
+            "CREATE INDEX i ON t(k, b COLLATE c, k DESC)"
+        );
+        assert!(!index_names(sql, "t", "t").unwrap());
+    }
+
+    #[test]
+    fn finds_a_definition_and_what_to_cut() {
+        let sql = "CREATE TABLE t(a, b varchar(10) check(b > 1), c)";
+        let (def, cut) = column_definition(sql, "b").unwrap().unwrap();
+        assert_eq!(&sql[def.clone()], "b varchar(10) check(b > 1)");
+        assert_eq!(
+            format!("{}{}", &sql[..cut.start], &sql[cut.end..]),
+            "CREATE TABLE t(a, c)"
+        );
+        let (_, cut) = column_definition(sql, "a").unwrap().unwrap();
+        assert_eq!(
+            format!("{}{}", &sql[..cut.start], &sql[cut.end..]),
+            "CREATE TABLE t(b varchar(10) check(b > 1), c)"
+        );
+        assert!(!table_names_elsewhere(sql, "t", "t", "b", Some(&def)).unwrap());
+        assert!(table_names_elsewhere("CREATE TABLE t(a, b, check(b>a))", "t", "t", "b", None).unwrap());
+    }
+
+    #[test]
+    fn labels_checks_by_name_or_text() {
+        let sql = "CREATE TABLE t(a check( a >0 ), b constraint pos check(b>0), c, \
+                   check (abs(c)  <> 5), constraint \"x y\" check(c<>6))";
+        assert_eq!(check_labels(sql).unwrap(), ["a >0", "pos", "abs(c)  <> 5", "x y"]);
+    }
+
+    #[test]
+    fn keeps_declared_types_as_typed() {
+        let sql = "CREATE TABLE t(a integer primary key, b, c unsigned  big int not null, \
+                   d decimal(10, 5) DEFAULT 1, e Text, PRIMARY KEY(a))";
+        assert_eq!(
+            declared_types(sql).unwrap(),
+            [
+                Some("INTEGER".into()),
+                None,
+                Some("unsigned  big int".into()),
+                Some("decimal(10, 5)".into()),
+                Some("TEXT".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn quotes_only_what_needs_it() {
+        assert_eq!(quoted("abc_1"), "abc_1");
+        assert_eq!(quoted("select"), "\"select\"");
+        assert_eq!(quoted("a\"b"), "\"a\"\"b\"");
+    }
+}
