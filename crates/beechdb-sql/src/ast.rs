@@ -142,6 +142,8 @@ pub type Assignment = (Vec<String>, Expr);
 pub struct Update {
     pub table: String,
     pub sets: Vec<(Vec<String>, Expr)>,
+    /// `UPDATE ... FROM`: the target table joined with the FROM clause's items.
+    pub from: Option<From>,
     pub where_: Option<Expr>,
     pub conflict: Conflict,
     pub returning: Vec<ResultColumn>,
@@ -304,6 +306,19 @@ pub enum ResultColumn {
 pub struct From {
     pub first: TableRef,
     pub joins: Vec<Join>,
+}
+
+impl From {
+    /// A FROM of one table.
+    pub fn table(name: &str) -> From {
+        From {
+            first: TableRef::Table {
+                name: name.to_string(),
+                alias: None,
+            },
+            joins: Vec::new(),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]

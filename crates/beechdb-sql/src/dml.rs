@@ -11,7 +11,7 @@
 use crate::alter;
 use crate::ast::*;
 use crate::error::{ConstraintKind, Error, Result};
-use crate::exec::{table_columns, Exec, Frame, Row, Scope};
+use crate::exec::{table_columns, CorePlan, Exec, Frame, Row, Scope};
 use crate::record::{encode_key_part, encode_row, rowid_key, rowid_of_key};
 use crate::schema::{index_columns, lc, Index, Schema, Table, Trigger, View, SCHEMA_DB};
 use crate::value::{Affinity, Value};
@@ -526,6 +526,7 @@ impl Exec<'_> {
             let update = Update {
                 table: child.name.clone(),
                 sets,
+                from: None,
                 where_: Some(filter),
                 conflict: Conflict::Abort,
                 returning: Vec::new(),
@@ -789,27 +790,40 @@ impl Exec<'_> {
         outer: Option<&Scope>,
         plan: PlanId,
     ) -> Result<Vec<Row>> {
-        let from = From {
-            first: TableRef::Table {
-                name: t.name.clone(),
-                alias: None,
-            },
-            joins: Vec::new(),
-        };
-        let plan = self.cached_plan(plan, |me| me.plan_from(&from, where_))?;
+        Ok(self
+            .joined_rows(&From::table(&t.name), None, where_, outer, plan)?
+            .1)
+    }
+
+    /// The rows of `from` satisfying `where_`, and the plan (with the frame) that read
+    /// them. With `target_width` (an UPDATE FROM's: `from` joins the target table, first,
+    /// with the FROM items), only the first joined row of each target row: SQLite, too,
+    /// uses one of them, which one unspecified.
+    fn joined_rows(
+        &mut self,
+        from: &From,
+        target_width: Option<usize>,
+        where_: Option<&Expr>,
+        outer: Option<&Scope>,
+        plan: PlanId,
+    ) -> Result<(Arc<CorePlan>, Vec<Row>)> {
+        let plan = self.cached_plan(plan, |me| me.plan_from(from, where_))?;
+        let mut seen = rustc_hash::FxHashSet::default();
         let mut out = Vec::new();
         self.source_rows(
-            Some(&from),
+            Some(from),
             plan.join.as_ref(),
             &plan.frame,
             where_,
             outer,
             &mut |_, r| {
-                out.push(r.to_vec());
+                if target_width.is_none_or(|n| seen.insert(r[n].as_i64())) {
+                    out.push(r.to_vec());
+                }
                 Ok(true)
             },
         )?;
-        Ok(out)
+        Ok((plan, out))
     }
 
     /// Replaces row `old_rowid` (now `current`) of `t` with `new_row` at `new_rowid`:
@@ -979,15 +993,12 @@ impl Exec<'_> {
         }
         let mut new_row = current.clone();
         let mut changed = Vec::new();
-        for (names, e) in sets {
-            let v = self.eval(e, &sc)?;
-            for n in names {
-                let i = t
-                    .column_index(n)
-                    .ok_or_else(|| Error::Sql(format!("no such column: {n}")))?;
-                new_row[i] = t.columns[i].affinity.apply(v.clone());
-                changed.push(i);
+        for (i, v) in self.assigned_values(&assigned_columns(t, sets)?, &sc)? {
+            if i == usize::MAX {
+                return Err(Error::Unsupported("setting the rowid in an upsert".into()));
             }
+            new_row[i] = t.columns[i].affinity.apply(v);
+            changed.push(i);
         }
         let new_rowid = match t.rowid_alias {
             Some(a) => match &new_row[a] {
@@ -1013,6 +1024,35 @@ impl Exec<'_> {
         }
     }
 
+    /// The values SET's assignments (resolved by `assigned_columns`) give, in scope `sc`.
+    fn assigned_values(
+        &mut self,
+        sets: &[(Vec<usize>, &Expr)],
+        sc: &Scope,
+    ) -> Result<Vec<(usize, Value)>> {
+        let mut values = Vec::with_capacity(sets.len());
+        for (columns, e) in sets {
+            match (&columns[..], e) {
+                ([i], _) => values.push((*i, self.eval(e, sc)?)),
+                (_, Expr::Subquery(sel)) => {
+                    let r = self.select(sel, Some(sc))?;
+                    if r.columns.len() != columns.len() {
+                        return Err(Error::Sql(format!(
+                            "sub-select returns {} columns - expected {}",
+                            r.columns.len(),
+                            columns.len()
+                        )));
+                    }
+                    let row = r.rows.into_iter().next();
+                    let row = row.unwrap_or_else(|| vec![Value::Null; columns.len()]);
+                    values.extend(columns.iter().copied().zip(row));
+                }
+                _ => unreachable!("parsing splits a row value into single assignments"),
+            }
+        }
+        Ok(values)
+    }
+
     pub fn update(&mut self, u: &Update, outer: Option<&Scope>) -> Result<u64> {
         if self.schema.views.contains_key(&lc(&u.table)) {
             return Err(Error::Sql(format!(
@@ -1021,44 +1061,44 @@ impl Exec<'_> {
             )));
         }
         let t = self.schema.table(&u.table)?.clone();
-        let mut sets: Vec<(usize, &Expr)> = Vec::new();
-        for (names, e) in &u.sets {
-            if names.len() != 1 {
-                return Err(Error::Unsupported("row-value assignment in UPDATE".into()));
-            }
-            let name = &names[0];
-            let i = match t.column_index(name) {
-                Some(i) => i,
-                None if ["rowid", "oid", "_rowid_"]
-                    .iter()
-                    .any(|r| r.eq_ignore_ascii_case(name)) =>
-                {
-                    usize::MAX
-                }
-                None => return Err(Error::Sql(format!("no such column: {name}"))),
-            };
-            sets.push((i, e));
-        }
-        let changed: Vec<usize> = sets.iter().map(|(i, _)| *i).collect();
-        let mut frame = Frame::default();
-        frame.push(&t.name, table_columns(&t), true);
-        let rows = self.matching_rows(&t, u.where_.as_ref(), outer, u.plan)?;
+        let sets = assigned_columns(&t, &u.sets)?;
+        let changed: Vec<usize> = sets.iter().flat_map(|(c, _)| c.iter().copied()).collect();
         let n = t.columns.len();
+        // The rows to change; with FROM, each in the first joined row that matched it (the
+        // target's columns and rowid first), where its new values are computed.
+        let single;
+        let from = match &u.from {
+            Some(f) => f,
+            None => {
+                single = From::table(&t.name);
+                &single
+            }
+        };
+        let target_width = u.from.as_ref().map(|_| n);
+        let (plan, rows) =
+            self.joined_rows(from, target_width, u.where_.as_ref(), outer, u.plan)?;
         let mut count = 0;
-        for (i, old_full) in rows.into_iter().enumerate() {
-            let old_rowid = old_full[n].as_i64();
+        for (i, mut joined) in rows.into_iter().enumerate() {
+            let old_rowid = joined[n].as_i64();
+            let old_full = match target_width {
+                Some(_) => joined[..=n].to_vec(),
+                None => std::mem::take(&mut joined),
+            };
             let Some((current, cur_full)) = self.current_row(&t, i, old_full)? else {
                 continue;
             };
             let mut new_row = current.clone();
             let mut new_rowid = old_rowid;
             {
-                let sc = Scope::new(&frame, &cur_full, outer);
-                let mut vals = Vec::new();
-                for (i, e) in &sets {
-                    vals.push((*i, self.eval(e, &sc)?));
-                }
-                for (i, v) in vals {
+                let row = match target_width {
+                    Some(_) => {
+                        joined[..=n].clone_from_slice(&cur_full);
+                        &joined
+                    }
+                    None => &cur_full,
+                };
+                let sc = Scope::new(&plan.frame, row, outer);
+                for (i, v) in self.assigned_values(&sets, &sc)? {
                     if i == usize::MAX {
                         new_rowid = match Affinity::Integer.apply(v) {
                             Value::Integer(r) => r,
@@ -1708,6 +1748,29 @@ impl Exec<'_> {
         }
         Ok(())
     }
+}
+
+/// SET's assignments with their columns found in `t`: each one column (usize::MAX for
+/// the rowid), or several taking a subquery's row.
+fn assigned_columns<'e>(t: &Table, sets: &'e [Assignment]) -> Result<Vec<(Vec<usize>, &'e Expr)>> {
+    sets.iter()
+        .map(|(names, e)| {
+            let columns = names
+                .iter()
+                .map(|name| match t.column_index(name) {
+                    Some(i) => Ok(i),
+                    None if ["rowid", "oid", "_rowid_"]
+                        .iter()
+                        .any(|r| r.eq_ignore_ascii_case(name)) =>
+                    {
+                        Ok(usize::MAX)
+                    }
+                    None => Err(Error::Sql(format!("no such column: {name}"))),
+                })
+                .collect::<Result<_>>()?;
+            Ok((columns, e))
+        })
+        .collect()
 }
 
 static EMPTY: Frame = Frame {

@@ -176,6 +176,9 @@ pub struct Exec<'a> {
     pub params: &'a [Value],
     pub last_rowid: &'a mut i64,
     pub changes: u64,
+    /// What `changes()` and `total_changes()` answer: the connection's counts before this
+    /// statement.
+    pub connection_changes: (u64, u64),
     /// Depth of nested trigger programs.
     pub trigger_depth: usize,
     /// Database handles by engine database name, kept by the connection for its
@@ -942,7 +945,10 @@ impl<'a> Exec<'a> {
                 match name.as_str() {
                     _ if user.is_some() => {}
                     "last_insert_rowid" => return Ok(Value::Integer(*self.last_rowid)),
-                    "changes" => return Ok(Value::Integer(self.changes as i64)),
+                    "changes" => return Ok(Value::Integer(self.connection_changes.0 as i64)),
+                    "total_changes" => {
+                        return Ok(Value::Integer(self.connection_changes.1 as i64))
+                    }
                     "coalesce" | "ifnull" | "iif" => {
                         // Lazily: later arguments may be errors that must not run.
                         if name == "iif" && args.len() == 3 {

@@ -249,12 +249,14 @@ impl Cx<'_> {
                 limit,
                 ..
             } => {
-                if with.is_some() || from.is_some() || order_by.is_some() || limit.is_some() {
-                    return Err(unsupported("WITH, FROM, ORDER BY or LIMIT on UPDATE"));
+                if with.is_some() || order_by.is_some() || limit.is_some() {
+                    return Err(unsupported("WITH, ORDER BY or LIMIT on UPDATE"));
                 }
                 let sets = self.assignments(sets)?;
+                let table = qname(tbl_name)?;
                 Stmt::Update(Box::new(Update {
-                    table: qname(tbl_name)?,
+                    from: self.update_from(&table, from.as_ref())?,
+                    table,
                     sets,
                     where_: self.opt(where_clause.as_ref())?,
                     conflict: conflict(*or_conflict),
@@ -447,12 +449,11 @@ impl Cx<'_> {
                 from,
                 where_clause,
             } => {
-                if from.is_some() {
-                    return Err(unsupported("UPDATE FROM in a trigger"));
-                }
                 let sets = self.assignments(sets)?;
+                let table = qname(tbl_name)?;
                 Stmt::Update(Box::new(Update {
-                    table: qname(tbl_name)?,
+                    from: self.update_from(&table, from.as_ref())?,
+                    table,
                     sets,
                     where_: self.opt(where_clause.as_ref())?,
                     conflict: conflict(*or_conflict),
@@ -577,10 +578,33 @@ impl Cx<'_> {
         })))
     }
 
+    /// SET's assignments; a row value assigned to a list of columns, `(a, b) = (x, y)`, is
+    /// one assignment per column (its values are all computed from the row as it was).
     fn assignments(&mut self, sets: &[p::Set]) -> Result<Vec<Assignment>> {
-        sets.iter()
-            .map(|s| Ok((s.col_names.iter().map(name).collect(), self.expr(&s.expr)?)))
-            .collect()
+        let mut out = Vec::new();
+        for s in sets {
+            let names: Vec<String> = s.col_names.iter().map(name).collect();
+            match self.expr(&s.expr)? {
+                Expr::Row(values) if names.len() > 1 && values.len() == names.len() => {
+                    out.extend(names.into_iter().map(|n| vec![n]).zip(values));
+                }
+                e @ Expr::Subquery(_) => out.push((names, e)),
+                e => {
+                    let values = match &e {
+                        Expr::Row(values) => values.len(),
+                        _ => 1,
+                    };
+                    if values != names.len() {
+                        return Err(Error::Sql(format!(
+                            "{} columns assigned {values} values",
+                            names.len()
+                        )));
+                    }
+                    out.push((names, e));
+                }
+            }
+        }
+        Ok(out)
     }
 
     fn upsert(&mut self, u: &p::Upsert) -> Result<Upsert> {
@@ -858,6 +882,24 @@ impl Cx<'_> {
                 })
             }
         }
+    }
+
+    /// An UPDATE's FROM clause as one join: the target table first, then FROM's items.
+    fn update_from(&mut self, table: &str, f: Option<&p::FromClause>) -> Result<Option<From>> {
+        let Some(f) = f else { return Ok(None) };
+        let items = self.from(f)?;
+        let mut joins = vec![Join {
+            natural: false,
+            left: false,
+            table: items.first,
+            on: None,
+            using: Vec::new(),
+        }];
+        joins.extend(items.joins);
+        Ok(Some(From {
+            joins,
+            ..From::table(table)
+        }))
     }
 
     fn from(&mut self, f: &p::FromClause) -> Result<From> {
