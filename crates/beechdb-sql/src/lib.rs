@@ -131,6 +131,7 @@ impl Database {
             busy_timeout: Duration::from_secs(5),
             schema_changed: false,
             foreign_keys: false,
+            synchronous: None,
             registry: Registry::default(),
             interrupted: Arc::new(AtomicBool::new(false)),
         }
@@ -165,6 +166,9 @@ pub struct Connection {
     schema_changed: bool,
     /// `PRAGMA foreign_keys` (off by default, as in SQLite).
     foreign_keys: bool,
+    /// `PRAGMA synchronous`'s level (0 OFF, 1 NORMAL, 2 FULL, 3 EXTRA), once set: the
+    /// durability of this connection's commits (`synchronous_durability`).
+    synchronous: Option<u8>,
     /// Functions and collations the application registered.
     registry: Registry,
     /// Set by an [`Interrupter`]: the running statement stops with [`Error::Interrupted`].
@@ -416,7 +420,7 @@ impl Connection {
             self.take_schema();
             let txn = self.shared.env.begin_txn()?;
             let r = self.exec(&txn, stmt, params).and_then(|res| {
-                txn.commit()?;
+                self.commit_txn(&txn)?;
                 Ok(res)
             });
             let r = match r {
@@ -651,7 +655,7 @@ impl Connection {
             ));
         };
         self.savepoints.clear();
-        let r = txn.commit();
+        let r = self.commit_txn(&txn);
         self.dbs.clear();
         match r {
             Ok(_) => self.publish_schema(),
@@ -715,6 +719,17 @@ impl Connection {
         let txn = self.txn.as_ref().expect("a savepoint is in a transaction");
         txn.rollback_to(&self.savepoints[i].1)?;
         Ok(QueryResult::default())
+    }
+
+    /// Commits `txn` with `PRAGMA synchronous`'s durability, if set, else the
+    /// environment's.
+    fn commit_txn(&self, txn: &Txn) -> beechdb::Result<u64> {
+        match self.synchronous {
+            None => txn.commit(),
+            Some(0) => txn.commit_with(Durability::NoSync),
+            Some(1) => txn.commit_with(Durability::WriteNoSync),
+            Some(_) => txn.commit_with(Durability::Sync),
+        }
     }
 
     fn pragma(&mut self, name: &str, value: Option<&ast::Expr>) -> Result<QueryResult> {
@@ -876,7 +891,7 @@ impl Connection {
                     }
                 };
                 if let Some(t) = own {
-                    t.commit()?;
+                    self.commit_txn(&t)?;
                 }
                 result
             }
@@ -896,7 +911,25 @@ impl Connection {
                 }
                 None => one("foreign_keys", (self.foreign_keys as i64).into()),
             },
-            "synchronous" => one("synchronous", 2.into()),
+            "synchronous" => match arg {
+                Some(v) => {
+                    if self.txn.is_some() {
+                        return Err(Error::Sql(
+                            "Safety level may not be changed inside a transaction".into(),
+                        ));
+                    }
+                    self.synchronous = Some(synchronous_level(&v));
+                    QueryResult::default()
+                }
+                None => {
+                    let level = self.synchronous.unwrap_or(match self.shared.env.durability() {
+                        Some(Durability::Sync) => 2,
+                        Some(Durability::WriteNoSync) => 1,
+                        Some(Durability::NoSync) | None => 0,
+                    });
+                    one("synchronous", (level as i64).into())
+                }
+            },
             "cache_size" | "noop" => QueryResult::default(),
             "page_size" => one("page_size", (self.shared.env.page_size() as i64).into()),
             "integrity_check" => {
@@ -912,6 +945,21 @@ impl Connection {
             }
             _ => QueryResult::default(),
         })
+    }
+}
+
+/// The level a `PRAGMA synchronous = v` sets, in SQLite's reading: a name (OFF, NORMAL,
+/// FULL, EXTRA, or a boolean word) or a number 0-3; anything else is NORMAL, as in SQLite.
+fn synchronous_level(v: &Value) -> u8 {
+    match v {
+        Value::Text(t) => match t.to_ascii_lowercase().as_str() {
+            "off" | "no" | "false" => 0,
+            "full" | "yes" | "true" | "on" => 2,
+            "extra" => 3,
+            n => n.parse::<i64>().ok().and_then(|n| u8::try_from(n).ok()).filter(|&n| n <= 3).unwrap_or(1),
+        },
+        Value::Integer(n @ 0..=3) => *n as u8,
+        _ => 1,
     }
 }
 

@@ -116,3 +116,46 @@ fn user_version_is_kept_and_survives_a_reopen() {
     let v = db.connect().query("PRAGMA user_version", &[]).unwrap();
     assert_eq!(v.rows, vec![vec![Value::Integer(7)]]);
 }
+
+#[test]
+fn synchronous_sets_each_connections_commit_durability() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let mut c = db.connect();
+    let level = |c: &mut beechdb_sql::Connection| {
+        c.query("PRAGMA synchronous", &[]).unwrap().rows[0][0].as_i64()
+    };
+    let fsyncs = || db.env().stat().unwrap().txn.unwrap().log.unwrap().fsyncs;
+    // The environment's default durability (SYNC) reads as FULL.
+    assert_eq!(level(&mut c), 2);
+    c.execute("CREATE TABLE t(x)", &[]).unwrap();
+    // Ten commits at each level: FULL and EXTRA fsync each (one writer, so no group
+    // shares an fsync); NORMAL (write, no sync) and OFF never do.
+    for (set, read, synced) in [
+        ("OFF", 0, false),
+        ("normal", 1, false),
+        ("2", 2, true),
+        ("extra", 3, true),
+        ("0", 0, false),
+        ("bogus", 1, false),
+    ] {
+        c.execute(&format!("PRAGMA synchronous = {set}"), &[]).unwrap();
+        assert_eq!(level(&mut c), read, "{set}");
+        let before = fsyncs();
+        for i in 0..10 {
+            c.execute("INSERT INTO t VALUES(?)", &[Value::Integer(i)]).unwrap();
+        }
+        let syncs = fsyncs() - before;
+        match synced {
+            true => assert!(syncs >= 10, "{set}: {syncs} fsyncs"),
+            false => assert_eq!(syncs, 0, "{set}"),
+        }
+    }
+    // Another connection keeps the default; a transaction cannot change the level.
+    assert_eq!(level(&mut db.connect()), 2);
+    c.execute("BEGIN", &[]).unwrap();
+    assert_eq!(
+        c.execute("PRAGMA synchronous = FULL", &[]).unwrap_err().to_string(),
+        "Safety level may not be changed inside a transaction"
+    );
+}

@@ -785,6 +785,14 @@ impl Env {
         Ok(EnvStat::collect(&e, txn))
     }
 
+    /// The durability a commit gets unless it asks for another (`Config::durability`);
+    /// `None` in a Data Store environment (no transactions) or with an in-memory log (no
+    /// commit outlives the process).
+    pub fn durability(&self) -> Option<Durability> {
+        let tx = self.shared.tx().ok()?;
+        tx.wal.as_ref().map(|_| tx.durability)
+    }
+
     /// The page size of this environment.
     pub fn page_size(&self) -> usize {
         self.shared.engine.read().layout.page_size
