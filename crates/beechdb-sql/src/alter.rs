@@ -130,10 +130,14 @@ fn table_refs(sql: &str, this: &str, target: &str, column: &str) -> Result<Vec<R
                 element_start = true;
                 continue;
             }
-            _ if groups.len() == 1 && element_start => {
-                if own && !is_table_constraint(t) && names(sql, t, column) {
-                    out.push(t.span.clone());
-                }
+            // A column's definition (the body's own group never names columns).
+            _ if groups.len() == 1
+                && element_start
+                && own
+                && !is_table_constraint(t)
+                && names(sql, t, column) =>
+            {
+                out.push(t.span.clone());
             }
             _ if groups.last() == Some(&true) && is_column_ref(sql, &toks, i, this, column) => {
                 out.push(t.span.clone());
@@ -236,16 +240,39 @@ pub fn table_names_elsewhere(
         .any(|s| definition.is_none_or(|d| s.start < d.start || s.end > d.end)))
 }
 
-/// Whether a view's or trigger's text could name `column`: a word spelling it that is not
-/// a function's name. (Knowing which table each name belongs to would take name
-/// resolution; ALTER TABLE refuses rather than guess.)
-pub fn may_name(sql: &str, column: &str) -> Result<bool> {
+/// Whether a view's or trigger's text could name `name` (a table or a column): a word
+/// spelling it. (Knowing what each name refers to would take name resolution; ALTER TABLE
+/// refuses rather than guess.)
+pub fn may_name(sql: &str, name: &str) -> Result<bool> {
     let toks = tokens(sql)?;
-    Ok((0..toks.len()).any(|i| {
-        toks[i].kind != T::TK_STRING
-            && names(sql, &toks[i], column)
-            && toks.get(i + 1).is_none_or(|n| n.kind != T::TK_LP)
-    }))
+    Ok(toks
+        .iter()
+        .any(|t| t.kind != T::TK_STRING && names(sql, t, name)))
+}
+
+/// A CREATE TABLE or CREATE INDEX with table `old` renamed `new` where it names it: the
+/// table's own name, a REFERENCES target, an index's table, and a qualifier of a column
+/// (`old.x`); `None` when it names none. The new name is quoted, as SQLite writes it.
+pub fn rename_table(sql: &str, old: &str, new: &str) -> Result<Option<String>> {
+    let toks = tokens(sql)?;
+    let names_table = |i: usize| {
+        // After the keyword (skipping a schema name: `main.t`).
+        let before = match i.checked_sub(2).map(|d| toks[d + 1].kind) {
+            Some(T::TK_DOT) if i >= 3 => i - 3,
+            _ => i.wrapping_sub(1),
+        };
+        let keyword = toks.get(before).map(|t| t.kind);
+        matches!(
+            keyword,
+            Some(T::TK_TABLE | T::TK_EXISTS | T::TK_REFERENCES | T::TK_ON)
+        ) || toks.get(i + 1).is_some_and(|n| n.kind == T::TK_DOT)
+    };
+    let spans: Vec<_> = (0..toks.len())
+        .filter(|&i| toks[i].kind != T::TK_STRING && names(sql, &toks[i], old) && names_table(i))
+        .map(|i| toks[i].span.clone())
+        .collect();
+    let quoted = format!("\"{}\"", new.replace('"', "\"\""));
+    Ok((!spans.is_empty()).then(|| replace_spans(sql, &spans, &quoted)))
 }
 
 /// The elements of a CREATE TABLE's parenthesized body (column definitions and table
@@ -388,7 +415,9 @@ mod tests {
         let sql = "CREATE TABLE t(a integer primary key, b text unique, \"c\" a, d check(d>0 and c<>abs(c)), \
                    e references t(c), CHECK (t.c<>e), foreign key(c) references t(b), \
                    UNIQUE(c COLLATE c DESC))";
-        let renamed = rename_in_table(sql, "t", "t", "c", "new name").unwrap().unwrap();
+        let renamed = rename_in_table(sql, "t", "t", "c", "new name")
+            .unwrap()
+            .unwrap();
         assert_eq!(
             renamed,
             "CREATE TABLE t(a integer primary key, b text unique, \"new name\" a, \
@@ -437,14 +466,19 @@ mod tests {
             "CREATE TABLE t(b varchar(10) check(b > 1), c)"
         );
         assert!(!table_names_elsewhere(sql, "t", "t", "b", Some(&def)).unwrap());
-        assert!(table_names_elsewhere("CREATE TABLE t(a, b, check(b>a))", "t", "t", "b", None).unwrap());
+        assert!(
+            table_names_elsewhere("CREATE TABLE t(a, b, check(b>a))", "t", "t", "b", None).unwrap()
+        );
     }
 
     #[test]
     fn labels_checks_by_name_or_text() {
         let sql = "CREATE TABLE t(a check( a >0 ), b constraint pos check(b>0), c, \
                    check (abs(c)  <> 5), constraint \"x y\" check(c<>6))";
-        assert_eq!(check_labels(sql).unwrap(), ["a >0", "pos", "abs(c)  <> 5", "x y"]);
+        assert_eq!(
+            check_labels(sql).unwrap(),
+            ["a >0", "pos", "abs(c)  <> 5", "x y"]
+        );
     }
 
     #[test]
@@ -460,6 +494,27 @@ mod tests {
                 Some("decimal(10, 5)".into()),
                 Some("TEXT".into())
             ]
+        );
+    }
+
+    #[test]
+    fn renames_a_table_where_it_is_named_as_one() {
+        let sql = "CREATE TABLE IF NOT EXISTS main.t ( a primary key, t, check(t.a > t), \
+                   foreign key(t) references \"t\"(a))";
+        assert_eq!(
+            rename_table(sql, "t", "t 2").unwrap().unwrap(),
+            "CREATE TABLE IF NOT EXISTS main.\"t 2\" ( a primary key, t, check(\"t 2\".a > t), \
+             foreign key(t) references \"t 2\"(a))"
+        );
+        assert_eq!(
+            rename_table("CREATE INDEX t ON t(t)", "t", "u")
+                .unwrap()
+                .unwrap(),
+            "CREATE INDEX t ON \"u\"(t)"
+        );
+        assert_eq!(
+            rename_table("CREATE TABLE c(x references p)", "t", "u").unwrap(),
+            None
         );
     }
 

@@ -100,7 +100,10 @@ pub enum AlterAction {
     RenameTo(String),
     /// The column, and its definition's SQL text.
     AddColumn(Box<ColumnDef>, String),
-    RenameColumn { old: String, new: String },
+    RenameColumn {
+        old: String,
+        new: String,
+    },
     DropColumn(String),
 }
 

@@ -13,7 +13,7 @@ use crate::ast::*;
 use crate::error::{ConstraintKind, Error, Result};
 use crate::exec::{table_columns, CorePlan, Exec, Frame, Row, Scope};
 use crate::record::{encode_key_part, encode_row, rowid_key, rowid_of_key};
-use crate::schema::{index_columns, lc, Index, Schema, Table, Trigger, View, SCHEMA_DB};
+use crate::schema::{index_columns, lc, Index, Schema, Table, Trigger, View, EXPR_PART, SCHEMA_DB};
 use crate::value::{Affinity, Value};
 use std::ops::Bound;
 use std::sync::Arc;
@@ -26,12 +26,18 @@ fn fk_error() -> Error {
     )
 }
 
-fn index_entry(index: &Index, row: &[Value], rowid: i64) -> (Vec<u8>, Vec<u8>) {
+/// Row `rowid`'s entry in `index`: key and value. `exprs` holds the values of the index's
+/// expressions for the row (`Exec::index_exprs`).
+fn index_entry(index: &Index, row: &[Value], exprs: &[Value], rowid: i64) -> (Vec<u8>, Vec<u8>) {
     let mut key = Vec::new();
     let mut any_null = false;
     for &(c, desc, coll) in &index.columns {
-        any_null |= row[c].is_null();
-        encode_key_part(&mut key, &row[c], coll, desc);
+        let v = match c.checked_sub(EXPR_PART) {
+            Some(k) => &exprs[k],
+            None => &row[c],
+        };
+        any_null |= v.is_null();
+        encode_key_part(&mut key, v, coll, desc);
     }
     if index.unique && !any_null {
         (key, rowid_key(rowid).to_vec())
@@ -155,10 +161,36 @@ impl Exec<'_> {
         Ok(self.txn.put(&db, &rowid_key(rowid), &encode_row(&stored))?)
     }
 
+    /// Row `rowid`'s entry in `index` (of table `t`): key and value.
+    fn index_entry(
+        &mut self,
+        t: &Table,
+        index: &Index,
+        row: &[Value],
+        rowid: i64,
+    ) -> Result<(Vec<u8>, Vec<u8>)> {
+        if index.exprs.is_empty() {
+            return Ok(index_entry(index, row, &[], rowid));
+        }
+        let mut frame = Frame::default();
+        frame.push(&t.name, table_columns(t), true);
+        let n = t.columns.len();
+        let mut full = Vec::with_capacity(n + 1);
+        full.extend_from_slice(&row[..n]);
+        full.push(Value::Integer(rowid));
+        let sc = Scope::new(&frame, &full, None);
+        let exprs = index
+            .exprs
+            .iter()
+            .map(|e| self.eval(e, &sc))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(index_entry(index, row, &exprs, rowid))
+    }
+
     fn write_row(&mut self, t: &Table, rowid: i64, row: &[Value]) -> Result<()> {
         self.put_record(t, rowid, row)?;
         for idx in self.schema.indexes_of(&t.name).cloned().collect::<Vec<_>>() {
-            let (k, v) = index_entry(&idx, row, rowid);
+            let (k, v) = self.index_entry(t, &idx, row, rowid)?;
             let idb = self.db(&idx.db)?;
             self.txn.put(&idb, &k, &v)?;
         }
@@ -170,7 +202,8 @@ impl Exec<'_> {
     fn replace_row(&mut self, t: &Table, rowid: i64, old: &[Value], new: &[Value]) -> Result<()> {
         self.put_record(t, rowid, new)?;
         for idx in self.schema.indexes_of(&t.name).cloned().collect::<Vec<_>>() {
-            let (before, after) = (index_entry(&idx, old, rowid), index_entry(&idx, new, rowid));
+            let before = self.index_entry(t, &idx, old, rowid)?;
+            let after = self.index_entry(t, &idx, new, rowid)?;
             if before == after {
                 continue;
             }
@@ -187,7 +220,7 @@ impl Exec<'_> {
         let db = self.db(&t.db)?;
         self.txn.delete(&db, &rowid_key(rowid))?;
         for idx in self.schema.indexes_of(&t.name).cloned().collect::<Vec<_>>() {
-            let (k, _) = index_entry(&idx, row, rowid);
+            let (k, _) = self.index_entry(t, &idx, row, rowid)?;
             let idb = self.db(&idx.db)?;
             self.txn.delete(&idb, &k)?;
         }
@@ -206,7 +239,7 @@ impl Exec<'_> {
             if !idx.unique {
                 continue;
             }
-            let (k, v) = index_entry(&idx, row, rowid);
+            let (k, v) = self.index_entry(t, &idx, row, rowid)?;
             if v.is_empty() {
                 continue; // a NULL in the key: never a duplicate
             }
@@ -222,11 +255,15 @@ impl Exec<'_> {
     }
 
     fn unique_error(&self, t: &Table, idx: &Index) -> Error {
-        let cols: Vec<String> = idx
-            .columns
-            .iter()
-            .map(|&(c, _, _)| format!("{}.{}", t.name, t.columns[c].name))
-            .collect();
+        let cols: Vec<String> = match idx.exprs.is_empty() {
+            true => idx
+                .columns
+                .iter()
+                .map(|&(c, _, _)| format!("{}.{}", t.name, t.columns[c].name))
+                .collect(),
+            // SQLite names an index with expressions, not its parts.
+            false => vec![format!("index '{}'", idx.name)],
+        };
         Error::Constraint(
             if idx.primary {
                 ConstraintKind::PrimaryKey
@@ -950,6 +987,8 @@ impl Exec<'_> {
                 Some(a) => vec![lc(&t.columns[a].name)],
                 None => vec!["rowid".into()],
             },
+            // A conflict target names columns, never an index's expressions.
+            Some(i) if !i.exprs.is_empty() => return false,
             Some(i) => i
                 .columns
                 .iter()
@@ -1289,12 +1328,13 @@ impl Exec<'_> {
             return Ok(());
         }
         let t = self.schema.table(table)?.clone();
-        let cols = index_columns(&t, columns)?;
+        let (cols, exprs) = index_columns(&t, columns)?;
         let db = self.schema_mut().new_db("i");
         let index = Index {
             name: name.clone(),
             table: t.name.clone(),
             columns: cols,
+            exprs,
             unique: *unique,
             auto: false,
             primary: false,
@@ -1315,7 +1355,7 @@ impl Exec<'_> {
         let n = t.columns.len();
         for row in self.table_rows(t)? {
             let rowid = row[n].as_i64();
-            let (k, v) = index_entry(index, &row, rowid);
+            let (k, v) = self.index_entry(t, index, &row, rowid)?;
             if !v.is_empty() && self.txn.get(&idb, &k)?.is_some() {
                 return Err(self.unique_error(t, index));
             }
@@ -1474,64 +1514,65 @@ impl Exec<'_> {
     }
 
     pub fn alter_table(&mut self, table: &str, action: &AlterAction) -> Result<()> {
+        if lc(table).starts_with("sqlite_") {
+            let name = match lc(table).as_str() {
+                "sqlite_schema" | "sqlite_master" => "sqlite_master",
+                _ => table,
+            };
+            return Err(Error::Sql(format!("table {name} may not be altered")));
+        }
         let t = self.schema.table(table)?.clone();
-        let paren = t
-            .sql
-            .find('(')
-            .ok_or_else(|| Error::Sql(format!("malformed schema of table {}", t.name)))?;
         match action {
             AlterAction::RenameTo(new) => {
-                if let Some(kind) = self.schema.name_taken(new) {
+                if self.schema.name_taken(new).is_some() {
                     return Err(Error::Sql(format!(
-                        "there is already another {kind} with this name: {new}"
+                        "there is already another table or index with this name: {new}"
                     )));
                 }
-                if self.schema.triggers_of(&t.name).next().is_some() {
-                    return Err(Error::Unsupported(
-                        "renaming a table that has triggers".into(),
-                    ));
+                if let Some((kind, name)) = self.view_or_trigger_naming(&t, None)? {
+                    return Err(Error::Unsupported(format!(
+                        "renaming table {}, which {kind} {name} may name (drop the {kind}, \
+                         rename, and create it again)",
+                        t.name
+                    )));
                 }
-                let sql = format!(
-                    "CREATE TABLE \"{}\" {}",
-                    new.replace('"', "\"\""),
-                    &t.sql[paren..]
-                );
+                let mut edits = Vec::new();
                 self.remove_entry(&t.name)?;
-                self.put_entry(new, schema_entry("table", new, new, &t.db, &sql))?;
-                let renamed = Table {
-                    name: new.clone(),
-                    sql,
-                    ..(*t).clone()
-                };
-                let mut moved = Vec::new();
+                for other in self.schema.tables.values() {
+                    let sql = alter::rename_table(&other.sql, &t.name, new)?;
+                    if Arc::ptr_eq(other, &t) {
+                        let sql = sql.unwrap_or_else(|| t.sql.clone());
+                        edits.push(schema_entry("table", new, new, &t.db, &sql));
+                    } else if let Some(sql) = sql {
+                        edits.push(schema_entry(
+                            "table",
+                            &other.name,
+                            &other.name,
+                            &other.db,
+                            &sql,
+                        ));
+                    }
+                }
                 for i in self.schema.indexes_of(&t.name).cloned().collect::<Vec<_>>() {
                     self.remove_entry(&i.name)?;
-                    let name = match i.auto {
-                        true => i.name.replacen(
-                            &format!("sqlite_autoindex_{}_", t.name),
-                            &format!("sqlite_autoindex_{new}_"),
-                            1,
+                    let (name, sql) = match &i.sql {
+                        // A constraint's index is named after its table.
+                        None => (
+                            i.name.replacen(
+                                &format!("sqlite_autoindex_{}_", t.name),
+                                &format!("sqlite_autoindex_{new}_"),
+                                1,
+                            ),
+                            String::new(),
                         ),
-                        false => i.name.clone(),
+                        Some(sql) => (
+                            i.name.clone(),
+                            alter::rename_table(sql, &t.name, new)?.unwrap_or_else(|| sql.clone()),
+                        ),
                     };
-                    let sql = i.sql.clone().unwrap_or_default();
-                    self.put_entry(&name, schema_entry("index", &name, new, &i.db, &sql))?;
-                    moved.push((
-                        lc(&i.name),
-                        Index {
-                            name,
-                            table: new.clone(),
-                            ..(*i).clone()
-                        },
-                    ));
+                    edits.push(schema_entry("index", &name, new, &i.db, &sql));
                 }
-                let s = self.schema_mut();
-                s.tables.remove(&lc(&t.name));
-                s.tables.insert(lc(new), Arc::new(renamed));
-                for (old, i) in moved {
-                    s.indexes.remove(&old);
-                    s.indexes.insert(lc(&i.name), Arc::new(i));
-                }
+                self.replace_entries(edits)?;
             }
             AlterAction::AddColumn(col, text) => {
                 if t.column_index(&col.name).is_some() {
@@ -1577,7 +1618,7 @@ impl Exec<'_> {
                 t.name
             )));
         }
-        if let Some((kind, name)) = self.view_or_trigger_naming(t, old)? {
+        if let Some((kind, name)) = self.view_or_trigger_naming(t, Some(old))? {
             return Err(Error::Unsupported(format!(
                 "renaming column {old} of {}, which {kind} {name} may name (drop the {kind}, \
                  rename, and create it again)",
@@ -1586,9 +1627,14 @@ impl Exec<'_> {
         }
         let mut edits = Vec::new();
         for other in self.schema.tables.values() {
-            if let Some(sql) = alter::rename_in_table(&other.sql, &other.name, &t.name, old, new)?
-            {
-                edits.push(schema_entry("table", &other.name, &other.name, &other.db, &sql));
+            if let Some(sql) = alter::rename_in_table(&other.sql, &other.name, &t.name, old, new)? {
+                edits.push(schema_entry(
+                    "table",
+                    &other.name,
+                    &other.name,
+                    &other.db,
+                    &sql,
+                ));
             }
         }
         for i in self.schema.indexes_of(&t.name) {
@@ -1619,7 +1665,9 @@ impl Exec<'_> {
             )));
         }
         if in_constraint(false) {
-            return Err(Error::Sql(format!("cannot drop UNIQUE column: \"{column}\"")));
+            return Err(Error::Sql(format!(
+                "cannot drop UNIQUE column: \"{column}\""
+            )));
         }
         if t.columns.len() == 1 {
             return Err(Error::Sql(format!(
@@ -1635,12 +1683,8 @@ impl Exec<'_> {
         };
         let sql = format!("{}{}", &t.sql[..cut.start], &t.sql[cut.end..]);
         // Key and foreign key lists are checked as the text is read again; CHECKs, by name.
-        Schema::defined_by(&sql, &t.db).map_err(|e| {
-            Error::Sql(format!(
-                "error in table {} after drop column: {e}",
-                t.name
-            ))
-        })?;
+        Schema::defined_by(&sql, &t.db)
+            .map_err(|e| Error::Sql(format!("error in table {} after drop column: {e}", t.name)))?;
         if alter::table_names_elsewhere(&t.sql, &t.name, &t.name, column, Some(&definition))? {
             return Err(named_by("table", &t.name));
         }
@@ -1651,7 +1695,7 @@ impl Exec<'_> {
                 }
             }
         }
-        if let Some((kind, name)) = self.view_or_trigger_naming(t, column)? {
+        if let Some((kind, name)) = self.view_or_trigger_naming(t, Some(column))? {
             return Err(named_by(kind, &name));
         }
         let db = self.db(&t.db)?;
@@ -1674,20 +1718,19 @@ impl Exec<'_> {
                 }
             }
         }
-        self.replace_entries(vec![schema_entry(
-            "table", &t.name, &t.name, &t.db, &sql,
-        )])
+        self.replace_entries(vec![schema_entry("table", &t.name, &t.name, &t.db, &sql)])
     }
 
-    /// A view or trigger whose text may name `column` of table `t`: a trigger on `t`
-    /// naming the column, or any other naming both.
+    /// A view or trigger whose text may name table `t` (with `column`: that column of it):
+    /// one naming the table (and the column), or a trigger on `t` naming the column.
     fn view_or_trigger_naming(
         &self,
         t: &Table,
-        column: &str,
+        column: Option<&str>,
     ) -> Result<Option<(&'static str, String)>> {
         let names = |sql: &str, on_table: bool| -> Result<bool> {
-            Ok(alter::may_name(sql, column)? && (on_table || alter::may_name(sql, &t.name)?))
+            Ok(column.map_or(Ok(true), |c| alter::may_name(sql, c))?
+                && (on_table || alter::may_name(sql, &t.name)?))
         };
         for v in self.schema.views.values() {
             if names(&v.sql, false)? {

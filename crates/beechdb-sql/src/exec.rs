@@ -582,6 +582,48 @@ struct JoinItem<'p> {
 /// `"COVERING "` when item `i` of `plan` is read through an index equality for nothing but
 /// its rowids (which the index entries hold: the table itself is not read), else `""`. (A
 /// range's own conditions read the indexed column, so it never covers.)
+/// Expression `e` over table `t` in a form that equals an index expression's exactly when
+/// both compute the same: each column of `t` named alone in lower case (resolved through
+/// `frame`, where `t`'s columns start at the given slot; by name in `t` without it),
+/// function names in lower case. `None` when `e` reads anything but `t`'s columns.
+fn table_expr_form(e: &Expr, t: &Table, frame: Option<(&Frame, usize)>) -> Option<String> {
+    let mut e = e.clone();
+    let mut only_t = true;
+    e.walk_mut(&mut |x| match x {
+        Expr::Column { table, name } => {
+            let column = match frame {
+                Some((f, start)) => match f.resolve(table.as_deref(), name) {
+                    Ok(Some((slot, _))) if (start..start + t.columns.len()).contains(&slot) => {
+                        Some(slot - start)
+                    }
+                    _ => None,
+                },
+                None => t.column_index(name),
+            };
+            match column {
+                Some(c) => {
+                    *table = None;
+                    *name = lc(&t.columns[c].name);
+                }
+                None => only_t = false,
+            }
+        }
+        Expr::Function { name, .. } => *name = lc(name),
+        Expr::Param(_) | Expr::Subquery(_) | Expr::Exists(_) | Expr::InSelect { .. } => {
+            only_t = false
+        }
+        _ => {}
+    });
+    only_t.then(|| format!("{e:?}"))
+}
+
+/// How EXPLAIN QUERY PLAN names an index's first part: its column, or `<expr>` (as SQLite).
+fn first_part_name<'t>(t: &'t Table, idx: &crate::schema::Index) -> &'t str {
+    t.columns
+        .get(idx.columns[0].0)
+        .map_or("<expr>", |c| &c.name)
+}
+
 fn covering(plan: &JoinPlan, i: usize) -> &'static str {
     match (&plan.items[i].access, &plan.wanted[i]) {
         (Access::Index(..), Some(columns)) if columns.is_empty() => "COVERING ",
@@ -946,9 +988,7 @@ impl<'a> Exec<'a> {
                     _ if user.is_some() => {}
                     "last_insert_rowid" => return Ok(Value::Integer(*self.last_rowid)),
                     "changes" => return Ok(Value::Integer(self.connection_changes.0 as i64)),
-                    "total_changes" => {
-                        return Ok(Value::Integer(self.connection_changes.1 as i64))
-                    }
+                    "total_changes" => return Ok(Value::Integer(self.connection_changes.1 as i64)),
                     "coalesce" | "ifnull" | "iif" => {
                         // Lazily: later arguments may be errors that must not run.
                         if name == "iif" && args.len() == 3 {
@@ -1902,10 +1942,10 @@ impl<'a> Exec<'a> {
                         "SEARCH {name} USING {}INDEX {} ({}=?)",
                         covering(plan, i),
                         idx.name,
-                        t.columns[idx.columns[0].0].name
+                        first_part_name(t, idx)
                     ),
                     (Access::IndexRange(idx, lo, hi), Some(t)) => {
-                        let col = &t.columns[idx.columns[0].0].name;
+                        let col = first_part_name(t, idx);
                         let terms: Vec<String> = [(lo, ">"), (hi, "<")]
                             .iter()
                             .filter(|(b, _)| b.is_some())
@@ -1985,7 +2025,7 @@ impl<'a> Exec<'a> {
             return Ok(());
         }
         let c = idx.columns[0].0;
-        if !t.columns[c].affinity.is_numeric() {
+        if t.columns.get(c).is_none_or(|c| !c.affinity.is_numeric()) {
             return Ok(());
         }
         if self.estimated_rows(t).is_none_or(|e| e > 4 * n as i64) {
@@ -2357,6 +2397,17 @@ impl<'a> Exec<'a> {
         let (start, ncols) = (bound[level], t.columns.len());
         let level_of = |e: &Expr| level_of(e, frame, bound);
         let mut best = Access::Scan;
+        // Whether `other` is known before the table is read (and cheap to have again).
+        let known_before = |other: &Expr| {
+            let mut subquery = false;
+            other.walk(&mut |x| {
+                subquery |= matches!(
+                    x,
+                    Expr::Exists(_) | Expr::Subquery(_) | Expr::InSelect { .. } | Expr::Raise(..)
+                )
+            });
+            !(subquery || level_of(other) >= level && refers_to_frame(other, frame))
+        };
         // The column of this table `col` names (`ncols` for the rowid and its alias), if
         // `other` is known before the table is read.
         let bound_column = |col: &Expr, other: &Expr| -> Option<usize> {
@@ -2369,15 +2420,7 @@ impl<'a> Exec<'a> {
             }
             let c = slot - start;
             let c = if t.rowid_alias == Some(c) { ncols } else { c };
-            let mut subquery = false;
-            other.walk(&mut |x| {
-                subquery |= matches!(
-                    x,
-                    Expr::Exists(_) | Expr::Subquery(_) | Expr::InSelect { .. } | Expr::Raise(..)
-                )
-            });
-            let later = level_of(other) >= level && refers_to_frame(other, frame);
-            (!subquery && !later).then_some(c)
+            known_before(other).then_some(c)
         };
         // Range bounds by column: low, high, each with the conjunct it came from when the
         // comparison includes the bound (a range of keys from it holds the rows exactly).
@@ -2452,20 +2495,7 @@ impl<'a> Exec<'a> {
                 let Ok(Some((slot, _))) = frame.resolve(table.as_deref(), name) else {
                     continue;
                 };
-                if slot < start || slot > start + ncols {
-                    continue;
-                }
-                let mut subquery = false;
-                other.walk(&mut |x| {
-                    subquery |= matches!(
-                        x,
-                        Expr::Exists(_)
-                            | Expr::Subquery(_)
-                            | Expr::InSelect { .. }
-                            | Expr::Raise(..)
-                    )
-                });
-                if subquery || level_of(other) >= level && refers_to_frame(other, frame) {
+                if slot < start || slot > start + ncols || !known_before(other) {
                     continue;
                 }
                 let c = slot - start;
@@ -2499,9 +2529,52 @@ impl<'a> Exec<'a> {
                 }
             }
         }
+        if matches!(
+            best,
+            Access::Scan | Access::RowidRange(..) | Access::IndexRange(..)
+        ) {
+            // An equality of an indexed expression (its conjunct is checked again on each
+            // row found, so the index need only find a superset).
+            let null_row = vec![Value::Null; frame.width];
+            let sc = Scope::new(frame, &null_row, None);
+            let expression_indexes: Vec<_> = self
+                .schema
+                .indexes_of(&t.name)
+                .filter(|i| i.columns[0].0 == crate::schema::EXPR_PART)
+                .collect();
+            'conjuncts: for e in exprs.iter().filter(|_| !expression_indexes.is_empty()) {
+                let Expr::Binary(BinOp::Eq, a, b) = e else {
+                    continue;
+                };
+                for (side, other) in [(a, b), (b, a)] {
+                    // Compared as stored (no affinity on either side), in the index's
+                    // collation.
+                    if !known_before(other)
+                        || self.affinity(side, &sc).is_some()
+                        || self.affinity(other, &sc).is_some()
+                        || self.explicit_collation(other).is_some()
+                    {
+                        continue;
+                    }
+                    let Some(form) = table_expr_form(side, t, Some((frame, start))) else {
+                        continue;
+                    };
+                    let idx = expression_indexes.iter().find(|i| {
+                        i.columns[0].2 == self.collation(side, &sc)
+                            && table_expr_form(&i.exprs[0], t, None).as_ref() == Some(&form)
+                    });
+                    if let Some(idx) = idx {
+                        best = Access::Index((*idx).clone(), (**other).clone(), None);
+                        break 'conjuncts;
+                    }
+                }
+            }
+        }
         match best {
             Access::RowidRange(..) => {}
-            Access::Index(..) => implied = index_implied.into_iter().collect(),
+            Access::Index(ref idx, ..) if idx.exprs.is_empty() => {
+                implied = index_implied.into_iter().collect()
+            }
             _ => implied.clear(),
         }
         (best, implied)
@@ -2597,7 +2670,8 @@ impl<'a> Exec<'a> {
                     return nothing;
                 }
                 let &(c, desc, coll) = &idx.columns[0];
-                let col_aff = Some(t.columns[c].affinity);
+                // (An expression has no affinity: its value is compared as it is.)
+                let col_aff = t.columns.get(c).map(|c| c.affinity);
                 // The value the comparison would meet the column's values with.
                 let v = match (col_aff, other_aff) {
                     (Some(a), x) if a.is_numeric() && !x.is_some_and(Affinity::is_numeric) => {

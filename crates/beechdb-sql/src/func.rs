@@ -17,6 +17,15 @@ pub fn is_aggregate(name: &str, n: usize) -> bool {
     }
 }
 
+/// Whether a built-in scalar function gives the same result for the same arguments (what
+/// an index expression may call).
+pub fn is_deterministic(name: &str) -> bool {
+    !matches!(
+        name,
+        "random" | "randomblob" | "changes" | "total_changes" | "last_insert_rowid"
+    )
+}
+
 /// The running state of one aggregate.
 pub enum Acc {
     Count(i64),

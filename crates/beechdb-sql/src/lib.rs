@@ -810,12 +810,14 @@ impl Connection {
                         .columns
                         .iter()
                         .enumerate()
-                        .map(|(i, &(c, _, _))| {
-                            vec![
+                        .map(|(i, &(c, _, _))| match table.columns.get(c) {
+                            Some(col) => vec![
                                 (i as i64).into(),
                                 (c as i64).into(),
-                                table.columns[c].name.as_str().into(),
-                            ]
+                                col.name.as_str().into(),
+                            ],
+                            // An expression: cid -2 and no name, as SQLite shows it.
+                            None => vec![(i as i64).into(), (-2).into(), Value::Null],
                         })
                         .collect(),
                 }
@@ -922,11 +924,13 @@ impl Connection {
                     QueryResult::default()
                 }
                 None => {
-                    let level = self.synchronous.unwrap_or(match self.shared.env.durability() {
-                        Some(Durability::Sync) => 2,
-                        Some(Durability::WriteNoSync) => 1,
-                        Some(Durability::NoSync) | None => 0,
-                    });
+                    let level = self
+                        .synchronous
+                        .unwrap_or(match self.shared.env.durability() {
+                            Some(Durability::Sync) => 2,
+                            Some(Durability::WriteNoSync) => 1,
+                            Some(Durability::NoSync) | None => 0,
+                        });
                     one("synchronous", (level as i64).into())
                 }
             },
@@ -956,7 +960,12 @@ fn synchronous_level(v: &Value) -> u8 {
             "off" | "no" | "false" => 0,
             "full" | "yes" | "true" | "on" => 2,
             "extra" => 3,
-            n => n.parse::<i64>().ok().and_then(|n| u8::try_from(n).ok()).filter(|&n| n <= 3).unwrap_or(1),
+            n => n
+                .parse::<i64>()
+                .ok()
+                .and_then(|n| u8::try_from(n).ok())
+                .filter(|&n| n <= 3)
+                .unwrap_or(1),
         },
         Value::Integer(n @ 0..=3) => *n as u8,
         _ => 1,

@@ -38,14 +38,21 @@ pub struct Table {
     pub sql: String,
 }
 
-/// An index's columns: position in the table, descending, collation.
+/// An index's columns: position in the table (or `EXPR_PART + k` for its expression
+/// `k`), descending, collation.
 pub type IndexColumns = Vec<(usize, bool, Collation)>;
+
+/// An index part that is an expression, not a column, has position `EXPR_PART + k` for its
+/// expression `Index::exprs[k]`: past any column (and unmoved when columns are added).
+pub const EXPR_PART: usize = 1 << 30;
 
 #[derive(Debug, Clone)]
 pub struct Index {
     pub name: String,
     pub table: String,
     pub columns: IndexColumns,
+    /// The expressions its expression parts index (see `EXPR_PART`).
+    pub exprs: Vec<Expr>,
     pub unique: bool,
     /// Made for a PRIMARY KEY or UNIQUE constraint (no SQL of its own).
     pub auto: bool,
@@ -325,6 +332,7 @@ impl Schema {
                 name: format!("sqlite_autoindex_{}_{}", ct.name, n + 1),
                 table: ct.name.clone(),
                 columns: cols,
+                exprs: Vec::new(),
                 unique: true,
                 auto: true,
                 primary,
@@ -417,10 +425,12 @@ impl Schema {
                         else {
                             return Err(corrupt(&sql));
                         };
+                        let (columns, exprs) = index_columns(&t, &columns)?;
                         Index {
                             name,
                             table: t.name.clone(),
-                            columns: index_columns(&t, &columns)?,
+                            columns,
+                            exprs,
                             unique,
                             auto: false,
                             primary: false,
@@ -475,20 +485,60 @@ fn corrupt(what: &str) -> Error {
     })
 }
 
-/// The column positions an index's columns name.
-pub fn index_columns(
-    t: &Table,
-    cols: &[ast::IndexedColumn],
-) -> Result<Vec<(usize, bool, Collation)>> {
-    cols.iter()
-        .map(|c| match &c.expr {
-            Expr::Column { name, .. } => {
-                let i = t
-                    .column_index(name)
-                    .ok_or_else(|| Error::Sql(format!("no such column: {name}")))?;
-                Ok((i, c.desc, c.collation.unwrap_or(t.columns[i].collation)))
-            }
-            _ => Err(Error::Unsupported("indexes on expressions".into())),
-        })
-        .collect()
+/// The parts of an index: its columns' positions and its expressions (SQLite's rules for
+/// those: only this table's columns, built-in deterministic functions, no subqueries,
+/// parameters or aggregates).
+pub fn index_columns(t: &Table, cols: &[ast::IndexedColumn]) -> Result<(IndexColumns, Vec<Expr>)> {
+    let mut parts = Vec::new();
+    let mut exprs = Vec::new();
+    for c in cols {
+        if let Expr::Column { name, .. } = &c.expr {
+            let i = t
+                .column_index(name)
+                .ok_or_else(|| Error::Sql(format!("no such column: {name}")))?;
+            parts.push((i, c.desc, c.collation.unwrap_or(t.columns[i].collation)));
+            continue;
+        }
+        let mut problem = None;
+        c.expr.walk(&mut |x| {
+            let sql = |m: &str| Some(Error::Sql(m.to_string()));
+            let found = match x {
+                Expr::Column { name, .. } if t.column_index(name).is_none() => {
+                    sql(&format!("no such column: {name}"))
+                }
+                Expr::Subquery(_) | Expr::Exists(_) | Expr::InSelect { .. } => {
+                    sql("subqueries prohibited in index expressions")
+                }
+                Expr::Param(_) => sql("parameters prohibited in index expressions"),
+                Expr::Window(_) => sql("misuse of window function"),
+                Expr::Function { user: Some(_), .. } => Some(Error::Unsupported(
+                    "a registered function in an index expression (the index would outlive it)"
+                        .into(),
+                )),
+                Expr::Function {
+                    name, args, star, ..
+                } => {
+                    if *star || crate::func::is_aggregate(name, args.len()) {
+                        sql(&format!("misuse of aggregate function {name}()"))
+                    } else if !crate::func::is_deterministic(name) {
+                        sql("non-deterministic functions prohibited in index expressions")
+                    } else {
+                        None
+                    }
+                }
+                _ => None,
+            };
+            problem = problem.take().or(found);
+        });
+        if let Some(p) = problem {
+            return Err(p);
+        }
+        parts.push((
+            EXPR_PART + exprs.len(),
+            c.desc,
+            c.collation.unwrap_or_default(),
+        ));
+        exprs.push(c.expr.clone());
+    }
+    Ok((parts, exprs))
 }

@@ -105,6 +105,23 @@ fn drop_column_matches_sqlite() {
 }
 
 #[test]
+fn rename_table_matches_sqlite() {
+    same_outcomes(&[
+        "CREATE TABLE t ( a primary key, b check(t.b > 0), foreign key(b) references t(a))",
+        "CREATE INDEX i ON t(b)",
+        "CREATE TABLE c(x references t(a), y, foreign key(y) references \"t\"(a))",
+        "INSERT INTO t VALUES(1, 2)",
+        "ALTER TABLE t RENAME TO c",
+        "ALTER TABLE t RENAME TO \"new t\"",
+        "SELECT type, name, tbl_name, sql FROM sqlite_schema ORDER BY name",
+        "SELECT * FROM \"new t\"",
+        "INSERT INTO \"new t\" VALUES(1, 3)",
+        "SELECT * FROM t",
+        "ALTER TABLE sqlite_schema RENAME TO x",
+    ]);
+}
+
+#[test]
 fn views_and_triggers_that_may_name_the_column_stop_the_change() {
     let db = Database::open_in_memory().unwrap();
     let mut c = db.connect();
@@ -114,7 +131,8 @@ fn views_and_triggers_that_may_name_the_column_stop_the_change() {
          CREATE VIEW v AS SELECT z FROM u;",
     )
     .unwrap();
-    let err = |c: &mut beechdb_sql::Connection, sql: &str| c.execute(sql, &[]).unwrap_err().to_string();
+    let err =
+        |c: &mut beechdb_sql::Connection, sql: &str| c.execute(sql, &[]).unwrap_err().to_string();
     assert_eq!(
         err(&mut c, "ALTER TABLE u DROP COLUMN y"),
         "error in trigger tr after drop column: no such column: y"
@@ -125,7 +143,11 @@ fn views_and_triggers_that_may_name_the_column_stop_the_change() {
     );
     assert!(err(&mut c, "ALTER TABLE u RENAME COLUMN y TO yy").contains("trigger tr may name"));
     // Another table's column of the same name is not the trigger's.
-    c.execute("ALTER TABLE other RENAME COLUMN y TO yy", &[]).unwrap();
+    c.execute("ALTER TABLE other RENAME COLUMN y TO yy", &[])
+        .unwrap();
+    assert!(err(&mut c, "ALTER TABLE u RENAME TO w").contains("which view v may name"));
+    c.execute("DROP VIEW v", &[]).unwrap();
+    assert!(err(&mut c, "ALTER TABLE u RENAME TO w").contains("which trigger tr may name"));
     c.execute("ALTER TABLE u DROP COLUMN x", &[]).unwrap();
     c.execute("INSERT INTO u VALUES(1, 2)", &[]).unwrap();
 }
@@ -138,13 +160,20 @@ fn changes_persist_and_roll_back_with_their_transaction() {
     {
         let db = Database::open(&path).unwrap();
         let mut c = db.connect();
-        c.execute_batch("CREATE TABLE t(id INTEGER PRIMARY KEY, a, b, c); CREATE INDEX ic ON t(c);")
-            .unwrap();
+        c.execute_batch(
+            "CREATE TABLE t(id INTEGER PRIMARY KEY, a, b, c); CREATE INDEX ic ON t(c);",
+        )
+        .unwrap();
         c.execute("BEGIN", &[]).unwrap();
         for i in 0..rows {
             c.execute(
                 "INSERT INTO t VALUES(?, ?, ?, ?)",
-                &[Value::Integer(i), Value::Integer(i * 2), Value::Text(format!("b{i}").into()), Value::Integer(i % 7)],
+                &[
+                    Value::Integer(i),
+                    Value::Integer(i * 2),
+                    Value::Text(format!("b{i}").into()),
+                    Value::Integer(i % 7),
+                ],
             )
             .unwrap();
         }
@@ -153,38 +182,65 @@ fn changes_persist_and_roll_back_with_their_transaction() {
         let st = c.prepare("SELECT count(*) FROM t WHERE a >= 0").unwrap();
         c.execute("BEGIN", &[]).unwrap();
         c.execute("ALTER TABLE t DROP COLUMN b", &[]).unwrap();
-        c.execute("ALTER TABLE t RENAME COLUMN c TO k", &[]).unwrap();
-        assert_eq!(c.query("SELECT * FROM t WHERE id = 7", &[]).unwrap().rows, vec![vec![
-            Value::Integer(7),
-            Value::Integer(14),
-            Value::Integer(0)
-        ]]);
+        c.execute("ALTER TABLE t RENAME COLUMN c TO k", &[])
+            .unwrap();
+        assert_eq!(
+            c.query("SELECT * FROM t WHERE id = 7", &[]).unwrap().rows,
+            vec![vec![
+                Value::Integer(7),
+                Value::Integer(14),
+                Value::Integer(0)
+            ]]
+        );
         c.execute("ROLLBACK", &[]).unwrap();
-        assert_eq!(c.query("SELECT b, c FROM t WHERE id = 7", &[]).unwrap().rows, vec![vec![
-            Value::Text("b7".into()),
-            Value::Integer(0)
-        ]]);
+        assert_eq!(
+            c.query("SELECT b, c FROM t WHERE id = 7", &[])
+                .unwrap()
+                .rows,
+            vec![vec![Value::Text("b7".into()), Value::Integer(0)]]
+        );
         c.execute("ALTER TABLE t DROP COLUMN b", &[]).unwrap();
-        c.execute("ALTER TABLE t RENAME COLUMN a TO doubled", &[]).unwrap();
-        c.execute("ALTER TABLE t RENAME COLUMN c TO k", &[]).unwrap();
-        assert!(c.run(&st, &[]).unwrap_err().to_string().contains("no such column: a"));
+        c.execute("ALTER TABLE t RENAME COLUMN a TO doubled", &[])
+            .unwrap();
+        c.execute("ALTER TABLE t RENAME COLUMN c TO k", &[])
+            .unwrap();
+        assert!(c
+            .run(&st, &[])
+            .unwrap_err()
+            .to_string()
+            .contains("no such column: a"));
         // Another connection sees the committed change.
         let mut other = db.connect();
         assert_eq!(
-            other.query("SELECT sum(doubled), count(k) FROM t WHERE k = 3", &[]).unwrap().rows,
-            c.query("SELECT sum(doubled), count(k) FROM t WHERE +k = 3", &[]).unwrap().rows,
+            other
+                .query("SELECT sum(doubled), count(k) FROM t WHERE k = 3", &[])
+                .unwrap()
+                .rows,
+            c.query("SELECT sum(doubled), count(k) FROM t WHERE +k = 3", &[])
+                .unwrap()
+                .rows,
         );
     }
     let db = Database::open(&path).unwrap();
     let mut c = db.connect();
     assert_eq!(
-        c.query("SELECT sql FROM sqlite_schema WHERE name = 't'", &[]).unwrap().rows,
-        vec![vec![Value::Text("CREATE TABLE t(id INTEGER PRIMARY KEY, doubled, k)".into())]]
+        c.query("SELECT sql FROM sqlite_schema WHERE name = 't'", &[])
+            .unwrap()
+            .rows,
+        vec![vec![Value::Text(
+            "CREATE TABLE t(id INTEGER PRIMARY KEY, doubled, k)".into()
+        )]]
     );
     let sum: i64 = (0..rows).map(|i| i * 2).sum();
     assert_eq!(
-        c.query("SELECT count(*), sum(doubled), max(k) FROM t", &[]).unwrap().rows,
-        vec![vec![Value::Integer(rows), Value::Integer(sum), Value::Integer(6)]]
+        c.query("SELECT count(*), sum(doubled), max(k) FROM t", &[])
+            .unwrap()
+            .rows,
+        vec![vec![
+            Value::Integer(rows),
+            Value::Integer(sum),
+            Value::Integer(6)
+        ]]
     );
     assert_eq!(
         c.query("PRAGMA integrity_check", &[]).unwrap().rows,

@@ -139,11 +139,13 @@ fn synchronous_sets_each_connections_commit_durability() {
         ("0", 0, false),
         ("bogus", 1, false),
     ] {
-        c.execute(&format!("PRAGMA synchronous = {set}"), &[]).unwrap();
+        c.execute(&format!("PRAGMA synchronous = {set}"), &[])
+            .unwrap();
         assert_eq!(level(&mut c), read, "{set}");
         let before = fsyncs();
         for i in 0..10 {
-            c.execute("INSERT INTO t VALUES(?)", &[Value::Integer(i)]).unwrap();
+            c.execute("INSERT INTO t VALUES(?)", &[Value::Integer(i)])
+                .unwrap();
         }
         let syncs = fsyncs() - before;
         match synced {
@@ -155,7 +157,9 @@ fn synchronous_sets_each_connections_commit_durability() {
     assert_eq!(level(&mut db.connect()), 2);
     c.execute("BEGIN", &[]).unwrap();
     assert_eq!(
-        c.execute("PRAGMA synchronous = FULL", &[]).unwrap_err().to_string(),
+        c.execute("PRAGMA synchronous = FULL", &[])
+            .unwrap_err()
+            .to_string(),
         "Safety level may not be changed inside a transaction"
     );
 }

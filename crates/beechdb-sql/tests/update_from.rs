@@ -58,6 +58,9 @@ fn update_from_matches_sqlite() {
     ] {
         let theirs = lite.execute(bad, []).unwrap_err().to_string();
         let mine = ours.execute(bad, &[]).unwrap_err().to_string();
-        assert!(theirs.starts_with(&mine) && !mine.is_empty(), "{bad}: {mine} / {theirs}");
+        assert!(
+            theirs.starts_with(&mine) && !mine.is_empty(),
+            "{bad}: {mine} / {theirs}"
+        );
     }
 }
