@@ -369,6 +369,10 @@ pub(crate) struct JoinPlan {
     /// Per item read through an access path (see `join_lookups`): a mask of the columns the
     /// statement reads of it, cut after the last (see `Table::read_into`); `None`: all.
     wanted: Vec<Option<Vec<bool>>>,
+    /// One streamed table, and nothing the statement evaluates per row calls into the
+    /// engine or into the application (no subquery, registered function or collation): so
+    /// its rows can be lent by the engine (`Txn::visit_from`), whose lock is held meanwhile.
+    lent: bool,
 }
 
 /// What a streamed first item decodes when, each a mask of its columns that ends at its
@@ -414,6 +418,11 @@ impl JoinPlan {
     /// Nothing is lazy unless the first item's conditions read its columns by slot only.
     fn decode_lazily<'e>(&mut self, rest: impl Iterator<Item = &'e Expr>, whole_rows: bool) {
         let rest: Vec<&Expr> = rest.collect();
+        let conditions = self.at_level.iter().chain(&self.on_level).flatten();
+        self.lent = self.items.len() == 1
+            && conditions
+                .chain(rest.iter().copied())
+                .all(is_self_contained);
         let accesses: Vec<&Expr> = self
             .items
             .iter()
@@ -526,6 +535,42 @@ fn columns_read<'e>(
         });
     }
     (!any).then_some(used)
+}
+
+/// The first and last rowid keys a scan reads, and whether all between them match.
+type RowidBounds = ([u8; 8], [u8; 8], bool);
+
+/// Whether an index on a column of affinity `column` finds every row where `column = other`
+/// holds, `other` having affinity `other`: the comparison must convert none of the
+/// column's stored values (SQLite's rule): with a TEXT column, unless the other side is
+/// numeric (its values would be compared as numbers); with a column of no affinity,
+/// only when the other side has none either.
+fn index_affinity_ok(column: Affinity, other: Option<Affinity>) -> bool {
+    match column {
+        Affinity::Text => !other.is_some_and(Affinity::is_numeric),
+        Affinity::Blob => matches!(other, None | Some(Affinity::Blob)),
+        // The other side's value is converted to a number for the lookup.
+        Affinity::Numeric | Affinity::Integer | Affinity::Real => true,
+    }
+}
+
+/// Whether evaluating `e` stays within the SQL layer: no subquery (which reads the engine),
+/// no registered function or collation (the application's code), no RAISE.
+fn is_self_contained(e: &Expr) -> bool {
+    let mut contained = true;
+    e.walk(&mut |x| {
+        contained &= !matches!(
+            x,
+            Expr::Subquery(_)
+                | Expr::Exists(_)
+                | Expr::InSelect { .. }
+                | Expr::Raise(..)
+                | Expr::Window(_)
+                | Expr::Function { user: Some(_), .. }
+                | Expr::Collate(_, Collation::User(_))
+        )
+    });
+    contained
 }
 
 /// A column mask cut after its last marked column (see `Table::read_into`: a decode stops
@@ -1767,6 +1812,7 @@ impl<'a> Exec<'a> {
             residual,
             on_level,
             lazy: None,
+            lent: false,
             wanted: vec![None; n],
         })
     }
@@ -1904,10 +1950,14 @@ impl<'a> Exec<'a> {
                 }
                 (Some(_), _) if streams(plan, i) => Vec::new(),
                 (Some(t), Access::Scan) if self.plan.is_none() => {
-                    // Kept for every outer row: only those passing its own conditions.
-                    let own = plan.at_level[i]
-                        .iter()
-                        .filter(|e| reads_only(e, plan, i, frame));
+                    // Kept for every outer row: only those passing its own conditions. A LEFT
+                    // JOIN's are its ON conditions: a WHERE condition must see its NULL row
+                    // when none of its rows match (`x IS NULL` holds there).
+                    let own = match p.left {
+                        true => &plan.on_level[i],
+                        false => &plan.at_level[i],
+                    };
+                    let own = own.iter().filter(|e| reads_only(e, plan, i, frame));
                     self.scan_where(t, plan, i, &own.collect::<Vec<_>>(), frame, outer)?
                 }
                 _ => Vec::new(),
@@ -2118,50 +2168,50 @@ impl<'a> Exec<'a> {
         // This item's slots of the joined row (which is always the frame's width: the
         // slots of items not joined yet hold NULL).
         let slots = plan.bound[level]..plan.bound[level] + it.plan.width;
-        let passes = |me: &mut Self, row: &[Value], exprs: &[Expr]| {
-            me.row_passes(exprs.iter(), frame, row, outer)
-        };
         if let Some(t) = it.plan.table.as_ref().filter(|_| streams(plan, level)) {
             // The outermost table read in rowid order: each row decoded straight into the
             // joined row as the engine yields it, none kept.
             let sc = Scope::new(frame, row, outer);
-            if let Some((mut scan, exact)) = self.rowid_scan(t, &it.plan.access, &sc)? {
-                let lazy = plan.lazy.as_ref();
-                let conditions = match &plan.residual[0] {
-                    Some(r) if exact => r,
-                    _ => &plan.at_level[0],
-                };
-                while let Some(kv) = scan.next_ref() {
-                    let (k, v) = kv?;
-                    let rowid = rowid_of_key(k)?;
-                    match lazy.map(|l| &l.filter[..]) {
-                        // No condition reads a stored column: nothing to decode yet.
-                        Some([]) => t.set_rowid(rowid, &mut row[slots.clone()]),
-                        filter => t.read_into(rowid, v, &mut row[slots.clone()], filter)?,
+            let Some((from, to, exact)) = self.rowid_bounds(&it.plan.access, &sc)? else {
+                return Ok(true);
+            };
+            let conditions = match &plan.residual[0] {
+                Some(r) if exact => r,
+                _ => &plan.at_level[0],
+            };
+            let db = self.db(&t.db)?;
+            if plan.lent {
+                // Nothing the rows go through calls into the engine: its leaves are lent.
+                let txn = self.txn;
+                let (mut failed, mut stopped) = (None, false);
+                txn.visit_from(&db, &from, |k, v| {
+                    if k > &to[..] {
+                        return false;
                     }
-                    if !passes(self, row, conditions)? {
-                        continue;
-                    }
-                    if let Some(l) = lazy.filter(|l| !l.joins.is_empty()) {
-                        t.read_into(rowid, v, &mut row[slots.clone()], Some(&l.joins))?;
-                    }
-                    let go_on = match lazy.filter(|l| !l.rest.is_empty()) {
-                        None => self.join_level(j, 1, row, emit)?,
-                        Some(l) => {
-                            let mut decoded = false;
-                            let mut finish = |me: &mut Self, r: &mut [Value]| {
-                                if !decoded {
-                                    t.read_into(rowid, v, &mut r[slots.clone()], Some(&l.rest))?;
-                                    decoded = true;
-                                }
-                                emit(me, r)
-                            };
-                            self.join_level(j, 1, row, &mut finish)?
+                    match self.streamed_row(j, t, (k, v), conditions, row, emit) {
+                        Ok(go_on) => {
+                            stopped = !go_on;
+                            go_on
                         }
-                    };
-                    if !go_on {
-                        return Ok(false);
+                        Err(e) => {
+                            failed = Some(e);
+                            false
+                        }
                     }
+                })?;
+                if let Some(e) = failed {
+                    return Err(e);
+                }
+                row[slots].fill(Value::Null);
+                return Ok(!stopped);
+            }
+            let mut scan = match it.plan.access {
+                Access::Scan => self.txn.iter(&db),
+                _ => self.txn.range(&db, from..=to),
+            };
+            while let Some(kv) = scan.next_ref() {
+                if !self.streamed_row(j, t, kv?, conditions, row, emit)? {
+                    return Ok(false);
                 }
             }
             row[slots].fill(Value::Null);
@@ -2225,6 +2275,52 @@ impl<'a> Exec<'a> {
             row[slots].fill(Value::Null);
         }
         self.left_unmatched(j, level, row, emit, matched)
+    }
+
+    /// One row (key and stored record) of the streamed first item, table `t`: decoded
+    /// into `row` in steps (see `LazyColumns`), checked against `conditions`, and passed on
+    /// to the next level. `Ok(false)` when the statement needs no more rows.
+    fn streamed_row(
+        &mut self,
+        j: Loops,
+        t: &Table,
+        (k, v): (&[u8], &[u8]),
+        conditions: &[Expr],
+        row: &mut [Value],
+        emit: &mut dyn FnMut(&mut Self, &mut [Value]) -> Result<bool>,
+    ) -> Result<bool> {
+        let (plan, items) = (j.plan, j.items);
+        let slots = plan.bound[0]..plan.bound[0] + items[0].plan.width;
+        let lazy = plan.lazy.as_ref();
+        let rowid = rowid_of_key(k)?;
+        match lazy.map(|l| &l.filter[..]) {
+            // No condition reads a stored column: nothing to decode yet.
+            Some([]) => t.set_rowid(rowid, &mut row[slots.clone()]),
+            filter => t.read_into(rowid, v, &mut row[slots.clone()], filter)?,
+        }
+        if !self.row_passes(conditions.iter(), j.frame, row, j.outer)? {
+            return Ok(true);
+        }
+        // (The rowid is in its slots from here on.)
+        if let Some(l) = lazy.filter(|l| !l.joins.is_empty()) {
+            t.read_columns(v, &mut row[slots.clone()], Some(&l.joins))?;
+        }
+        match lazy.filter(|l| !l.rest.is_empty()) {
+            // Alone, its rows are the joined rows.
+            None if items.len() == 1 => emit(self, row),
+            None => self.join_level(j, 1, row, emit),
+            Some(l) => {
+                let mut decoded = false;
+                let mut finish = |me: &mut Self, r: &mut [Value]| {
+                    if !decoded {
+                        t.read_columns(v, &mut r[slots.clone()], Some(&l.rest))?;
+                        decoded = true;
+                    }
+                    emit(me, r)
+                };
+                self.join_level(j, 1, row, &mut finish)
+            }
+        }
     }
 
     /// Item `level`'s rows (a table's) through its access path, each decoded into `row`
@@ -2513,11 +2609,13 @@ impl<'a> Exec<'a> {
                             .first()
                             .is_some_and(|&(ic, _, icoll)| ic == c && icoll == coll)
                     });
-                    if let Some(idx) = idx {
-                        let other_aff = {
-                            let row = vec![Value::Null; frame.width];
-                            self.affinity(other, &Scope::new(frame, &row, None))
-                        };
+                    let other_aff = {
+                        let row = vec![Value::Null; frame.width];
+                        self.affinity(other, &Scope::new(frame, &row, None))
+                    };
+                    if let Some(idx) =
+                        idx.filter(|_| index_affinity_ok(t.columns[c].affinity, other_aff))
+                    {
                         best = Access::Index(idx.clone(), (**other).clone(), other_aff);
                         // Against a constant or a parameter the comparison has the column's
                         // collation, the index's: its entries are exactly the equal values
@@ -2589,8 +2687,19 @@ impl<'a> Exec<'a> {
         sc: &Scope,
     ) -> Result<Option<(beechdb::TxnIter, bool)>> {
         let db = self.db(&t.db)?;
+        Ok(match self.rowid_bounds(access, sc)? {
+            None => None,
+            Some(_) if matches!(access, Access::Scan) => Some((self.txn.iter(&db), false)),
+            Some((from, to, exact)) => Some((self.txn.range(&db, from..=to), exact)),
+        })
+    }
+
+    /// The first and last rowid keys a full scan or a rowid range reads, and whether every
+    /// row between them matches the range's conditions; `None` when the range is empty.
+    fn rowid_bounds(&mut self, access: &Access, sc: &Scope) -> Result<Option<RowidBounds>> {
         let Access::RowidRange(lo, hi) = access else {
-            return Ok(Some((self.txn.iter(&db), false)));
+            let (first, last) = (i64::MIN, i64::MAX);
+            return Ok(Some((rowid_key(first), rowid_key(last), false)));
         };
         // Integer bounds around the values (a superset of the matching rowids; exactly
         // them when every bound is an integer).
@@ -2612,9 +2721,9 @@ impl<'a> Exec<'a> {
         let (Some(l), Some(h)) = (bound(self, lo, true)?, bound(self, hi, false)?) else {
             return Ok(None);
         };
-        let from = crate::record::rowid_key(l.unwrap_or(i64::MIN)).to_vec();
-        let to = crate::record::rowid_key(h.unwrap_or(i64::MAX)).to_vec();
-        Ok((from <= to).then(|| (self.txn.range(&db, from..=to), exact)))
+        let from = rowid_key(l.unwrap_or(i64::MIN));
+        let to = rowid_key(h.unwrap_or(i64::MAX));
+        Ok((from <= to).then_some((from, to, exact)))
     }
 
     /// What `access` finds of `t`: the rows of a rowid range (or of the whole table), or
@@ -2677,7 +2786,7 @@ impl<'a> Exec<'a> {
                     (Some(a), x) if a.is_numeric() && !x.is_some_and(Affinity::is_numeric) => {
                         Affinity::Numeric.apply(v)
                     }
-                    (Some(Affinity::Text), None) => Affinity::Text.apply(v),
+                    (Some(Affinity::Text), None | Some(Affinity::Blob)) => Affinity::Text.apply(v),
                     _ => v,
                 };
                 let mut prefix = Vec::with_capacity(32);
@@ -3604,6 +3713,21 @@ impl<'a> Exec<'a> {
                     ));
                 }
             }
+            // Per call, read once here rather than per row: its arguments, the slot of a
+            // lone column argument, DISTINCT.
+            let call_args: Vec<(&[Expr], Option<usize>, bool)> = calls
+                .iter()
+                .map(|c| match c {
+                    Expr::Function { args, distinct, .. } => {
+                        let slot = match &args[..] {
+                            [Expr::Slot(i)] => Some(*i),
+                            _ => None,
+                        };
+                        (&args[..], slot, *distinct)
+                    }
+                    _ => unreachable!(),
+                })
+                .collect();
             let mut step = |me: &mut Self, r: &mut [Value]| -> Result<bool> {
                 let sc = Scope::new(frame, r, outer);
                 // Without GROUP BY there is one group: no key to build or hash.
@@ -3642,13 +3766,11 @@ impl<'a> Exec<'a> {
                         groups.len() - 1
                     }
                 };
-                for (ci, c) in calls.iter().enumerate() {
-                    let Expr::Function { args, distinct, .. } = c else {
-                        unreachable!()
-                    };
+                for (ci, &(args, slot, distinct)) in call_args.iter().enumerate() {
                     // A column argument is lent from the row, not copied.
-                    let vals: &[Value] = match &args[..] {
-                        [Expr::Slot(i)] if *i < r.len() => std::slice::from_ref(&r[*i]),
+                    let vals: &[Value] = match slot {
+                        Some(i) if i < r.len() => std::slice::from_ref(&r[i]),
+                        _ if args.is_empty() => &[],
                         _ => {
                             vals.clear();
                             for a in args {
@@ -3658,7 +3780,7 @@ impl<'a> Exec<'a> {
                         }
                     };
                     let g = &mut groups[gi].1;
-                    if *distinct {
+                    if distinct {
                         if vals.first().is_some_and(Value::is_null) {
                             continue;
                         }

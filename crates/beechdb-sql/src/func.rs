@@ -68,7 +68,36 @@ impl Acc {
     }
 
     /// Adds one row's arguments (`count(*)` passes none).
+    /// Adds a row's arguments; the commonest steps (a count, an integer sum) inline.
+    #[inline]
     pub fn step(&mut self, args: &[Value], coll: Collation) -> Result<()> {
+        match (&mut *self, args.first()) {
+            (Acc::Count(n), v) => {
+                if v.is_none_or(|v| !v.is_null()) {
+                    *n += 1
+                }
+                Ok(())
+            }
+            (
+                Acc::Sum {
+                    int: Some(s),
+                    real,
+                    any_real: false,
+                    seen,
+                    ..
+                },
+                Some(Value::Integer(i)),
+            ) if s.checked_add(*i).is_some() => {
+                *s += *i;
+                *real += *i as f64;
+                *seen = true;
+                Ok(())
+            }
+            _ => self.step_any(args, coll),
+        }
+    }
+
+    fn step_any(&mut self, args: &[Value], coll: Collation) -> Result<()> {
         let v = args.first();
         match self {
             Acc::User(state) => return state.step(args),

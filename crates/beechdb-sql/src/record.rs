@@ -74,6 +74,8 @@ pub fn encode_row(values: &[Value]) -> Vec<u8> {
     out
 }
 
+#[cold]
+#[inline(never)]
 fn corrupt_row() -> Error {
     Error::Engine(beechdb::Error::Corrupt {
         page: None,
@@ -99,12 +101,30 @@ pub fn decode_into(buf: &[u8], out: &mut [Value], wanted: Option<&[bool]>) -> Re
         let want = wanted.is_none_or(|w| w[i]);
         match buf.get(values.at) {
             None => return Ok(i),
+            Some(0) => {
+                values.at += 1;
+                if want {
+                    *slot = Value::Null;
+                }
+            }
+            // A text or blob not wanted: skipped by its length.
+            Some(3 | 4) if !want => {
+                values.at += 1;
+                let len = get_varint(buf, &mut values.at).ok_or_else(corrupt_row)?;
+                values.at = values
+                    .at
+                    .checked_add(len as usize)
+                    .filter(|&end| end <= buf.len())
+                    .ok_or_else(corrupt_row)?;
+            }
             // Integers, the commonest values, are read (or skipped) in place.
             Some(1) => {
                 values.at += 1;
                 let z = get_varint(buf, &mut values.at).ok_or_else(corrupt_row)?;
-                if want {
-                    *slot = Value::Integer(unzigzag(z));
+                match slot {
+                    Value::Integer(i) if want => *i = unzigzag(z),
+                    _ if want => *slot = Value::Integer(unzigzag(z)),
+                    _ => {}
                 }
             }
             Some(_) => {

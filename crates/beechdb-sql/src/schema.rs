@@ -112,6 +112,20 @@ impl Table {
         out: &mut [Value],
         wanted: Option<&[bool]>,
     ) -> Result<()> {
+        self.read_columns(stored, out, wanted)?;
+        self.set_rowid(rowid, out);
+        Ok(())
+    }
+
+    /// As `read_into`, leaving the rowid's slots as they are (set by an earlier read of the
+    /// same row).
+    #[inline]
+    pub fn read_columns(
+        &self,
+        stored: &[u8],
+        out: &mut [Value],
+        wanted: Option<&[bool]>,
+    ) -> Result<()> {
         let n = self.columns.len();
         // The values after the mask's end are not even walked.
         let end = wanted.map_or(n, |w| w.len().min(n));
@@ -121,17 +135,23 @@ impl Table {
                 *slot = self.added_value(c);
             }
         }
-        self.set_rowid(rowid, out);
         Ok(())
     }
 
     /// Puts `rowid` in a row's slots (`out` as in `read_into`): its alias column, if any,
     /// and the rowid after the columns.
+    #[inline(always)]
     pub fn set_rowid(&self, rowid: i64, out: &mut [Value]) {
+        // In place when the slot holds an integer already (the previous row's rowid): no
+        // old value to drop.
+        let put = |slot: &mut Value| match slot {
+            Value::Integer(r) => *r = rowid,
+            _ => *slot = Value::Integer(rowid),
+        };
         if let Some(a) = self.rowid_alias {
-            out[a] = Value::Integer(rowid);
+            put(&mut out[a]);
         }
-        out[self.columns.len()] = Value::Integer(rowid);
+        put(&mut out[self.columns.len()]);
     }
 
     /// Completes a stored row: columns added after it was written take their default.

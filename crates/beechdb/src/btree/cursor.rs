@@ -278,28 +278,39 @@ impl Run {
     }
 }
 
-/// Calls `f` with the entries of `db` from the first at or after `from` to the end of that
+/// Calls `f` with the entries of `db` from the first `from` finds to the end of that
 /// entry's leaf, until `f` returns `false`. Returns `None` when the walk is over (`f` ended
-/// it, or no entry is left), else the leaf's last key, after which a walk that goes on
-/// resumes. Only the descent may need a page: once `f` has been called, nothing is retried.
+/// it, or no entry is left), else the last key lent, after which a walk that goes on
+/// resumes (the leaf's last, or the key before an entry whose key or value lies on other
+/// pages). Only the descent and the first entry may need a page: once `f` has been
+/// called, nothing is retried.
 pub(crate) fn visit_leaf(
     e: &Engine,
     db: u32,
-    from: &[u8],
+    from: Seek,
     mut f: impl FnMut(&[u8], &[u8]) -> bool,
 ) -> NeedResult<Option<Vec<u8>>> {
-    let Some(pos) = e.seek(db, Seek::Ge(from))? else {
+    let Some(pos) = e.seek(db, from)? else {
         return Ok(None);
     };
     let p = e.page(pos.leaf)?;
     let n = node::nslots(p);
     let mut overflow = Vec::new();
     for i in pos.idx..n {
+        if let Some((entry, klen)) = node::inline_entry(p, i) {
+            if !f(&entry[..klen], &entry[klen..]) {
+                return Ok(None);
+            }
+            continue;
+        }
+        if i > pos.idx {
+            // Reading it may need a page: the walk resumes before it instead.
+            return Ok(Some(e.full_key(p, i - 1)?.into_owned()));
+        }
         let key = e.full_key(p, i)?;
         let go_on = match node::leaf_value(p, i) {
             LeafValue::Inline(v) => f(&key, v),
             LeafValue::Overflow { first, len } => {
-                overflow.clear();
                 e.read_overflow(first, len, &mut overflow)?;
                 f(&key, &overflow)
             }
@@ -376,6 +387,17 @@ fn copy_run(
         spans.reserve(stop.saturating_sub(pos.idx));
         let mut bytes = 0;
         for i in pos.idx..stop {
+            // The common entry (a short key, an inline value) in one copy.
+            if let Some((entry, klen)) = node::inline_entry(p, i).filter(|_| !checked) {
+                let ks = data.len();
+                data.extend_from_slice(entry);
+                spans.push((ks, klen, ks + klen, entry.len() - klen));
+                bytes += entry.len();
+                if bytes >= max_bytes {
+                    break;
+                }
+                continue;
+            }
             let long = !plain && node::long_key(p, i).is_some();
             let value = node::leaf_value(p, i);
             if i > pos.idx && (long || matches!(value, LeafValue::Overflow { .. })) {

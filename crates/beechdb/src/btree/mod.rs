@@ -12,4 +12,4 @@ mod overflow;
 mod tree;
 
 pub use cursor::{Cursor, Iter, KeyRange};
-pub(crate) use tree::{check_sizes, MAX_KEY_LEN, MAX_VALUE_LEN_USIZE};
+pub(crate) use tree::{check_sizes, Seek, MAX_KEY_LEN, MAX_VALUE_LEN_USIZE};

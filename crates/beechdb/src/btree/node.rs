@@ -197,6 +197,19 @@ pub(crate) fn key_part_rest(field: usize, part: &[u8]) -> Option<(u64, u32)> {
 }
 
 /// Value of leaf cell `i`.
+/// Leaf cell `i`'s key and value bytes, which lie side by side, and the key's length;
+/// `None` for a long key or an overflow value.
+pub(crate) fn inline_entry(p: &[u8], i: usize) -> Option<(&[u8], usize)> {
+    let off = slot(p, i);
+    let klen = rd16(p, off);
+    let vraw = rd32(p, off + 2);
+    if klen & LONG_KEY != 0 || vraw & OVERFLOW_FLAG != 0 {
+        return None;
+    }
+    let start = off + LEAF_CELL_HDR;
+    Some((&p[start..start + klen + vraw as usize], klen))
+}
+
 #[inline]
 pub(crate) fn leaf_value(p: &[u8], i: usize) -> LeafValue<'_> {
     let off = slot(p, i);

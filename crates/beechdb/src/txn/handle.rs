@@ -14,6 +14,7 @@ use super::scan::TxnIter;
 use super::writes::WriteSet;
 use super::{scoped_key, Ddl};
 use crate::btree::cursor::KeyRange;
+use crate::btree::Seek;
 use crate::config::{Duplicates, Durability, Isolation};
 use crate::dups;
 use crate::env::{Db, Shared};
@@ -347,10 +348,10 @@ impl Txn {
 
     /// Calls `f` with each entry of `db` whose key is `from` or greater, ascending, as this
     /// transaction sees them, until `f` returns `false` or the entries end. Keys and values
-    /// are lent, not copied: a walk that stays in one leaf (an index lookup, say) allocates
-    /// nothing when no newer commit and none of this transaction's writes need merging.
-    /// `f` runs while the environment's shared lock is held, so it must not call into the
-    /// environment.
+    /// are lent, not copied: leaf after leaf, while no newer commit and none of this
+    /// transaction's writes need merging (then the rest through the merging scan), so a
+    /// walk allocates nothing. `f` runs while the environment's shared lock is held (taken
+    /// once a leaf), so it must not call into the environment.
     pub fn visit_from(
         &self,
         db: &Db,
@@ -361,18 +362,26 @@ impl Txn {
             let st = self.inner.checked(db)?;
             st.writes.is_empty() && !st.created(db.id())
         };
-        let mut after = None;
+        // The last key lent, once a leaf has been walked.
+        let mut after: Option<Vec<u8>> = None;
         if plain {
             let at = self.inner.snapshot;
-            let (walk, _) = self.inner.shared.read(|e| {
-                if !e.trees_as_seen(at) {
-                    return Ok(Some(None));
+            loop {
+                let (walk, _) = self.inner.shared.read(|e| {
+                    if !e.trees_as_seen(at) {
+                        return Ok(Some(None));
+                    }
+                    let seek = match &after {
+                        None => Seek::Ge(from),
+                        Some(last) => Seek::Gt(last),
+                    };
+                    crate::btree::cursor::visit_leaf(e, db.id(), seek, &mut f).map(|l| l.map(Some))
+                })?;
+                match walk {
+                    None => return Ok(()),
+                    Some(Some(last)) => after = Some(last),
+                    Some(None) => break,
                 }
-                crate::btree::cursor::visit_leaf(e, db.id(), from, &mut f).map(|l| l.map(Some))
-            })?;
-            match walk {
-                None => return Ok(()),
-                Some(last) => after = last,
             }
         }
         // The rest (or all, when something must be merged) through the merging walk.

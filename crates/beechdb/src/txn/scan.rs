@@ -111,7 +111,18 @@ impl TxnIter {
         seek_from(&self.from, forward, |seek| {
             read_run(e, db, seek, forward, limit, &mut run)
         })?;
-        let cut = (0..run.len()).position(|i| beyond(&self.to, run.key(i), self.reverse));
+        // The run is in the order of travel, so the keys beyond the range's end are a
+        // suffix of it: found by a binary search (the run read on past the end by at most
+        // the entry that shows it).
+        let (mut keep, mut past) = (0, run.len());
+        while keep < past {
+            let mid = keep + (past - keep) / 2;
+            match beyond(&self.to, run.key(mid), self.reverse) {
+                true => past = mid,
+                false => keep = mid + 1,
+            }
+        }
+        let cut = (keep < run.len()).then_some(keep);
         let last = run.len() == 0 || cut.is_some();
         if let Some(i) = cut {
             run.truncate(i);
@@ -307,6 +318,21 @@ impl TxnIter {
     /// The next entry, lent from the scan's buffer rather than copied: the same entries
     /// and errors as `next`, for a reader that only looks at each one.
     pub fn next_ref(&mut self) -> Option<Result<(&[u8], &[u8])>> {
+        // The common case first: the next entry of a flat batch, as `step` would give it.
+        let plain = self.misuse.is_none() && matches!(self.decode, Duplicates::None);
+        let flat_next = match &mut self.batch {
+            Entries::Flat(run, i) if plain && *i < run.len() && self.db.live().is_ok() => {
+                *i += 1;
+                Some(*i - 1)
+            }
+            _ => None,
+        };
+        if let Some(i) = flat_next {
+            let Entries::Flat(run, _) = &self.batch else {
+                unreachable!("matched above")
+            };
+            return Some(Ok((run.key(i), run.value(i))));
+        }
         Some(match self.step()? {
             Ok(Next::Flat(i)) => match &self.batch {
                 Entries::Flat(run, _) => Ok((run.key(i), run.value(i))),
