@@ -55,6 +55,12 @@ fn trigger_frame(t: &Table) -> Frame {
     f
 }
 
+/// Where AUTOINCREMENT's mark for `t` is kept in `sqlite_schema` (by engine database, which
+/// a rename keeps).
+pub(crate) fn sequence_key(t: &Table) -> Vec<u8> {
+    format!("\0sequence:{}", t.db).into_bytes()
+}
+
 fn schema_entry(kind: &str, name: &str, table: &str, db: &str, sql: &str) -> Vec<u8> {
     encode_row(&[
         kind.into(),
@@ -110,10 +116,15 @@ impl Exec<'_> {
     fn new_rowid(&mut self, t: &Table) -> Result<i64> {
         let db = self.db(&t.db)?;
         let last = self.txn.last(&db, ..)?;
-        let seen = match last {
+        let mut seen = match last {
             None => None,
             Some((k, _)) => Some(rowid_of_key(&k)?),
         };
+        // AUTOINCREMENT: never a rowid used before, deleted rows' included (the counter
+        // covers this process's; the mark, those before it).
+        if t.autoincrement && !self.rowids.lock().contains_key(&t.db) {
+            seen = seen.max(self.sequence_mark(t)?);
+        }
         if seen == Some(i64::MAX) {
             return Err(Error::Sql("database or disk is full".into()));
         }
@@ -216,7 +227,65 @@ impl Exec<'_> {
         Ok(())
     }
 
+    /// AUTOINCREMENT's mark for `t`: the largest rowid deleted (or moved) from it, kept in
+    /// `sqlite_schema` and written only when a deletion passes it, so that inserts never
+    /// write a shared row (concurrent inserts would conflict on it).
+    pub(crate) fn sequence_mark(&mut self, t: &Table) -> Result<Option<i64>> {
+        let db = self.schema_db()?;
+        Ok(match self.txn.get(&db, &sequence_key(t))? {
+            Some(rec) => crate::record::decode_row(&rec, 5)?
+                .get(3)
+                .map(Value::as_i64),
+            None => None,
+        })
+    }
+
+    /// `sqlite_sequence`'s rows: per AUTOINCREMENT table that has had a row, its name and
+    /// the largest rowid it has used (committed ones, as this transaction sees them).
+    pub(crate) fn sequence_rows(&mut self) -> Result<Vec<Row>> {
+        let tables: Vec<Arc<Table>> = self
+            .schema
+            .tables
+            .values()
+            .filter(|t| t.autoincrement)
+            .cloned()
+            .collect();
+        let mut rows = Vec::new();
+        for t in tables {
+            let db = self.db(&t.db)?;
+            let last = match self.txn.last(&db, ..)? {
+                Some((k, _)) => Some(rowid_of_key(&k)?),
+                None => None,
+            };
+            if let Some(seq) = last.max(self.sequence_mark(&t)?) {
+                rows.push(vec![t.name.as_str().into(), seq.into()]);
+            }
+        }
+        Ok(rows)
+    }
+
     fn delete_row(&mut self, t: &Table, rowid: i64, row: &[Value]) -> Result<()> {
+        if t.autoincrement && self.sequence_mark(t)?.is_none_or(|m| rowid > m) {
+            let mark = [
+                "sequence".into(),
+                t.db.as_str().into(),
+                "".into(),
+                rowid.into(),
+                "".into(),
+            ];
+            let db = self.schema_db()?;
+            self.txn.put(&db, &sequence_key(t), &encode_row(&mark))?;
+            // The process's counter passes it too (kept even if this rolls back: a gap).
+            let mut counters = self.rowids.lock();
+            let next = counters.entry(t.db.clone()).or_insert(rowid);
+            *next = (*next).max(rowid.saturating_add(1));
+        }
+        self.remove_row(t, rowid, row)
+    }
+
+    /// Removes row `rowid` and its index entries (an UPDATE moving it to another rowid:
+    /// as in SQLite, that leaves AUTOINCREMENT's mark alone).
+    fn remove_row(&mut self, t: &Table, rowid: i64, row: &[Value]) -> Result<()> {
         let db = self.db(&t.db)?;
         self.txn.delete(&db, &rowid_key(rowid))?;
         for idx in self.schema.indexes_of(&t.name).cloned().collect::<Vec<_>>() {
@@ -927,7 +996,7 @@ impl Exec<'_> {
         if new_rowid == old_rowid {
             self.replace_row(t, old_rowid, &current, &new_row)?;
         } else {
-            self.delete_row(t, old_rowid, &current)?;
+            self.remove_row(t, old_rowid, &current)?;
             self.write_row(t, new_rowid, &new_row)?;
         }
         self.check_parents(t, &new_row)?;
@@ -1483,6 +1552,8 @@ impl Exec<'_> {
                 }
                 self.txn.remove_db(&t.db)?;
                 self.remove_entry(&t.name)?;
+                let db = self.schema_db()?;
+                self.txn.delete(&db, &sequence_key(&t))?;
                 self.schema_mut().tables.remove(&key);
             }
             ObjectKind::Index => {

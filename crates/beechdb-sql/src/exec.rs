@@ -1492,6 +1492,8 @@ impl<'a> Exec<'a> {
                     frame.push(label, cols, false);
                 } else if is_schema_table(name) {
                     frame.push(label, schema_table_columns(), false);
+                } else if name.eq_ignore_ascii_case("sqlite_sequence") {
+                    frame.push(label, sequence_table_columns(), false);
                 } else {
                     return Err(Error::Sql(format!("no such table: {name}")));
                 }
@@ -1617,6 +1619,9 @@ impl<'a> Exec<'a> {
                 }
                 if is_schema_table(name) {
                     return Ok(self.schema_rows());
+                }
+                if name.eq_ignore_ascii_case("sqlite_sequence") {
+                    return self.sequence_rows();
                 }
                 Err(Error::Sql(format!("no such table: {name}")))
             }
@@ -4172,6 +4177,20 @@ fn is_schema_table(name: &str) -> bool {
     ["sqlite_schema", "sqlite_master"]
         .iter()
         .any(|n| n.eq_ignore_ascii_case(name))
+}
+
+/// `sqlite_sequence`'s columns, as SQLite declares them: `name` and `seq`, no types.
+fn sequence_table_columns() -> Vec<SrcCol> {
+    ["name", "seq"]
+        .iter()
+        .map(|n| SrcCol {
+            name: n.to_string(),
+            affinity: Some(Affinity::Blob),
+            coll: Collation::Binary,
+            decl_type: None,
+            hidden: false,
+        })
+        .collect()
 }
 
 fn schema_table_columns() -> Vec<SrcCol> {

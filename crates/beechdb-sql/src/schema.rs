@@ -30,6 +30,8 @@ pub struct Table {
     pub columns: Vec<Column>,
     /// The INTEGER PRIMARY KEY column, an alias of the rowid.
     pub rowid_alias: Option<usize>,
+    /// AUTOINCREMENT: a rowid is never used twice (see `Exec::sequence_mark`).
+    pub autoincrement: bool,
     /// CHECK constraints, each with what its error message calls it.
     pub checks: Vec<(Expr, String)>,
     /// Foreign keys: this table's columns and what they reference.
@@ -371,6 +373,7 @@ impl Schema {
                 name: ct.name.clone(),
                 columns,
                 rowid_alias,
+                autoincrement,
                 checks,
                 foreign_keys,
                 db,
@@ -409,8 +412,8 @@ impl Schema {
             let kind = e.first().map(Value::to_text).unwrap_or_default();
             match kind.as_str() {
                 "meta" => s.next_db = e[3].as_i64() as u64,
-                // PRAGMA user_version's value: not a schema object.
-                "user_version" => {}
+                // PRAGMA user_version's value and AUTOINCREMENT's marks: not schema objects.
+                "user_version" | "sequence" => {}
                 "table" => {
                     let (t, _) = Schema::defined_by(&e[4].to_text(), &e[3].to_text())?;
                     s.tables.insert(lc(&t.name), Arc::new(t));
