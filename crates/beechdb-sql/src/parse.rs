@@ -44,6 +44,7 @@ pub fn parse_with(sql: &str, registry: &Registry) -> Result<Option<Parsed>> {
     let mut cx = Cx {
         params: Vec::new(),
         registry,
+        windows: Vec::new(),
         source: create_text(&sql[..consumed]),
     };
     let (stmt, explain) = match &cmd {
@@ -132,8 +133,20 @@ fn unsupported(what: &str) -> Error {
 struct Cx<'r> {
     params: Vec<Option<String>>,
     registry: &'r Registry,
+    /// The WINDOW clauses' definitions of the SELECTs being converted, innermost last.
+    windows: Vec<(String, WindowSpec)>,
     /// The text of a CREATE statement as written, kept in `sqlite_schema` as SQLite does.
     source: Option<String>,
+}
+
+/// A window definition before its frame's defaults are decided (they depend on whether,
+/// once built on its base, it has an ORDER BY).
+#[derive(Clone, Default)]
+struct WindowSpec {
+    partition: Vec<Expr>,
+    order: Vec<OrderTerm>,
+    /// ROWS (else RANGE), start, end; `None`: the default.
+    frame: Option<(bool, FrameBound, FrameBound)>,
 }
 
 /// `stmt` from its CREATE keyword to its last token (no comments before, no semicolon
@@ -496,86 +509,180 @@ impl Cx<'_> {
         })
     }
 
-    fn window(&mut self, name: String, args: Vec<Expr>, tail: &p::FunctionTail) -> Result<Expr> {
-        if tail.filter_clause.is_some() {
-            return Err(unsupported("FILTER on a function"));
+    /// A call with a FILTER or OVER clause: an aggregate whose arguments FILTER limits (see
+    /// `filtered`), a window function.
+    fn window(
+        &mut self,
+        name: String,
+        args: Vec<Expr>,
+        (star, distinct): (bool, bool),
+        tail: &p::FunctionTail,
+    ) -> Result<Expr> {
+        let user = self.registry.function(&name, args.len()).cloned();
+        if distinct && tail.over_clause.is_some() {
+            return Err(Error::Sql(
+                "DISTINCT is not supported for window functions".into(),
+            ));
         }
-        let Some(p::Over::Window(w)) = tail.over_clause else {
-            return Err(unsupported("named windows (OVER name, WINDOW clauses)"));
+        let aggregate = crate::func::is_aggregate(&name, args.len()) || star;
+        let args = match tail.filter_clause {
+            None => args,
+            Some(_) if user.is_some() => {
+                return Err(unsupported("FILTER on a registered aggregate"))
+            }
+            Some(_) if !aggregate && tail.over_clause.is_some() => {
+                return Err(Error::Sql(
+                    "FILTER clause may only be used with aggregate window functions".into(),
+                ))
+            }
+            Some(_) if !aggregate => {
+                return Err(Error::Sql(format!(
+                    "FILTER may not be used with non-aggregate {name}()"
+                )))
+            }
+            Some(f) => self.filtered(args, f)?,
         };
-        if w.base.is_some() {
-            return Err(unsupported("named windows (OVER name, WINDOW clauses)"));
+        let spec = match tail.over_clause {
+            // An aggregate with FILTER alone.
+            None => {
+                return Ok(Expr::Function {
+                    user,
+                    name,
+                    distinct,
+                    args,
+                    star: false,
+                })
+            }
+            Some(p::Over::Name(n)) => self.named_window(&unquote(n.0))?,
+            Some(p::Over::Window(w)) => self.window_spec(w)?,
+        };
+        let (rows, start, end) = spec.frame.unwrap_or(match spec.order.is_empty() {
+            true => (
+                true,
+                FrameBound::UnboundedPreceding,
+                FrameBound::UnboundedFollowing,
+            ),
+            false => (
+                false,
+                FrameBound::UnboundedPreceding,
+                FrameBound::CurrentRow,
+            ),
+        });
+        Ok(Expr::Window(Box::new(WindowCall {
+            user,
+            name,
+            args,
+            partition: spec.partition,
+            order: spec.order,
+            rows,
+            start,
+            end,
+        })))
+    }
+
+    /// An aggregate's arguments under `FILTER (WHERE cond)`: the first becomes `CASE WHEN
+    /// cond THEN arg END` (`1` for `count(*)`), so the rows the filter drops give NULL, which
+    /// every built-in aggregate skips.
+    fn filtered(&mut self, mut args: Vec<Expr>, cond: &p::Expr) -> Result<Vec<Expr>> {
+        let cond = self.expr(cond)?;
+        let first = match args.is_empty() {
+            true => Expr::Literal(Value::Integer(1)),
+            false => args.remove(0),
+        };
+        args.insert(
+            0,
+            Expr::Case {
+                base: None,
+                whens: vec![(cond, first)],
+                else_: None,
+            },
+        );
+        Ok(args)
+    }
+
+    /// A window definition, on top of the named window it names as its base, if any
+    /// (SQLite's rules: the base's PARTITION BY, and its ORDER BY unless it has none; a
+    /// base with a frame cannot be built on).
+    fn window_spec(&mut self, w: &p::Window) -> Result<WindowSpec> {
+        let mut spec = match &w.base {
+            None => WindowSpec::default(),
+            Some(b) => {
+                let b = name(b);
+                let base = self.named_window(&b)?;
+                if w.partition_by.is_some() {
+                    return Err(Error::Sql(format!(
+                        "cannot override PARTITION clause of window: {b}"
+                    )));
+                }
+                if w.order_by.is_some() && !base.order.is_empty() {
+                    return Err(Error::Sql(format!(
+                        "cannot override ORDER BY clause of window: {b}"
+                    )));
+                }
+                if base.frame.is_some() {
+                    return Err(Error::Sql(format!(
+                        "cannot override frame specification of window: {b}"
+                    )));
+                }
+                base
+            }
+        };
+        for e in w.partition_by.iter().flat_map(|p| p.iter()) {
+            spec.partition.push(self.expr(e)?);
         }
-        let partition = w
-            .partition_by
-            .iter()
-            .flat_map(|p| p.iter())
-            .map(|e| self.expr(e))
-            .collect::<Result<_>>()?;
-        let mut order = Vec::new();
         for o in w.order_by.iter().flat_map(|o| o.iter()) {
-            order.push(OrderTerm {
+            spec.order.push(OrderTerm {
                 expr: self.expr(&o.expr)?,
                 desc: matches!(o.order, Some(p::SortOrder::Desc)),
                 nulls_first: o.nulls.map(|n| matches!(n, p::NullsOrder::First)),
             });
         }
-        let mut bound = |b: &p::FrameBound| -> Result<FrameBound> {
-            Ok(match b {
-                p::FrameBound::UnboundedPreceding => FrameBound::UnboundedPreceding,
-                p::FrameBound::Preceding(e) => FrameBound::Preceding(self.expr(e)?),
-                p::FrameBound::CurrentRow => FrameBound::CurrentRow,
-                p::FrameBound::Following(e) => FrameBound::Following(self.expr(e)?),
-                p::FrameBound::UnboundedFollowing => FrameBound::UnboundedFollowing,
-            })
+        let Some(f) = &w.frame_clause else {
+            return Ok(spec);
         };
-        let (rows, start, end) = match &w.frame_clause {
-            None if order.is_empty() => (
-                true,
-                FrameBound::UnboundedPreceding,
-                FrameBound::UnboundedFollowing,
-            ),
-            None => (
-                false,
-                FrameBound::UnboundedPreceding,
-                FrameBound::CurrentRow,
-            ),
-            Some(f) => {
-                if f.exclude
-                    .as_ref()
-                    .is_some_and(|x| !matches!(x, p::FrameExclude::NoOthers))
-                {
-                    return Err(unsupported("EXCLUDE in a window frame"));
-                }
-                let rows = match f.mode {
-                    p::FrameMode::Rows => true,
-                    p::FrameMode::Range => false,
-                    p::FrameMode::Groups => return Err(unsupported("GROUPS frames")),
-                };
-                let start = bound(&f.start)?;
-                let end = match &f.end {
-                    Some(e) => bound(e)?,
-                    None => FrameBound::CurrentRow,
-                };
-                if !rows
-                    && (matches!(start, FrameBound::Preceding(_) | FrameBound::Following(_))
-                        || matches!(end, FrameBound::Preceding(_) | FrameBound::Following(_)))
-                {
-                    return Err(unsupported("RANGE frames with offsets"));
-                }
-                (rows, start, end)
-            }
+        if f.exclude
+            .as_ref()
+            .is_some_and(|x| !matches!(x, p::FrameExclude::NoOthers))
+        {
+            return Err(unsupported("EXCLUDE in a window frame"));
+        }
+        let rows = match f.mode {
+            p::FrameMode::Rows => true,
+            p::FrameMode::Range => false,
+            p::FrameMode::Groups => return Err(unsupported("GROUPS frames")),
         };
-        Ok(Expr::Window(Box::new(WindowCall {
-            user: self.registry.function(&name, args.len()).cloned(),
-            name,
-            args,
-            partition,
-            order,
-            rows,
-            start,
-            end,
-        })))
+        let start = self.frame_bound(&f.start)?;
+        let end = match &f.end {
+            Some(e) => self.frame_bound(e)?,
+            None => FrameBound::CurrentRow,
+        };
+        let offset =
+            |b: &FrameBound| matches!(b, FrameBound::Preceding(_) | FrameBound::Following(_));
+        if !rows && (offset(&start) || offset(&end)) {
+            return Err(unsupported("RANGE frames with offsets"));
+        }
+        spec.frame = Some((rows, start, end));
+        Ok(spec)
+    }
+
+    fn frame_bound(&mut self, b: &p::FrameBound) -> Result<FrameBound> {
+        Ok(match b {
+            p::FrameBound::UnboundedPreceding => FrameBound::UnboundedPreceding,
+            p::FrameBound::Preceding(e) => FrameBound::Preceding(self.expr(e)?),
+            p::FrameBound::CurrentRow => FrameBound::CurrentRow,
+            p::FrameBound::Following(e) => FrameBound::Following(self.expr(e)?),
+            p::FrameBound::UnboundedFollowing => FrameBound::UnboundedFollowing,
+        })
+    }
+
+    /// The window a WINDOW clause of an enclosing SELECT names (the innermost first).
+    fn named_window(&self, n: &str) -> Result<WindowSpec> {
+        self.windows
+            .iter()
+            .rev()
+            .find(|(name, _)| name.eq_ignore_ascii_case(n))
+            .map(|(_, spec)| spec.clone())
+            .ok_or_else(|| Error::Sql(format!("no such window: {n}")))
     }
 
     /// SET's assignments; a row value assigned to a list of columns, `(a, b) = (x, y)`, is
@@ -838,9 +945,33 @@ impl Cx<'_> {
                 having,
                 window_clause,
             } => {
-                if window_clause.is_some() {
-                    return Err(unsupported("window functions"));
+                // Its named windows, in scope for its expressions (one may build on another
+                // defined before it).
+                let outer_windows = self.windows.len();
+                for d in window_clause.iter().flat_map(|w| w.iter()) {
+                    let spec = self.window_spec(&d.window)?;
+                    self.windows.push((name(&d.name), spec));
                 }
+                let core =
+                    self.select_core(columns, from, where_clause, group_by, having, distinctness);
+                self.windows.truncate(outer_windows);
+                core
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn select_core(
+        &mut self,
+        columns: &[p::ResultColumn],
+        from: &Option<p::FromClause>,
+        where_clause: &Option<&p::Expr>,
+        group_by: &Option<&[p::Expr]>,
+        having: &Option<&p::Expr>,
+        distinctness: &Option<p::Distinctness>,
+    ) -> Result<Core> {
+        {
+            {
                 let mut cols = Vec::new();
                 for rc in columns.iter() {
                     cols.push(match rc {
@@ -1131,7 +1262,9 @@ impl Cx<'_> {
                     return Err(unsupported("ORDER BY inside a function call"));
                 }
                 if let Some(tail) = filter_over {
-                    return self.window(unquote(fname.0).to_ascii_lowercase(), args, tail);
+                    let distinct = matches!(distinctness, Some(p::Distinctness::Distinct));
+                    let name = unquote(fname.0).to_ascii_lowercase();
+                    return self.window(name, args, (false, distinct), tail);
                 }
                 let name = unquote(fname.0).to_ascii_lowercase();
                 Expr::Function {
@@ -1147,7 +1280,8 @@ impl Cx<'_> {
                 filter_over,
             } => {
                 if let Some(tail) = filter_over {
-                    return self.window(unquote(fname.0).to_ascii_lowercase(), Vec::new(), tail);
+                    let name = unquote(fname.0).to_ascii_lowercase();
+                    return self.window(name, Vec::new(), (true, false), tail);
                 }
                 Expr::Function {
                     name: unquote(fname.0).to_ascii_lowercase(),
