@@ -930,6 +930,25 @@ impl Cx<'_> {
     }
 
     fn core(&mut self, c: &p::OneSelect) -> Result<Core> {
+        // A SELECT's named windows are in scope for its expressions (one may build on
+        // another defined before it).
+        let outer_windows = self.windows.len();
+        if let p::OneSelect::Select {
+            window_clause: Some(defs),
+            ..
+        } = c
+        {
+            for d in defs.iter() {
+                let spec = self.window_spec(&d.window)?;
+                self.windows.push((name(&d.name), spec));
+            }
+        }
+        let core = self.core_body(c);
+        self.windows.truncate(outer_windows);
+        core
+    }
+
+    fn core_body(&mut self, c: &p::OneSelect) -> Result<Core> {
         match c {
             p::OneSelect::Values(rows) => Ok(Core::Values(
                 rows.iter()
@@ -943,35 +962,8 @@ impl Cx<'_> {
                 where_clause,
                 group_by,
                 having,
-                window_clause,
+                window_clause: _,
             } => {
-                // Its named windows, in scope for its expressions (one may build on another
-                // defined before it).
-                let outer_windows = self.windows.len();
-                for d in window_clause.iter().flat_map(|w| w.iter()) {
-                    let spec = self.window_spec(&d.window)?;
-                    self.windows.push((name(&d.name), spec));
-                }
-                let core =
-                    self.select_core(columns, from, where_clause, group_by, having, distinctness);
-                self.windows.truncate(outer_windows);
-                core
-            }
-        }
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn select_core(
-        &mut self,
-        columns: &[p::ResultColumn],
-        from: &Option<p::FromClause>,
-        where_clause: &Option<&p::Expr>,
-        group_by: &Option<&[p::Expr]>,
-        having: &Option<&p::Expr>,
-        distinctness: &Option<p::Distinctness>,
-    ) -> Result<Core> {
-        {
-            {
                 let mut cols = Vec::new();
                 for rc in columns.iter() {
                     cols.push(match rc {
