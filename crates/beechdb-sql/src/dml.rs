@@ -1040,8 +1040,8 @@ impl Exec<'_> {
                 }
             }
         }
-        self.returned.columns = names;
-        self.returned.decl_types = vec![None; row.len()];
+        self.returned.columns = names.into();
+        self.returned.decl_types = vec![None; row.len()].into();
         self.returned.rows.push(row);
         Ok(())
     }
@@ -1316,7 +1316,7 @@ impl Exec<'_> {
                 def.columns = r
                     .columns
                     .iter()
-                    .zip(&r.decl_types)
+                    .zip(r.decl_types.iter())
                     .map(|(n, d)| {
                         let decl = d.as_ref().map(|d| match Affinity::of_declared(Some(d)) {
                             Affinity::Integer => "INT".into(),

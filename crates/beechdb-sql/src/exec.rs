@@ -34,12 +34,49 @@ pub type Materialized = (Vec<String>, Vec<Row>);
 /// Rows of a core: each with its ORDER BY key.
 type Keyed = Vec<(Row, Row)>;
 
-/// What a query returns: column names, declared types, rows.
+/// What a query returns: column names, declared types, rows. The names and types are
+/// shared with the statement's plan (a run copies none).
 #[derive(Debug, Clone, Default)]
 pub struct QueryResult {
-    pub columns: Vec<String>,
-    pub decl_types: Vec<Option<String>>,
+    pub columns: Arc<[String]>,
+    pub decl_types: Arc<[Option<String>]>,
     pub rows: Vec<Row>,
+}
+
+impl QueryResult {
+    /// No rows yet, columns of these names (no declared types).
+    pub fn named(names: &[&str]) -> QueryResult {
+        QueryResult {
+            columns: names.iter().map(|n| n.to_string()).collect(),
+            decl_types: names.iter().map(|_| None).collect(),
+            rows: Vec::new(),
+        }
+    }
+}
+
+/// A core's result columns: as sources (for ORDER BY, compounds, subqueries), and the
+/// result's names and declared types, made once per plan.
+pub(crate) struct Meta {
+    cols: Vec<SrcCol>,
+    names: Arc<[String]>,
+    types: Arc<[Option<String>]>,
+}
+
+impl Meta {
+    fn new(cols: Vec<SrcCol>) -> Arc<Meta> {
+        Arc::new(Meta {
+            names: cols.iter().map(|c| c.name.clone()).collect(),
+            types: cols.iter().map(|c| c.decl_type.clone()).collect(),
+            cols,
+        })
+    }
+}
+
+impl std::ops::Deref for Meta {
+    type Target = [SrcCol];
+    fn deref(&self) -> &[SrcCol] {
+        &self.cols
+    }
 }
 
 /// One column of a source in a FROM clause.
@@ -322,7 +359,7 @@ pub(crate) struct CorePlan {
     pub(crate) frame: Frame,
     /// The result columns with `*` expanded: expression and name.
     exprs: Vec<(Expr, String)>,
-    meta: Arc<[SrcCol]>,
+    meta: Arc<Meta>,
     /// The ORDER BY terms, result-column references resolved.
     order_exprs: Vec<Expr>,
     /// The GROUP BY terms (result-column ordinals resolved) and HAVING.
@@ -3056,7 +3093,7 @@ impl<'a> Exec<'a> {
             let r = self.select(&cte.select, outer)?;
             let names = match &cte.columns {
                 Some(n) => n.clone(),
-                None => r.columns.clone(),
+                None => r.columns.to_vec(),
             };
             return Ok((names, r.rows));
         }
@@ -3070,7 +3107,10 @@ impl<'a> Exec<'a> {
             offset: None,
         };
         let first = self.select(&seed, outer)?;
-        let names = cte.columns.clone().unwrap_or(first.columns.clone());
+        let names = cte
+            .columns
+            .clone()
+            .unwrap_or_else(|| first.columns.to_vec());
         let union_all = cte
             .select
             .compounds
@@ -3136,8 +3176,8 @@ impl<'a> Exec<'a> {
         };
         let (meta, mut rows) = self.core(&sel.first, outer, order)?;
         let mut result = QueryResult {
-            columns: meta.iter().map(|c| c.name.clone()).collect(),
-            decl_types: meta.iter().map(|c| c.decl_type.clone()).collect(),
+            columns: meta.names.clone(),
+            decl_types: meta.types.clone(),
             rows: Vec::new(),
         };
         if !sel.compounds.is_empty() {
@@ -3387,7 +3427,7 @@ impl<'a> Exec<'a> {
         Ok(CorePlan {
             frame,
             exprs: Vec::new(),
-            meta: Arc::new([]),
+            meta: Meta::new(Vec::new()),
             order_exprs: Vec::new(),
             group_terms: Vec::new(),
             having: None,
@@ -3527,7 +3567,7 @@ impl<'a> Exec<'a> {
         Ok(CorePlan {
             frame,
             exprs,
-            meta: meta.into(),
+            meta: Meta::new(meta),
             order_exprs,
             group_terms,
             having,
@@ -3565,7 +3605,7 @@ impl<'a> Exec<'a> {
         core: &Core,
         outer: Option<&Scope>,
         order: &[OrderTerm],
-    ) -> Result<(Arc<[SrcCol]>, Keyed)> {
+    ) -> Result<(Arc<Meta>, Keyed)> {
         let (distinct, columns, from, where_, group_by, having, plan_id) = match core {
             Core::Values(rows) => {
                 let sc = Scope::new(&EMPTY_FRAME, &[], outer);
@@ -3588,7 +3628,7 @@ impl<'a> Exec<'a> {
                         hidden: false,
                     })
                     .collect::<Vec<_>>();
-                return Ok((meta.into(), out));
+                return Ok((Meta::new(meta), out));
             }
             Core::Select {
                 distinct,

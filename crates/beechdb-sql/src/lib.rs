@@ -456,11 +456,8 @@ impl Connection {
     /// nothing.
     fn explain(&mut self, stmt: &Statement, params: &[Value]) -> Result<QueryResult> {
         let mut result = QueryResult {
-            columns: ["id", "parent", "notused", "detail"]
-                .map(String::from)
-                .to_vec(),
-            decl_types: vec![None; 4],
             rows: Vec::new(),
+            ..QueryResult::named(&["id", "parent", "notused", "detail"])
         };
         let (lines, _) = self.dry_run(stmt, params)?;
         for (i, l) in lines.into_iter().enumerate() {
@@ -734,9 +731,8 @@ impl Connection {
 
     fn pragma(&mut self, name: &str, value: Option<&ast::Expr>) -> Result<QueryResult> {
         let one = |col: &str, v: Value| QueryResult {
-            columns: vec![col.to_string()],
-            decl_types: vec![None],
             rows: vec![vec![v]],
+            ..QueryResult::named(&[col])
         };
         let arg = value.map(|e| match e {
             ast::Expr::Literal(v) => v.clone(),
@@ -750,11 +746,8 @@ impl Connection {
                     .table(&arg.unwrap_or_default().to_text())?
                     .clone();
                 let mut r = QueryResult {
-                    columns: ["cid", "name", "type", "notnull", "dflt_value", "pk"]
-                        .map(String::from)
-                        .to_vec(),
-                    decl_types: vec![None; 6],
                     rows: Vec::new(),
+                    ..QueryResult::named(&["cid", "name", "type", "notnull", "dflt_value", "pk"])
                 };
                 for (i, c) in t.columns.iter().enumerate() {
                     r.rows.push(vec![
@@ -772,11 +765,8 @@ impl Connection {
                 let t = arg.unwrap_or_default().to_text();
                 let table = self.schema.table(&t)?.clone();
                 let mut r = QueryResult {
-                    columns: ["seq", "name", "unique", "origin", "partial"]
-                        .map(String::from)
-                        .to_vec(),
-                    decl_types: vec![None; 5],
                     rows: Vec::new(),
+                    ..QueryResult::named(&["seq", "name", "unique", "origin", "partial"])
                 };
                 for (i, idx) in self.schema.indexes_of(&table.name).enumerate() {
                     let origin = match (idx.auto, idx.primary) {
@@ -804,8 +794,6 @@ impl Connection {
                     .clone();
                 let table = self.schema.table(&idx.table)?.clone();
                 QueryResult {
-                    columns: ["seqno", "cid", "name"].map(String::from).to_vec(),
-                    decl_types: vec![None; 3],
                     rows: idx
                         .columns
                         .iter()
@@ -820,6 +808,7 @@ impl Connection {
                             None => vec![(i as i64).into(), (-2).into(), Value::Null],
                         })
                         .collect(),
+                    ..QueryResult::named(&["seqno", "cid", "name"])
                 }
             }
             "table_list" => {
@@ -845,11 +834,8 @@ impl Connection {
                     ]);
                 }
                 QueryResult {
-                    columns: ["schema", "name", "type", "ncol", "wr", "strict"]
-                        .map(String::from)
-                        .to_vec(),
-                    decl_types: vec![None; 6],
                     rows,
+                    ..QueryResult::named(&["schema", "name", "type", "ncol", "wr", "strict"])
                 }
             }
             "busy_timeout" => {

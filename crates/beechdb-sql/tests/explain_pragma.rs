@@ -70,7 +70,10 @@ fn pragmas_describe_the_schema() {
     assert_eq!(info.rows[1][3], Value::Integer(1));
     assert_eq!(info.rows[0][5], Value::Integer(1));
     let list = c.query("PRAGMA index_list(t)", &[]).unwrap();
-    assert_eq!(list.columns, ["seq", "name", "unique", "origin", "partial"]);
+    assert_eq!(
+        *list.columns,
+        ["seq", "name", "unique", "origin", "partial"]
+    );
     let names: Vec<(String, i64, String)> = list
         .rows
         .iter()

@@ -42,7 +42,7 @@ fn a_prepared_select_sees_schema_changes_between_runs() {
     };
     assert_eq!(ints(&c.run(&by_k, &[20.into()]).unwrap().rows), [2, 3]);
     assert!(detail(&mut c).contains("USING COVERING INDEX t_k"));
-    assert_eq!(c.run(&star, &[1.into()]).unwrap().columns, ["id", "k"]);
+    assert_eq!(*c.run(&star, &[1.into()]).unwrap().columns, ["id", "k"]);
 
     // Dropped index: the next run scans, and still finds the rows.
     c.execute_batch("DROP INDEX t_k").unwrap();
@@ -53,7 +53,7 @@ fn a_prepared_select_sees_schema_changes_between_runs() {
     c.execute_batch("ALTER TABLE t ADD COLUMN v TEXT DEFAULT 'x'")
         .unwrap();
     let r = c.run(&star, &[1.into()]).unwrap();
-    assert_eq!(r.columns, ["id", "k", "v"]);
+    assert_eq!(*r.columns, ["id", "k", "v"]);
     assert_eq!(r.rows[0][2], Value::from("x"));
 
     // Inside one transaction: an index created, then dropped, between runs.
@@ -76,7 +76,7 @@ fn a_prepared_select_sees_schema_changes_between_runs() {
         )
         .unwrap();
     assert_eq!(ints(&c.run(&by_k, &[20.into()]).unwrap().rows), [7]);
-    assert_eq!(c.run(&star, &[7.into()]).unwrap().columns, ["k", "id"]);
+    assert_eq!(*c.run(&star, &[7.into()]).unwrap().columns, ["k", "id"]);
     other.execute_batch("DROP TABLE t").unwrap();
     let err = c.run(&by_k, &[20.into()]).unwrap_err();
     assert!(err.to_string().contains("no such table: t"), "{err}");

@@ -143,7 +143,7 @@ impl sqlite3_stmt {
         self.columns = Some(
             r.columns
                 .iter()
-                .zip(&r.decl_types)
+                .zip(r.decl_types.iter())
                 .map(|(n, t)| (c_str(n), t.as_deref().map(c_str)))
                 .collect(),
         );
