@@ -331,6 +331,11 @@ fn collect_matching<'e>(e: &'e Expr, pick: &dyn Fn(&Expr) -> bool, out: &mut Vec
                     }
                 }
                 Expr::Function { args, .. } | Expr::Row(args) => children.extend(args.iter()),
+                // (An aggregate query's window calls read its aggregates.)
+                Expr::Window(w) => {
+                    children.extend(w.args.iter().chain(&w.partition));
+                    children.extend(w.order.iter().map(|o| &o.expr));
+                }
                 _ => {}
             }
             for c in children {
@@ -2876,7 +2881,7 @@ impl<'a> Exec<'a> {
         &mut self,
         calls: &[&Expr],
         frame: &Frame,
-        rows: &[Row],
+        (rows, aggs): (&[Row], Option<&[AggValues]>),
         outer: Option<&Scope>,
     ) -> Result<Vec<AggValues>> {
         let mut out: Vec<AggValues> = vec![HashMap::new(); rows.len()];
@@ -2891,7 +2896,9 @@ impl<'a> Exec<'a> {
                 Vec::with_capacity(rows.len()),
             );
             for (i, r) in rows.iter().enumerate() {
-                let sc = Scope::new(frame, r, outer);
+                let mut sc = Scope::new(frame, r, outer);
+                // Over an aggregate query's groups: each group's aggregates.
+                sc.agg = aggs.map(|a| &a[i]);
                 let part = self.eval_all(w.partition.iter(), &sc)?;
                 keys.push(self.eval_all(w.order.iter().map(|o| &o.expr), &sc)?);
                 args.push(self.eval_all(w.args.iter(), &sc)?);
@@ -3522,11 +3529,6 @@ impl<'a> Exec<'a> {
             collect_matching(e, &|x| matches!(x, Expr::Window(_)), &mut windows);
         }
         let windows = !windows.is_empty();
-        if windows && aggregate {
-            return Err(Error::Unsupported(
-                "window functions over aggregate queries".into(),
-            ));
-        }
         let mut join = match from {
             Some(f) => Some(self.plan_join(f, &frame, where_)?),
             None => None,
@@ -3674,7 +3676,7 @@ impl<'a> Exec<'a> {
             };
         // Rows from the joins, each with its sort key.
         let mut out: Keyed = Vec::new();
-        if plan.windows {
+        if plan.windows && !aggregate {
             let mut windows: Vec<&Expr> = Vec::new();
             for e in exprs.iter().map(|(e, _)| e).chain(order_exprs.iter()) {
                 collect_matching(e, &|x| matches!(x, Expr::Window(_)), &mut windows);
@@ -3684,7 +3686,7 @@ impl<'a> Exec<'a> {
                 rows.push(r.to_vec());
                 Ok(true)
             })?;
-            let values = self.window_values(&windows, frame, &rows, outer)?;
+            let values = self.window_values(&windows, frame, (&rows, None), outer)?;
             for (r, vals) in rows.iter().zip(&values) {
                 let mut sc = Scope::new(frame, r, outer);
                 sc.agg = Some(vals);
@@ -3859,6 +3861,8 @@ impl<'a> Exec<'a> {
                     },
                 ));
             }
+            // Each group that HAVING keeps: its last row and its aggregates' values.
+            let (mut kept, mut values_of) = (Vec::new(), Vec::new());
             for (_, g) in &mut groups {
                 let mut values: AggValues = HashMap::new();
                 for (ci, c) in calls.iter().enumerate() {
@@ -3871,6 +3875,23 @@ impl<'a> Exec<'a> {
                         continue;
                     }
                 }
+                kept.push(std::mem::take(&mut g.row));
+                values_of.push(values);
+            }
+            if plan.windows {
+                // Window calls run over the groups, after the aggregates.
+                let mut windows: Vec<&Expr> = Vec::new();
+                for e in exprs.iter().map(|(e, _)| e).chain(order_exprs.iter()) {
+                    collect_matching(e, &|x| matches!(x, Expr::Window(_)), &mut windows);
+                }
+                let over = self.window_values(&windows, frame, (&kept, Some(&values_of)), outer)?;
+                for (values, w) in values_of.iter_mut().zip(over) {
+                    values.extend(w);
+                }
+            }
+            for (row, values) in kept.iter().zip(&values_of) {
+                let mut sc = Scope::new(frame, row, outer);
+                sc.agg = Some(values);
                 out.push(self.project(&plan, &sc)?);
             }
         }
