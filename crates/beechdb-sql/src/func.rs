@@ -17,6 +17,54 @@ pub fn is_aggregate(name: &str, n: usize) -> bool {
     }
 }
 
+/// Checks a call of built-in function `name` with `n` arguments as SQLite's prepare does:
+/// the function exists and takes that many arguments.
+pub fn check_call(name: &str, n: usize) -> Result<()> {
+    const WINDOW_ONLY: [&str; 11] = [
+        "row_number",
+        "rank",
+        "dense_rank",
+        "percent_rank",
+        "cume_dist",
+        "ntile",
+        "lag",
+        "lead",
+        "first_value",
+        "last_value",
+        "nth_value",
+    ];
+    if WINDOW_ONLY.contains(&name) {
+        return Err(Error::Sql(format!("misuse of window function {name}()")));
+    }
+    // (Fewest, most) arguments; `usize::MAX`: any number.
+    let any = usize::MAX;
+    let (least, most) = match name {
+        "random" | "sqlite_version" | "last_insert_rowid" | "changes" | "total_changes" => (0, 0),
+        "abs" | "typeof" | "length" | "upper" | "lower" | "hex" | "quote" | "randomblob"
+        | "zeroblob" | "unicode" | "sign" | "likely" | "unlikely" | "sum" | "total" | "avg"
+        | "json" | "json_valid" => (1, 1),
+        "ifnull" | "nullif" | "instr" | "likelihood" | "string_agg" => (2, 2),
+        "iif" | "replace" => (3, 3),
+        "substr" | "substring" => (2, 3),
+        "trim" | "ltrim" | "rtrim" | "round" | "group_concat" | "json_type"
+        | "json_array_length" => (1, 2),
+        "count" => (0, 1),
+        "coalesce" => (2, any),
+        "min" | "max" | "json_extract" => (1, any),
+        "char" | "printf" | "format" | "date" | "time" | "datetime" | "julianday" | "strftime"
+        | "unixepoch" | "json_array" | "json_object" => (0, any),
+        // Operators the parser spells as calls.
+        _ if name.starts_with("->") => (0, any),
+        _ => return Err(Error::Sql(format!("no such function: {name}"))),
+    };
+    match (least..=most).contains(&n) {
+        true => Ok(()),
+        false => Err(Error::Sql(format!(
+            "wrong number of arguments to function {name}()"
+        ))),
+    }
+}
+
 /// Whether a built-in scalar function gives the same result for the same arguments (what
 /// an index expression may call).
 pub fn is_deterministic(name: &str) -> bool {

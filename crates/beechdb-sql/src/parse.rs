@@ -25,13 +25,21 @@ pub struct Parsed {
 
 /// Parses the first statement of `sql`; `Ok(None)` when there is none (only spaces,
 /// comments, semicolons).
+/// Calls are not checked: schema text is read back with it, and a view may name a
+/// function that only exists when it runs (SQLite, too, checks a view's calls then).
 pub fn parse_one(sql: &str) -> Result<Option<Parsed>> {
-    parse_with(sql, &Registry::default())
+    parse_checked(sql, &Registry::default(), false)
 }
 
 /// Parses the first statement of `sql`, resolving calls and collations to those `registry`
-/// holds before the built-in ones.
+/// holds before the built-in ones; a call of an unknown function, or with a wrong number
+/// of arguments, is an error here, as in SQLite's prepare (not in the bodies of CREATE
+/// statements, checked when they run).
 pub fn parse_with(sql: &str, registry: &Registry) -> Result<Option<Parsed>> {
+    parse_checked(sql, registry, true)
+}
+
+fn parse_checked(sql: &str, registry: &Registry, check_calls: bool) -> Result<Option<Parsed>> {
     let bump = Bump::new();
     let mut parser = Parser::new(&bump, sql.as_bytes());
     let cmd = match parser.next() {
@@ -45,6 +53,7 @@ pub fn parse_with(sql: &str, registry: &Registry) -> Result<Option<Parsed>> {
         params: Vec::new(),
         registry,
         windows: Vec::new(),
+        check_calls,
         source: create_text(&sql[..consumed]),
     };
     let (stmt, explain) = match &cmd {
@@ -135,6 +144,8 @@ struct Cx<'r> {
     registry: &'r Registry,
     /// The WINDOW clauses' definitions of the SELECTs being converted, innermost last.
     windows: Vec<(String, WindowSpec)>,
+    /// Whether a call of a built-in function is checked (see `parse_with`).
+    check_calls: bool,
     /// The text of a CREATE statement as written, kept in `sqlite_schema` as SQLite does.
     source: Option<String>,
 }
@@ -211,6 +222,16 @@ impl Cx<'_> {
     }
 
     fn stmt(&mut self, s: &p::Stmt) -> Result<Stmt> {
+        // The bodies of CREATE statements are checked when they run (see `parse_with`).
+        if matches!(
+            s,
+            p::Stmt::CreateTable { .. }
+                | p::Stmt::CreateIndex { .. }
+                | p::Stmt::CreateView { .. }
+                | p::Stmt::CreateTrigger { .. }
+        ) {
+            self.check_calls = false;
+        }
         Ok(match s {
             p::Stmt::Select(sel) => Stmt::Select(Box::new(self.select(sel)?)),
             p::Stmt::Insert {
@@ -1259,8 +1280,12 @@ impl Cx<'_> {
                     return self.window(name, args, (false, distinct), tail);
                 }
                 let name = unquote(fname.0).to_ascii_lowercase();
+                let user = self.registry.function(&name, args.len()).cloned();
+                if user.is_none() && self.check_calls {
+                    crate::func::check_call(&name, args.len())?;
+                }
                 Expr::Function {
-                    user: self.registry.function(&name, args.len()).cloned(),
+                    user,
                     name,
                     distinct: matches!(distinctness, Some(p::Distinctness::Distinct)),
                     args,

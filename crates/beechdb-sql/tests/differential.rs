@@ -310,3 +310,42 @@ fn aggregate_argument_errors_match_sqlite_on_empty_and_filled_tables() {
         }
     }
 }
+
+#[test]
+fn calls_are_checked_when_prepared_as_in_sqlite() {
+    let db = Database::open_in_memory().unwrap();
+    let mut c = db.connect();
+    c.execute_batch("CREATE TABLE t(a)").unwrap();
+    let lite = rusqlite::Connection::open_in_memory().unwrap();
+    lite.execute_batch("CREATE TABLE t(a)").unwrap();
+    for sql in [
+        "SELECT nosuch(a) FROM t",
+        "SELECT abs(a, a) FROM t",
+        "SELECT substr(a) FROM t",
+        "SELECT trim(a, 'x', 'y') FROM t",
+        "SELECT coalesce(a) FROM t",
+        "SELECT round() FROM t",
+        "SELECT rank() FROM t",
+        "SELECT json_type() FROM t",
+        "UPDATE t SET a = zeroblob()",
+        "DELETE FROM t WHERE nosuch(a)",
+    ] {
+        let theirs = match lite.prepare(sql) {
+            Err(rusqlite::Error::SqliteFailure(_, Some(m))) => m,
+            Err(rusqlite::Error::SqlInputError { msg, .. }) => msg,
+            other => panic!("{sql}: SQLite gave {:?}", other.map(|_| ())),
+        };
+        let ours = c.prepare(sql).map(drop).unwrap_err().to_string();
+        assert_eq!(ours, theirs, "{sql}");
+    }
+    // Inside a CREATE, a call is checked when it runs (SQLite, too, creates such a view;
+    // it reports the call when a statement reading the view is prepared, BeechDB when the
+    // call is first made).
+    c.execute("CREATE VIEW v AS SELECT nosuch(a) FROM t", &[])
+        .unwrap();
+    c.execute("INSERT INTO t VALUES(1)", &[]).unwrap();
+    assert_eq!(
+        c.query("SELECT * FROM v", &[]).unwrap_err().to_string(),
+        "no such function: nosuch"
+    );
+}
