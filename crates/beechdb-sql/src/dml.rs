@@ -61,6 +61,11 @@ pub(crate) fn sequence_key(t: &Table) -> Vec<u8> {
     format!("\0sequence:{}", t.db).into_bytes()
 }
 
+/// Table `t`'s entry in `sqlite_schema`, with its definition `sql`.
+fn table_entry(t: &Table, sql: &str) -> Vec<u8> {
+    schema_entry("table", &t.name, &t.name, &t.db, sql)
+}
+
 fn schema_entry(kind: &str, name: &str, table: &str, db: &str, sql: &str) -> Vec<u8> {
     encode_row(&[
         kind.into(),
@@ -1347,10 +1352,7 @@ impl Exec<'_> {
         let (table, indexes) = self.schema_mut().build_table(&def)?;
         let handle = self.txn.create_db(&table.db)?;
         self.dbs.insert(table.db.clone(), handle);
-        self.put_entry(
-            &table.name,
-            schema_entry("table", &table.name, &table.name, &table.db, &table.sql),
-        )?;
+        self.put_entry(&table.name, table_entry(&table, &table.sql))?;
         for i in &indexes {
             let handle = self.txn.create_db(&i.db)?;
             self.dbs.insert(i.db.clone(), handle);
@@ -1615,13 +1617,7 @@ impl Exec<'_> {
                         let sql = sql.unwrap_or_else(|| t.sql.clone());
                         edits.push(schema_entry("table", new, new, &t.db, &sql));
                     } else if let Some(sql) = sql {
-                        edits.push(schema_entry(
-                            "table",
-                            &other.name,
-                            &other.name,
-                            &other.db,
-                            &sql,
-                        ));
+                        edits.push(table_entry(other, &sql));
                     }
                 }
                 for i in self.schema.indexes_of(&t.name).cloned().collect::<Vec<_>>() {
@@ -1662,10 +1658,7 @@ impl Exec<'_> {
                 let end = alter::columns_end(&t.sql)?;
                 let sql = format!("{}, {text}{}", &t.sql[..end], &t.sql[end..]);
                 let (table, _) = Schema::defined_by(&sql, &t.db)?;
-                self.put_entry(
-                    &t.name,
-                    schema_entry("table", &t.name, &t.name, &t.db, &sql),
-                )?;
+                self.put_entry(&t.name, table_entry(&t, &sql))?;
                 self.schema_mut()
                     .tables
                     .insert(lc(&t.name), Arc::new(table));
@@ -1699,13 +1692,7 @@ impl Exec<'_> {
         let mut edits = Vec::new();
         for other in self.schema.tables.values() {
             if let Some(sql) = alter::rename_in_table(&other.sql, &other.name, &t.name, old, new)? {
-                edits.push(schema_entry(
-                    "table",
-                    &other.name,
-                    &other.name,
-                    &other.db,
-                    &sql,
-                ));
+                edits.push(table_entry(other, &sql));
             }
         }
         for i in self.schema.indexes_of(&t.name) {
@@ -1789,7 +1776,7 @@ impl Exec<'_> {
                 }
             }
         }
-        self.replace_entries(vec![schema_entry("table", &t.name, &t.name, &t.db, &sql)])
+        self.replace_entries(vec![table_entry(t, &sql)])
     }
 
     /// A view or trigger whose text may name table `t` (with `column`: that column of it):

@@ -6,38 +6,12 @@ mod common;
 
 use beechdb_sql::{Database, Value};
 
-/// Runs each statement on both engines: both succeed with the same rows, or both fail with
-/// the same message.
+/// Runs each statement on both engines (see `common::same_outcome`).
 fn same_outcomes(script: &[&str]) {
     // (rusqlite's bundled SQLite enforces foreign keys by default; SQLite does not.)
     let (_db, mut ours, lite) = common::both("PRAGMA foreign_keys = OFF");
     for sql in script {
-        let want = lite
-            .prepare(sql)
-            .and_then(|mut st| {
-                let n = st.column_count();
-                st.query_map([], |r| {
-                    (0..n)
-                        .map(|i| Ok(format!("{:?}", r.get_ref(i)?)))
-                        .collect::<rusqlite::Result<Vec<_>>>()
-                })?
-                .collect::<rusqlite::Result<Vec<_>>>()
-            })
-            .map_err(|e| match e {
-                rusqlite::Error::SqliteFailure(_, Some(m)) => m,
-                rusqlite::Error::SqlInputError { msg, .. } => msg,
-                e => e.to_string(),
-            });
-        let got = ours
-            .query(sql, &[])
-            .map(|r| {
-                r.rows
-                    .iter()
-                    .map(|r| r.iter().map(common::printed).collect::<Vec<_>>())
-                    .collect::<Vec<_>>()
-            })
-            .map_err(|e| e.to_string());
-        assert_eq!(got, want, "{sql}");
+        common::same_outcome(&mut ours, &lite, sql);
     }
 }
 

@@ -44,30 +44,7 @@ fn expression_indexes_match_sqlite() {
         "CREATE INDEX bad ON t(count(a))",
     ];
     for sql in script {
-        let want = lite
-            .prepare(sql)
-            .and_then(|mut st| {
-                let n = st.column_count();
-                st.query_map([], |r| {
-                    (0..n).map(|i| Ok(format!("{:?}", r.get_ref(i)?))).collect()
-                })?
-                .collect::<rusqlite::Result<Vec<Vec<String>>>>()
-            })
-            .map_err(|e| match e {
-                rusqlite::Error::SqliteFailure(_, Some(m)) => m,
-                rusqlite::Error::SqlInputError { msg, .. } => msg,
-                e => e.to_string(),
-            });
-        let got = ours
-            .query(sql, &[])
-            .map(|r| {
-                r.rows
-                    .iter()
-                    .map(|r| r.iter().map(common::printed).collect())
-                    .collect()
-            })
-            .map_err(|e| e.to_string());
-        assert_eq!(got, want, "{sql}");
+        common::same_outcome(&mut ours, &lite, sql);
     }
     assert_eq!(
         common::plan_of(&mut ours, "SELECT id FROM t WHERE lower(nm) = ?"),

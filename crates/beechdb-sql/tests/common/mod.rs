@@ -49,6 +49,35 @@ pub fn same_rows(ours: &mut Connection, lite: &rusqlite::Connection, sql: &str, 
     assert_eq!(got, want, "{sql}");
 }
 
+/// Runs `sql` on both: both succeed with the same rows (in the same order), or both fail
+/// with the same message.
+pub fn same_outcome(ours: &mut Connection, lite: &rusqlite::Connection, sql: &str) {
+    let want = lite
+        .prepare(sql)
+        .and_then(|mut st| {
+            let n = st.column_count();
+            st.query_map([], |r| {
+                (0..n).map(|i| Ok(format!("{:?}", r.get_ref(i)?))).collect()
+            })?
+            .collect::<rusqlite::Result<Vec<Vec<String>>>>()
+        })
+        .map_err(|e| match e {
+            rusqlite::Error::SqliteFailure(_, Some(m)) => m,
+            rusqlite::Error::SqlInputError { msg, .. } => msg,
+            e => e.to_string(),
+        });
+    let got = ours
+        .query(sql, &[])
+        .map(|r| {
+            r.rows
+                .iter()
+                .map(|r| r.iter().map(printed).collect())
+                .collect()
+        })
+        .map_err(|e| e.to_string());
+    assert_eq!(got, want, "{sql}");
+}
+
 /// BeechDB (an in-memory database, kept alive by the returned handle) and SQLite, each
 /// with `sql` run.
 pub fn both(sql: &str) -> (beechdb_sql::Database, Connection, rusqlite::Connection) {
