@@ -429,10 +429,33 @@ pub struct WindowCall {
     pub args: Vec<Expr>,
     pub partition: Vec<Expr>,
     pub order: Vec<OrderTerm>,
-    /// `ROWS` (else `RANGE`) and the frame's bounds.
-    pub rows: bool,
+    /// The frame: its units, bounds, and what it leaves out.
+    pub units: FrameUnits,
     pub start: FrameBound,
     pub end: FrameBound,
+    pub exclude: FrameExclude,
+}
+
+/// What a window frame's offsets count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameUnits {
+    Rows,
+    /// The ORDER BY value's distance (peers, without an offset).
+    Range,
+    /// Peer groups.
+    Groups,
+}
+
+/// The rows a window frame leaves out of itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FrameExclude {
+    #[default]
+    NoOthers,
+    CurrentRow,
+    /// The current row and its peers.
+    Group,
+    /// The current row's peers, not itself.
+    Ties,
 }
 
 #[derive(Debug, Clone)]

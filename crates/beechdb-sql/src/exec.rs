@@ -2925,55 +2925,124 @@ impl<'a> Exec<'a> {
                 }
                 Ordering::Equal
             };
-            let constant = |me: &mut Self, e: &Expr| -> Result<usize> {
+            // A frame offset: a non-negative integer (a number for RANGE).
+            let offset = |me: &mut Self, e: &Expr, start: bool| -> Result<f64> {
                 let v = me.eval(e, &Scope::new(&EMPTY_FRAME, &[], outer))?;
-                match v {
-                    Value::Integer(i) if i >= 0 => Ok(i as usize),
-                    _ => Err(Error::Sql(
-                        "frame starting offset must be a non-negative integer".into(),
-                    )),
+                let which = if start { "starting" } else { "ending" };
+                match (v, w.units) {
+                    (Value::Integer(i), _) if i >= 0 => Ok(i as f64),
+                    (Value::Real(r), FrameUnits::Range) if r >= 0.0 => Ok(r),
+                    (_, FrameUnits::Range) => Err(Error::Sql(format!(
+                        "frame {which} offset must be a non-negative number"
+                    ))),
+                    _ => Err(Error::Sql(format!(
+                        "frame {which} offset must be a non-negative integer"
+                    ))),
                 }
             };
+            let desc = w.order.first().is_some_and(|o| o.desc);
             for mut part in partitions {
                 part.sort_by(|&a, &b| cmp(&keys[a], &keys[b]));
                 let n = part.len();
                 // Peer groups: equal sort keys.
                 let (mut peer_start, mut peer_end, mut group) =
                     (vec![0; n], vec![0; n], vec![0; n]);
+                let mut group_first = Vec::new();
                 let mut j = 0;
-                let mut g = 0;
                 while j < n {
                     let mut k = j;
                     while k + 1 < n && cmp(&keys[part[j]], &keys[part[k + 1]]) == Ordering::Equal {
                         k += 1;
                     }
                     for x in j..=k {
-                        (peer_start[x], peer_end[x], group[x]) = (j, k, g);
+                        (peer_start[x], peer_end[x], group[x]) = (j, k, group_first.len());
                     }
-                    g += 1;
+                    group_first.push(j);
                     j = k + 1;
                 }
+                // The ORDER BY value of position `x` as a number, for RANGE offsets.
+                let number = |x: usize| match keys[part[x]].first() {
+                    Some(Value::Integer(i)) => Some(*i as f64),
+                    Some(Value::Real(r)) => Some(*r),
+                    _ => None,
+                };
                 for j in 0..n {
+                    // Where bound `b` puts the frame's first (`start`) or last position.
+                    let at = |me: &mut Self, b: &FrameBound, start: bool| -> Result<i64> {
+                        let (e, back) = match b {
+                            FrameBound::UnboundedPreceding => {
+                                return Ok(if start { 0 } else { -1 })
+                            }
+                            FrameBound::UnboundedFollowing => {
+                                return Ok(if start { n as i64 } else { n as i64 - 1 })
+                            }
+                            FrameBound::CurrentRow => {
+                                return Ok(match (w.units, start) {
+                                    (FrameUnits::Rows, _) => j as i64,
+                                    (_, true) => peer_start[j] as i64,
+                                    (_, false) => peer_end[j] as i64,
+                                })
+                            }
+                            FrameBound::Preceding(e) => (e, true),
+                            FrameBound::Following(e) => (e, false),
+                        };
+                        let k = offset(me, e, start)?;
+                        Ok(match w.units {
+                            FrameUnits::Rows => {
+                                j as i64 + if back { -(k as i64) } else { k as i64 }
+                            }
+                            FrameUnits::Groups => {
+                                let g = group[j] as i64 + if back { -(k as i64) } else { k as i64 };
+                                let groups = group_first.len() as i64;
+                                match (start, g) {
+                                    (true, g) if g < 0 => 0,
+                                    (true, g) if g >= groups => n as i64,
+                                    (true, g) => group_first[g as usize] as i64,
+                                    (false, g) if g < 0 => -1,
+                                    (false, g) if g + 1 >= groups => n as i64 - 1,
+                                    (false, g) => group_first[g as usize + 1] as i64 - 1,
+                                }
+                            }
+                            // By value: a row whose value is not a number has its peers.
+                            FrameUnits::Range => match number(j) {
+                                None if start => peer_start[j] as i64,
+                                None => peer_end[j] as i64,
+                                Some(v) => {
+                                    let target = if back != desc { v - k } else { v + k };
+                                    // Before the target in the order of the rows.
+                                    let before =
+                                        |x: f64| if desc { x > target } else { x < target };
+                                    let after = |x: f64| if desc { x < target } else { x > target };
+                                    match start {
+                                        true => (0..n)
+                                            .find(|&x| number(x).is_some_and(|x| !before(x)))
+                                            .unwrap_or(n)
+                                            as i64,
+                                        false => (0..n)
+                                            .rev()
+                                            .find(|&x| number(x).is_some_and(|x| !after(x)))
+                                            .map_or(-1, |x| x as i64),
+                                    }
+                                }
+                            },
+                        })
+                    };
                     // The frame, as positions [lo, hi] (empty when lo > hi).
-                    let lo: i64 = match &w.start {
-                        FrameBound::UnboundedPreceding => 0,
-                        FrameBound::Preceding(e) => j as i64 - constant(self, e)? as i64,
-                        FrameBound::CurrentRow if w.rows => j as i64,
-                        FrameBound::CurrentRow => peer_start[j] as i64,
-                        FrameBound::Following(e) => (j + constant(self, e)?) as i64,
-                        FrameBound::UnboundedFollowing => n as i64,
-                    }
-                    .max(0);
-                    let hi: i64 = match &w.end {
-                        FrameBound::UnboundedPreceding => -1,
-                        FrameBound::Preceding(e) => j as i64 - constant(self, e)? as i64,
-                        FrameBound::CurrentRow if w.rows => j as i64,
-                        FrameBound::CurrentRow => peer_end[j] as i64,
-                        FrameBound::Following(e) => (j + constant(self, e)?) as i64,
-                        FrameBound::UnboundedFollowing => n as i64 - 1,
-                    }
-                    .min(n as i64 - 1);
-                    let in_frame = || (lo..=hi).map(|x| part[x as usize]);
+                    let lo = at(self, &w.start, true)?.max(0);
+                    let hi = at(self, &w.end, false)?.min(n as i64 - 1);
+                    let (peers, me) = (peer_start[j]..=peer_end[j], j);
+                    let left_out = move |x: usize| match w.exclude {
+                        FrameExclude::NoOthers => false,
+                        FrameExclude::CurrentRow => x == me,
+                        FrameExclude::Group => peers.contains(&x),
+                        FrameExclude::Ties => x != me && peers.contains(&x),
+                    };
+                    let in_frame = || {
+                        (lo..=hi)
+                            .map(|x| x as usize)
+                            .filter(|&x| !left_out(x))
+                            .map(|x| part[x])
+                    };
                     let arg = |r: usize, i: usize| args[r].get(i).cloned().unwrap_or(Value::Null);
                     let v = match w.name.as_str() {
                         "row_number" => Value::Integer(j as i64 + 1),

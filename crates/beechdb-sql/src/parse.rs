@@ -156,8 +156,8 @@ struct Cx<'r> {
 struct WindowSpec {
     partition: Vec<Expr>,
     order: Vec<OrderTerm>,
-    /// ROWS (else RANGE), start, end; `None`: the default.
-    frame: Option<(bool, FrameBound, FrameBound)>,
+    /// Units, start, end, exclusion; `None`: the default.
+    frame: Option<(FrameUnits, FrameBound, FrameBound, FrameExclude)>,
 }
 
 /// `stmt` from its CREATE keyword to its last token (no comments before, no semicolon
@@ -577,27 +577,29 @@ impl Cx<'_> {
             Some(p::Over::Name(n)) => self.named_window(&unquote(n.0))?,
             Some(p::Over::Window(w)) => self.window_spec(w)?,
         };
-        let (rows, start, end) = spec.frame.unwrap_or(match spec.order.is_empty() {
-            true => (
-                true,
-                FrameBound::UnboundedPreceding,
-                FrameBound::UnboundedFollowing,
-            ),
-            false => (
-                false,
-                FrameBound::UnboundedPreceding,
-                FrameBound::CurrentRow,
-            ),
-        });
+        let (units, start, end, exclude) = spec.frame.unwrap_or((
+            FrameUnits::Range,
+            FrameBound::UnboundedPreceding,
+            FrameBound::CurrentRow,
+            FrameExclude::NoOthers,
+        ));
+        let offset =
+            |b: &FrameBound| matches!(b, FrameBound::Preceding(_) | FrameBound::Following(_));
+        if units == FrameUnits::Range && (offset(&start) || offset(&end)) && spec.order.len() != 1 {
+            return Err(Error::Sql(
+                "RANGE with offset PRECEDING/FOLLOWING requires one ORDER BY expression".into(),
+            ));
+        }
         Ok(Expr::Window(Box::new(WindowCall {
             user,
             name,
             args,
             partition: spec.partition,
             order: spec.order,
-            rows,
+            units,
             start,
             end,
+            exclude,
         })))
     }
 
@@ -661,28 +663,23 @@ impl Cx<'_> {
         let Some(f) = &w.frame_clause else {
             return Ok(spec);
         };
-        if f.exclude
-            .as_ref()
-            .is_some_and(|x| !matches!(x, p::FrameExclude::NoOthers))
-        {
-            return Err(unsupported("EXCLUDE in a window frame"));
-        }
-        let rows = match f.mode {
-            p::FrameMode::Rows => true,
-            p::FrameMode::Range => false,
-            p::FrameMode::Groups => return Err(unsupported("GROUPS frames")),
+        let exclude = match f.exclude {
+            None | Some(p::FrameExclude::NoOthers) => FrameExclude::NoOthers,
+            Some(p::FrameExclude::CurrentRow) => FrameExclude::CurrentRow,
+            Some(p::FrameExclude::Group) => FrameExclude::Group,
+            Some(p::FrameExclude::Ties) => FrameExclude::Ties,
+        };
+        let units = match f.mode {
+            p::FrameMode::Rows => FrameUnits::Rows,
+            p::FrameMode::Range => FrameUnits::Range,
+            p::FrameMode::Groups => FrameUnits::Groups,
         };
         let start = self.frame_bound(&f.start)?;
         let end = match &f.end {
             Some(e) => self.frame_bound(e)?,
             None => FrameBound::CurrentRow,
         };
-        let offset =
-            |b: &FrameBound| matches!(b, FrameBound::Preceding(_) | FrameBound::Following(_));
-        if !rows && (offset(&start) || offset(&end)) {
-            return Err(unsupported("RANGE frames with offsets"));
-        }
-        spec.frame = Some((rows, start, end));
+        spec.frame = Some((units, start, end, exclude));
         Ok(spec)
     }
 

@@ -9,10 +9,10 @@ fn window_functions_match_sqlite() {
     let db = Database::open_in_memory().unwrap();
     let mut b = db.connect();
     let s = rusqlite::Connection::open_in_memory().unwrap();
-    let setup = "CREATE TABLE emp(id INTEGER PRIMARY KEY, dept TEXT, name TEXT, pay INTEGER);
-        INSERT INTO emp(dept, name, pay) VALUES
-          ('eng','ann',120),('eng','bob',100),('eng','cid',120),('ops','dee',90),
-          ('ops','eve',NULL),('ops','fay',70),('hr','gus',80);";
+    let setup = "CREATE TABLE emp(id INTEGER PRIMARY KEY, dept TEXT, name TEXT, pay INTEGER, m);
+        INSERT INTO emp(dept, name, pay, m) VALUES
+          ('eng','ann',120,1.5),('eng','bob',100,'x'),('eng','cid',120,3),('ops','dee',90,NULL),
+          ('ops','eve',NULL,2.5),('ops','fay',70,'a'),('hr','gus',80,4.25);";
     b.execute_batch(setup).unwrap();
     s.execute_batch(setup).unwrap();
     for sql in [
@@ -34,6 +34,16 @@ fn window_functions_match_sqlite() {
         "SELECT count(*) FILTER (WHERE pay > 90), sum(pay) FILTER (WHERE dept = 'eng'), count(DISTINCT dept) FILTER (WHERE pay IS NOT NULL) FROM emp",
         "SELECT dept, max(name) FILTER (WHERE pay < 110), group_concat(name) FILTER (WHERE name > 'b') FROM emp GROUP BY dept ORDER BY dept",
         "SELECT name, count(*) FILTER (WHERE pay >= 100) OVER (ORDER BY id) FROM emp ORDER BY id",
+        // GROUPS and RANGE offsets, and EXCLUDE (pay has a NULL, ties, and the mixed
+        // column m reals, text and NULLs).
+        "SELECT name, sum(pay) OVER (ORDER BY pay GROUPS BETWEEN 1 PRECEDING AND 1 FOLLOWING) FROM emp ORDER BY id",
+        "SELECT name, count(*) OVER (ORDER BY pay DESC GROUPS 2 PRECEDING), group_concat(name) OVER (ORDER BY pay GROUPS BETWEEN CURRENT ROW AND 1 FOLLOWING) FROM emp ORDER BY id",
+        "SELECT name, sum(pay) OVER (ORDER BY pay RANGE BETWEEN 20 PRECEDING AND 10 FOLLOWING) FROM emp ORDER BY id",
+        "SELECT name, sum(pay) OVER (ORDER BY pay DESC RANGE BETWEEN 25 PRECEDING AND CURRENT ROW), count(*) OVER (PARTITION BY dept ORDER BY pay RANGE 30.5 PRECEDING) FROM emp ORDER BY id",
+        "SELECT name, m, group_concat(name) OVER (ORDER BY m RANGE BETWEEN 1.5 PRECEDING AND 1.5 FOLLOWING) FROM emp ORDER BY id",
+        "SELECT name, group_concat(name) OVER (ORDER BY pay ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING EXCLUDE CURRENT ROW) FROM emp ORDER BY id",
+        "SELECT name, group_concat(name) OVER (ORDER BY pay RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW EXCLUDE GROUP), group_concat(name) OVER (ORDER BY pay GROUPS BETWEEN 1 PRECEDING AND 1 FOLLOWING EXCLUDE TIES) FROM emp ORDER BY id",
+        "SELECT name, first_value(name) OVER (ORDER BY pay ROWS BETWEEN CURRENT ROW AND 2 FOLLOWING EXCLUDE CURRENT ROW), last_value(name) OVER (ORDER BY pay RANGE CURRENT ROW EXCLUDE TIES) FROM emp ORDER BY id",
         // Over an aggregate query's groups, reading their aggregates.
         "SELECT dept, count(*), rank() OVER (ORDER BY dept) FROM emp GROUP BY dept ORDER BY dept",
         "SELECT dept, sum(pay), rank() OVER (ORDER BY sum(pay) DESC), sum(sum(pay)) OVER () FROM emp GROUP BY dept ORDER BY 3, dept",
@@ -51,6 +61,10 @@ fn window_functions_match_sqlite() {
         "SELECT abs(pay) FILTER (WHERE pay > 1) FROM emp",
         "SELECT rank() FILTER (WHERE pay > 1) OVER () FROM emp",
         "SELECT count(DISTINCT pay) OVER () FROM emp",
+        "SELECT sum(pay) OVER (ORDER BY pay, id RANGE 1 PRECEDING) FROM emp",
+        "SELECT sum(pay) OVER (ORDER BY pay ROWS -1 PRECEDING) FROM emp",
+        "SELECT sum(pay) OVER (ORDER BY pay RANGE BETWEEN 1 PRECEDING AND -1.5 FOLLOWING) FROM emp",
+        "SELECT sum(pay) OVER (ORDER BY pay GROUPS 1.5 PRECEDING) FROM emp",
     ] {
         common::same_outcome(&mut b, &s, bad);
     }
