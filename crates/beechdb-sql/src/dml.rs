@@ -84,13 +84,7 @@ impl Exec<'_> {
     fn save_meta(&mut self) -> Result<()> {
         let next = self.schema.next_db;
         let db = self.schema_db()?;
-        let rec = encode_row(&[
-            "meta".into(),
-            "".into(),
-            "".into(),
-            (next as i64).into(),
-            "".into(),
-        ]);
+        let rec = crate::schema::value_entry("meta", "", next as i64);
         self.txn.put(&db, b"\0meta", &rec)?;
         Ok(())
     }
@@ -237,12 +231,10 @@ impl Exec<'_> {
     /// write a shared row (concurrent inserts would conflict on it).
     pub(crate) fn sequence_mark(&mut self, t: &Table) -> Result<Option<i64>> {
         let db = self.schema_db()?;
-        Ok(match self.txn.get(&db, &sequence_key(t))? {
-            Some(rec) => crate::record::decode_row(&rec, 5)?
-                .get(3)
-                .map(Value::as_i64),
-            None => None,
-        })
+        match self.txn.get(&db, &sequence_key(t))? {
+            Some(rec) => crate::schema::entry_value(&rec).map(Some),
+            None => Ok(None),
+        }
     }
 
     /// `sqlite_sequence`'s rows: per AUTOINCREMENT table that has had a row, its name and
@@ -271,15 +263,9 @@ impl Exec<'_> {
 
     fn delete_row(&mut self, t: &Table, rowid: i64, row: &[Value]) -> Result<()> {
         if t.autoincrement && self.sequence_mark(t)?.is_none_or(|m| rowid > m) {
-            let mark = [
-                "sequence".into(),
-                t.db.as_str().into(),
-                "".into(),
-                rowid.into(),
-                "".into(),
-            ];
+            let mark = crate::schema::value_entry("sequence", &t.db, rowid);
             let db = self.schema_db()?;
-            self.txn.put(&db, &sequence_key(t), &encode_row(&mark))?;
+            self.txn.put(&db, &sequence_key(t), &mark)?;
             // The process's counter passes it too (kept even if this rolls back: a gap).
             let mut counters = self.rowids.lock();
             let next = counters.entry(t.db.clone()).or_insert(rowid);

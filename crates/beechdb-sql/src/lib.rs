@@ -858,21 +858,13 @@ impl Connection {
                 const KEY: &[u8] = b"\0user_version";
                 let result = match arg {
                     Some(v) => {
-                        let rec = record::encode_row(&[
-                            "user_version".into(),
-                            "".into(),
-                            "".into(),
-                            v.as_i64().into(),
-                            "".into(),
-                        ]);
+                        let rec = schema::value_entry("user_version", "", v.as_i64());
                         txn.put(&db, KEY, &rec)?;
                         QueryResult::default()
                     }
                     None => {
                         let v = match txn.get(&db, KEY)? {
-                            Some(rec) => {
-                                record::decode_row(&rec, 5)?.get(3).map_or(0, Value::as_i64)
-                            }
+                            Some(rec) => schema::entry_value(&rec)?,
                             None => 0,
                         };
                         one("user_version", v.into())

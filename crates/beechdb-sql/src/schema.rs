@@ -89,6 +89,20 @@ pub struct Schema {
     pub next_db: u64,
 }
 
+/// A `sqlite_schema` record holding a number rather than an object (the database counter,
+/// `PRAGMA user_version`, an AUTOINCREMENT mark): kind, name and the value, in the
+/// columns an object's record has (the value where an object names its engine database).
+pub fn value_entry(kind: &str, name: &str, value: i64) -> Vec<u8> {
+    crate::record::encode_row(&[kind.into(), name.into(), "".into(), value.into(), "".into()])
+}
+
+/// The number a `value_entry` record holds.
+pub fn entry_value(rec: &[u8]) -> Result<i64> {
+    Ok(crate::record::decode_row(rec, 5)?
+        .get(3)
+        .map_or(0, Value::as_i64))
+}
+
 pub fn lc(name: &str) -> String {
     name.to_ascii_lowercase()
 }

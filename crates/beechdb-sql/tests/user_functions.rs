@@ -131,3 +131,38 @@ fn interrupt_stops_a_running_statement() {
     // The next statement runs.
     assert_eq!(one(&mut c, "SELECT count(*) FROM n"), Value::Integer(10));
 }
+
+/// What a registered function cannot be used for, each refused with a typed error: an index
+/// expression (the index would outlive the registration), FILTER on a registered aggregate
+/// (its steps may not skip NULLs as the rewrite needs). An upsert cannot set the rowid.
+#[test]
+fn registered_functions_are_refused_where_they_cannot_work() {
+    let db = Database::open_in_memory().unwrap();
+    let mut c = db.connect();
+    c.execute_batch(
+        "CREATE TABLE t(id INTEGER PRIMARY KEY, a TEXT UNIQUE); INSERT INTO t VALUES(1, 'x')",
+    )
+    .unwrap();
+    c.create_function(
+        "twice",
+        1,
+        Some(UserFunction::Scalar(Arc::new(|a: &[Value]| {
+            Ok(Value::Integer(a[0].as_i64() * 2))
+        }))),
+    );
+    c.create_function(
+        "longest",
+        1,
+        Some(UserFunction::Aggregate(Arc::new(Longest))),
+    );
+    for sql in [
+        "CREATE INDEX i ON t(twice(a))",
+        "SELECT longest(a) FILTER (WHERE id > 1) FROM t",
+        "INSERT INTO t VALUES(2, 'x') ON CONFLICT(a) DO UPDATE SET rowid = 5",
+    ] {
+        match c.execute(sql, &[]) {
+            Err(Error::Unsupported(_)) => {}
+            other => panic!("{sql}: {other:?}"),
+        }
+    }
+}
