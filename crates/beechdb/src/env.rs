@@ -19,7 +19,7 @@ use crate::sync::ReadMostlyLock;
 use crate::txn::{Txn, TxnManager};
 use crate::verify::VerifyReport;
 use crate::wal::reader::LogReader;
-use crate::wal::{self, segment_name, Record, Wal};
+use crate::wal::{self, segment_name, Fill, Record, Wal};
 use parking_lot::Mutex;
 use std::any::Any;
 use std::io;
@@ -64,8 +64,8 @@ pub(crate) struct CheckpointSignal {
 #[derive(Default)]
 struct BackgroundWork {
     checkpoint: bool,
-    /// The log wants its next segment prepared.
-    spare_segment: bool,
+    /// The log wants background work (its next segment, a sync).
+    log_work: bool,
     stop: bool,
 }
 
@@ -81,8 +81,8 @@ impl CheckpointSignal {
 }
 
 /// The background checkpointer: runs a checkpoint when asked (log volume) or when
-/// `interval` has passed with commits since the last one, and prepares the log's next
-/// segment when asked. While it waits it holds only the signal and a weak reference, so it
+/// `interval` has passed with commits since the last one, and does the log's background
+/// work (its next segment, syncs) when asked. While it waits it holds only the signal and a weak reference, so it
 /// never keeps an environment (or its lock) alive; `close` and drop stop it.
 fn checkpointer(
     shared: std::sync::Weak<Shared>,
@@ -90,25 +90,26 @@ fn checkpointer(
     interval: std::time::Duration,
 ) {
     loop {
-        let (spare, spare_only) = {
+        let (log_work, log_only) = {
             let mut st = signal.state.lock();
-            if !st.checkpoint && !st.spare_segment && !st.stop {
+            if !st.checkpoint && !st.log_work && !st.stop {
                 signal.wake.wait_for(&mut st, interval);
             }
             if st.stop {
                 return;
             }
-            let wanted = (st.spare_segment, st.spare_segment && !st.checkpoint);
-            (st.checkpoint, st.spare_segment) = (false, false);
+            let wanted = (st.log_work, st.log_work && !st.checkpoint);
+            (st.checkpoint, st.log_work) = (false, false);
             wanted
         };
         let Some(s) = shared.upgrade() else { return };
         let Some(tx) = &s.tx else { return };
-        if let (true, Some(w)) = (spare, &tx.wal) {
-            // On failure the commit that fills the segment creates the next one itself.
-            let _ = w.prepare_spare();
+        if let (true, Some(w)) = (log_work, &tx.wal) {
+            // Without a spare the commit that fills the segment creates the next one itself;
+            // a failed sync poisons the log, and the next commit reports it.
+            let _ = w.background_work();
         }
-        if spare_only {
+        if log_only {
             continue;
         }
         let behind = s.engine.read().commit_lsn > tx.last_checkpoint_lsn.load(Ordering::Relaxed);
@@ -143,8 +144,8 @@ impl Tx {
         self.checkpoint_signal.request(|w| &mut w.checkpoint);
     }
 
-    pub(crate) fn request_spare_segment(&self) {
-        self.checkpoint_signal.request(|w| &mut w.spare_segment);
+    pub(crate) fn request_log_work(&self) {
+        self.checkpoint_signal.request(|w| &mut w.log_work);
     }
 }
 
@@ -514,9 +515,15 @@ impl Env {
             }
             engine.commit_lsn = rec.end;
             wal = (!read_only).then(|| {
+                // Segments are zero-filled when commits sync by default (see `Fill`).
+                let fill = if config.durability == Durability::Sync {
+                    Fill::Zeros
+                } else {
+                    Fill::Allocate
+                };
                 Wal::new(
                     storage.clone(),
-                    config.log_segment_size,
+                    (config.log_segment_size, fill),
                     engine.env_id,
                     rec.segments,
                     (rec.end, rec.chain),

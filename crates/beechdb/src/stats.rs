@@ -88,8 +88,11 @@ counters! {
         records: "Log records",
         /// Writes of the log buffer.
         writes: "Log buffer writes",
-        /// fsyncs of log segments.
+        /// fsyncs of log segments (all of them, including the background ones).
         fsyncs: "Log fsyncs",
+        /// Of those, syncs by the background thread, which keeps the log not yet durable
+        /// under a quarter segment so that a segment switch has little left to sync.
+        background_syncs: "Log syncs in the background",
         /// Commits made durable by group-commit flushes; divided by `fsyncs`, the batch.
         group_commits: "Commits made durable by group commit",
         /// The largest number of commits one flush made durable.

@@ -75,4 +75,28 @@ pub trait StorageFile: Send + Sync {
     fn sync_data(&self) -> io::Result<()>;
     /// As [`StorageFile::sync_data`], and the length and all metadata too (`fsync`).
     fn sync_all(&self) -> io::Result<()>;
+    /// Extends the file to `len` bytes that read as zeros, with the space allocated (so that
+    /// writing into it later cannot fail for want of space), without writing them, when the
+    /// storage can (`fallocate`); returns whether it did. Durable after
+    /// [`StorageFile::sync_all`]. The default: `false`, and the caller writes zeros.
+    fn allocate(&self, len: u64) -> io::Result<bool> {
+        let _ = len;
+        Ok(false)
+    }
+    /// Maps the file's first `len` bytes for writing, when the storage can: bytes copied
+    /// into the mapping reach the file as [`StorageFile::write_at`] would put them (read
+    /// back at once, durable after a sync of this file), without a system call each. The
+    /// caller keeps the file at least `len` long while it is mapped. `None`, the default:
+    /// the caller writes through `write_at`.
+    fn map_for_writing(&self, len: u64) -> io::Result<Option<Box<dyn MappedFile>>> {
+        let _ = len;
+        Ok(None)
+    }
+}
+
+/// A file's first bytes mapped for writing (see [`StorageFile::map_for_writing`]).
+pub trait MappedFile: Send + Sync {
+    /// Copies `data` to `offset`; an [`io::ErrorKind::InvalidInput`] error, and nothing
+    /// written, when that reaches past the mapped length.
+    fn write(&self, data: &[u8], offset: u64) -> io::Result<()>;
 }

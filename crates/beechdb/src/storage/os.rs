@@ -1,6 +1,6 @@
 //! The real storage: a directory of the operating system's file system.
 
-use super::{Storage, StorageFile};
+use super::{MappedFile, Storage, StorageFile};
 use std::any::Any;
 use std::fs::{self, File, OpenOptions};
 use std::io;
@@ -142,5 +142,111 @@ impl StorageFile for OsFile {
     }
     fn sync_all(&self) -> io::Result<()> {
         self.file.sync_all()
+    }
+    #[cfg(target_os = "linux")]
+    fn allocate(&self, len: u64) -> io::Result<bool> {
+        use std::os::fd::AsRawFd;
+        let len = libc::off_t::try_from(len).map_err(|_| io::ErrorKind::InvalidInput)?;
+        // SAFETY: a plain system call on a descriptor this file owns.
+        let r = unsafe { libc::fallocate(self.file.as_raw_fd(), 0, 0, len) };
+        if r == 0 {
+            return Ok(true);
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            // The file system cannot: the caller writes zeros.
+            Some(libc::EOPNOTSUPP) => Ok(false),
+            _ => Err(e),
+        }
+    }
+    fn map_for_writing(&self, len: u64) -> io::Result<Option<Box<dyn MappedFile>>> {
+        if len == 0 || self.len()? < len {
+            return Ok(None);
+        }
+        let len = usize::try_from(len).map_err(|_| io::ErrorKind::InvalidInput)?;
+        use std::os::fd::AsRawFd;
+        // SAFETY: a fresh shared mapping of a file this process has open for writing; it is
+        // only written through `OsMap::write`, within `len`, and unmapped on drop.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                self.file.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Some(Box::new(OsMap {
+            ptr: ptr.cast(),
+            len,
+        })))
+    }
+}
+
+/// A shared, writable mapping of a file's first `len` bytes: what is copied in is in the
+/// file's page cache at once, as a `pwrite` puts it, and `fdatasync` of the file writes it
+/// out. One difference from `pwrite`: a write to a page that is not in memory reads it
+/// first, and a read error there is a SIGBUS rather than an error return.
+struct OsMap {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain memory shared with the kernel; writers of overlapping bytes
+// are kept apart by the caller (the log writes only under its flush leadership).
+unsafe impl Send for OsMap {}
+unsafe impl Sync for OsMap {}
+
+impl MappedFile for OsMap {
+    fn write(&self, data: &[u8], offset: u64) -> io::Result<()> {
+        let at = usize::try_from(offset).map_err(|_| io::ErrorKind::InvalidInput)?;
+        if at > self.len || data.len() > self.len - at {
+            return Err(io::ErrorKind::InvalidInput.into());
+        }
+        // SAFETY: `at..at + data.len()` lies within the mapping (checked above).
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.add(at), data.len()) };
+        Ok(())
+    }
+}
+
+impl Drop for OsMap {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `map_for_writing`, unmapped once. Dirty pages stay in
+        // the page cache and reach the file as any written page does.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mapped_writes_are_read_back_and_stay_within_the_mapping() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = OsStorage::new(dir.path()).unwrap();
+        let file = storage.open("f", true).unwrap();
+        file.set_len(4096).unwrap();
+        assert!(
+            file.map_for_writing(8192).unwrap().is_none(),
+            "longer than the file"
+        );
+        let map = file.map_for_writing(4096).unwrap().expect("a mapping");
+        map.write(b"abcdef", 4090).unwrap();
+        let err = map.write(b"abcdefg", 4090).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        assert!(map.write(b"x", u64::MAX).is_err());
+        drop(map);
+        let mut back = [0u8; 6];
+        file.read_at(&mut back, 4090).unwrap();
+        assert_eq!(&back, b"abcdef");
+        // Another handle (another process, after a kill) reads it too.
+        let other = storage.open("f", false).unwrap();
+        other.read_at(&mut back, 4090).unwrap();
+        assert_eq!(&back, b"abcdef");
     }
 }

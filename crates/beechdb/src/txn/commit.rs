@@ -252,13 +252,13 @@ impl Shared {
     }
 
     /// Asks the background thread for a checkpoint when enough log has gathered, and for
-    /// the log's next segment when the log wants one.
+    /// the log's background work (next segment, sync) when the log wants it.
     pub(super) fn request_background_work(&self, tx: &Tx, lsn: u64) {
         if lsn.saturating_sub(tx.last_checkpoint_lsn.load(Relaxed)) >= tx.checkpoint_log_bytes {
             tx.request_checkpoint();
         }
-        if tx.wal.as_ref().is_some_and(|w| w.take_spare_request()) {
-            tx.request_spare_segment();
+        if tx.wal.as_ref().is_some_and(|w| w.take_background_request()) {
+            tx.request_log_work();
         }
     }
 }

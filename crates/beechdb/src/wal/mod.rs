@@ -37,7 +37,7 @@ pub(crate) use scan::{recover, LogStart};
 use crate::config::Durability;
 use crate::error::{Error, Result};
 use crate::storage::page::{wr32, wr64};
-use crate::storage::{Storage, StorageFile};
+use crate::storage::{MappedFile, Storage, StorageFile};
 use crate::sync::{poll_until, Broadcast};
 use parking_lot::Mutex;
 use std::sync::atomic::{
@@ -51,6 +51,8 @@ pub(crate) const SEG_HDR: usize = 64;
 pub(crate) const FIRST_LSN: u64 = 8;
 const MAGIC: &[u8; 8] = b"BeechLog";
 const VERSION: u32 = 2;
+/// Flushes up to this size are copied into the segment's mapping (see `Segment::write_at`).
+const MAPPED_WRITE_MAX: usize = 64 << 10;
 /// A NOSYNC commit leaves its record in the buffer until this much has gathered.
 const BUFFER_LIMIT: usize = 1 << 20;
 /// Leaders gather followers only when an fsync takes at least this long.
@@ -90,6 +92,9 @@ pub(crate) struct Segment {
     pub start: u64,
     pub cap: u64,
     file: std::sync::OnceLock<Box<dyn StorageFile>>,
+    /// The file mapped for writing, made by the first write (`None`: the storage cannot,
+    /// and writes go through the file).
+    map: std::sync::OnceLock<Option<Box<dyn MappedFile>>>,
 }
 
 impl Segment {
@@ -99,6 +104,7 @@ impl Segment {
             start,
             cap,
             file: file.into(),
+            map: std::sync::OnceLock::new(),
         }
     }
 
@@ -108,6 +114,7 @@ impl Segment {
             start,
             cap,
             file: std::sync::OnceLock::new(),
+            map: std::sync::OnceLock::new(),
         }
     }
 
@@ -118,6 +125,25 @@ impl Segment {
     /// The segment's file; only installed segments are written or synced.
     fn file(&self) -> &dyn StorageFile {
         self.file.get().expect("an installed segment").as_ref()
+    }
+
+    /// Writes `data` at file offset `offset`. A small write that is not about to be synced
+    /// (WRITE_NOSYNC flushes each commit's few records) goes into the mapping when the
+    /// storage gives one: a copy instead of a system call. Through the file go large writes
+    /// (a NOSYNC buffer), which cost less than a mapping's first-write page faults, and
+    /// writes about to be synced, since syncing pages written through a mapping costs more
+    /// (they are write-protected again, on every CPU).
+    fn write_at(&self, data: &[u8], offset: u64, syncing: bool) -> std::io::Result<()> {
+        if !syncing && data.len() <= MAPPED_WRITE_MAX {
+            let len = SEG_HDR as u64 + self.cap;
+            let map = self
+                .map
+                .get_or_init(|| self.file().map_for_writing(len).ok().flatten());
+            if let Some(m) = map {
+                return m.write(data, offset);
+            }
+        }
+        self.file().write_at(data, offset)
     }
 
     fn end(&self) -> u64 {
@@ -153,18 +179,16 @@ impl Segment {
         Some((rd64(h, 16), rd64(h, 24), rd64(h, 32), rd64(h, 40)))
     }
 
-    /// Creates, zero-fills (so later syncs change no file size or allocation) and makes
-    /// durable a new segment. It is built under a temporary name and renamed into place, so
-    /// a segment file that exists always has a valid header.
+    /// Creates, fills (see [`Fill`]) and makes durable a new segment. It is built under a
+    /// temporary name and renamed into place, so a segment file that exists always has a
+    /// valid header.
     pub(crate) fn create(
         storage: &dyn Storage,
-        no: u64,
-        start: u64,
-        cap: u64,
-        env_id: u64,
+        (no, start, cap, env_id): (u64, u64, u64, u64),
+        fill: Fill,
     ) -> Result<Segment> {
         let tmp = format!("{}.tmp", segment_name(no));
-        let file = zero_filled(storage, &tmp, cap)
+        let file = filled(storage, &tmp, cap, fill)
             .map_err(|e| Error::io(format!("creating log segment {}", segment_name(no)), e))?;
         Segment::install(storage, file, &tmp, (no, start, cap, env_id))
     }
@@ -188,21 +212,38 @@ impl Segment {
     }
 }
 
-/// A file `name` of a segment's size (header and `cap` bytes), zero-filled and synced.
-fn zero_filled(
+/// How a new segment file gets its size. Either way it reads as zeros and its size and
+/// allocation are durable before it is used, so a later sync never changes the file's size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fill {
+    /// Zeros written: later syncs of its data change no metadata at all, which matters
+    /// when every commit syncs (SYNC).
+    Zeros,
+    /// Space allocated without writing it, when the storage can: no zeros written and
+    /// synced (half the disk writes of a log that is seldom synced, NOSYNC and
+    /// WRITE_NOSYNC); the first sync after writing into it also records that the space
+    /// now holds data.
+    Allocate,
+}
+
+/// A file `name` of a segment's size (header and `cap` bytes), reading as zeros, synced.
+fn filled(
     storage: &dyn Storage,
     name: &str,
     cap: u64,
+    fill: Fill,
 ) -> std::io::Result<Box<dyn StorageFile>> {
     let file = storage.open(name, true)?;
     file.set_len(0)?;
-    let zeros = vec![0u8; 1 << 20];
     let total = SEG_HDR as u64 + cap;
-    let mut at = 0;
-    while at < total {
-        let n = (total - at).min(zeros.len() as u64) as usize;
-        file.write_at(&zeros[..n], at)?;
-        at += n as u64;
+    if fill == Fill::Zeros || !file.allocate(total)? {
+        let zeros = vec![0u8; 1 << 20];
+        let mut at = 0;
+        while at < total {
+            let n = (total - at).min(zeros.len() as u64) as usize;
+            file.write_at(&zeros[..n], at)?;
+            at += n as u64;
+        }
     }
     file.sync_all()?;
     Ok(file)
@@ -272,6 +313,8 @@ struct Inner {
     poisoned: Option<String>,
     /// The current segment has asked for a spare (reset when a segment begins).
     spare_asked: bool,
+    /// The durable end when a background sync was last asked for: asked once per value.
+    sync_asked_at: u64,
 }
 
 impl Inner {
@@ -294,6 +337,8 @@ impl Inner {
 pub(crate) struct Wal {
     storage: Arc<dyn Storage>,
     segment_size: u64,
+    /// How new segments are made: zeros written when commits sync by default.
+    fill: Fill,
     env_id: u64,
     salt: u32,
     inner: Mutex<Inner>,
@@ -313,8 +358,9 @@ pub(crate) struct Wal {
     /// the commit which fills a segment only writes a header and renames. Held while it is
     /// being prepared and while it is being installed.
     spare: Mutex<Option<Box<dyn StorageFile>>>,
-    /// Set when the current segment is half full and no spare is ready.
-    spare_request: AtomicBool,
+    /// Set when the log wants background work: the next segment's spare (the current one
+    /// is half full), or a sync (over a quarter segment is not yet durable).
+    background_request: AtomicBool,
     /// Set (under `spare`) when the environment closes: no spare is prepared after that.
     closing: AtomicBool,
     /// Log kept for transactions that spilled writes ahead of their commit.
@@ -351,7 +397,7 @@ impl Wal {
     /// fsync of this process proves more.
     pub(crate) fn new(
         storage: Arc<dyn Storage>,
-        segment_size: u64,
+        (segment_size, fill): (u64, Fill),
         env_id: u64,
         segments: Vec<Segment>,
         (end, chain): (u64, u32),
@@ -360,6 +406,7 @@ impl Wal {
         Wal {
             storage,
             segment_size,
+            fill,
             env_id,
             salt: salt(env_id),
             inner: Mutex::new(Inner {
@@ -375,6 +422,7 @@ impl Wal {
                 write_nanos: 0,
                 poisoned: None,
                 spare_asked: false,
+                sync_asked_at: u64::MAX,
             }),
             written: AtomicU64::new(end),
             flushed: AtomicU64::new(durable),
@@ -383,7 +431,7 @@ impl Wal {
             arriving: AtomicU64::new(0),
             buf_commits: AtomicU64::new(0),
             spare: Mutex::new(None),
-            spare_request: AtomicBool::new(false),
+            background_request: AtomicBool::new(false),
             closing: AtomicBool::new(false),
             retained: Mutex::default(),
             stats: Default::default(),
@@ -522,7 +570,16 @@ impl Wal {
         // Once per segment, at half full (or at once after a switch): ask for the next.
         if !g.spare_asked && (g.next_lsn - cur.start) * 2 > cur.cap {
             g.spare_asked = true;
-            self.spare_request.store(true, Relaxed);
+            self.background_request.store(true, Relaxed);
+        }
+        // Once per durable end, when over a quarter segment is not durable: ask for a sync,
+        // so that the flush that switches segments (which must sync the old one first) is
+        // not the one to write it all to disk.
+        let durable = self.flushed.load(Relaxed);
+        if g.next_lsn.saturating_sub(durable) > self.segment_size / 4 && g.sync_asked_at != durable
+        {
+            g.sync_asked_at = durable;
+            self.background_request.store(true, Relaxed);
         }
         self.stats.records.fetch_add(1, Relaxed);
         self.stats.bytes.fetch_add(size as u64, Relaxed);
@@ -639,17 +696,68 @@ impl Wal {
         self.closing.store(true, Relaxed);
     }
 
-    /// Whether the log has asked for its next segment since the last call.
-    pub(crate) fn take_spare_request(&self) -> bool {
-        self.spare_request.load(Relaxed) && self.spare_request.swap(false, Relaxed)
+    /// Whether the log has asked for background work ([`Wal::background_work`]) since the
+    /// last call.
+    pub(crate) fn take_background_request(&self) -> bool {
+        self.background_request.load(Relaxed) && self.background_request.swap(false, Relaxed)
+    }
+
+    /// Work kept off the commit path, run by the background thread when the log asks: the
+    /// next segment's file, and a sync of the log written so far.
+    pub(crate) fn background_work(&self) -> Result<()> {
+        self.prepare_spare()?;
+        self.sync_written()
+    }
+
+    /// Syncs the segment holding the log's written end, when every segment before it is
+    /// durable, and records the log durable up to that end.
+    fn sync_written(&self) -> Result<()> {
+        let (seg, written) = {
+            let g = self.inner.lock();
+            let written = self.written.load(Acquire);
+            // The segment holding `written` (or ending there) is installed: a flush installs
+            // a segment before writing into it.
+            let seg = g
+                .segments
+                .iter()
+                .rev()
+                .find(|s| s.start <= written && s.is_installed());
+            match seg {
+                Some(s) if self.flushed.load(Acquire) >= s.start => (s.clone(), written),
+                _ => return Ok(()),
+            }
+        };
+        if self.flushed.load(Acquire) >= written {
+            return Ok(());
+        }
+        self.stats.fsyncs.fetch_add(1, Relaxed);
+        self.stats.background_syncs.fetch_add(1, Relaxed);
+        if let Err(e) = seg.file().sync_data() {
+            let e = Error::io(format!("syncing log segment {}", segment_name(seg.no)), e);
+            // As a failed flush: what was written may never become durable.
+            self.inner
+                .lock()
+                .poisoned
+                .get_or_insert_with(|| e.to_string());
+            self.failed.store(true, Release);
+            self.flushed_wake.wake_all();
+            return Err(e);
+        }
+        self.flushed.fetch_max(written, Release);
+        Ok(())
     }
 
     /// Prepares the next segment's file, unless one is ready (run off the commit path).
-    pub(crate) fn prepare_spare(&self) -> Result<()> {
+    fn prepare_spare(&self) -> Result<()> {
         let mut spare = self.spare.lock();
         if spare.is_none() && !self.closing.load(Relaxed) {
-            let file = zero_filled(self.storage.as_ref(), SPARE_SEGMENT, self.segment_size)
-                .map_err(|e| Error::io("preparing the next log segment", e))?;
+            let file = filled(
+                self.storage.as_ref(),
+                SPARE_SEGMENT,
+                self.segment_size,
+                self.fill,
+            )
+            .map_err(|e| Error::io("preparing the next log segment", e))?;
             *spare = Some(file);
         }
         Ok(())
@@ -671,10 +779,8 @@ impl Wal {
                 self.stats.segments_created_inline.fetch_add(1, Relaxed);
                 Segment::create(
                     self.storage.as_ref(),
-                    seg.no,
-                    seg.start,
-                    seg.cap,
-                    self.env_id,
+                    (seg.no, seg.start, seg.cap, self.env_id),
+                    self.fill,
                 )?
             }
         };
@@ -753,6 +859,10 @@ impl Wal {
                 .iter()
                 .try_for_each(|s| self.install(s))
                 .and_then(|()| self.write_out(&segs, (from, to), &data, sync_from, sync));
+            if let Ok(durable) = res {
+                // Stored before `written`, which a background sync reads as its limit.
+                self.flushed.fetch_max(durable, Release);
+            }
             let took = started.elapsed().as_nanos() as u64;
             self.stats.flush_nanos.fetch_add(took, Relaxed);
             g = self.inner.lock();
@@ -770,10 +880,9 @@ impl Wal {
             data.clear();
             g.spare = data;
             let res = match res {
-                Ok(()) => {
+                Ok(_) => {
                     self.written.store(to, Release);
                     if sync {
-                        self.flushed.store(to, Release);
                         self.stats.group_commits.fetch_add(commits, Relaxed);
                         self.stats.max_group.fetch_max(commits, Relaxed);
                     }
@@ -796,7 +905,9 @@ impl Wal {
 
     /// Writes `data` (the log from `from` to `to`) into the segments `segs` cover, all of
     /// them from the one holding `durable` (the log is durable before it), and syncs when
-    /// `sync`. A segment is synced before anything is written into a later one.
+    /// `sync`. A segment is synced before anything is written into a later one. Returns
+    /// where the log is durable up to now: `to` when `sync`, else the start of the last
+    /// segment whose predecessors it synced (or `durable`).
     fn write_out(
         &self,
         segs: &[Arc<Segment>],
@@ -804,7 +915,7 @@ impl Wal {
         data: &[u8],
         mut durable: u64,
         sync: bool,
-    ) -> Result<()> {
+    ) -> Result<u64> {
         let fail = |what: &str, no: u64, e| {
             Error::io(format!("{what} log segment {}", segment_name(no)), e)
         };
@@ -815,6 +926,9 @@ impl Wal {
             self.stats.fsyncs.fetch_add(1, Relaxed);
             s.file().sync_data().map_err(|e| fail("syncing", s.no, e))
         };
+        // `segs[..synced]` are durable; none is, whole, at first (`segs` starts with the
+        // segment holding `durable`).
+        let mut synced = 0;
         for (i, s) in segs.iter().enumerate() {
             let lo = from.max(s.start);
             let hi = to.min(s.end());
@@ -822,21 +936,21 @@ impl Wal {
                 continue;
             }
             if durable < s.start {
-                for earlier in segs[..i].iter().filter(|e| e.end() > durable) {
-                    sync_segment(earlier)?;
-                }
+                segs[synced..i].iter().try_for_each(|e| sync_segment(e))?;
+                synced = i;
                 durable = s.start;
             }
             let part = &data[(lo - from) as usize..(hi - from) as usize];
-            s.file()
-                .write_at(part, s.offset(lo))
+            s.write_at(part, s.offset(lo), sync)
                 .map_err(|e| fail("writing", s.no, e))?;
         }
         if sync {
-            for s in segs.iter().filter(|s| s.end() > durable && s.start < to) {
-                sync_segment(s)?;
-            }
+            segs[synced..]
+                .iter()
+                .filter(|s| s.start < to)
+                .try_for_each(|s| sync_segment(s))?;
+            durable = to;
         }
-        Ok(())
+        Ok(durable)
     }
 }

@@ -149,7 +149,8 @@ pub(crate) fn recover(
         let segments = if read_only {
             Vec::new()
         } else {
-            vec![Segment::create(storage, 1, from.lsn, segment_size, env_id)?]
+            let header = (1, from.lsn, segment_size, env_id);
+            vec![Segment::create(storage, header, super::Fill::Zeros)?]
         };
         return Ok(Recovered {
             end: from.lsn,
