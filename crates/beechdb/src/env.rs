@@ -19,7 +19,7 @@ use crate::sync::ReadMostlyLock;
 use crate::txn::{Txn, TxnManager};
 use crate::verify::VerifyReport;
 use crate::wal::reader::LogReader;
-use crate::wal::{self, segment_name, Fill, Record, Wal};
+use crate::wal::{self, segment_name, Record, Wal};
 use parking_lot::Mutex;
 use std::any::Any;
 use std::io;
@@ -515,15 +515,9 @@ impl Env {
             }
             engine.commit_lsn = rec.end;
             wal = (!read_only).then(|| {
-                // Segments are zero-filled when commits sync by default (see `Fill`).
-                let fill = if config.durability == Durability::Sync {
-                    Fill::Zeros
-                } else {
-                    Fill::Allocate
-                };
                 Wal::new(
                     storage.clone(),
-                    (config.log_segment_size, fill),
+                    config.log_segment_size,
                     engine.env_id,
                     rec.segments,
                     (rec.end, rec.chain),

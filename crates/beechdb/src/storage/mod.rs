@@ -75,14 +75,6 @@ pub trait StorageFile: Send + Sync {
     fn sync_data(&self) -> io::Result<()>;
     /// As [`StorageFile::sync_data`], and the length and all metadata too (`fsync`).
     fn sync_all(&self) -> io::Result<()>;
-    /// Extends the file to `len` bytes that read as zeros, with the space allocated (so that
-    /// writing into it later cannot fail for want of space), without writing them, when the
-    /// storage can (`fallocate`); returns whether it did. Durable after
-    /// [`StorageFile::sync_all`]. The default: `false`, and the caller writes zeros.
-    fn allocate(&self, len: u64) -> io::Result<bool> {
-        let _ = len;
-        Ok(false)
-    }
     /// Maps the file's first `len` bytes for writing, when the storage can: bytes copied
     /// into the mapping reach the file as [`StorageFile::write_at`] would put them (read
     /// back at once, durable after a sync of this file), without a system call each. The

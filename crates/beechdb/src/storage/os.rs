@@ -143,22 +143,6 @@ impl StorageFile for OsFile {
     fn sync_all(&self) -> io::Result<()> {
         self.file.sync_all()
     }
-    #[cfg(target_os = "linux")]
-    fn allocate(&self, len: u64) -> io::Result<bool> {
-        use std::os::fd::AsRawFd;
-        let len = libc::off_t::try_from(len).map_err(|_| io::ErrorKind::InvalidInput)?;
-        // SAFETY: a plain system call on a descriptor this file owns.
-        let r = unsafe { libc::fallocate(self.file.as_raw_fd(), 0, 0, len) };
-        if r == 0 {
-            return Ok(true);
-        }
-        let e = io::Error::last_os_error();
-        match e.raw_os_error() {
-            // The file system cannot: the caller writes zeros.
-            Some(libc::EOPNOTSUPP) => Ok(false),
-            _ => Err(e),
-        }
-    }
     fn map_for_writing(&self, len: u64) -> io::Result<Option<Box<dyn MappedFile>>> {
         if len == 0 || self.len()? < len {
             return Ok(None);

@@ -179,16 +179,15 @@ impl Segment {
         Some((rd64(h, 16), rd64(h, 24), rd64(h, 32), rd64(h, 40)))
     }
 
-    /// Creates, fills (see [`Fill`]) and makes durable a new segment. It is built under a
-    /// temporary name and renamed into place, so a segment file that exists always has a
-    /// valid header.
+    /// Creates, zero-fills (so later syncs change no file size or allocation) and makes
+    /// durable a new segment. It is built under a temporary name and renamed into place, so
+    /// a segment file that exists always has a valid header.
     pub(crate) fn create(
         storage: &dyn Storage,
         (no, start, cap, env_id): (u64, u64, u64, u64),
-        fill: Fill,
     ) -> Result<Segment> {
         let tmp = format!("{}.tmp", segment_name(no));
-        let file = filled(storage, &tmp, cap, fill)
+        let file = zero_filled(storage, &tmp, cap)
             .map_err(|e| Error::io(format!("creating log segment {}", segment_name(no)), e))?;
         Segment::install(storage, file, &tmp, (no, start, cap, env_id))
     }
@@ -212,38 +211,21 @@ impl Segment {
     }
 }
 
-/// How a new segment file gets its size. Either way it reads as zeros and its size and
-/// allocation are durable before it is used, so a later sync never changes the file's size.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Fill {
-    /// Zeros written: later syncs of its data change no metadata at all, which matters
-    /// when every commit syncs (SYNC).
-    Zeros,
-    /// Space allocated without writing it, when the storage can: no zeros written and
-    /// synced (half the disk writes of a log that is seldom synced, NOSYNC and
-    /// WRITE_NOSYNC); the first sync after writing into it also records that the space
-    /// now holds data.
-    Allocate,
-}
-
-/// A file `name` of a segment's size (header and `cap` bytes), reading as zeros, synced.
-fn filled(
+/// A file `name` of a segment's size (header and `cap` bytes), zero-filled and synced.
+fn zero_filled(
     storage: &dyn Storage,
     name: &str,
     cap: u64,
-    fill: Fill,
 ) -> std::io::Result<Box<dyn StorageFile>> {
     let file = storage.open(name, true)?;
     file.set_len(0)?;
+    let zeros = vec![0u8; 1 << 20];
     let total = SEG_HDR as u64 + cap;
-    if fill == Fill::Zeros || !file.allocate(total)? {
-        let zeros = vec![0u8; 1 << 20];
-        let mut at = 0;
-        while at < total {
-            let n = (total - at).min(zeros.len() as u64) as usize;
-            file.write_at(&zeros[..n], at)?;
-            at += n as u64;
-        }
+    let mut at = 0;
+    while at < total {
+        let n = (total - at).min(zeros.len() as u64) as usize;
+        file.write_at(&zeros[..n], at)?;
+        at += n as u64;
     }
     file.sync_all()?;
     Ok(file)
@@ -337,8 +319,6 @@ impl Inner {
 pub(crate) struct Wal {
     storage: Arc<dyn Storage>,
     segment_size: u64,
-    /// How new segments are made: zeros written when commits sync by default.
-    fill: Fill,
     env_id: u64,
     salt: u32,
     inner: Mutex<Inner>,
@@ -397,7 +377,7 @@ impl Wal {
     /// fsync of this process proves more.
     pub(crate) fn new(
         storage: Arc<dyn Storage>,
-        (segment_size, fill): (u64, Fill),
+        segment_size: u64,
         env_id: u64,
         segments: Vec<Segment>,
         (end, chain): (u64, u32),
@@ -406,7 +386,6 @@ impl Wal {
         Wal {
             storage,
             segment_size,
-            fill,
             env_id,
             salt: salt(env_id),
             inner: Mutex::new(Inner {
@@ -751,13 +730,8 @@ impl Wal {
     fn prepare_spare(&self) -> Result<()> {
         let mut spare = self.spare.lock();
         if spare.is_none() && !self.closing.load(Relaxed) {
-            let file = filled(
-                self.storage.as_ref(),
-                SPARE_SEGMENT,
-                self.segment_size,
-                self.fill,
-            )
-            .map_err(|e| Error::io("preparing the next log segment", e))?;
+            let file = zero_filled(self.storage.as_ref(), SPARE_SEGMENT, self.segment_size)
+                .map_err(|e| Error::io("preparing the next log segment", e))?;
             *spare = Some(file);
         }
         Ok(())
@@ -780,7 +754,6 @@ impl Wal {
                 Segment::create(
                     self.storage.as_ref(),
                     (seg.no, seg.start, seg.cap, self.env_id),
-                    self.fill,
                 )?
             }
         };
