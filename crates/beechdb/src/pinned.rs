@@ -8,10 +8,10 @@
 //! written in place, so reading them from the file gives the checkpoint's image; each is
 //! checked (checksum, number, generation) as it is read.
 
-use crate::engine::{read_checked, read_free_list};
 use crate::env::Shared;
 use crate::error::{Error, Result};
 use crate::files::{DB_FILE, DB_FILE_TMP};
+use crate::storage::format::{read_checked, read_free_list};
 use crate::storage::meta::{Meta, META_LEN};
 use crate::storage::page::ANY_KIND;
 use crate::storage::{Storage, StorageFile};

@@ -7,8 +7,9 @@
 //! collected, not thrown, so one run reports all of them in a machine-readable form.
 
 use crate::btree::node::{self, Layout, LeafValue};
-use crate::engine::{decode_catalog_record, read_checked, read_free_list, read_metas, DB_FILE};
+use crate::engine::{decode_catalog_record, DB_FILE};
 use crate::error::{Error, Result};
+use crate::storage::format::{read_checked, read_free_list, read_metas};
 use crate::storage::meta::Meta;
 use crate::storage::page::{self, rd32, HDR, KIND_OVERFLOW};
 use crate::storage::{Storage, StorageFile};

@@ -4,8 +4,9 @@
 //! = bytes of value data in this page, data from byte 40. Chains are written once, straight to
 //! fresh pages (never through the cache), and freed whole when their value is replaced.
 
-use crate::engine::{read_checked, Engine};
+use crate::engine::Engine;
 use crate::error::{Error, Result};
+use crate::storage::format::read_checked;
 use crate::storage::page::{self, rd32, wr32, HDR, KIND_OVERFLOW};
 
 impl Engine {

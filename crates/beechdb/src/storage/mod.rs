@@ -8,6 +8,7 @@
 //! the engine's crash safety rests on exactly those promises and no others (see
 //! `docs/architecture.md`, "What BeechDB assumes of storage").
 
+pub(crate) mod format;
 pub(crate) mod freespace;
 #[cfg(any(test, feature = "mem-storage"))]
 mod mem;

@@ -239,7 +239,7 @@ pub fn print_log(storage: &dyn Storage, out: &mut dyn std::io::Write) -> Result<
     let file = storage
         .open(crate::files::DB_FILE, false)
         .map_err(|e| Error::io("opening the page file", e))?;
-    let (meta, _, _) = crate::engine::read_metas(file.as_ref())?;
+    let (meta, _, _) = crate::storage::format::read_metas(file.as_ref())?;
     let listing = crate::files::Listing::read(storage)?;
     let Some(&first) = listing.segments.iter().next() else {
         return Ok(0);

@@ -1,0 +1,224 @@
+//! The pager: pages of the file in the cache, loaded and checked on every read, allocated
+//! and freed through the free space, written back on eviction.
+//!
+//! Owns: loading (under the exclusive lock, or by readers with no lock through [`PageMiss`]),
+//! page allocation and freeing, eviction and the write of dirty frames it needs. May call:
+//! `storage`, `cache`, `btree::node` (to validate a page's structure). Tree code works over
+//! these methods. Invariant: a dirty page is written only where the durable checkpoint does
+//! not reference it (see the invariants in `engine/mod.rs`).
+
+use super::Engine;
+use crate::btree::node;
+use crate::btree::node::Layout;
+use crate::error::{Error, Result};
+use crate::storage::format::read_checked;
+use crate::storage::{page, StorageFile};
+use std::sync::Arc;
+
+/// A page a reader found missing: what it needs to load it with no lock held, and the
+/// change counter of its page number to prove, under the shared lock again, that the page
+/// still means what the reader's descent saw.
+pub(crate) struct PageMiss {
+    pub pid: u64,
+    pub epoch: u32,
+    file: Arc<dyn StorageFile>,
+    page_count: u64,
+    max_gen: u64,
+    layout: Layout,
+    read_only: bool,
+}
+
+/// A page that fails its checks in a read-only engine is most likely one the writing
+/// process reused after a checkpoint: the error says so.
+fn read_error(read_only: bool, e: Error) -> Error {
+    match e {
+        Error::Corrupt { page, detail } if read_only => Error::Corrupt {
+            page,
+            detail: format!(
+                "{detail} (read-only: if another process writes this environment, it may have \
+                 reused the page after a checkpoint, and opening again reads the newer one; \
+                 otherwise the page is damaged: `beech verify` reports the damage and \
+                 `beech dump --salvage` recovers every record still readable)"
+            ),
+        },
+        e => e,
+    }
+}
+
+impl PageMiss {
+    /// Reads and checks the page (the I/O of a cache miss, under no lock).
+    pub fn load(&self) -> Result<Box<[u8]>> {
+        let mut buf = vec![0u8; self.layout.page_size].into_boxed_slice();
+        read_checked(
+            self.file.as_ref(),
+            self.pid,
+            &mut buf,
+            self.page_count,
+            self.max_gen,
+            None,
+        )
+        .and_then(|_| node::validate(&buf, self.pid, &self.layout, self.page_count))
+        .map_err(|e| read_error(self.read_only, e))?;
+        Ok(buf)
+    }
+}
+
+impl Engine {
+    /// Loads page `pid` into the cache, checking checksum, header and structure.
+    pub fn load(&mut self, pid: u64) -> Result<()> {
+        let mut buf = self.cache.buffer();
+        read_checked(
+            self.file.as_ref(),
+            pid,
+            &mut buf,
+            self.space.page_count(),
+            self.max_page_generation(),
+            None,
+        )
+        .and_then(|_| node::validate(&buf, pid, &self.layout, self.space.page_count()))
+        .map_err(|e| self.explain_read_error(e))?;
+        self.cache.misses += 1;
+        self.cache.insert(pid, buf, false);
+        Ok(())
+    }
+
+    /// What a reader needs to load `pid` with no lock held (see [`PageMiss`]).
+    pub fn miss(&self, pid: u64) -> PageMiss {
+        PageMiss {
+            pid,
+            epoch: self.cache.epoch(pid),
+            file: self.file.clone(),
+            page_count: self.space.page_count(),
+            max_gen: self.max_page_generation(),
+            layout: self.layout,
+            read_only: self.read_only,
+        }
+    }
+
+    /// The newest generation a page read from the file may carry: pages of the checkpoint
+    /// being built carry the next one, which a read-only engine (reading one durable
+    /// checkpoint beside a writer) never reads.
+    pub(crate) fn max_page_generation(&self) -> u64 {
+        self.generation + u64::from(!self.read_only)
+    }
+
+    pub(crate) fn explain_read_error(&self, e: Error) -> Error {
+        read_error(self.read_only, e)
+    }
+
+    /// Evicts clean pages (no I/O) down to 7/8 of the budget, for readers.
+    pub fn shrink_clean(&mut self) {
+        let target = self.cache.capacity() - self.cache.capacity() / 8;
+        for _ in 0..self.cache.len() {
+            if self.cache.len() <= target {
+                break;
+            }
+            let Some(pid) = self.cache.victim() else {
+                break;
+            };
+            if !self.cache.frame_mut(pid).is_some_and(|f| f.dirty) {
+                self.epoch += 1;
+                self.cache.evict(pid);
+            }
+        }
+    }
+
+    /// Makes `pid` resident.
+    #[inline]
+    pub fn ensure(&mut self, pid: u64) -> Result<()> {
+        if !self.cache.contains(pid) {
+            self.load(pid)?;
+        }
+        Ok(())
+    }
+
+    /// A resident page (the caller made it resident).
+    #[inline]
+    pub fn node(&self, pid: u64) -> &[u8] {
+        self.cache
+            .get(pid)
+            .expect("page made resident by the caller")
+    }
+
+    /// A resident page about to be modified: marks it dirty. Only fresh pages may be.
+    #[inline]
+    pub fn node_mut(&mut self, pid: u64) -> &mut [u8] {
+        debug_assert!(
+            self.space.is_fresh(pid),
+            "modifying page {pid}, which the durable checkpoint owns"
+        );
+        self.changed = true;
+        let f = self
+            .cache
+            .frame_mut(pid)
+            .expect("page made resident by the caller");
+        f.dirty = true;
+        &mut f.data
+    }
+
+    /// A new, empty, dirty node of `kind`.
+    pub fn new_node(&mut self, kind: u8) -> u64 {
+        self.epoch += 1;
+        let pid = self.space.allocate();
+        let mut buf = self.cache.buffer();
+        node::init(&mut buf, kind);
+        self.cache.insert(pid, buf, true);
+        self.changed = true;
+        pid
+    }
+
+    /// Frees a page: out of the cache, back to free space.
+    pub fn free_page(&mut self, pid: u64) {
+        self.epoch += 1;
+        if !self.retire_frame(pid) {
+            self.cache.discard(pid);
+        }
+        self.space.release(pid);
+        self.changed = true;
+    }
+
+    fn write_page(&mut self, pid: u64, data: &mut [u8]) -> Result<()> {
+        page::seal(data, pid, self.generation + 1);
+        let ps = self.layout.page_size as u64;
+        if let Err(e) = self.file.write_at(data, pid * ps) {
+            return Err(self.poison(format!("writing page {pid}"), e));
+        }
+        self.pages_written += 1;
+        Ok(())
+    }
+
+    /// Writes resident dirty page `pid` to its (fresh) location and marks it clean.
+    fn write_frame(&mut self, pid: u64) -> Result<()> {
+        let frame = self.cache.frame_mut(pid).expect("a resident page");
+        let mut data = std::mem::take(&mut frame.data);
+        let res = self.write_page(pid, &mut data);
+        let frame = self.cache.frame_mut(pid).expect("a resident page");
+        frame.data = data;
+        res?;
+        frame.dirty = false;
+        Ok(())
+    }
+
+    /// Evicts pages until the cache is within budget; dirty victims are written first (to
+    /// their fresh locations). A write failure poisons the engine and stops eviction.
+    pub fn shrink_cache(&mut self) {
+        while self.cache.over_budget() {
+            let Some(pid) = self.cache.victim() else {
+                break;
+            };
+            let frame = self.cache.frame_mut(pid).unwrap();
+            if frame.dirty {
+                // A read-only engine keeps what it replayed in memory: it never writes.
+                if self.poisoned.is_some() || self.read_only {
+                    break;
+                }
+                if self.write_frame(pid).is_err() {
+                    break;
+                }
+                self.cache.dirty_evictions += 1;
+            }
+            self.epoch += 1;
+            self.cache.evict(pid);
+        }
+    }
+}

@@ -1,0 +1,267 @@
+//! What every handle of an environment shares: the engine behind its read-mostly lock, and
+//! the transactional state.
+//!
+//! Owns: the lock discipline. Reads run under the shared lock and never wait for each other;
+//! a read that meets a non-resident page loads it with no lock held and retries (after
+//! repeated conflicts with writers, under the exclusive lock, which loads it). Writes run
+//! under the exclusive lock. Eviction runs after an exclusive operation, so no page
+//! disappears while an operation holds it. May call: `engine`, `txn`, `wal`, `storage`.
+
+use super::checkpointer::CheckpointSignal;
+use crate::config::{Durability, Isolation};
+use crate::engine::{Engine, Need, NeedResult};
+use crate::error::{Error, Result};
+use crate::storage::Storage;
+use crate::sync::ReadMostlyLock;
+use crate::txn::TxnManager;
+use crate::wal::{Record, Wal};
+use parking_lot::Mutex;
+use std::any::Any;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// What every handle of one environment shares.
+///
+/// Lock order (docs/architecture.md, "Lock order"): `checkpoint_mutex`, then `engine`, then
+/// the transaction registry and the log's `retained`, then the log's `inner`; the key-lock
+/// table, the log's `spare`, the background signal and `replicator` are leaves.
+pub(crate) struct Shared {
+    pub(crate) engine: ReadMostlyLock<Engine>,
+    /// Bumped by every write: cursors use it to know their copied entries are current.
+    pub(crate) data_version: AtomicU64,
+    pub(super) closed: AtomicBool,
+    pub(crate) storage: Arc<dyn Storage>,
+    pub(super) lock: Mutex<Option<Box<dyn Any + Send + Sync>>>,
+    /// Held by checkpoints and by `verify`, which reads the durable checkpoint from disk.
+    pub(crate) checkpoint_mutex: Mutex<()>,
+    /// Transactional Data Store state; `None` in Data Store mode.
+    pub(crate) tx: Option<Tx>,
+    /// Woken when a spilled transaction's commit has been applied (or failed): checkpoints
+    /// and cursors wait for that.
+    pub(crate) bulk_done: crate::sync::Broadcast,
+    /// Opened with [`Config::read_only`].
+    pub(crate) read_only: bool,
+    /// Takes over commits when the environment is a member of a replication group; the
+    /// flag says whether one is installed, so that a commit of a plain environment reads
+    /// one atomic and takes no lock.
+    pub(crate) replicator: parking_lot::RwLock<Option<Arc<dyn crate::Replicator>>>,
+    pub(crate) replicated: AtomicBool,
+}
+
+/// Loads a reader tries without the exclusive lock before it takes it.
+pub(super) const READ_ATTEMPTS: usize = 64;
+
+/// What a transactional environment adds.
+pub(crate) struct Tx {
+    /// `None` with an in-memory log.
+    pub wal: Option<Wal>,
+    pub txns: TxnManager,
+    pub durability: Durability,
+    pub isolation: Isolation,
+    pub lock_timeout: std::time::Duration,
+    pub txn_memory: usize,
+    pub(super) keep_logs: bool,
+    pub checkpoint_log_bytes: u64,
+    /// The in-memory log's next LSN.
+    pub inmem_lsn: AtomicU64,
+    pub last_checkpoint_lsn: AtomicU64,
+    /// Wakes the background checkpointer early (log volume reached, or closing).
+    pub(super) checkpoint_signal: Arc<CheckpointSignal>,
+    pub recovered_commits: u64,
+}
+
+impl Shared {
+    pub(crate) fn tx(&self) -> Result<&Tx> {
+        self.tx.as_ref().ok_or_else(|| {
+            Error::InvalidArgument(
+                "transactions need an environment opened with Config::transactional(true)".into(),
+            )
+        })
+    }
+
+    pub(crate) fn check_sizes(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        crate::btree::check_sizes(key, value)
+    }
+
+    pub(crate) fn live(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            Err(Error::Closed)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// [`Error::ReadOnly`] in a read-only environment, before a write starts.
+    pub(crate) fn writable(&self) -> Result<()> {
+        if self.read_only {
+            Err(Error::ReadOnly)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Runs `op` under the shared lock. A page it needs that is not in memory is read with
+    /// no lock held and added to the cache under the shared lock (see `cache`), then `op`
+    /// runs again; readers take the exclusive lock only to evict clean pages when loaded
+    /// ones overfill the cache (no I/O), or to load after repeated conflicts with writers
+    /// (both counted).
+    /// Returns the result and the data version it saw.
+    pub(crate) fn read<T>(&self, mut op: impl FnMut(&Engine) -> NeedResult<T>) -> Result<(T, u64)> {
+        self.live()?;
+        for _ in 0..READ_ATTEMPTS {
+            let miss = {
+                let e = self.engine.read();
+                match op(&e) {
+                    Ok(v) => return Ok((v, self.data_version.load(Ordering::Acquire))),
+                    Err(Need::Fail(err)) => return Err(err),
+                    Err(Need::Page(pid)) => e.miss(pid),
+                }
+            };
+            let loaded = miss.load();
+            let overfull = {
+                let e = self.engine.read();
+                match loaded {
+                    Ok(image) => {
+                        e.cache.add_loaded(miss.pid, image, miss.epoch);
+                    }
+                    // Unless the page changed meaning meanwhile (freed, reused), a real error.
+                    Err(err) if e.cache.epoch(miss.pid) == miss.epoch => return Err(err),
+                    Err(_) => {}
+                }
+                e.cache.len() > e.cache.capacity() + e.cache.capacity() / 4 + 64
+            };
+            if overfull {
+                // A brief hold with no I/O: clean pages only, down to 7/8 of the budget.
+                let mut e = self.engine.write();
+                e.cache.reader_evictions.fetch_add(1, Ordering::Relaxed);
+                e.shrink_clean();
+            }
+        }
+        // Writers kept changing what the reader needed: load under the exclusive lock.
+        let mut e = self.engine.write();
+        e.cache.reads_locked.fetch_add(1, Ordering::Relaxed);
+        loop {
+            match op(&e) {
+                Ok(v) => {
+                    let version = self.data_version.load(Ordering::Acquire);
+                    e.shrink_cache();
+                    return Ok((v, version));
+                }
+                Err(Need::Fail(err)) => return Err(err),
+                Err(Need::Page(pid)) => e.load(pid)?,
+            }
+        }
+    }
+
+    /// Runs a modifying `op` under the exclusive lock.
+    pub(crate) fn write<T>(&self, op: impl FnOnce(&mut Engine) -> Result<T>) -> Result<T> {
+        self.live()?;
+        let mut e = self.engine.write();
+        e.check_writable()?;
+        let r = op(&mut e);
+        self.data_version.fetch_add(1, Ordering::Release);
+        e.shrink_cache();
+        r
+    }
+
+    /// A checkpoint of everything committed so far. The exclusive lock is held only to begin
+    /// and to end it: pages are written and synced while reads and commits go on. In a
+    /// transactional environment, log segments it makes unnecessary are then removed (or
+    /// kept for archiving).
+    pub(crate) fn checkpoint(&self) -> Result<()> {
+        let _ckpt = self.checkpoint_mutex.lock();
+        let (work, lsn) = {
+            // Holding the exclusive lock, no commit is between its log append and its apply;
+            // nor may a spilled transaction's commit be (its batches are applied before its
+            // record is logged).
+            let mut e = loop {
+                let seen = self.bulk_done.seq();
+                let e = self.engine.write();
+                if !e.undo.iter().any(|u| u.lsn().is_none()) || e.poisoned.is_some() {
+                    break e;
+                }
+                drop(e);
+                self.bulk_done.wait(seen, std::time::Duration::ZERO);
+            };
+            let lsn = match &self.tx {
+                None => None,
+                Some(tx) => {
+                    let (lsn, chain, segment) = match &tx.wal {
+                        Some(w) => {
+                            if e.changed || w.end() != e.log_lsn {
+                                // Marks, for readers of the log, where this checkpoint begins.
+                                let generation = e.generation + 1;
+                                w.append(&mut w.arrive(), &[Record::Checkpoint { generation }])?;
+                            }
+                            w.position()
+                        }
+                        None => (tx.inmem_lsn.load(Ordering::Relaxed), 0, 0),
+                    };
+                    let keep = match &tx.wal {
+                        Some(w) => Some(w.needed_segment(lsn)).filter(|&k| k != segment),
+                        None => None,
+                    };
+                    let keep = keep.unwrap_or(0);
+                    if e.log_lsn != lsn || e.log_segment != segment || e.log_keep_segment != keep {
+                        e.changed = true;
+                    }
+                    (e.log_lsn, e.log_segment, e.log_chain) = (lsn, segment, chain);
+                    e.log_keep_segment = keep;
+                    Some(lsn)
+                }
+            };
+            (e.begin_checkpoint()?, lsn)
+        };
+        // The log up to the checkpoint's position, and the segment holding it, exist before
+        // the meta page naming them is written; no I/O under the engine's lock.
+        if let (Some(w), Some(lsn)) = (self.tx.as_ref().and_then(|t| t.wal.as_ref()), lsn) {
+            if let Err(err) = w.flush_to(lsn) {
+                let context = "writing the log before a checkpoint".to_string();
+                return Err(self.engine.write().poison_with(context, err));
+            }
+        }
+        if let Some(work) = work {
+            let written = work.write(|| self.engine.read());
+            let mut e = self.engine.write();
+            match written {
+                Ok(pages) => e.end_checkpoint(work, pages),
+                Err((context, err)) => return Err(e.poison(context, err)),
+            }
+        }
+        let (Some(tx), Some(lsn)) = (&self.tx, lsn) else {
+            return Ok(());
+        };
+        tx.last_checkpoint_lsn.store(lsn, Ordering::Relaxed);
+        if let Some(w) = &tx.wal {
+            w.release_before(lsn, tx.keep_logs)?;
+        }
+        Ok(())
+    }
+}
+
+impl Shared {
+    pub(super) fn stop_checkpointer(&self) {
+        if let Some(tx) = &self.tx {
+            tx.checkpoint_signal.state.lock().stop = true;
+            tx.checkpoint_signal.wake.notify_all();
+        }
+    }
+}
+
+impl Drop for Shared {
+    /// The last handle of an environment not closed: no checkpoint and no fsync (closing is
+    /// explicit, and reports errors), as a process that exits without closing. The
+    /// background thread stops; the log buffer is handed to the operating system, so that
+    /// NOSYNC commits survive as they would the process's exit; changes of a Data Store
+    /// environment since its last checkpoint are lost, as at a crash. Opening again
+    /// recovers, as after a crash.
+    fn drop(&mut self) {
+        self.stop_checkpointer();
+        if !self.closed.load(Ordering::Acquire) {
+            if let Some(w) = self.tx.as_ref().and_then(|t| t.wal.as_ref()) {
+                let _ = w.flush_to(w.end());
+                w.stop_preparing();
+            }
+        }
+    }
+}
