@@ -899,9 +899,12 @@ impl Wal {
             self.stats.fsyncs.fetch_add(1, Relaxed);
             s.file().sync_data().map_err(|e| fail("syncing", s.no, e))
         };
-        // `segs[..synced]` are durable; none is, whole, at first (`segs` starts with the
-        // segment holding `durable`).
-        let mut synced = 0;
+        // `segs[..synced]` are durable: a segment whose successor starts at or before
+        // `durable` (its capacity may reach past its segment-end record).
+        let mut synced = segs
+            .windows(2)
+            .take_while(|w| w[1].start <= durable)
+            .count();
         for (i, s) in segs.iter().enumerate() {
             let lo = from.max(s.start);
             let hi = to.min(s.end());
