@@ -115,3 +115,51 @@ fn stat_of_a_large_tree_walks_within_the_cache_beside_a_writer() {
         "{peak} pages resident while walking"
     );
 }
+
+#[test]
+fn writers_load_misses_before_taking_the_exclusive_lock() {
+    let cfg = Config::new()
+        .page_size(4096)
+        .cache_size(256 << 10)
+        .transactional(true)
+        .durability(Durability::NoSync);
+    let env = Env::open_with_storage(Arc::new(MemStorage::new()), cfg).unwrap();
+    let db = env.create_db("d").unwrap();
+    for k in 0..40_000u32 {
+        db.put(&k.to_be_bytes(), &value(k)).unwrap();
+    }
+    env.sync().unwrap();
+    let before = env.stat().unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(9);
+    let mut written = std::collections::BTreeMap::new();
+    for i in 0..5_000u32 {
+        let k = rng.gen_range(0..40_000u32);
+        let v = format!("rewritten {i}").into_bytes();
+        if i % 2 == 0 {
+            db.put(&k.to_be_bytes(), &v).unwrap();
+        } else {
+            // An explicit transaction commits through the same path.
+            let txn = env.begin_txn().unwrap();
+            txn.put(&db, &k.to_be_bytes(), &v).unwrap();
+            txn.commit().unwrap();
+        }
+        written.insert(k, v);
+    }
+    let after = env.stat().unwrap();
+    let unlocked = after.cache_loads_unlocked - before.cache_loads_unlocked;
+    // Pages loaded under the exclusive lock: every miss that no reader loaded unlocked.
+    let locked = (after.cache_misses - after.cache_loads_unlocked)
+        - (before.cache_misses - before.cache_loads_unlocked);
+    eprintln!("{unlocked} pages loaded with no lock, {locked} under the exclusive lock");
+    assert!(
+        unlocked > 2_000,
+        "most of 5,000 random writes miss a 64-page cache"
+    );
+    assert!(
+        locked * 50 < unlocked,
+        "a commit loads the pages it writes before it takes the exclusive lock"
+    );
+    for (k, v) in written {
+        assert_eq!(db.get(&k.to_be_bytes()).unwrap(), Some(v), "key {k}");
+    }
+}

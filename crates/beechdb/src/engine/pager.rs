@@ -64,6 +64,14 @@ impl PageMiss {
 }
 
 impl Engine {
+    /// Whether the cache holds at least as many pages as the trees use (the file's pages
+    /// less the meta pages and free ones): then no descent will miss.
+    pub(crate) fn all_pages_resident(&self) -> bool {
+        let space = &self.space;
+        let unused = 2 + space.free_count() + space.pending_count() + space.held_count();
+        self.cache.len() as u64 + unused as u64 >= self.space.page_count()
+    }
+
     /// Loads page `pid` into the cache, checking checksum, header and structure.
     pub fn load(&mut self, pid: u64) -> Result<()> {
         let mut buf = self.cache.buffer();

@@ -163,6 +163,7 @@ impl Env {
             checkpoint_log_bytes: config.checkpoint_log_bytes,
             inmem_lsn: AtomicU64::new(start_lsn),
             last_checkpoint_lsn: AtomicU64::new(engine.log_lsn),
+            pages_resident: AtomicBool::new(false),
             checkpoint_signal: Arc::new(CheckpointSignal::default()),
             recovered_commits,
         });

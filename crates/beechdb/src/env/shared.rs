@@ -65,6 +65,9 @@ pub(crate) struct Tx {
     /// The in-memory log's next LSN.
     pub inmem_lsn: AtomicU64,
     pub last_checkpoint_lsn: AtomicU64,
+    /// The cache held every page of the trees after the last commit: commits skip loading
+    /// their pages ahead (`Shared::prefetch`).
+    pub pages_resident: AtomicBool,
     /// Wakes the background checkpointer early (log volume reached, or closing).
     pub(super) checkpoint_signal: Arc<CheckpointSignal>,
     pub recovered_commits: u64,

@@ -110,6 +110,9 @@ impl Engine {
     }
 }
 
+/// Writes of a commit whose pages are loaded before it takes the exclusive lock.
+const PREFETCH_OPS: usize = 256;
+
 thread_local! {
     /// The one-operation write set of an auto-commit, reused.
     static AUTOCOMMIT_OPS: RefCell<OpsBuilder> = RefCell::new(OpsBuilder::default());
@@ -144,6 +147,9 @@ impl Shared {
     ) -> Result<u64> {
         self.live()?;
         let tx = self.tx()?;
+        if !tx.pages_resident.load(Relaxed) {
+            self.prefetch(ops);
+        }
         let mut arrival = tx.wal.as_ref().map(|w| w.arrive());
         let lsn = {
             let mut e = self.engine.write();
@@ -196,6 +202,7 @@ impl Shared {
             }
             self.data_version.fetch_add(1, Release);
             e.shrink_cache();
+            tx.pages_resident.store(e.all_pages_resident(), Relaxed);
             // Dropped (their files removed) once the lock is released.
             (lsn, std::mem::take(&mut e.undo_garbage))
         };
@@ -206,6 +213,23 @@ impl Shared {
         }
         self.request_background_work(tx, lsn);
         Ok(lsn)
+    }
+
+    /// Brings into memory, with no lock held, the pages the first [`PREFETCH_OPS`] writes of
+    /// a commit descend through, so that applying it under the exclusive lock reads no page
+    /// from the file while every reader waits (see [`Shared::read`]: a page found missing
+    /// is read with no lock and added under the shared one). Commits skip it while the
+    /// cache held every page of the trees at the last commit (`Tx::pages_resident`). Errors
+    /// are left for the apply to meet and report.
+    fn prefetch(&self, ops: Ops) {
+        let _ = self.read(|e| {
+            for op in ops.iter().take(PREFETCH_OPS) {
+                if e.db(op.db()).is_ok() {
+                    e.locate(op.db(), op.key())?;
+                }
+            }
+            Ok(())
+        });
     }
 
     /// One write as its own transaction: `value` `None` deletes; with `no_overwrite` it
