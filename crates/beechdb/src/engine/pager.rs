@@ -8,8 +8,7 @@
 //! not reference it (see the invariants in `engine/mod.rs`).
 
 use super::Engine;
-use crate::btree::node;
-use crate::btree::node::Layout;
+use crate::btree::node::{self, Layout};
 use crate::error::{Error, Result};
 use crate::storage::format::read_checked;
 use crate::storage::{page, StorageFile};
