@@ -3,8 +3,9 @@
 //!
 //! Owns: the catalog record's format, loading it at open, creating and removing databases
 //! (ids, names, roots). May call: `btree` (the catalog is a tree), the pager. Invariants:
-//! a database id is never reused within an environment's life (`next_db_id` only grows);
-//! a name maps to one live id; a database created by a spilled transaction being applied
+//! database ids only grow (`next_db_id`, kept in the meta page and raised by every create
+//! recovery replays), so no id of a database the checkpoint or the log knows is given out
+//! again; a name maps to one live id; a database created by a spilled transaction being applied
 //! stays nameless to everyone else until it is done (`hidden`).
 
 use super::{DbState, Engine};
