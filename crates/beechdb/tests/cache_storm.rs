@@ -12,8 +12,9 @@ fn value(k: u32) -> Vec<u8> {
     format!("value of {k:08} ").repeat(8).into_bytes()
 }
 
-#[test]
-fn readers_load_misses_without_the_exclusive_lock() {
+/// A NOSYNC environment with a 64-page cache and a database of 40,000 records (about 1,600
+/// pages), synced.
+fn far_larger_than_the_cache() -> (Env, beechdb::Db) {
     let cfg = Config::new()
         .page_size(4096)
         .cache_size(256 << 10)
@@ -25,6 +26,12 @@ fn readers_load_misses_without_the_exclusive_lock() {
         db.put(&k.to_be_bytes(), &value(k)).unwrap();
     }
     env.sync().unwrap();
+    (env, db)
+}
+
+#[test]
+fn readers_load_misses_without_the_exclusive_lock() {
+    let (env, db) = far_larger_than_the_cache();
     let before = env.stat().unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let writer = {
@@ -118,17 +125,7 @@ fn stat_of_a_large_tree_walks_within_the_cache_beside_a_writer() {
 
 #[test]
 fn writers_load_misses_before_taking_the_exclusive_lock() {
-    let cfg = Config::new()
-        .page_size(4096)
-        .cache_size(256 << 10)
-        .transactional(true)
-        .durability(Durability::NoSync);
-    let env = Env::open_with_storage(Arc::new(MemStorage::new()), cfg).unwrap();
-    let db = env.create_db("d").unwrap();
-    for k in 0..40_000u32 {
-        db.put(&k.to_be_bytes(), &value(k)).unwrap();
-    }
-    env.sync().unwrap();
+    let (env, db) = far_larger_than_the_cache();
     let before = env.stat().unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(9);
     let mut written = std::collections::BTreeMap::new();
