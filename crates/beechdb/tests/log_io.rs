@@ -97,3 +97,57 @@ fn write_nosync_commits_are_in_the_log_files_at_once() {
     }
     env.close().unwrap();
 }
+
+#[test]
+fn a_failed_background_sync_stops_every_later_commit() {
+    use beechdb::storage::{FaultKind, MemStorage};
+    let storage = MemStorage::new();
+    let env = Env::open_with_storage(
+        std::sync::Arc::new(storage.clone()),
+        config(Durability::WriteNoSync),
+    )
+    .unwrap();
+    let db = env.create_db("d").unwrap();
+    // The background thread's first work, once a quarter segment is written: the spare
+    // segment (synced: the first sync from here), then the sync of the segment being
+    // written (the second), which fails. WRITE_NOSYNC hands each commit to the OS, so
+    // there is written log to sync.
+    storage.inject_fault(FaultKind::Sync, 2, libc::EIO);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut i = 0u64;
+    let err = loop {
+        match db.put(&key(i), &[5u8; 100]) {
+            Ok(()) => i += 1,
+            Err(e) => break e,
+        }
+        // Pauses give the background thread its turn before the segment fills (a switch
+        // would sync the segment itself).
+        if i % 50 == 0 {
+            assert!(Instant::now() < deadline, "no commit failed after {i}");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    };
+    assert!(
+        matches!(&err, beechdb::Error::Poisoned { cause } if cause.contains("syncing log segment")),
+        "after {i} commits: {err}"
+    );
+    assert!(log_counts(&env).background_syncs >= 1);
+    // Every later commit is refused too.
+    assert!(db.put(b"later", b"x").is_err());
+    drop(env);
+    // The next process recovers a prefix of what was committed.
+    let env = Env::open_with_storage(
+        std::sync::Arc::new(storage.restart_process()),
+        config(Durability::WriteNoSync).create(false),
+    )
+    .unwrap();
+    let db = env.open_db("d").unwrap();
+    let n = db.len().unwrap();
+    assert!(n <= i);
+    for k in 0..n {
+        assert!(
+            db.get(&key(k)).unwrap().is_some(),
+            "key {k} of a prefix of {n}"
+        );
+    }
+}
