@@ -122,7 +122,7 @@ fn a_failed_background_sync_stops_every_later_commit() {
         }
         // Pauses give the background thread its turn before the segment fills (a switch
         // would sync the segment itself).
-        if i % 50 == 0 {
+        if i.is_multiple_of(50) {
             assert!(Instant::now() < deadline, "no commit failed after {i}");
             std::thread::sleep(Duration::from_millis(2));
         }
