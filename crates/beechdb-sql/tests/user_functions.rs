@@ -31,6 +31,17 @@ fn one(conn: &mut beechdb_sql::Connection, sql: &str) -> Value {
     conn.query(sql, &[]).unwrap().rows[0][0].clone()
 }
 
+/// Registers `twice(x)`, the scalar `2 * x`.
+fn register_twice(c: &mut beechdb_sql::Connection) {
+    c.create_function(
+        "twice",
+        1,
+        Some(UserFunction::Scalar(Arc::new(|a: &[Value]| {
+            Ok(Value::Integer(a[0].as_i64() * 2))
+        }))),
+    );
+}
+
 #[test]
 fn registered_functions_and_collations() {
     let db = Database::open_in_memory().unwrap();
@@ -40,13 +51,7 @@ fn registered_functions_and_collations() {
     )
     .unwrap();
     // A scalar function, and one hiding the built-in upper() for one argument.
-    c.create_function(
-        "twice",
-        1,
-        Some(UserFunction::Scalar(Arc::new(|a: &[Value]| {
-            Ok(Value::Integer(a[0].as_i64() * 2))
-        }))),
-    );
+    register_twice(&mut c);
     c.create_function(
         "upper",
         1,
@@ -143,13 +148,7 @@ fn registered_functions_are_refused_where_they_cannot_work() {
         "CREATE TABLE t(id INTEGER PRIMARY KEY, a TEXT UNIQUE); INSERT INTO t VALUES(1, 'x')",
     )
     .unwrap();
-    c.create_function(
-        "twice",
-        1,
-        Some(UserFunction::Scalar(Arc::new(|a: &[Value]| {
-            Ok(Value::Integer(a[0].as_i64() * 2))
-        }))),
-    );
+    register_twice(&mut c);
     c.create_function(
         "longest",
         1,
