@@ -28,7 +28,7 @@ fuzz_target!(|data: &[u8]| {
         }
         _ => {
             let dir = tempfile::tempdir().unwrap();
-            let _ = beechdb_repl::fuzzing::unpack_copy(rest, &dir.path().join("copy"));
+            let _ = beechdb_repl::fuzzing::receive_copy(rest, &dir.path().join("copy"));
         }
     }
 });

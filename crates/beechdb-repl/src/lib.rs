@@ -2,26 +2,29 @@
 //! on the openraft consensus library.
 //!
 //! Owns: [`Member`] (one environment of a group: its Raft node, its replicated log, its
-//! state machine), the group's vocabulary ([`MemberConfig`], [`Status`]) and the mapping of
-//! openraft's outcomes onto the engine's errors. May call: the engine (`beechdb`), openraft,
-//! tokio. Invariants: a commit reaches the trees of any member, the master included, only
-//! once the group has committed it (visibility equals Raft commit), and every member
-//! applies the same commits in the same order; a member's environment records, in the same
-//! local commit as the data, the last log position it applied, so a restart resumes from
-//! exactly there.
+//! state machine), the group's vocabulary ([`MemberConfig`], [`Status`], [`Consistency`])
+//! and the openraft type configuration. May call: the engine (`beechdb`), openraft, tokio.
+//! Invariants: a commit reaches the trees of any member, the master included, only once the
+//! group has committed it (visibility equals Raft commit), and every member applies the
+//! same commits in the same order; a member's environment records, in the same local
+//! commit as the data, the last log position it applied, so a restart resumes from exactly
+//! there. No openraft type appears in the public API.
 //!
 //! Layout of a member's directory: `env/` is the environment, `raft/` the replicated log
-//! (see [`log_store`]); `env.incoming/` exists only while a copy from the master is being
-//! installed (see [`state`]).
+//! (see [`log_store`]); `env.incoming/` and `env.receiving-*/` exist only while a copy from
+//! the master is being received or installed (see [`state`]).
 
 // openraft's error types are large by its design; its traits fix the signatures.
 #![allow(clippy::result_large_err)]
 
+mod commit;
 mod log_store;
 pub mod net;
+mod snapshot;
 mod state;
 pub mod tcp;
 
+pub use beechdb::{AckPolicy, GroupDurability};
 pub use state::{digest, MARKER_DB};
 
 /// Entry points for fuzzing the decoders of what replication reads from outside: each
@@ -35,26 +38,42 @@ pub mod fuzzing {
             context: "writing the log".into(),
             source: e,
         })?;
-        crate::log_store::LogStore::open(dir).map(drop)
-    }
-
-    /// A received copy of an environment, unpacked into the new directory `dir`.
-    pub fn unpack_copy(bytes: &[u8], dir: &Path) -> beechdb::Result<()> {
-        crate::state::unpack(bytes, dir)
+        crate::log_store::LogStore::open(dir, 0).map(drop)
     }
 
     /// A frame arriving on a member's connection.
     pub fn read_frame(bytes: &[u8]) -> std::io::Result<()> {
         crate::tcp::check_frame(bytes)
     }
+
+    /// A copy of an environment arriving from a master into the new directory `dir`:
+    /// `bytes` is its page size (u32), its page count (u64) and its pages, which arrive in
+    /// chunks of three pages; the copy is then opened as a member's state machine does.
+    pub fn receive_copy(bytes: &[u8], dir: &Path) -> beechdb::Result<()> {
+        let bad = || beechdb::Error::InvalidArgument("too short for a shape".into());
+        let (size, rest) = bytes.split_first_chunk::<4>().ok_or_else(bad)?;
+        let (count, pages) = rest.split_first_chunk::<8>().ok_or_else(bad)?;
+        let shape = crate::snapshot::Shape {
+            page_size: u32::from_le_bytes(*size),
+            page_count: u64::from_le_bytes(*count),
+        };
+        let mut receiver = crate::snapshot::Receiver::begin(dir, shape)?;
+        for chunk in pages.chunks((shape.page_size as usize).saturating_mul(3).max(1)) {
+            receiver.chunk(chunk)?;
+        }
+        let received = receiver.finish()?;
+        let config = beechdb::Config::default().transactional(true);
+        beechdb::Env::open(&received, config)?.close()
+    }
 }
 
-use beechdb::{Durability, Env, Error, Result};
+use beechdb::{Durability, Env, Error, Result, Txn};
+use openraft::async_runtime::WatchReceiver as _;
 use openraft::error::{ClientWriteError, RaftError};
-use openraft::{BasicNode, RaftMetrics, ServerState};
+use openraft::raft::ReadPolicy;
+use openraft::{BasicNode, ServerState};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Cursor;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -62,23 +81,32 @@ use std::time::{Duration, Instant};
 /// A member's id in its group.
 pub type NodeId = u64;
 
-/// One entry of the replicated log: the commits of transactions that reached the master
-/// together (group commit), each as the engine encoded it.
+/// One entry of the replicated log: a transaction's commit, as the engine encoded it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Request {
-    /// The encoded write sets (see `beechdb::Replicator`), in the order they are applied.
-    pub commits: Vec<Vec<u8>>,
-    /// Whether the log must reach disk (fsync) before a member acknowledges it: some
-    /// commit's durability was [`Durability::Sync`].
-    pub sync: bool,
+    /// The encoded write set (see `beechdb::Replicator`).
+    pub commit: Vec<u8>,
+    /// Whether the master's log, and each replica's, must reach disk (fsync) before that
+    /// member counts the entry as stored.
+    pub master_sync: bool,
+    pub replica_sync: bool,
+    /// Nonzero when the proposer waits for its own log to hold the entry (ack policy
+    /// NONE): the master's log store tells it under this number.
+    pub notify: u64,
+}
+
+impl std::fmt::Display for Request {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "commit of {} bytes", self.commit.len())
+    }
 }
 
 /// What applying an entry gave: the LSN of the local commit on the member that applied it,
-/// and for each of its commits why it was refused, if it was (every member refuses alike).
+/// and why every member refused the entry's commit, if it did.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub(crate) struct Response {
     pub lsn: u64,
-    pub refused: Vec<Option<Refusal>>,
+    pub refused: Option<Refusal>,
 }
 
 /// Why every member refused a committed entry's writes.
@@ -111,32 +139,45 @@ impl Refusal {
     }
 }
 
-openraft::declare_raft_types!(
-    /// The group's types: entries are engine commits; snapshots are copies of an
-    /// environment's durable checkpoint.
-    pub(crate) TypeConfig:
-        D = Request,
-        R = Response,
-        NodeId = NodeId,
-        Node = BasicNode,
-);
+/// The group's types: entries are engine commits; snapshots are durable checkpoints of an
+/// environment, streamed page by page (see [`state::SnapshotData`]).
+#[derive(Debug, Clone, Copy, Default, Eq, PartialEq, Ord, PartialOrd)]
+pub(crate) struct TypeConfig;
+
+type LeaderId = openraft::impls::leader_id_adv::LeaderId<u64, NodeId>;
+
+impl openraft::RaftTypeConfig for TypeConfig {
+    type D = Request;
+    type R = Response;
+    type NodeId = NodeId;
+    type Node = BasicNode;
+    type Term = u64;
+    type LeaderId = LeaderId;
+    type Vote = openraft::impls::Vote<LeaderId>;
+    type Payload = openraft::EntryPayload<Request, NodeId, BasicNode>;
+    type Entry = openraft::Entry<LeaderId, Self::Payload>;
+    type AsyncRuntime = openraft::TokioRuntime;
+    type Responder<T>
+        = commit::Reply<T>
+    where
+        T: openraft::OptionalSend + 'static;
+    type Batch<T>
+        = openraft::impls::InlineBatch<T>
+    where
+        T: openraft::OptionalSend + 'static;
+    type ErrorSource = openraft::impls::BoxedErrorSource;
+}
+
+pub(crate) type Entry =
+    openraft::Entry<LeaderId, openraft::EntryPayload<Request, NodeId, BasicNode>>;
+pub(crate) type LogId = openraft::LogId<LeaderId>;
+pub(crate) type Vote = openraft::impls::Vote<LeaderId>;
+pub(crate) type StoredMembership = openraft::StoredMembership<LeaderId, NodeId, BasicNode>;
+pub(crate) type SnapshotMeta = openraft::SnapshotMeta<LeaderId, NodeId, BasicNode>;
+pub(crate) type SnapshotOf = openraft::Snapshot<LeaderId, NodeId, BasicNode, state::SnapshotData>;
 
 /// The openraft node of a member.
-pub(crate) type Raft = openraft::Raft<TypeConfig>;
-
-/// Which members must have an entry before its commit returns on the master (JE's
-/// `ReplicaAckPolicy`). JE's `NONE` is not offered: here a commit becomes visible only
-/// once a majority holds it (there is no unreplicated state to roll back after a
-/// failover), so returning earlier would let the next transaction read data older than a
-/// commit that already returned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AckPolicy {
-    /// A majority of the voting members, the master included: Raft's commit.
-    SimpleMajority,
-    /// Every voting member. A commit that a majority holds but some member does not
-    /// acknowledge in time fails with [`Error::Replication`] saying it is committed.
-    All,
-}
+pub(crate) type Raft = openraft::Raft<TypeConfig, Arc<state::StateMachine>>;
 
 /// What a read on a member must see (JE's `ReplicaConsistencyPolicy`), waited for by
 /// [`Member::await_consistency`].
@@ -151,8 +192,9 @@ pub enum Consistency {
     /// heard from the master within it and applied everything the master had committed
     /// then. Always met on the master.
     TimeLag(Duration),
-    /// Everything committed anywhere before the wait began: on the master only, through a
-    /// round of heartbeats confirming it is still master (a read index).
+    /// Everything committed anywhere before the wait began: on the master only, confirmed
+    /// by its lease (a majority acknowledged it recently enough that no other master can
+    /// have been elected since), or else by a round of heartbeats (a read index).
     Linearizable,
 }
 
@@ -172,7 +214,7 @@ impl Heard {
     }
 
     /// Records an append from the master that the member accepted.
-    pub(crate) fn record(&self, leader_commit: Option<openraft::LogId<NodeId>>) {
+    pub(crate) fn record(&self, leader_commit: Option<LogId>) {
         use std::sync::atomic::Ordering::Relaxed;
         let now = Heard::epoch().elapsed().as_nanos() as u64;
         self.commit
@@ -200,8 +242,8 @@ pub struct MemberConfig {
     pub id: NodeId,
     /// The member's directory (created if missing): its environment and its log.
     pub dir: PathBuf,
-    /// The environment's configuration (transactional; its durability setting is not used:
-    /// a commit's durability is decided by the log, see [`Request::sync`]).
+    /// The environment's configuration (transactional; its durability is the master's
+    /// default, see [`MemberConfig::replicas`]).
     pub env: beechdb::Config,
     /// Heartbeats from the master, and the range of election timeouts of the others.
     pub heartbeat: Duration,
@@ -209,11 +251,16 @@ pub struct MemberConfig {
     /// A copy of the environment (a snapshot) is taken after this many log entries, and
     /// the log before it is removed: a replica further behind is rebuilt from a copy.
     pub snapshot_every: u64,
-    /// How long a commit on the master waits for the group to commit it before failing
-    /// with [`Error::Replication`] (the commit may still be applied later).
+    /// How long a commit on the master waits for the acknowledgements its policy asks for
+    /// before failing with a typed error.
     pub ack_timeout: Duration,
-    /// The acknowledgements a commit on this member, when master, waits for.
+    /// The acknowledgements a commit on this member, when master, waits for, unless its
+    /// transaction set a [`GroupDurability`] of its own.
     pub ack: AckPolicy,
+    /// How replicas write the log of a commit made on this member, unless its transaction
+    /// set a [`GroupDurability`]: `None` writes it as the commit's own durability says (a
+    /// SYNC commit is fsynced on every member).
+    pub replicas: Option<Durability>,
 }
 
 impl MemberConfig {
@@ -229,6 +276,7 @@ impl MemberConfig {
             snapshot_every: 50_000,
             ack_timeout: Duration::from_secs(10),
             ack: AckPolicy::SimpleMajority,
+            replicas: None,
         }
     }
 }
@@ -251,8 +299,10 @@ pub struct Status {
     /// The member this one believes to be master.
     pub master: Option<NodeId>,
     pub term: u64,
-    /// The last log position this member has and has applied.
+    /// The last log position this member has, the last it knows committed, and the last
+    /// it has applied.
     pub last_log: u64,
+    pub committed: u64,
     pub applied: u64,
     /// Voting members and non-voting replicas, as this member knows them.
     pub voters: BTreeSet<NodeId>,
@@ -265,8 +315,9 @@ pub struct Status {
     /// the master, its lag in time.
     pub heard_ms_ago: Option<u64>,
     /// On the master: each other member's log position as it last acknowledged it (its
-    /// lag in commits is `last_log` minus this).
+    /// lag in commits is `last_log` minus this), and milliseconds since it last did.
     pub acked: BTreeMap<NodeId, u64>,
+    pub acked_ms_ago: BTreeMap<NodeId, u64>,
 }
 
 /// One member of a replication group, running: an environment whose commits go through
@@ -280,146 +331,36 @@ pub struct Member {
     sm: Arc<state::StateMachine>,
     runtime: Arc<tokio::runtime::Runtime>,
     heard: Arc<Heard>,
-}
-
-/// Commits in an entry at most: a bound on an entry's size and on a batch's latency.
-const BATCH_COMMITS: usize = 256;
-
-/// A commit waiting to be proposed, and where its outcome goes.
-struct Proposal {
-    commit: Vec<u8>,
-    sync: bool,
-    reply: std::sync::mpsc::SyncSender<Result<u64>>,
-}
-
-/// Takes over the environment's commits: each goes to the proposer, which puts the commits
-/// that arrive while the previous entry is being committed into one entry (group commit),
-/// and returns once the group has committed and this member applied it.
-struct CommitPath {
-    raft: Raft,
-    runtime: tokio::runtime::Handle,
-    proposals: tokio::sync::mpsc::UnboundedSender<Proposal>,
-    ack_timeout: Duration,
-    ack: AckPolicy,
-}
-
-/// The proposer: one entry in flight at a time, holding every commit that queued meanwhile.
-async fn propose(raft: Raft, mut queue: tokio::sync::mpsc::UnboundedReceiver<Proposal>) {
-    while let Some(first) = queue.recv().await {
-        let mut batch = vec![first];
-        while batch.len() < BATCH_COMMITS {
-            match queue.try_recv() {
-                Ok(p) => batch.push(p),
-                Err(_) => break,
-            }
-        }
-        let request = Request {
-            sync: batch.iter().any(|p| p.sync),
-            commits: batch
-                .iter_mut()
-                .map(|p| std::mem::take(&mut p.commit))
-                .collect(),
-        };
-        match raft.client_write(request).await {
-            Ok(r) => {
-                let index = r.log_id.index;
-                for (p, refused) in batch.into_iter().zip(r.data.refused) {
-                    let outcome = match refused {
-                        None => Ok(index),
-                        Some(refusal) => Err(refusal.error()),
-                    };
-                    let _ = p.reply.try_send(outcome);
-                }
-            }
-            Err(e) => {
-                for p in batch {
-                    let _ = p.reply.try_send(Err(write_error(&e)));
-                }
-            }
-        }
-    }
-}
-
-impl beechdb::Replicator for CommitPath {
-    fn replicate(&self, commit: &[u8], d: Durability) -> Result<u64> {
-        let started = Instant::now();
-        let (reply, outcome) = std::sync::mpsc::sync_channel(1);
-        let p = Proposal {
-            commit: commit.to_vec(),
-            sync: d == Durability::Sync,
-            reply,
-        };
-        self.proposals
-            .send(p)
-            .map_err(|_| Error::Replication("this member has stopped".into()))?;
-        let wait = self.ack_timeout;
-        let index = outcome.recv_timeout(wait).map_err(|_| {
-            Error::Replication(format!(
-                "the group did not commit this transaction within {wait:?} (no majority \
-                 reachable?); it may still be committed and applied later"
-            ))
-        })??;
-        if self.ack == AckPolicy::All {
-            let left = wait.saturating_sub(started.elapsed());
-            let raft = self.raft.clone();
-            let everyone = self.runtime.block_on(async move {
-                raft.wait(Some(left))
-                    .metrics(|m| acked_by_all(m, index), "every member's acknowledgement")
-                    .await
-            });
-            if everyone.is_err() {
-                return Err(Error::Replication(format!(
-                    "commit {index} is committed and applied on a majority, but not every \
-                     member acknowledged it within {wait:?} (JE: InsufficientAcksException)"
-                )));
-            }
-        }
-        Ok(index)
-    }
-
-    fn catch_up(&self) -> Result<()> {
-        let raft = self.raft.clone();
-        let read = self
-            .runtime
-            .block_on(async move { raft.ensure_linearizable().await });
-        read.map(drop).map_err(|e| match e {
-            RaftError::APIError(openraft::error::CheckIsLeaderError::ForwardToLeader(f)) => {
-                Error::NotMaster {
-                    master: f.leader_id,
-                }
-            }
-            e => Error::Replication(format!("{e}; the commit was not made")),
-        })
-    }
-}
-
-/// Whether every voting member's log holds entry `index` (on the master's metrics).
-fn acked_by_all(m: &RaftMetrics<NodeId, BasicNode>, index: u64) -> bool {
-    let Some(matched) = &m.replication else {
-        return false;
-    };
-    m.membership_config.membership().voter_ids().all(|v| {
-        v == m.id
-            || matched
-                .get(&v)
-                .copied()
-                .flatten()
-                .is_some_and(|l| l.index >= index)
-    })
+    commits: Arc<commit::CommitPath>,
 }
 
 /// The engine's error for an openraft write failure.
-fn write_error(e: &RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>) -> Error {
+pub(crate) fn write_error(e: &ClientWriteError<TypeConfig>) -> Error {
     match e {
-        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => Error::NotMaster {
-            master: f.leader_id,
-        },
-        RaftError::APIError(ClientWriteError::ChangeMembershipError(c)) => {
+        ClientWriteError::ForwardToLeader(f) | ClientWriteError::LogEntryDiscarded(f) => {
+            Error::NotMaster {
+                master: f.leader_id,
+            }
+        }
+        ClientWriteError::ChangeMembershipError(c) => {
             Error::InvalidArgument(format!("membership change refused: {c}"))
         }
-        RaftError::Fatal(f) => Error::Replication(format!(
-            "this member stopped ({f}); the commit may yet be applied by the group"
-        )),
+        e => Error::Replication(format!("{e}; the commit was not made")),
+    }
+}
+
+/// The engine's error for a failed openraft management call.
+pub(crate) fn raft_error(e: RaftError<TypeConfig, ClientWriteError<TypeConfig>>) -> Error {
+    match e {
+        RaftError::APIError(e) => write_error(&e),
+        RaftError::Fatal(f) => Error::Replication(format!("this member stopped: {f}")),
+    }
+}
+
+fn runtime_error(e: std::io::Error) -> Error {
+    Error::Io {
+        context: "starting the replication runtime".into(),
+        source: e,
     }
 }
 
@@ -434,17 +375,18 @@ impl Member {
                 .thread_name(format!("beechdb-repl-{}", config.id))
                 .enable_all()
                 .build()
-                .map_err(|e| Error::Io {
-                    context: "starting the replication runtime".into(),
-                    source: e,
-                })?,
+                .map_err(runtime_error)?,
         );
         std::fs::create_dir_all(&config.dir).map_err(|e| Error::Io {
             context: format!("creating {}", config.dir.display()),
             source: e,
         })?;
-        let log = log_store::LogStore::open(&config.dir.join("raft"))?;
-        let sm = Arc::new(state::StateMachine::open(&config.dir, config.env.clone())?);
+        let log = log_store::LogStore::open(&config.dir.join("raft"), config.id)?;
+        let sm = Arc::new(state::StateMachine::open(
+            &config.dir,
+            config.env.clone(),
+            log.pending(),
+        )?);
         let raft_config = openraft::Config {
             cluster_name: "beechdb".into(),
             heartbeat_interval: config.heartbeat.as_millis() as u64,
@@ -452,6 +394,9 @@ impl Member {
             election_timeout_max: config.election_timeout.1.as_millis() as u64,
             snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(config.snapshot_every),
             max_in_snapshot_log_to_keep: 1000,
+            // A member that was cut off asks before it raises the term, so its return does
+            // not depose a master that the others still follow.
+            enable_pre_vote: Some(true),
             ..Default::default()
         }
         .validate()
@@ -461,21 +406,33 @@ impl Member {
         let started = match &transport {
             Transport::Local(net) => {
                 let endpoint = net.endpoint(config.id);
-                runtime.block_on(Raft::new(config.id, raft_config, endpoint, log, sm.clone()))
+                runtime.block_on(Raft::new(
+                    config.id,
+                    raft_config,
+                    endpoint,
+                    log.clone(),
+                    sm.clone(),
+                ))
             }
             Transport::Tcp { group, .. } => {
                 let endpoint = tcp::TcpEndpoint {
                     group: group.to_string(),
                     from: config.id,
                 };
-                runtime.block_on(Raft::new(config.id, raft_config, endpoint, log, sm.clone()))
+                runtime.block_on(Raft::new(
+                    config.id,
+                    raft_config,
+                    endpoint,
+                    log.clone(),
+                    sm.clone(),
+                ))
             }
         };
         let raft = started
             .map_err(|e| Error::Replication(format!("starting member {}: {e}", config.id)))?;
         let net = match transport {
             Transport::Local(net) => {
-                net.register(config.id, raft.clone(), heard.clone());
+                net.register(config.id, raft.clone(), heard.clone(), sm.clone());
                 Some(net.clone())
             }
             Transport::Tcp { listen, group } => {
@@ -496,24 +453,22 @@ impl Member {
                 None
             }
         };
-        let member = Member {
+        let commits = Arc::new(commit::CommitPath::new(
+            raft.clone(),
+            runtime.handle().clone(),
+            log,
+            &config,
+        ));
+        sm.set_replicator(Some(commits.clone()))?;
+        Ok(Member {
             id: config.id,
             net,
             raft,
             sm,
             runtime,
             heard,
-        };
-        let (proposals, queue) = tokio::sync::mpsc::unbounded_channel();
-        member.runtime.spawn(propose(member.raft.clone(), queue));
-        member.sm.set_replicator(Some(Arc::new(CommitPath {
-            raft: member.raft.clone(),
-            runtime: member.runtime.handle().clone(),
-            proposals,
-            ack_timeout: config.ack_timeout,
-            ack: config.ack,
-        })))?;
-        Ok(member)
+            commits,
+        })
     }
 
     /// This member's id.
@@ -526,6 +481,22 @@ impl Member {
     /// [`Error::Closed`]: take new ones here.
     pub fn env(&self) -> Env {
         self.sm.env()
+    }
+
+    /// Begins a transaction whose commit is made durable and acknowledged as `durability`
+    /// says (the member's default when `None`). On the master, fails at once with
+    /// [`Error::InsufficientReplicas`] when fewer members than its ack policy needs are
+    /// in contact (JE checks this when a transaction begins, too).
+    pub fn begin_txn(&self, durability: Option<GroupDurability>) -> Result<Txn> {
+        let ack = durability.map_or(self.commits.default_ack(), |d| d.ack);
+        if self.is_master() {
+            self.commits.check_replicas(ack)?;
+        }
+        let txn = self.env().begin_txn()?;
+        if let Some(d) = durability {
+            txn.set_group_durability(d)?;
+        }
+        Ok(txn)
     }
 
     /// Makes a new group of the voting members `members` (ids and addresses; addresses are
@@ -556,22 +527,29 @@ impl Member {
     pub fn remove_member(&self, id: NodeId) -> Result<()> {
         let raft = self.raft.clone();
         self.runtime.block_on(async move {
-            let m = raft.metrics().borrow().membership_config.clone();
-            let voters: BTreeSet<NodeId> =
-                m.membership().voter_ids().filter(|&v| v != id).collect();
-            raft.change_membership(voters, false)
+            let m = raft.metrics().borrow_watched().membership_config.clone();
+            if m.membership().voter_ids().any(|v| v == id) {
+                let voters: BTreeSet<NodeId> =
+                    m.membership().voter_ids().filter(|&v| v != id).collect();
+                raft.change_membership(voters, false)
+                    .await
+                    .map_err(raft_error)?;
+            }
+            let gone: BTreeSet<NodeId> = [id].into();
+            raft.change_membership(openraft::ChangeMembers::RemoveNodes(gone), false)
                 .await
-                .map_err(|e| write_error(&e))?;
-            let learners: BTreeSet<NodeId> = [id].into();
-            raft.change_membership(openraft::ChangeMembers::RemoveNodes(learners), false)
-                .await
-                .map_err(|e| write_error(&e))
+                .map_err(raft_error)
                 .map(drop)
         })
     }
 
-    fn metrics(&self) -> RaftMetrics<NodeId, BasicNode> {
-        self.raft.metrics().borrow().clone()
+    /// Hands the master's role to member `to` (a voter that has caught up), on the master;
+    /// returns once `to` is master, or a typed error after `timeout`. Writes in flight on
+    /// this member fail with [`Error::NotMaster`] naming the new master.
+    pub fn transfer_master(&self, to: NodeId, timeout: Duration) -> Result<()> {
+        let raft = self.raft.clone();
+        self.runtime
+            .block_on(async move { transfer_master(&raft, to, timeout).await })
     }
 
     /// This member's view of the group.
@@ -581,7 +559,7 @@ impl Member {
 
     /// Whether this member is the master now.
     pub fn is_master(&self) -> bool {
-        self.metrics().state == ServerState::Leader
+        self.raft.metrics().borrow_watched().state == ServerState::Leader
     }
 
     /// Waits until this member has applied the commit with token `token` (what a commit
@@ -610,25 +588,7 @@ impl Member {
         match c {
             Consistency::Any => Ok(()),
             Consistency::Commit(token) => self.wait_applied(token, timeout),
-            Consistency::Linearizable => {
-                let raft = self.raft.clone();
-                let read = self.runtime.block_on(async move {
-                    tokio::time::timeout(timeout, raft.ensure_linearizable()).await
-                });
-                match read {
-                    Ok(Ok(_)) => Ok(()),
-                    Ok(Err(RaftError::APIError(
-                        openraft::error::CheckIsLeaderError::ForwardToLeader(f),
-                    ))) => Err(Error::NotMaster {
-                        master: f.leader_id,
-                    }),
-                    Ok(Err(e)) => Err(Error::Replication(format!("linearizable read: {e}"))),
-                    Err(_) => Err(Error::Replication(format!(
-                        "linearizable read: a majority did not confirm this master within \
-                         {timeout:?}"
-                    ))),
-                }
-            }
+            Consistency::Linearizable => self.linearizable(timeout),
             Consistency::TimeLag(lag) => loop {
                 if self.is_master() {
                     return Ok(());
@@ -649,6 +609,38 @@ impl Member {
         }
     }
 
+    /// A linearizable read point on the master: its lease when a majority acknowledged it
+    /// recently, else a heartbeat round; then waits until it has applied that far.
+    fn linearizable(&self, timeout: Duration) -> Result<()> {
+        let raft = self.raft.clone();
+        let read = self.runtime.block_on(async move {
+            tokio::time::timeout(timeout, async {
+                match raft.ensure_linearizable(ReadPolicy::LeaseRead).await {
+                    Ok(_) => Ok(()),
+                    Err(RaftError::APIError(
+                        openraft::error::LinearizableReadError::ForwardToLeader(f),
+                    )) => Err(Some(f.leader_id)),
+                    // The lease is stale: confirm with a round of heartbeats instead.
+                    Err(_) => match raft.ensure_linearizable(ReadPolicy::ReadIndex).await {
+                        Ok(_) => Ok(()),
+                        Err(RaftError::APIError(
+                            openraft::error::LinearizableReadError::ForwardToLeader(f),
+                        )) => Err(Some(f.leader_id)),
+                        Err(_) => Err(None),
+                    },
+                }
+            })
+            .await
+        });
+        match read {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(Some(master))) => Err(Error::NotMaster { master }),
+            Ok(Err(None)) | Err(_) => Err(Error::Replication(format!(
+                "linearizable read: a majority did not confirm this master within {timeout:?}"
+            ))),
+        }
+    }
+
     /// Stops this member: it leaves the network (others see it as unreachable) and its
     /// environment is closed, everything applied made durable.
     pub fn shutdown(self) -> Result<()> {
@@ -661,15 +653,52 @@ impl Member {
     }
 }
 
+/// Hands the master's role from `raft` to member `to` (see [`Member::transfer_master`]).
+pub(crate) async fn transfer_master(raft: &Raft, to: NodeId, timeout: Duration) -> Result<()> {
+    let m = raft.metrics().borrow_watched().clone();
+    if m.state != ServerState::Leader {
+        return Err(Error::NotMaster {
+            master: m.current_leader,
+        });
+    }
+    if !m
+        .membership_config
+        .membership()
+        .voter_ids()
+        .any(|v| v == to)
+    {
+        return Err(Error::InvalidArgument(format!(
+            "member {to} is not a voting member of the group"
+        )));
+    }
+    let failed = |e: String| {
+        Error::Replication(format!(
+            "member {to} did not take over as master within {timeout:?}: {e}"
+        ))
+    };
+    raft.trigger()
+        .transfer_leader(to)
+        .await
+        .map_err(|e| failed(e.to_string()))?;
+    raft.wait(Some(timeout))
+        .metrics(
+            |m| m.current_leader == Some(to) && m.state != ServerState::Leader,
+            "the new master",
+        )
+        .await
+        .map(drop)
+        .map_err(|e| failed(e.to_string()))
+}
+
 /// Adds member `id` at `addr` to the group of the master `raft`.
 pub(crate) async fn add_member(raft: &Raft, id: NodeId, addr: String, voter: bool) -> Result<()> {
     raft.add_learner(id, BasicNode::new(addr), true)
         .await
-        .map_err(|e| write_error(&e))?;
+        .map_err(raft_error)?;
     if voter {
         let mut voters = raft
             .metrics()
-            .borrow()
+            .borrow_watched()
             .membership_config
             .membership()
             .voter_ids()
@@ -677,15 +706,16 @@ pub(crate) async fn add_member(raft: &Raft, id: NodeId, addr: String, voter: boo
         voters.insert(id);
         raft.change_membership(voters, true)
             .await
-            .map_err(|e| write_error(&e))?;
+            .map_err(raft_error)?;
     }
     Ok(())
 }
 
 /// The status of the member whose node is `raft`.
 pub(crate) fn status_of(raft: &Raft, heard: &Heard) -> Status {
-    let m = raft.metrics().borrow().clone();
+    let m = raft.metrics().borrow_watched().clone();
     let membership = m.membership_config.membership();
+    let index = |l: &Option<LogId>| l.as_ref().map_or(0, |l| l.index);
     Status {
         id: m.id,
         state: match m.state {
@@ -698,11 +728,12 @@ pub(crate) fn status_of(raft: &Raft, heard: &Heard) -> Status {
         master: m.current_leader,
         term: m.current_term,
         last_log: m.last_log_index.unwrap_or(0),
-        applied: m.last_applied.map_or(0, |l| l.index),
+        committed: index(&m.local_committed),
+        applied: index(&m.last_applied),
         voters: membership.voter_ids().collect(),
         learners: membership.learner_ids().collect(),
-        snapshot: m.snapshot.map(|l| l.index),
-        purged: m.purged.map(|l| l.index),
+        snapshot: m.snapshot.as_ref().map(|l| l.index),
+        purged: m.purged.as_ref().map(|l| l.index),
         heard_ms_ago: match m.state {
             ServerState::Leader => None,
             _ => heard.last().map(|(ago, _)| ago.as_millis() as u64),
@@ -712,7 +743,14 @@ pub(crate) fn status_of(raft: &Raft, heard: &Heard) -> Status {
             .iter()
             .flatten()
             .filter(|(&id, _)| id != m.id)
-            .map(|(&id, l)| (id, l.map_or(0, |l| l.index)))
+            .map(|(&id, l)| (id, index(l)))
+            .collect(),
+        acked_ms_ago: m
+            .heartbeat
+            .iter()
+            .flatten()
+            .filter(|(&id, _)| id != m.id)
+            .filter_map(|(&id, at)| at.as_ref().map(|at| (id, commit::since(at))))
             .collect(),
     }
 }

@@ -1,33 +1,35 @@
-//! A member's replicated log on disk: entries, the vote, and the marks of truncation and
-//! purging, appended to one file as checksummed frames and replayed at start. The commit
-//! index is not kept: the environment's marker says what is applied, and a master says
-//! what is committed.
+//! A member's replicated log on disk: entries, the vote, the commit point and the marks of
+//! truncation and purging, appended to one file as checksummed frames and replayed at
+//! start.
 //!
-//! Owns: [`LogStore`] and its file `raft/log`. May call: the file system. Invariants: a
+//! Owns: [`LogStore`] and its file `raft/log`; which appended entries create or remove
+//! databases and are not yet applied ([`Pending`]); the notices to committers waiting for
+//! their entry to be stored (ack policy NONE). May call: the file system. Invariants: a
 //! frame is `[length u32][crc32c u32][payload]`, payload a bincode [`Frame`]; replay stops
 //! at the first frame cut short or failing its checksum and cuts the file there (a torn
-//! tail is a write that never completed, never acknowledged); the vote and every membership
-//! or `sync` entry reach disk (fsync) before openraft is told they are stored, so a vote is
-//! never forgotten and an acknowledged durable commit survives power loss. A log that has
-//! grown well past what it keeps is rewritten to a new file and renamed into place.
+//! tail is a write that never completed, never acknowledged); the vote, every membership
+//! entry and every entry whose commit asked this member for SYNC reach disk (fsync) before
+//! openraft is told they are stored, so a vote is never forgotten and an acknowledged
+//! durable commit survives power loss. A log that has grown well past what it keeps is
+//! rewritten to a new file and renamed into place.
 //!
 //! Appends are group-committed: an append is written at once, and its completion (which
 //! tells openraft the entries are stored) is handed to the flusher thread, which fsyncs
 //! once for every append waiting and then completes them in order, so openraft goes on
 //! appending while a sync is in flight and many commits share one fsync.
 //!
-//! This log is the member's own, beside the environment's write-ahead log; folding the two
-//! into one (one fsync per replicated commit instead of two writes) is the planned next
-//! step (see docs/architecture.md).
+//! This log is the member's own, beside the environment's write-ahead log (see
+//! docs/architecture.md, Replication, for why they are not one).
 
-use crate::{NodeId, TypeConfig};
+use crate::commit::Event;
+use crate::{Entry, LogId, NodeId, TypeConfig, Vote};
 use beechdb::{Error, Result};
 use bincode::Options;
-use openraft::storage::{LogFlushed, LogState, RaftLogReader, RaftLogStorage};
-use openraft::{AnyError, Entry, EntryPayload, LogId, StorageError, StorageIOError, Vote};
+use openraft::storage::{IOFlushed, LogState, RaftLogReader, RaftLogStorage};
+use openraft::EntryPayload;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Debug;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
@@ -42,19 +44,23 @@ const FRAME_HDR: usize = 8;
 /// One frame of the log file.
 #[derive(Serialize, Deserialize)]
 enum Frame {
-    Entry(Entry<TypeConfig>),
+    Entry(Entry),
     /// Entries from this index on are gone (a new master's log replaced them).
     Truncate(u64),
     /// Entries up to this one are gone (a snapshot holds them).
-    Purge(LogId<NodeId>),
-    Vote(Vote<NodeId>),
+    Purge(LogId),
+    Vote(Vote),
+    /// The group has committed entries up to this one (not synced: a later start may find
+    /// an older mark, and learns the rest from the master).
+    Committed(LogId),
 }
 
 #[derive(Default)]
 struct State {
-    entries: BTreeMap<u64, Entry<TypeConfig>>,
-    vote: Option<Vote<NodeId>>,
-    last_purged: Option<LogId<NodeId>>,
+    entries: BTreeMap<u64, Entry>,
+    vote: Option<Vote>,
+    last_purged: Option<LogId>,
+    committed: Option<LogId>,
 }
 
 impl State {
@@ -69,6 +75,7 @@ impl State {
                 self.last_purged = Some(upto);
             }
             Frame::Vote(v) => self.vote = Some(v),
+            Frame::Committed(c) => self.committed = Some(c),
         }
     }
 
@@ -77,17 +84,37 @@ impl State {
         let mut out = Vec::with_capacity(self.entries.len() + 3);
         out.extend(self.vote.map(Frame::Vote));
         out.extend(self.last_purged.map(Frame::Purge));
+        out.extend(self.committed.map(Frame::Committed));
         out.extend(self.entries.values().cloned().map(Frame::Entry));
         out
     }
 }
 
-/// An append waiting for the flusher: its completion, whether it needs an fsync, and the
-/// file it went to.
+/// An append waiting for the flusher: its completion, whether it needs an fsync, the file
+/// it went to, and the committers to tell when it is stored.
 struct Waiting {
-    done: LogFlushed<TypeConfig>,
+    done: IOFlushed<TypeConfig>,
     sync: bool,
     file: Arc<File>,
+    notices: Vec<(Stored, u64)>,
+}
+
+/// Where to tell a committer that its entry (at the index given with it) is stored.
+pub(crate) struct Stored(pub std::sync::mpsc::Sender<Event>);
+
+/// Entries that create or remove databases, appended and not yet applied, by index: a
+/// commit that writes a database might be refused when it is applied after one of them.
+#[derive(Default)]
+pub(crate) struct Pending {
+    ddl: Mutex<std::collections::BTreeSet<u64>>,
+}
+
+impl Pending {
+    /// Entries up to `index` are applied.
+    pub(crate) fn applied(&self, index: u64) {
+        let mut ddl = self.ddl.lock();
+        *ddl = ddl.split_off(&(index + 1));
+    }
 }
 
 /// The flusher's queue, and whether the log is gone.
@@ -135,13 +162,26 @@ impl Flusher {
                     Ok(()) => Ok(()),
                     Err(e) => Err(std::io::Error::new(e.kind(), e.to_string())),
                 };
-                w.done.log_io_completed(r);
+                if r.is_ok() {
+                    tell(w.notices);
+                }
+                w.done.io_completed(r);
             }
         }
     }
 }
 
+/// Tells committers their entries are stored.
+fn tell(notices: Vec<(Stored, u64)>) {
+    for (Stored(to), index) in notices {
+        let _ = to.send(Event::Stored(index));
+    }
+}
+
 struct Inner {
+    id: NodeId,
+    /// The commit point changed since it was last written.
+    committed_unwritten: bool,
     dir: PathBuf,
     file: Arc<File>,
     flusher: Arc<Flusher>,
@@ -155,6 +195,9 @@ struct Inner {
 #[derive(Clone)]
 pub(crate) struct LogStore {
     inner: Arc<Mutex<Inner>>,
+    pending: Arc<Pending>,
+    /// Committers waiting for their entry to be stored, by the number in its request.
+    notify: Arc<Mutex<HashMap<u64, Stored>>>,
 }
 
 fn io(context: String, e: std::io::Error) -> Error {
@@ -196,8 +239,9 @@ fn decode_all(bytes: &[u8]) -> Result<(Vec<Frame>, usize)> {
 }
 
 impl LogStore {
-    /// Opens the log in directory `dir` (created if missing), replaying its file.
-    pub fn open(dir: &Path) -> Result<LogStore> {
+    /// Opens the log of member `id` in directory `dir` (created if missing), replaying its
+    /// file.
+    pub fn open(dir: &Path, id: NodeId) -> Result<LogStore> {
         std::fs::create_dir_all(dir).map_err(|e| io(format!("creating {}", dir.display()), e))?;
         let path = dir.join("log");
         let mut file = OpenOptions::new()
@@ -226,7 +270,17 @@ impl LogStore {
             .name("beechdb-repl-flush".into())
             .spawn(move || f.run())
             .map_err(|e| io("starting the log flusher".into(), e))?;
+        let pending = Pending::default();
+        pending.ddl.lock().extend(
+            state
+                .entries
+                .values()
+                .filter(|e| creates_or_removes(e))
+                .map(|e| e.log_id.index),
+        );
         let mut inner = Inner {
+            id,
+            committed_unwritten: false,
             dir: dir.to_path_buf(),
             file: Arc::new(file),
             flusher,
@@ -237,8 +291,35 @@ impl LogStore {
         inner.live = inner.frames_len();
         Ok(LogStore {
             inner: Arc::new(Mutex::new(inner)),
+            pending: Arc::new(pending),
+            notify: Default::default(),
         })
     }
+
+    /// The entries that create or remove databases and are not yet applied.
+    pub(crate) fn pending(&self) -> Arc<Pending> {
+        self.pending.clone()
+    }
+
+    /// Whether some appended entry not yet applied creates or removes databases.
+    pub(crate) fn ddl_pending(&self) -> bool {
+        !self.pending.ddl.lock().is_empty()
+    }
+
+    /// Tells `to` when the entry whose request carries `notify` is stored here.
+    pub(crate) fn await_stored(&self, notify: u64, to: Stored) {
+        self.notify.lock().insert(notify, to);
+    }
+
+    /// Forgets the committer waiting under `notify`, if it is still waiting.
+    pub(crate) fn forget(&self, notify: u64) {
+        self.notify.lock().remove(&notify);
+    }
+}
+
+/// Whether entry `e` holds a commit that creates or removes databases.
+fn creates_or_removes(e: &Entry) -> bool {
+    matches!(&e.payload, EntryPayload::Normal(r) if r.commit.get(..4).is_some_and(|c| c != [0; 4]))
 }
 
 impl Drop for Inner {
@@ -261,6 +342,11 @@ impl Inner {
     /// Appends frames (already applied to the state), reaching disk if `sync`.
     fn write(&mut self, frames: &[Frame], sync: bool) -> std::io::Result<()> {
         let mut buf = Vec::new();
+        if std::mem::take(&mut self.committed_unwritten) {
+            if let Some(c) = self.state.committed {
+                encode(&Frame::Committed(c), &mut buf);
+            }
+        }
         for f in frames {
             encode(f, &mut buf);
         }
@@ -295,15 +381,11 @@ impl Inner {
     }
 }
 
-fn write_err(e: std::io::Error) -> StorageError<NodeId> {
-    StorageIOError::write_logs(AnyError::new(&e)).into()
-}
-
 impl RaftLogReader<TypeConfig> for LogStore {
     async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + Send>(
         &mut self,
         range: RB,
-    ) -> std::result::Result<Vec<Entry<TypeConfig>>, StorageError<NodeId>> {
+    ) -> std::io::Result<Vec<Entry>> {
         let inner = self.inner.lock();
         Ok(inner
             .state
@@ -312,14 +394,16 @@ impl RaftLogReader<TypeConfig> for LogStore {
             .map(|(_, e)| e.clone())
             .collect())
     }
+
+    async fn read_vote(&mut self) -> std::io::Result<Option<Vote>> {
+        Ok(self.inner.lock().state.vote)
+    }
 }
 
 impl RaftLogStorage<TypeConfig> for LogStore {
     type LogReader = LogStore;
 
-    async fn get_log_state(
-        &mut self,
-    ) -> std::result::Result<LogState<TypeConfig>, StorageError<NodeId>> {
+    async fn get_log_state(&mut self) -> std::io::Result<LogState<TypeConfig>> {
         let inner = self.inner.lock();
         let last_purged = inner.state.last_purged;
         let last = inner.state.entries.values().next_back().map(|e| e.log_id);
@@ -333,99 +417,114 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         self.clone()
     }
 
-    async fn save_vote(
-        &mut self,
-        vote: &Vote<NodeId>,
-    ) -> std::result::Result<(), StorageError<NodeId>> {
+    async fn save_vote(&mut self, vote: &Vote) -> std::io::Result<()> {
         let mut inner = self.inner.lock();
         inner.state.vote = Some(*vote);
-        inner
-            .write(&[Frame::Vote(*vote)], true)
-            .map_err(|e| StorageIOError::write_vote(AnyError::new(&e)).into())
+        inner.write(&[Frame::Vote(*vote)], true)
     }
 
-    async fn read_vote(
-        &mut self,
-    ) -> std::result::Result<Option<Vote<NodeId>>, StorageError<NodeId>> {
-        Ok(self.inner.lock().state.vote)
+    async fn save_committed(&mut self, committed: Option<LogId>) -> std::io::Result<()> {
+        // Written with the next frames, not on its own: a mark older than the truth only
+        // makes a restart wait for the master to say the rest.
+        let mut inner = self.inner.lock();
+        if committed.is_some() && inner.state.committed != committed {
+            inner.state.committed = committed;
+            inner.committed_unwritten = true;
+        }
+        Ok(())
+    }
+
+    async fn read_committed(&mut self) -> std::io::Result<Option<LogId>> {
+        Ok(self.inner.lock().state.committed)
     }
 
     async fn append<I>(
         &mut self,
         entries: I,
-        callback: LogFlushed<TypeConfig>,
-    ) -> std::result::Result<(), StorageError<NodeId>>
+        callback: IOFlushed<TypeConfig>,
+    ) -> std::io::Result<()>
     where
-        I: IntoIterator<Item = Entry<TypeConfig>> + Send,
+        I: IntoIterator<Item = Entry> + Send,
     {
         let mut inner = self.inner.lock();
         let mut frames = Vec::new();
         let mut sync = false;
+        let mut notices = Vec::new();
         for e in entries {
+            let index = e.log_id.index;
             sync |= match &e.payload {
-                EntryPayload::Normal(r) => r.sync,
+                EntryPayload::Normal(r) => {
+                    if r.notify != 0 {
+                        if let Some(to) = self.notify.lock().remove(&r.notify) {
+                            notices.push((to, index));
+                        }
+                    }
+                    match e.log_id.leader_id.node_id == inner.id {
+                        true => r.master_sync,
+                        false => r.replica_sync,
+                    }
+                }
                 EntryPayload::Blank | EntryPayload::Membership(_) => true,
             };
-            inner.state.entries.insert(e.log_id.index, e.clone());
+            if creates_or_removes(&e) {
+                self.pending.ddl.lock().insert(index);
+            }
+            inner.state.entries.insert(index, e.clone());
             frames.push(Frame::Entry(e));
         }
         if let Err(e) = inner.write(&frames, false) {
-            callback.log_io_completed(Err(std::io::Error::new(e.kind(), e.to_string())));
-            return Err(write_err(e));
+            callback.io_completed(Err(std::io::Error::new(e.kind(), e.to_string())));
+            return Err(e);
         }
         let mut q = inner.flusher.queue.lock();
         if !sync && q.waiting.is_empty() && !q.busy {
             // Nothing to wait for, nothing ahead of it: stored already.
-            callback.log_io_completed(Ok(()));
+            drop(q);
+            tell(notices);
+            callback.io_completed(Ok(()));
             return Ok(());
         }
         q.waiting.push(Waiting {
             done: callback,
             sync,
             file: inner.file.clone(),
+            notices,
         });
         drop(q);
         inner.flusher.wake.notify_one();
         Ok(())
     }
 
-    async fn truncate(
-        &mut self,
-        log_id: LogId<NodeId>,
-    ) -> std::result::Result<(), StorageError<NodeId>> {
+    async fn truncate_after(&mut self, last: Option<LogId>) -> std::io::Result<()> {
+        let from = last.map_or(0, |l| l.index + 1);
         let mut inner = self.inner.lock();
-        inner.state.replay(Frame::Truncate(log_id.index));
-        inner
-            .write(&[Frame::Truncate(log_id.index)], true)
-            .map_err(write_err)
+        inner.state.replay(Frame::Truncate(from));
+        drop(self.pending.ddl.lock().split_off(&from));
+        inner.write(&[Frame::Truncate(from)], true)
     }
 
-    async fn purge(
-        &mut self,
-        log_id: LogId<NodeId>,
-    ) -> std::result::Result<(), StorageError<NodeId>> {
+    async fn purge(&mut self, log_id: LogId) -> std::io::Result<()> {
         let mut inner = self.inner.lock();
         inner.state.replay(Frame::Purge(log_id));
         // Not synced: entries found again after a crash are only kept longer.
-        inner
-            .write(&[Frame::Purge(log_id)], false)
-            .map_err(write_err)?;
+        inner.write(&[Frame::Purge(log_id)], false)?;
         inner.live = inner.frames_len();
-        inner.maybe_rewrite().map_err(write_err)
+        inner.maybe_rewrite()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use openraft::CommittedLeaderId;
 
-    fn entry(term: u64, index: u64) -> Entry<TypeConfig> {
+    fn entry(term: u64, index: u64) -> Entry {
         Entry {
-            log_id: LogId::new(CommittedLeaderId::new(term, 1), index),
+            log_id: LogId::new(crate::LeaderId { term, node_id: 1 }, index),
             payload: EntryPayload::Normal(crate::Request {
-                commits: vec![vec![index as u8; 10]],
-                sync: true,
+                commit: vec![index as u8; 10],
+                master_sync: true,
+                replica_sync: true,
+                notify: 0,
             }),
         }
     }
@@ -444,7 +543,7 @@ mod tests {
         std::fs::create_dir_all(dir.path()).unwrap();
         // The last frame torn in the middle.
         std::fs::write(dir.path().join("log"), &buf[..buf.len() - 3]).unwrap();
-        let store = LogStore::open(dir.path()).unwrap();
+        let store = LogStore::open(dir.path(), 1).unwrap();
         let inner = store.inner.lock();
         assert_eq!(
             inner.state.entries.keys().copied().collect::<Vec<_>>(),

@@ -3,26 +3,37 @@
 //! each other) or lossy, members isolated or paused (as under SIGSTOP), healed again.
 //!
 //! Owns: [`Network`] and openraft's network traits over it. May call: the members' Raft
-//! nodes. Invariants: a message crosses a link only while the link is up in its direction;
+//! nodes and state machines (a snapshot is written straight into the receiver's directory,
+//! chunk by chunk, each chunk crossing the link). Invariants: a message crosses a link only while the link is up in its direction;
 //! a reply crosses back only while the reverse link is up (a request delivered whose reply
 //! is lost, as on a real network); a member that left is unreachable; nothing reaches or
 //! leaves a paused member until it is resumed.
 
-use crate::{Heard, NodeId, Raft, TypeConfig};
-use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError};
+use crate::snapshot::{read_chunk, Receiver, Shape};
+use crate::state::{SnapshotData, StateMachine};
+use crate::{Heard, NodeId, Raft, TypeConfig, Vote};
+use openraft::error::{NetworkError, RPCError, RaftError, ReplicationClosed, StreamingError};
 use openraft::network::RPCOption;
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
-    VoteRequest, VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, TransferLeaderRequest,
+    TransferLeaderResponse, VoteRequest, VoteResponse,
 };
-use openraft::{BasicNode, RaftNetwork, RaftNetworkFactory};
+use openraft::{BasicNode, RaftNetworkFactory, RaftNetworkV2, Snapshot};
 use parking_lot::RwLock;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+/// What the network reaches of a member.
+#[derive(Clone)]
+struct Peer {
+    raft: Raft,
+    heard: Arc<Heard>,
+    sm: Arc<StateMachine>,
+}
+
 #[derive(Default)]
 struct Links {
-    members: HashMap<NodeId, (Raft, Arc<Heard>)>,
+    members: HashMap<NodeId, Peer>,
     /// Directed links that are down: (from, to).
     down: HashSet<(NodeId, NodeId)>,
     /// Directed links' largest delay, and the share of messages they lose.
@@ -44,8 +55,17 @@ impl Network {
         Network::default()
     }
 
-    pub(crate) fn register(&self, id: NodeId, raft: Raft, heard: Arc<Heard>) {
-        self.links.write().members.insert(id, (raft, heard));
+    pub(crate) fn register(
+        &self,
+        id: NodeId,
+        raft: Raft,
+        heard: Arc<Heard>,
+        sm: Arc<StateMachine>,
+    ) {
+        self.links
+            .write()
+            .members
+            .insert(id, Peer { raft, heard, sm });
     }
 
     pub(crate) fn leave(&self, id: NodeId) {
@@ -117,7 +137,7 @@ impl Network {
 
     /// Carries a message from `from` to `to` across the link's faults: waits while either
     /// end is paused, loses it or delays it as the link says.
-    async fn transit(&self, from: NodeId, to: NodeId) -> Result<(), NetworkError> {
+    async fn transit(&self, from: NodeId, to: NodeId) -> Result<(), NetworkError<TypeConfig>> {
         loop {
             let resumed = self.resumed.notified();
             {
@@ -147,7 +167,7 @@ impl Network {
     }
 
     /// The Raft node at `to` if a message from `from` can reach it.
-    fn reach(&self, from: NodeId, to: NodeId) -> Result<(Raft, Arc<Heard>), NetworkError> {
+    fn reach(&self, from: NodeId, to: NodeId) -> Result<Peer, NetworkError<TypeConfig>> {
         let l = self.links.read();
         if l.down.contains(&(from, to)) {
             return Err(unreachable(format!("the link from {from} to {to} is down")));
@@ -159,7 +179,7 @@ impl Network {
     }
 
     /// Whether a reply from `to` can get back to `from`.
-    fn reply(&self, from: NodeId, to: NodeId) -> Result<(), NetworkError> {
+    fn reply(&self, from: NodeId, to: NodeId) -> Result<(), NetworkError<TypeConfig>> {
         match self.links.read().down.contains(&(to, from)) {
             true => Err(unreachable(format!(
                 "the link from {to} back to {from} is down"
@@ -169,7 +189,7 @@ impl Network {
     }
 }
 
-fn unreachable(why: String) -> NetworkError {
+fn unreachable(why: String) -> NetworkError<TypeConfig> {
     NetworkError::new(&std::io::Error::new(std::io::ErrorKind::NotConnected, why))
 }
 
@@ -198,17 +218,14 @@ pub(crate) struct Connection {
 }
 
 impl Connection {
-    /// Carries a request across the link to its member: that member's node.
-    async fn deliver(&self) -> Result<(Raft, Arc<Heard>), NetworkError> {
+    /// Carries a request across the link to its member: that member.
+    async fn deliver(&self) -> Result<Peer, NetworkError<TypeConfig>> {
         self.net.transit(self.from, self.to).await?;
         self.net.reach(self.from, self.to)
     }
 
     /// Delivers a request and carries its reply back, each over its own link.
-    async fn finish<T, E: std::error::Error>(
-        &self,
-        answer: Result<T, RaftError<NodeId, E>>,
-    ) -> Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>> {
+    async fn finish<T>(&self, answer: Result<T, RaftError<TypeConfig>>) -> Rpc<T> {
         self.net
             .transit(self.to, self.from)
             .await
@@ -216,45 +233,112 @@ impl Connection {
         self.net
             .reply(self.from, self.to)
             .map_err(RPCError::Network)?;
-        answer.map_err(|e| RPCError::RemoteError(RemoteError::new(self.to, e)))
+        answer.map_err(|e| RPCError::Network(NetworkError::new(&e)))
+    }
+
+    /// Copies the pinned checkpoint into a directory of the receiver, each chunk crossing
+    /// the link; the receiver then installs it.
+    async fn stream(
+        &self,
+        vote: Vote,
+        snapshot: crate::SnapshotOf,
+    ) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {
+        let SnapshotData::Pinned(pin) = snapshot.snapshot else {
+            return Err(StreamingError::Network(NetworkError::from_string(
+                "only a pinned checkpoint can be sent",
+            )));
+        };
+        let peer = self.deliver().await?;
+        let shape = Shape::of(&pin);
+        let storage_error =
+            |e: beechdb::Error| StreamingError::Network(NetworkError::from_string(e));
+        let mut receiver =
+            Receiver::begin(&peer.sm.receiving_dir(), shape).map_err(storage_error)?;
+        for first in shape.chunks() {
+            self.net.transit(self.from, self.to).await?;
+            self.net.reach(self.from, self.to)?;
+            let pin = pin.clone();
+            let chunk = tokio::task::spawn_blocking(move || read_chunk(&pin, first))
+                .await
+                .map_err(|e| StreamingError::Network(NetworkError::from_string(e)))?
+                .map_err(storage_error)?;
+            receiver.chunk(&chunk).map_err(storage_error)?;
+        }
+        let dir = receiver.finish().map_err(storage_error)?;
+        let received = Snapshot {
+            meta: snapshot.meta,
+            snapshot: SnapshotData::Received(dir),
+        };
+        let answer = peer.raft.install_full_snapshot(vote, received).await;
+        self.net.transit(self.to, self.from).await?;
+        self.net.reply(self.from, self.to)?;
+        answer.map_err(|e| StreamingError::Network(NetworkError::new(&e)))
     }
 }
 
-type Rpc<T, E = openraft::error::Infallible> =
-    Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>;
+type Rpc<T> = Result<T, RPCError<TypeConfig>>;
 
-impl RaftNetwork<TypeConfig> for Connection {
+impl RaftNetworkV2<TypeConfig> for Connection {
+    type SnapshotData = SnapshotData;
+
     async fn append_entries(
         &mut self,
         rpc: AppendEntriesRequest<TypeConfig>,
         _option: RPCOption,
-    ) -> Rpc<AppendEntriesResponse<NodeId>> {
-        let (raft, heard) = self.deliver().await.map_err(RPCError::Network)?;
+    ) -> Rpc<AppendEntriesResponse<TypeConfig>> {
+        let peer = self.deliver().await.map_err(RPCError::Network)?;
         let commit = rpc.leader_commit;
-        let answer = raft.append_entries(rpc).await;
+        let answer = peer.raft.append_entries(rpc).await;
         if matches!(answer, Ok(AppendEntriesResponse::Success)) {
-            heard.record(commit);
+            peer.heard.record(commit);
         }
-        self.finish(answer).await
-    }
-
-    async fn install_snapshot(
-        &mut self,
-        rpc: InstallSnapshotRequest<TypeConfig>,
-        _option: RPCOption,
-    ) -> Rpc<InstallSnapshotResponse<NodeId>, InstallSnapshotError> {
-        let (raft, _) = self.deliver().await.map_err(RPCError::Network)?;
-        let answer = raft.install_snapshot(rpc).await;
         self.finish(answer).await
     }
 
     async fn vote(
         &mut self,
-        rpc: VoteRequest<NodeId>,
+        rpc: VoteRequest<TypeConfig>,
         _option: RPCOption,
-    ) -> Rpc<VoteResponse<NodeId>> {
-        let (raft, _) = self.deliver().await.map_err(RPCError::Network)?;
-        let answer = raft.vote(rpc).await;
+    ) -> Rpc<VoteResponse<TypeConfig>> {
+        let peer = self.deliver().await.map_err(RPCError::Network)?;
+        let answer = peer.raft.vote(rpc).await;
+        self.finish(answer).await
+    }
+
+    async fn pre_vote(
+        &mut self,
+        rpc: VoteRequest<TypeConfig>,
+        _option: RPCOption,
+    ) -> Rpc<VoteResponse<TypeConfig>> {
+        let peer = self.deliver().await.map_err(RPCError::Network)?;
+        let answer = peer.raft.pre_vote(rpc).await;
+        self.finish(answer).await
+    }
+
+    async fn full_snapshot(
+        &mut self,
+        vote: Vote,
+        snapshot: crate::SnapshotOf,
+        cancel: impl std::future::Future<Output = ReplicationClosed> + Send + 'static,
+        _option: RPCOption,
+    ) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {
+        tokio::select! {
+            closed = cancel => Err(StreamingError::Closed(closed)),
+            r = self.stream(vote, snapshot) => r,
+        }
+    }
+
+    async fn transfer_leader(
+        &mut self,
+        req: TransferLeaderRequest<TypeConfig>,
+        _option: RPCOption,
+    ) -> Rpc<TransferLeaderResponse<TypeConfig>> {
+        let peer = self.deliver().await.map_err(RPCError::Network)?;
+        let answer = peer
+            .raft
+            .handle_transfer_leader(req)
+            .await
+            .map_err(RaftError::Fatal);
         self.finish(answer).await
     }
 }

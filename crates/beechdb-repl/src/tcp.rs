@@ -1,26 +1,32 @@
 //! Members over TCP: framed, checksummed messages on persistent connections, with
-//! deadlines; the Raft messages between members, and a small client protocol (write, read,
-//! add a member, status) for programs outside the member's process.
+//! deadlines; the Raft messages between members, snapshots streamed on a connection of
+//! their own, and a small client protocol (write, read, add a member, hand over the master's
+//! role, status) for programs outside the member's process.
 //!
 //! Owns: the wire format ([`Message`], [`Reply`], frames), the server loop of a member, the
 //! connections a member opens to the others, and [`Client`]. May call: the member's Raft
-//! node and environment. Invariants: a frame is `[length u32][crc32c u32][bincode]`, at
-//! most [`MAX_FRAME`] bytes; a frame that is too long, fails its checksum or does not decode
-//! closes its connection (nothing else happens); a connection starts with a `Hello` naming
-//! the group, and one from another group is refused; a request that misses its deadline
-//! drops its connection, so a late reply can never be taken for the next request's.
+//! node and environment, [`crate::snapshot`]. Invariants: a frame is
+//! `[length u32][crc32c u32][bincode]`, at most [`MAX_FRAME`] bytes; a frame that is too
+//! long, fails its checksum or does not decode closes its connection (nothing else
+//! happens); a connection starts with a `Hello` naming the group, and one from another
+//! group is refused; a request that misses its deadline drops its connection, so a late
+//! reply can never be taken for the next request's; a snapshot's pages go over a new
+//! connection, one chunk a request, and a receiver whose connection ends before the last
+//! chunk removes what it wrote.
 
-use crate::state::{bincode_opts, StateMachine};
-use crate::{NodeId, Raft, TypeConfig};
+use crate::snapshot::{read_chunk, Receiver, Shape};
+use crate::state::{bincode_opts, SnapshotData, StateMachine};
+use crate::{NodeId, Raft, SnapshotMeta, TypeConfig, Vote};
 use beechdb::Error;
 use bincode::Options;
-use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError};
+use openraft::async_runtime::WatchReceiver as _;
+use openraft::error::{NetworkError, RPCError, ReplicationClosed, StreamingError};
 use openraft::network::RPCOption;
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
-    VoteRequest, VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, TransferLeaderRequest,
+    TransferLeaderResponse, VoteRequest, VoteResponse,
 };
-use openraft::{BasicNode, RaftNetwork, RaftNetworkFactory};
+use openraft::{BasicNode, RaftNetworkFactory, RaftNetworkV2, Snapshot};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,8 +45,19 @@ pub(crate) enum Message {
         from: NodeId,
     },
     Append(AppendEntriesRequest<TypeConfig>),
-    Vote(VoteRequest<NodeId>),
-    Snapshot(InstallSnapshotRequest<TypeConfig>),
+    Vote(VoteRequest<TypeConfig>),
+    PreVote(VoteRequest<TypeConfig>),
+    TransferLeader(TransferLeaderRequest<TypeConfig>),
+    /// The first request of a snapshot's connection: what is coming.
+    SnapshotBegin {
+        vote: Vote,
+        meta: SnapshotMeta,
+        shape: Shape,
+    },
+    /// The next pages of the snapshot.
+    SnapshotChunk(Vec<u8>),
+    /// Every page is sent: install the copy.
+    SnapshotEnd,
     /// Client: commit `key = value` in database `db` (created if missing) on the master.
     Put {
         db: String,
@@ -58,6 +75,10 @@ pub(crate) enum Message {
         id: NodeId,
         addr: String,
         voter: bool,
+    },
+    /// Client: hand the master's role to member `to`.
+    TransferMaster {
+        to: NodeId,
     },
     /// Client: the member's status.
     Status,
@@ -79,12 +100,16 @@ pub enum ClientError {
 #[derive(Serialize, Deserialize)]
 pub(crate) enum Reply {
     Hello(Result<(), String>),
-    Append(Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>),
-    Vote(Result<VoteResponse<NodeId>, RaftError<NodeId>>),
-    Snapshot(Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>),
+    /// A Raft request's answer, or why the member could not answer it.
+    Append(Result<AppendEntriesResponse<TypeConfig>, String>),
+    Vote(Result<VoteResponse<TypeConfig>, String>),
+    TransferLeader(Result<TransferLeaderResponse<TypeConfig>, String>),
+    /// A snapshot's chunk written (`None`), or the copy installed.
+    Snapshot(Result<Option<SnapshotResponse<TypeConfig>>, String>),
     Put(Result<u64, ClientError>),
     Get(Result<Option<Vec<u8>>, ClientError>),
     AddMember(Result<(), ClientError>),
+    TransferMaster(Result<(), ClientError>),
     Status(WireStatus),
     Digest(Result<(u64, u64), ClientError>),
 }
@@ -207,15 +232,68 @@ impl Server {
             }
             _ => return Err(frame_error("a connection must start with Hello".into())),
         }
+        // A snapshot arriving on this connection: its receiver, vote and description.
+        let mut incoming: Option<(Receiver, Vote, SnapshotMeta)> = None;
         loop {
             let m: Message = read_frame(&mut s).await?;
-            let reply = self.answer(m).await;
+            let reply = match m {
+                Message::SnapshotBegin { .. }
+                | Message::SnapshotChunk(_)
+                | Message::SnapshotEnd => Reply::Snapshot(self.snapshot(m, &mut incoming).await),
+                m => self.answer(m).await,
+            };
             write_frame(&mut s, &reply).await?;
         }
     }
 
+    /// One step of a snapshot arriving on a connection (see the module comment).
+    async fn snapshot(
+        &self,
+        m: Message,
+        incoming: &mut Option<(Receiver, Vote, SnapshotMeta)>,
+    ) -> Result<Option<SnapshotResponse<TypeConfig>>, String> {
+        match m {
+            Message::SnapshotBegin { vote, meta, shape } => {
+                let dir = self.sm.receiving_dir();
+                let receiver = tokio::task::spawn_blocking(move || Receiver::begin(&dir, shape))
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .map_err(|e| e.to_string())?;
+                *incoming = Some((receiver, vote, meta));
+                Ok(None)
+            }
+            Message::SnapshotChunk(bytes) => {
+                let (mut receiver, vote, meta) = incoming
+                    .take()
+                    .ok_or("a snapshot chunk before its beginning")?;
+                let receiver =
+                    tokio::task::spawn_blocking(move || receiver.chunk(&bytes).map(|()| receiver))
+                        .await
+                        .map_err(|e| e.to_string())?
+                        .map_err(|e| e.to_string())?;
+                *incoming = Some((receiver, vote, meta));
+                Ok(None)
+            }
+            _ => {
+                let (receiver, vote, meta) = incoming
+                    .take()
+                    .ok_or("a snapshot's end before its beginning")?;
+                let dir = tokio::task::spawn_blocking(move || receiver.finish())
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .map_err(|e| e.to_string())?;
+                let received = Snapshot {
+                    meta,
+                    snapshot: SnapshotData::Received(dir),
+                };
+                let installed = self.raft.install_full_snapshot(vote, received).await;
+                installed.map(Some).map_err(|e| e.to_string())
+            }
+        }
+    }
+
     fn not_master(&self) -> ClientError {
-        let m = self.raft.metrics().borrow().clone();
+        let m = self.raft.metrics().borrow_watched().clone();
         let master = m.current_leader.map(|id| {
             let addr = m
                 .membership_config
@@ -238,16 +316,33 @@ impl Server {
     async fn answer(&self, m: Message) -> Reply {
         match m {
             Message::Hello { .. } => Reply::Hello(Ok(())),
+            Message::SnapshotBegin { .. } | Message::SnapshotChunk(_) | Message::SnapshotEnd => {
+                Reply::Snapshot(Err("a snapshot goes on a connection of its own".into()))
+            }
             Message::Append(r) => {
                 let commit = r.leader_commit;
                 let answer = self.raft.append_entries(r).await;
                 if matches!(answer, Ok(AppendEntriesResponse::Success)) {
                     self.heard.record(commit);
                 }
-                Reply::Append(answer)
+                Reply::Append(answer.map_err(|e| e.to_string()))
             }
-            Message::Vote(r) => Reply::Vote(self.raft.vote(r).await),
-            Message::Snapshot(r) => Reply::Snapshot(self.raft.install_snapshot(r).await),
+            Message::Vote(r) => Reply::Vote(self.raft.vote(r).await.map_err(|e| e.to_string())),
+            Message::PreVote(r) => {
+                Reply::Vote(self.raft.pre_vote(r).await.map_err(|e| e.to_string()))
+            }
+            Message::TransferLeader(r) => Reply::TransferLeader(
+                self.raft
+                    .handle_transfer_leader(r)
+                    .await
+                    .map_err(|e| e.to_string()),
+            ),
+            Message::TransferMaster { to } => {
+                let raft = self.raft.clone();
+                let timeout = self.ack_timeout;
+                let moved = crate::transfer_master(&raft, to, timeout).await;
+                Reply::TransferMaster(moved.map_err(|e| self.client_error(e)))
+            }
             Message::Put { db, key, value } => {
                 let env = self.sm.env();
                 // A commit blocks until the group applies it: off the runtime's threads.
@@ -289,7 +384,12 @@ impl Server {
                 let raft = self.raft.clone();
                 let digest = tokio::task::spawn_blocking(move || {
                     let txn = env.begin_txn()?;
-                    let applied = raft.metrics().borrow().last_applied.map_or(0, |l| l.index);
+                    let applied = raft
+                        .metrics()
+                        .borrow_watched()
+                        .last_applied
+                        .as_ref()
+                        .map_or(0, |l| l.index);
                     let d = crate::state::digest(&env, &txn)?;
                     txn.abort();
                     Ok((applied, d))
@@ -398,11 +498,21 @@ pub(crate) struct TcpConnection {
     stream: Option<TcpStream>,
 }
 
-type Rpc<T, E = openraft::error::Infallible> =
-    Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>;
+type Rpc<T> = Result<T, RPCError<TypeConfig>>;
+
+fn network(e: impl ToString) -> NetworkError<TypeConfig> {
+    NetworkError::from_string(e)
+}
+
+/// How long each step of a snapshot transfer may take.
+const SNAPSHOT_STEP: Duration = Duration::from_secs(30);
 
 impl TcpConnection {
-    async fn rpc(&mut self, m: Message, option: &RPCOption) -> Result<Reply, NetworkError> {
+    async fn rpc(
+        &mut self,
+        m: Message,
+        option: &RPCOption,
+    ) -> Result<Reply, NetworkError<TypeConfig>> {
         call(
             &mut self.stream,
             &self.addr,
@@ -415,38 +525,78 @@ impl TcpConnection {
         .map_err(|e| NetworkError::new(&e))
     }
 
-    fn unexpected<T, E: std::error::Error>(&self) -> Rpc<T, E> {
-        Err(RPCError::Network(NetworkError::new(&frame_error(format!(
+    fn unexpected<T>(&self) -> Rpc<T> {
+        Err(RPCError::Network(network(format!(
             "member {} answered with the wrong kind of reply",
             self.to
-        )))))
+        ))))
     }
 
-    fn remote<T, E: std::error::Error>(&self, r: Result<T, RaftError<NodeId, E>>) -> Rpc<T, E> {
-        r.map_err(|e| RPCError::RemoteError(RemoteError::new(self.to, e)))
+    /// Sends the pinned checkpoint of `snapshot` over a new connection, chunk by chunk,
+    /// and asks the receiver to install it.
+    async fn stream(
+        &self,
+        vote: Vote,
+        snapshot: crate::SnapshotOf,
+    ) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {
+        let SnapshotData::Pinned(pin) = snapshot.snapshot else {
+            return Err(StreamingError::Network(network(
+                "only a pinned checkpoint can be sent",
+            )));
+        };
+        let shape = Shape::of(&pin);
+        let mut stream = None;
+        let mut step = async |m: Message| -> Result<
+            Option<SnapshotResponse<TypeConfig>>,
+            StreamingError<TypeConfig>,
+        > {
+            let reply = call(
+                &mut stream,
+                &self.addr,
+                &self.group,
+                self.from,
+                &m,
+                SNAPSHOT_STEP,
+            )
+            .await
+            .map_err(|e| StreamingError::Network(NetworkError::new(&e)))?;
+            match reply {
+                Reply::Snapshot(r) => r.map_err(|e| StreamingError::Network(network(e))),
+                _ => Err(StreamingError::Network(network(
+                    "the wrong kind of reply to a snapshot",
+                ))),
+            }
+        };
+        step(Message::SnapshotBegin {
+            vote,
+            meta: snapshot.meta,
+            shape,
+        })
+        .await?;
+        for first in shape.chunks() {
+            let pin = pin.clone();
+            let chunk = tokio::task::spawn_blocking(move || read_chunk(&pin, first))
+                .await
+                .map_err(|e| StreamingError::Network(network(e)))?
+                .map_err(|e| StreamingError::Network(network(e)))?;
+            step(Message::SnapshotChunk(chunk)).await?;
+        }
+        step(Message::SnapshotEnd)
+            .await?
+            .ok_or_else(|| StreamingError::Network(network("no answer to a snapshot's end")))
     }
 }
 
-impl RaftNetwork<TypeConfig> for TcpConnection {
+impl RaftNetworkV2<TypeConfig> for TcpConnection {
+    type SnapshotData = SnapshotData;
+
     async fn append_entries(
         &mut self,
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
-    ) -> Rpc<AppendEntriesResponse<NodeId>> {
+    ) -> Rpc<AppendEntriesResponse<TypeConfig>> {
         match self.rpc(Message::Append(rpc), &option).await {
-            Ok(Reply::Append(r)) => self.remote(r),
-            Ok(_) => self.unexpected(),
-            Err(e) => Err(RPCError::Network(e)),
-        }
-    }
-
-    async fn install_snapshot(
-        &mut self,
-        rpc: InstallSnapshotRequest<TypeConfig>,
-        option: RPCOption,
-    ) -> Rpc<InstallSnapshotResponse<NodeId>, InstallSnapshotError> {
-        match self.rpc(Message::Snapshot(rpc), &option).await {
-            Ok(Reply::Snapshot(r)) => self.remote(r),
+            Ok(Reply::Append(r)) => r.map_err(|e| RPCError::Network(network(e))),
             Ok(_) => self.unexpected(),
             Err(e) => Err(RPCError::Network(e)),
         }
@@ -454,13 +604,50 @@ impl RaftNetwork<TypeConfig> for TcpConnection {
 
     async fn vote(
         &mut self,
-        rpc: VoteRequest<NodeId>,
+        rpc: VoteRequest<TypeConfig>,
         option: RPCOption,
-    ) -> Rpc<VoteResponse<NodeId>> {
+    ) -> Rpc<VoteResponse<TypeConfig>> {
         match self.rpc(Message::Vote(rpc), &option).await {
-            Ok(Reply::Vote(r)) => self.remote(r),
+            Ok(Reply::Vote(r)) => r.map_err(|e| RPCError::Network(network(e))),
             Ok(_) => self.unexpected(),
             Err(e) => Err(RPCError::Network(e)),
+        }
+    }
+
+    async fn pre_vote(
+        &mut self,
+        rpc: VoteRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Rpc<VoteResponse<TypeConfig>> {
+        match self.rpc(Message::PreVote(rpc), &option).await {
+            Ok(Reply::Vote(r)) => r.map_err(|e| RPCError::Network(network(e))),
+            Ok(_) => self.unexpected(),
+            Err(e) => Err(RPCError::Network(e)),
+        }
+    }
+
+    async fn transfer_leader(
+        &mut self,
+        req: TransferLeaderRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Rpc<TransferLeaderResponse<TypeConfig>> {
+        match self.rpc(Message::TransferLeader(req), &option).await {
+            Ok(Reply::TransferLeader(r)) => r.map_err(|e| RPCError::Network(network(e))),
+            Ok(_) => self.unexpected(),
+            Err(e) => Err(RPCError::Network(e)),
+        }
+    }
+
+    async fn full_snapshot(
+        &mut self,
+        vote: Vote,
+        snapshot: crate::SnapshotOf,
+        cancel: impl std::future::Future<Output = ReplicationClosed> + Send + 'static,
+        _option: RPCOption,
+    ) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {
+        tokio::select! {
+            closed = cancel => Err(StreamingError::Closed(closed)),
+            r = self.stream(vote, snapshot) => r,
         }
     }
 }

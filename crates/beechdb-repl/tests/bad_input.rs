@@ -1,9 +1,9 @@
 //! Damaged input where replication reads it from outside: frames on a connection, a
-//! member's log file, a received copy of an environment. Random bytes and mutations of
+//! member's log file, the pages of a copy of an environment arriving from a master. Random bytes and mutations of
 //! well-formed headers give typed errors, never a panic (the fuzz target
 //! `replication_input` runs the same entry points for longer).
 
-use beechdb_repl::fuzzing::{open_log, read_frame, unpack_copy};
+use beechdb_repl::fuzzing::{open_log, read_frame, receive_copy};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -36,7 +36,7 @@ fn damaged_frames_logs_and_copies_are_refused_without_panic() {
             Err(beechdb::Error::Corrupt { .. }) if i % 3 == 0 => {}
             Err(e) => panic!("input {i}: {e}"),
         }
-        let _ = unpack_copy(&bytes, &dir.path().join(format!("copy{i}")));
+        let _ = receive_copy(&bytes, &dir.path().join(format!("copy{i}")));
     }
     // Frames that claim more than the limit are refused before anything is allocated.
     let mut huge = u32::MAX.to_le_bytes().to_vec();

@@ -2,7 +2,7 @@
 //! writes on the master only, replicas converging, failover, a member rejoining, a replica
 //! rebuilt from a copy, partitions, and the bank invariant read on every member.
 
-use beechdb::{Env, Error};
+use beechdb::{AckPolicy, Durability, Env, Error, GroupDurability};
 use beechdb_repl::net::Network;
 use beechdb_repl::{Member, MemberConfig, NodeId, Transport};
 use std::collections::BTreeMap;
@@ -383,7 +383,11 @@ fn ack_all_waits_for_every_member_and_says_when_one_is_missing() {
     let replica = members.keys().copied().find(|&id| id != master).unwrap();
     net.cut(master, replica);
     match put(&members[&master], "kv", "b", "2") {
-        Err(Error::Replication(msg)) => assert!(msg.contains("is committed"), "{msg}"),
+        Err(Error::InsufficientAcks {
+            acked: 2,
+            needed: 3,
+            ..
+        }) => {}
         other => panic!("ack ALL with a member cut off gave {other:?}"),
     }
     // Committed on the majority all the same, and visible on the master.
@@ -392,7 +396,115 @@ fn ack_all_waits_for_every_member_and_says_when_one_is_missing() {
         env.open_db("kv").unwrap().get(b"b").unwrap().as_deref(),
         Some(&b"2"[..])
     );
+    // Once the master has not heard from it for an election timeout, a transaction that
+    // asks for every member's acknowledgement is refused when it begins; one that asks for
+    // a majority's is not.
+    std::thread::sleep(Duration::from_millis(400));
+    let all = GroupDurability {
+        master: Durability::NoSync,
+        replicas: Durability::NoSync,
+        ack: AckPolicy::All,
+    };
+    match members[&master].begin_txn(Some(all)).map(drop) {
+        Err(Error::InsufficientReplicas { live: 2, needed: 3 }) => {}
+        other => panic!("ack ALL with a member gone began with {other:?}"),
+    }
+    let majority = GroupDurability {
+        ack: AckPolicy::SimpleMajority,
+        ..all
+    };
+    let t = members[&master].begin_txn(Some(majority)).unwrap();
+    t.put(&env.open_db("kv").unwrap(), b"c", b"3").unwrap();
+    t.commit().unwrap();
     net.heal();
+    stop_members(members);
+}
+
+#[test]
+fn ack_none_returns_before_the_replicas_hold_the_commit_and_keeps_its_locks_until_applied() {
+    let dir = tempfile::tempdir().unwrap();
+    let net = Network::new();
+    let members = group(dir.path(), &net, &[1, 2, 3]);
+    let master = master_of(&members);
+    let m = &members[&master];
+    let env = m.env();
+    let db = env.open_or_create_db("kv").unwrap();
+    let none = GroupDurability {
+        master: Durability::NoSync,
+        replicas: Durability::NoSync,
+        ack: AckPolicy::None,
+    };
+    // With both replicas slow, an ack-NONE commit returns long before a majority holds it.
+    for r in members.keys().copied().filter(|&id| id != master) {
+        net.delay(master, r, Duration::from_millis(300));
+    }
+    let t = m.begin_txn(Some(none)).unwrap();
+    t.put(&db, b"k", b"1").unwrap();
+    let started = Instant::now();
+    let token = t.commit().unwrap();
+    assert!(
+        started.elapsed() < Duration::from_millis(250),
+        "an ack-NONE commit waited {:?}",
+        started.elapsed()
+    );
+    // Its locks are still held: a writer of the same key waits for the apply. Its snapshot,
+    // taken before, lacks the commit, so it gets a conflict (first committer wins), never a
+    // write over a state without it; a retry sees the value.
+    let t2 = m.begin_txn(None).unwrap();
+    let seen = t2.get_for_update(&db, b"k").map(|v| v.is_some());
+    assert!(matches!(seen, Err(Error::Conflict)), "{seen:?}");
+    t2.abort();
+    m.wait_applied(token, WAIT).unwrap();
+    let t3 = m.begin_txn(None).unwrap();
+    let seen = t3.get_for_update(&db, b"k").unwrap();
+    assert_eq!(seen.as_deref(), Some(&b"1"[..]));
+    t3.put(&db, b"k", b"2").unwrap();
+    let last = t3.commit().unwrap();
+    net.heal();
+    wait_all(&members, last);
+    let want = converged(&members, master);
+    assert_eq!(want["kv"], vec![(b"k".to_vec(), b"2".to_vec())]);
+    // Many ack-NONE commits in a row, each its own key: all applied everywhere in the end.
+    let mut last = 0;
+    for i in 0..200 {
+        let t = m.begin_txn(Some(none)).unwrap();
+        t.put(&db, format!("n{i:03}").as_bytes(), b"v").unwrap();
+        last = t.commit().unwrap();
+    }
+    wait_all(&members, last);
+    assert_eq!(converged(&members, master)["kv"].len(), 201);
+    stop_members(members);
+}
+
+#[test]
+fn the_master_hands_over_on_demand_and_writes_follow() {
+    let dir = tempfile::tempdir().unwrap();
+    let net = Network::new();
+    let members = group(dir.path(), &net, &[1, 2, 3]);
+    let master = master_of(&members);
+    let token = put(&members[&master], "kv", "before", "1").unwrap();
+    wait_all(&members, token);
+    let next = members.keys().copied().find(|&id| id != master).unwrap();
+    members[&master]
+        .transfer_master(next, Duration::from_secs(5))
+        .unwrap();
+    assert_eq!(master_of(&members), next);
+    match put(&members[&master], "kv", "x", "y") {
+        Err(Error::NotMaster { master: Some(m) }) => assert_eq!(m, next),
+        other => panic!("a write on the old master gave {other:?}"),
+    }
+    let token = put(&members[&next], "kv", "after", "2").unwrap();
+    wait_all(&members, token);
+    assert_eq!(converged(&members, next)["kv"].len(), 2);
+    // Only the master hands over, and only to a voter.
+    assert!(matches!(
+        members[&master].transfer_master(next, Duration::from_secs(1)),
+        Err(Error::NotMaster { .. })
+    ));
+    assert!(matches!(
+        members[&next].transfer_master(9, Duration::from_secs(1)),
+        Err(Error::InvalidArgument(_))
+    ));
     stop_members(members);
 }
 

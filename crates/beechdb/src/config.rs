@@ -31,6 +31,34 @@ pub enum Durability {
     NoSync,
 }
 
+/// Which members of a replication group must hold a commit before it returns on the
+/// master (Berkeley DB JE's `ReplicaAckPolicy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AckPolicy {
+    /// Every voting member.
+    All,
+    /// A majority of the voting members, the master included: the group has committed it.
+    SimpleMajority,
+    /// The master alone: the commit returns once the master's log holds it, before any
+    /// replica does. It becomes visible, and survives the master's loss, only once a
+    /// majority holds it.
+    None,
+}
+
+/// How a commit in a replication group is made durable and acknowledged (Berkeley DB JE's
+/// `Durability`): how the master's log and the replicas' logs are written, and whose
+/// acknowledgements the commit waits for. Set per transaction with
+/// [`crate::Txn::set_group_durability`]; a replication member has a default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupDurability {
+    /// How the master's log is written before the commit returns.
+    pub master: Durability,
+    /// How each replica's log is written before it acknowledges the commit.
+    pub replicas: Durability,
+    /// Whose acknowledgements the commit waits for.
+    pub ack: AckPolicy,
+}
+
 /// What a transaction's reads see.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Isolation {

@@ -21,6 +21,10 @@ pub mod codes {
     pub const DB_RUNRECOVERY: i32 = -30973;
     /// Verify failed; bad format.
     pub const DB_VERIFY_BAD: i32 = -30970;
+    /// Replication: a commit was not acknowledged by the sites its policy asked for.
+    pub const DB_REP_NOTPERM: i32 = -30976;
+    /// Replication: sites the operation needs cannot currently be reached.
+    pub const DB_REP_UNAVAIL: i32 = -30975;
 }
 
 /// The result type of every fallible BeechDB call.
@@ -113,8 +117,28 @@ pub enum Error {
         master: Option<u64>,
     },
     /// Replication could not complete a commit; the message says what happened and whether
-    /// the commit may still be applied (JE: `InsufficientAcksException` and kin).
+    /// the commit may still be applied.
     Replication(String),
+    /// A commit in a replication group is committed (a majority holds it, and the master
+    /// applied it) but fewer members than its ack policy asks for acknowledged it in time
+    /// (JE: `InsufficientAcksException`; Berkeley DB: `DB_REP_NOTPERM`).
+    InsufficientAcks {
+        /// The commit's token.
+        token: u64,
+        /// Members that acknowledged it, the master included, and members asked for.
+        acked: usize,
+        /// Members the policy asked for.
+        needed: usize,
+    },
+    /// A transaction in a replication group began while fewer members than its ack policy
+    /// needs were in contact with the master; nothing was done (JE:
+    /// `InsufficientReplicasException`; Berkeley DB: `DB_REP_UNAVAIL`).
+    InsufficientReplicas {
+        /// Members in contact, the master included.
+        live: usize,
+        /// Members the policy needs.
+        needed: usize,
+    },
 }
 
 impl Error {
@@ -158,6 +182,8 @@ impl Error {
             // Berkeley DB answers a write on a replication client with EACCES.
             Error::NotMaster { .. } | Error::ReadOnly => (libc::EACCES, "EACCES"),
             Error::Replication(_) => (libc::EAGAIN, "EAGAIN"),
+            Error::InsufficientAcks { .. } => (codes::DB_REP_NOTPERM, "DB_REP_NOTPERM"),
+            Error::InsufficientReplicas { .. } => (codes::DB_REP_UNAVAIL, "DB_REP_UNAVAIL"),
         }
     }
 
@@ -218,6 +244,20 @@ impl fmt::Display for Error {
                 "this member is a replica and no master is known: retry when one is elected"
             ),
             Error::Replication(detail) => write!(f, "replication: {detail}"),
+            Error::InsufficientAcks {
+                token,
+                acked,
+                needed,
+            } => write!(
+                f,
+                "replication: commit {token} is committed, but only {acked} of the {needed} \
+                 members its ack policy asks for acknowledged it in time"
+            ),
+            Error::InsufficientReplicas { live, needed } => write!(
+                f,
+                "replication: {live} members are in contact with the master, fewer than the \
+                 {needed} this transaction's ack policy needs; nothing was done"
+            ),
             Error::ReadOnly => write!(f, "the environment is open read-only: writes are refused"),
         }
     }

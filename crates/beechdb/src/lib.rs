@@ -49,13 +49,14 @@ mod wal;
 
 pub use btree::{Cursor, Iter, KeyRange};
 pub use config::{
-    Config, Duplicates, Durability, Isolation, Mode, DEFAULT_CACHE_SIZE, DEFAULT_LOG_SEGMENT_SIZE,
-    DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, MIN_CACHE_PAGES, MIN_PAGE_SIZE,
+    AckPolicy, Config, Duplicates, Durability, GroupDurability, Isolation, Mode,
+    DEFAULT_CACHE_SIZE, DEFAULT_LOG_SEGMENT_SIZE, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE,
+    MIN_CACHE_PAGES, MIN_PAGE_SIZE,
 };
 pub use env::{Db, Env};
 pub use error::{codes, Error, Result};
-pub use pinned::PinnedCheckpoint;
-pub use replica::Replicator;
+pub use pinned::{CheckpointCopy, PinnedCheckpoint};
+pub use replica::{HeldLocks, Replicator};
 pub use stats::{DbStat, EnvStat, LockCounts, LogCounts, TxnCounts, TxnStat};
 pub use txn::{Savepoint, Txn, TxnIter};
 pub use verify::{

@@ -108,7 +108,44 @@ impl PinnedCheckpoint {
     /// Writes the checkpoint as a new environment into `storage`, which must hold none: the
     /// page file is built under a temporary name, synced, renamed and the directory synced,
     /// as a new environment is, so a crash leaves no environment or a whole one.
-    pub fn copy_to(&self, storage: &dyn Storage) -> Result<()> {
+    pub fn copy_to(&self, storage: Arc<dyn Storage>) -> Result<()> {
+        let mut copy = CheckpointCopy::create(storage, self.page_size(), self.page_count())?;
+        let mut buf = vec![0u8; self.page_size()];
+        for pid in 0..self.page_count() {
+            self.read_page(pid, &mut buf)?;
+            copy.write_page(pid, &buf)?;
+        }
+        copy.finish()
+    }
+}
+
+/// A pinned checkpoint's copy being written as a new environment, page after page, from
+/// pages read here ([`PinnedCheckpoint::copy_to`]) or received from elsewhere (a
+/// replication snapshot streamed over the network). Nothing is an environment until
+/// [`CheckpointCopy::finish`]: a crash before leaves only a temporary file, which the next
+/// copy replaces.
+pub struct CheckpointCopy {
+    storage: Arc<dyn Storage>,
+    out: Box<dyn StorageFile>,
+    page_size: usize,
+    page_count: u64,
+    /// The next page expected: pages come in order, so a gap is caught.
+    next: u64,
+}
+
+impl CheckpointCopy {
+    /// Starts a copy of `page_count` pages of `page_size` bytes into `storage`, which must
+    /// hold no environment.
+    pub fn create(
+        storage: Arc<dyn Storage>,
+        page_size: usize,
+        page_count: u64,
+    ) -> Result<CheckpointCopy> {
+        if !crate::config::valid_page_size(page_size) || page_count < 2 {
+            return Err(Error::InvalidArgument(format!(
+                "a checkpoint copy of {page_count} pages of {page_size} bytes"
+            )));
+        }
         if storage
             .exists(DB_FILE)
             .map_err(|e| Error::io("looking for a page file", e))?
@@ -118,24 +155,52 @@ impl PinnedCheckpoint {
                 storage.describe()
             )));
         }
-        let io = |what: &'static str| move |e| Error::io(what, e);
-        let out = storage
-            .open(DB_FILE_TMP, true)
-            .map_err(io("creating the copy's page file"))?;
-        out.set_len(0)
-            .map_err(io("creating the copy's page file"))?;
-        let ps = self.page_size();
-        let mut buf = vec![0u8; ps];
-        for pid in 0..self.page_count() {
-            self.read_page(pid, &mut buf)?;
-            out.write_at(&buf, pid * ps as u64)
-                .map_err(io("writing the copy"))?;
+        let io = |e| Error::io("creating the copy's page file", e);
+        let out = storage.open(DB_FILE_TMP, true).map_err(io)?;
+        out.set_len(0).map_err(io)?;
+        Ok(CheckpointCopy {
+            storage,
+            out,
+            page_size,
+            page_count,
+            next: 0,
+        })
+    }
+
+    /// Writes page `pid`, which must be the page after the last one written.
+    pub fn write_page(&mut self, pid: u64, page: &[u8]) -> Result<()> {
+        if pid != self.next || pid >= self.page_count || page.len() != self.page_size {
+            return Err(Error::InvalidArgument(format!(
+                "page {pid} ({} bytes) of a copy of {} pages of {} bytes, where page {} comes \
+                 next",
+                page.len(),
+                self.page_count,
+                self.page_size,
+                self.next
+            )));
         }
-        out.sync_all().map_err(io("syncing the copy"))?;
-        storage
+        self.out
+            .write_at(page, pid * self.page_size as u64)
+            .map_err(|e| Error::io("writing the copy", e))?;
+        self.next += 1;
+        Ok(())
+    }
+
+    /// Makes the copy an environment once every page is written: synced, renamed into
+    /// place, the directory synced.
+    pub fn finish(self) -> Result<()> {
+        if self.next != self.page_count {
+            return Err(Error::InvalidArgument(format!(
+                "a copy of {} pages finished after {}",
+                self.page_count, self.next
+            )));
+        }
+        let io = |what: &'static str| move |e| Error::io(what, e);
+        self.out.sync_all().map_err(io("syncing the copy"))?;
+        self.storage
             .rename(DB_FILE_TMP, DB_FILE)
             .map_err(io("renaming the copy into place"))?;
-        storage
+        self.storage
             .sync_dir()
             .map_err(io("syncing the copy's directory"))
     }

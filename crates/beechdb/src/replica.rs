@@ -9,7 +9,7 @@
 //! writes it checked cannot be overtaken; a replicated commit names databases by the ids the
 //! master gave them, which every member shares because only the master creates databases.
 
-use crate::config::{Duplicates, Durability};
+use crate::config::{Duplicates, Durability, GroupDurability};
 use crate::env::{Db, Env, Shared};
 use crate::error::{Error, Result};
 use crate::txn::Ddl;
@@ -21,16 +21,56 @@ use std::sync::Arc;
 /// makes it durable on the members its policy asks for and applies it everywhere, this
 /// environment included, with [`Env::apply_replicated`].
 pub trait Replicator: Send + Sync {
-    /// Replicates one commit (an encoded write set) with durability `d` on this member;
-    /// returns once it is applied here, with its position in the replicated log (the
-    /// commit token that replicas can wait for). An error says whether the commit may yet
-    /// be applied ([`Error::Replication`]) or was refused ([`Error::NotMaster`]).
-    fn replicate(&self, commit: &[u8], d: Durability) -> Result<u64>;
+    /// Replicates one commit (an encoded write set) with durability `d` on this member, or
+    /// `group` when the transaction set one; returns the commit's position in the
+    /// replicated log (the commit token that replicas can wait for), once the group's
+    /// acknowledgements the policy asks for are in. An error says whether the commit may
+    /// yet be applied ([`Error::Replication`]) or was refused ([`Error::NotMaster`]).
+    ///
+    /// `locks` are the transaction's locks: the replicator drops them once the commit is
+    /// applied here (or surely never will be), so that no other transaction writes its
+    /// keys in between, even when it returns earlier (ack policy
+    /// [`AckPolicy::None`](crate::AckPolicy::None)).
+    fn replicate(
+        &self,
+        commit: &[u8],
+        d: Durability,
+        group: Option<GroupDurability>,
+        locks: HeldLocks,
+    ) -> Result<u64>;
 
     /// Returns once this member has applied every commit the group made before now, or
     /// fails if it is not the master. Called before a commit that creates databases: the
     /// ids it took must not be taken by a commit of an earlier master still to be applied.
     fn catch_up(&self) -> Result<()>;
+}
+
+/// The locks of a transaction whose commit a [`Replicator`] took: released when dropped.
+pub struct HeldLocks {
+    shared: Arc<Shared>,
+    txn: u64,
+    keys: Vec<Vec<u8>>,
+    dbs: Vec<u32>,
+}
+
+impl HeldLocks {
+    pub(crate) fn new(shared: Arc<Shared>, txn: u64, keys: Vec<Vec<u8>>, dbs: Vec<u32>) -> Self {
+        HeldLocks {
+            shared,
+            txn,
+            keys,
+            dbs,
+        }
+    }
+}
+
+impl Drop for HeldLocks {
+    fn drop(&mut self) {
+        if let Ok(tx) = self.shared.tx() {
+            tx.txns.locks.release(self.txn, self.keys.drain(..));
+            tx.txns.locks.release_databases(self.txn, &self.dbs);
+        }
+    }
 }
 
 const DDL_CREATE: u8 = 1;
@@ -127,6 +167,8 @@ impl Shared {
         ddl: &[Ddl],
         ops: Ops,
         d: Durability,
+        group: Option<GroupDurability>,
+        locks: HeldLocks,
     ) -> Result<u64> {
         self.live()?;
         if ddl.iter().any(|d| matches!(d, Ddl::Create { .. })) {
@@ -144,7 +186,7 @@ impl Shared {
                 }
             }
         }
-        r.replicate(&encode_commit(ddl, ops), d)
+        r.replicate(&encode_commit(ddl, ops), d, group, locks)
     }
 }
 

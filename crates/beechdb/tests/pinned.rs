@@ -64,7 +64,7 @@ fn a_pinned_checkpoint_is_its_state_while_work_goes_on() {
             })
             .collect();
         // Read it slowly, page by page, into a copy, while they write.
-        let copy = MemStorage::new();
+        let copy = Arc::new(MemStorage::new());
         let mut buf = vec![0u8; pinned.page_size()];
         let mut nonzero = 0;
         for pid in 0..pinned.page_count() {
@@ -75,13 +75,13 @@ fn a_pinned_checkpoint_is_its_state_while_work_goes_on() {
             }
         }
         assert!(nonzero > 10);
-        pinned.copy_to(&copy).unwrap();
+        pinned.copy_to(copy.clone()).unwrap();
         assert!(
             env.stat().unwrap().checkpoints > checkpoints + 3,
             "checkpoints go on while a checkpoint is pinned"
         );
         assert!(matches!(
-            pinned.copy_to(&copy),
+            pinned.copy_to(copy.clone()),
             Err(Error::InvalidArgument(_))
         ));
         drop(pinned);
@@ -89,7 +89,7 @@ fn a_pinned_checkpoint_is_its_state_while_work_goes_on() {
         for w in writers {
             w.join().unwrap();
         }
-        let restored = Env::open_with_storage(Arc::new(copy), mode.clone().create(false)).unwrap();
+        let restored = Env::open_with_storage(copy, mode.clone().create(false)).unwrap();
         assert_eq!(state(&restored), expected);
         assert!(restored.verify().unwrap().is_clean());
         // The copy is an environment of its own: it takes writes and reopens.

@@ -114,7 +114,7 @@ impl Env {
         let storage = OsStorage::new(dir)
             .map_err(|e| Error::io(format!("creating directory {}", dir.display()), e))?;
         self.sync()?;
-        self.pin_checkpoint()?.copy_to(&storage)
+        self.pin_checkpoint()?.copy_to(Arc::new(storage))
     }
 
     /// The mode the environment was created in (and is open in).

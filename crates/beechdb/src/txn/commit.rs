@@ -10,14 +10,16 @@
 
 use super::scoped_key;
 use crate::config::Duplicates;
-use crate::config::Durability;
+use crate::config::{Durability, GroupDurability};
 use crate::engine::Engine;
 use crate::env::{Shared, Tx};
 use crate::error::{Error, Result};
+use crate::replica::HeldLocks;
 use crate::wal::reader::TxnOp;
 use crate::wal::{Op, Ops, OpsBuilder, Record};
 use std::cell::RefCell;
 use std::sync::atomic::Ordering::{Relaxed, Release};
+use std::sync::Arc;
 
 /// A database created or removed by a transaction.
 #[derive(Debug, Clone)]
@@ -120,8 +122,12 @@ thread_local! {
 
 impl Shared {
     /// Commits transaction `txn`: its databases created or removed (`ddl`, in order), then
-    /// its writes `ops`, which touch the databases `dbs`, with durability `d`. Returns the
-    /// commit's LSN; in a replication group, the replicator's commit token.
+    /// its writes `ops`, which touch the databases `dbs`, with durability `d` (or `group` in
+    /// a replication group, when the transaction set one). Returns the commit's LSN; in a
+    /// replication group, the replicator's commit token. In a group the transaction's locks
+    /// go with the commit: `locks` gives them up, and the replicator releases them once the
+    /// commit is applied.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn commit_txn(
         &self,
         txn: u64,
@@ -129,9 +135,11 @@ impl Shared {
         ops: Ops,
         dbs: &[u32],
         d: Durability,
+        group: Option<GroupDurability>,
+        locks: impl FnOnce() -> HeldLocks,
     ) -> Result<u64> {
         match self.replicator() {
-            Some(r) => self.commit_replicated(r.as_ref(), ddl, ops, d),
+            Some(r) => self.commit_replicated(r.as_ref(), ddl, ops, d, group, locks()),
             None => self.commit_local(txn, ddl, ops, dbs, d),
         }
     }
@@ -235,7 +243,7 @@ impl Shared {
     /// One write as its own transaction: `value` `None` deletes; with `no_overwrite` it
     /// fails if the key is present. Returns whether the key was present.
     pub(crate) fn autocommit(
-        &self,
+        self: &Arc<Self>,
         db: u32,
         key: &[u8],
         value: Option<&[u8]>,
@@ -266,7 +274,9 @@ impl Shared {
                 let mut b = b.borrow_mut();
                 b.clear();
                 b.push(op);
-                self.commit_txn(id, &[], b.ops(), &[db], tx.durability)
+                self.commit_txn(id, &[], b.ops(), &[db], tx.durability, None, || {
+                    HeldLocks::new(self.clone(), id, vec![sk.clone()], Vec::new())
+                })
             })?;
             tx.txns.stats.commits.fetch_add(1, Relaxed);
             Ok(existed)

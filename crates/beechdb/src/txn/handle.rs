@@ -15,10 +15,11 @@ use super::writes::WriteSet;
 use super::{scoped_key, Ddl};
 use crate::btree::cursor::KeyRange;
 use crate::btree::Seek;
-use crate::config::{Duplicates, Durability, Isolation};
+use crate::config::{Duplicates, Durability, GroupDurability, Isolation};
 use crate::dups;
 use crate::env::{Db, Shared};
 use crate::error::{Error, Result};
+use crate::replica::HeldLocks;
 use crate::wal::{Op, OpsBuilder};
 use parking_lot::{Mutex, MutexGuard};
 use rustc_hash::FxHashSet;
@@ -96,6 +97,8 @@ pub(super) struct State {
     /// Databases written (each once).
     pub(super) dbs: Vec<u32>,
     durability: Durability,
+    /// In a replication group, how the commit is made durable, when set.
+    group: Option<GroupDurability>,
     registered: Option<u64>,
     finished: bool,
 }
@@ -212,6 +215,7 @@ impl State {
             ddl: Vec::new(),
             dbs: Vec::new(),
             durability: Durability::Sync,
+            group: None,
             registered: None,
             finished: true,
         }
@@ -677,6 +681,14 @@ impl Txn {
         Ok(())
     }
 
+    /// In a replication group, makes this transaction's commit durable and acknowledged as
+    /// `group` says rather than as the member's default (JE's per-transaction
+    /// `Durability`). Outside a group it has no effect.
+    pub fn set_group_durability(&self, group: GroupDurability) -> Result<()> {
+        self.inner.open_state()?.group = Some(group);
+        Ok(())
+    }
+
     /// Commits with the environment's default durability; returns the commit's LSN.
     pub fn commit(&self) -> Result<u64> {
         let d = self.inner.open_state()?.durability;
@@ -714,9 +726,14 @@ impl Txn {
             if let (Some(s), Ok(tx)) = (st.registered.take(), self.inner.shared.tx()) {
                 tx.txns.unregister(s);
             }
-            self.inner
-                .shared
-                .commit_txn(self.inner.id, &st.ddl, ops.ops(), &dbs, d)
+            let (shared, id) = (&self.inner.shared, self.inner.id);
+            let st: &mut State = &mut st;
+            let (locked, escalated) = (&mut st.locked, &mut st.escalated);
+            let locks = || {
+                let keys = locked.drain().collect();
+                HeldLocks::new(shared.clone(), id, keys, std::mem::take(escalated))
+            };
+            shared.commit_txn(id, &st.ddl, ops.ops(), &dbs, d, st.group, locks)
         };
         self.inner.finish(&mut st, result.is_ok());
         result

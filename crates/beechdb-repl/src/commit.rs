@@ -1,0 +1,377 @@
+//! The commit path of a member: how a transaction's commit on the master becomes an entry of
+//! the replicated log, and when `commit` returns.
+//!
+//! Owns: [`CommitPath`] (the engine's `Replicator` for a member), [`Reply`] (openraft's
+//! responder for an entry, which carries the transaction's locks), and the ack policies'
+//! waits. May call: the member's Raft node, its log store (for the ack policy NONE), the
+//! engine. Invariants:
+//! - a committer proposes its entry itself (no hop through a task), and entries are
+//!   pipelined: many may be in flight, and openraft appends, replicates and applies them in
+//!   batches;
+//! - a transaction's locks are released only when its entry is applied on this member (or
+//!   surely never will be), whatever its ack policy, so no later transaction writes its
+//!   keys against a state that lacks it;
+//! - an ack-NONE commit returns once this member's log holds its entry, except when it
+//!   could still be refused at apply (a database removal ahead of it not yet applied, or
+//!   DDL of its own): then it waits for the apply, so an `Ok` is never taken back.
+
+use crate::log_store::{LogStore, Stored};
+use crate::{write_error, MemberConfig, NodeId, Raft, Request, TypeConfig};
+use beechdb::{AckPolicy, Durability, Error, GroupDurability, HeldLocks, Replicator, Result};
+use openraft::async_runtime::WatchReceiver as _;
+use openraft::error::{ClientWriteError, ForwardReason};
+use openraft::raft::responder::Responder;
+use openraft::raft::ClientWriteResponse;
+use openraft::ServerState;
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// What a committer waits for: its entry stored in this member's log (ack NONE), or its
+/// outcome once applied (or refused before).
+pub(crate) enum Event {
+    Stored(u64),
+    Done(std::result::Result<ClientWriteResponse<TypeConfig>, Error>),
+    /// Refused before it was appended; try again with these locks.
+    Again(HeldLocks),
+}
+
+/// openraft's responder for one entry: hands the outcome and the transaction's locks to
+/// the committer's closure, which releases the locks (before it tells the committer, so a
+/// committer that goes on never waits for its own locks) or gives them back for another
+/// attempt. A reply dropped without an outcome releases them.
+pub(crate) struct Reply<T> {
+    send: Option<Box<dyn FnOnce(T, HeldLocks) + Send>>,
+    locks: Option<HeldLocks>,
+}
+
+impl<T: 'static> Reply<T> {
+    fn new(send: impl FnOnce(T, HeldLocks) + Send + 'static, locks: HeldLocks) -> Reply<T> {
+        Reply {
+            send: Some(Box::new(send)),
+            locks: Some(locks),
+        }
+    }
+}
+
+impl<T: openraft::OptionalSend + 'static> Responder<TypeConfig, T> for Reply<T> {
+    fn on_complete(mut self, result: T) {
+        if let (Some(send), Some(locks)) = (self.send.take(), self.locks.take()) {
+            send(result, locks);
+        }
+    }
+}
+
+/// Milliseconds since openraft's `at`.
+pub(crate) fn since<I: std::ops::Deref<Target = openraft::TokioInstant>>(at: &I) -> u64 {
+    use openraft::Instant as _;
+    at.elapsed().as_millis() as u64
+}
+
+/// Takes over the environment's commits on a member (see the module comment).
+pub(crate) struct CommitPath {
+    raft: Raft,
+    runtime: tokio::runtime::Handle,
+    log: LogStore,
+    id: NodeId,
+    ack_timeout: Duration,
+    ack: AckPolicy,
+    replicas: Option<Durability>,
+    /// How recently a member must have acknowledged the master to count as in contact.
+    contact: Duration,
+    /// Numbers for ack-NONE entries, which the log store reports back.
+    next_notify: AtomicU64,
+    /// Held while an ack-NONE commit decides whether it may return early and proposes, and
+    /// while a commit with DDL proposes, so that the decision sees every DDL entry ahead.
+    ordering: Mutex<()>,
+    /// This member's DDL commits proposed and not yet applied.
+    own_ddl: AtomicU64,
+}
+
+impl CommitPath {
+    pub(crate) fn new(
+        raft: Raft,
+        runtime: tokio::runtime::Handle,
+        log: LogStore,
+        config: &MemberConfig,
+    ) -> CommitPath {
+        CommitPath {
+            raft,
+            runtime,
+            log,
+            id: config.id,
+            ack_timeout: config.ack_timeout,
+            ack: config.ack,
+            replicas: config.replicas,
+            contact: config.election_timeout.1,
+            next_notify: AtomicU64::new(0),
+            ordering: Mutex::new(()),
+            own_ddl: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn default_ack(&self) -> AckPolicy {
+        self.ack
+    }
+
+    /// Members that `ack` needs in contact with the master, and members in contact (the
+    /// master included).
+    fn contact(&self, ack: AckPolicy) -> (usize, usize) {
+        let m = self.raft.metrics().borrow_watched().clone();
+        let voters: Vec<NodeId> = m.membership_config.membership().voter_ids().collect();
+        let live = voters
+            .iter()
+            .filter(|&&v| {
+                v == self.id
+                    || m.heartbeat
+                        .as_ref()
+                        .and_then(|h| h.get(&v).cloned().flatten())
+                        .is_some_and(|at| since(&at) <= self.contact.as_millis() as u64)
+            })
+            .count();
+        let needed = match ack {
+            AckPolicy::All => voters.len(),
+            AckPolicy::SimpleMajority => voters.len() / 2 + 1,
+            AckPolicy::None => 1,
+        };
+        (needed, live)
+    }
+
+    /// [`Error::InsufficientReplicas`] when fewer members than `ack` needs are in contact.
+    pub(crate) fn check_replicas(&self, ack: AckPolicy) -> Result<()> {
+        let (needed, live) = self.contact(ack);
+        match live < needed {
+            true => Err(Error::InsufficientReplicas { live, needed }),
+            false => Ok(()),
+        }
+    }
+
+    /// Waits until every voting member's log holds entry `index`, or the deadline; the
+    /// members that acknowledged it and the members asked for.
+    fn wait_for_all(
+        &self,
+        index: u64,
+        deadline: Instant,
+    ) -> std::result::Result<(), (usize, usize)> {
+        let raft = self.raft.clone();
+        let left = deadline.saturating_duration_since(Instant::now());
+        let everyone = self.runtime.block_on(async move {
+            raft.wait(Some(left))
+                .metrics(
+                    |m| acked_by(m, index).0 == acked_by(m, index).1,
+                    "every acknowledgement",
+                )
+                .await
+        });
+        match everyone {
+            Ok(_) => Ok(()),
+            Err(_) => Err(acked_by(&self.raft.metrics().borrow_watched(), index)),
+        }
+    }
+}
+
+/// On the master's metrics: the voting members whose log holds entry `index` (the master
+/// included), and the voting members.
+fn acked_by(m: &openraft::RaftMetrics<TypeConfig>, index: u64) -> (usize, usize) {
+    let voters: Vec<NodeId> = m.membership_config.membership().voter_ids().collect();
+    let acked = voters
+        .iter()
+        .filter(|&&v| {
+            v == m.id
+                || m.replication
+                    .as_ref()
+                    .and_then(|r| r.get(&v).cloned().flatten())
+                    .is_some_and(|l| l.index >= index)
+        })
+        .count();
+    (acked, voters.len())
+}
+
+/// Whether an encoded commit creates or removes databases (its DDL count, first, is not 0).
+fn has_ddl(commit: &[u8]) -> bool {
+    commit.get(..4).is_some_and(|c| c != [0; 4])
+}
+
+impl Replicator for CommitPath {
+    fn replicate(
+        &self,
+        commit: &[u8],
+        d: Durability,
+        group: Option<GroupDurability>,
+        locks: HeldLocks,
+    ) -> Result<u64> {
+        let deadline = Instant::now() + self.ack_timeout;
+        let policy = group.unwrap_or(GroupDurability {
+            master: d,
+            replicas: self.replicas.unwrap_or(d),
+            ack: self.ack,
+        });
+        let ddl = has_ddl(commit);
+        if ddl {
+            self.own_ddl.fetch_add(1, Relaxed);
+        }
+        let mut locks = locks;
+        let outcome = loop {
+            match self.propose(commit, policy, ddl, locks, deadline) {
+                Attempt::Done(r) => break r,
+                // A master just elected, or just handed the role, whose lease a majority
+                // has not yet confirmed refuses entries; nothing was appended.
+                Attempt::Again(back) if Instant::now() < deadline => {
+                    locks = back;
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                Attempt::Again(_) => {
+                    break Err(Error::NotMaster {
+                        master: self.raft.metrics().borrow_watched().current_leader,
+                    })
+                }
+            }
+        };
+        if ddl {
+            self.own_ddl.fetch_sub(1, Relaxed);
+        }
+        outcome
+    }
+
+    fn catch_up(&self) -> Result<()> {
+        let raft = self.raft.clone();
+        let read = self.runtime.block_on(async move {
+            raft.ensure_linearizable(openraft::raft::ReadPolicy::ReadIndex)
+                .await
+        });
+        read.map(drop).map_err(|e| match e {
+            openraft::error::RaftError::APIError(
+                openraft::error::LinearizableReadError::ForwardToLeader(f),
+            ) => Error::NotMaster {
+                master: f.leader_id,
+            },
+            e => Error::Replication(format!("{e}; the commit was not made")),
+        })
+    }
+}
+
+/// How one proposal of a commit ended.
+enum Attempt {
+    Done(Result<u64>),
+    /// Refused before it was appended, by a master whose lease is not yet confirmed: the
+    /// transaction's locks come back, for the next attempt.
+    Again(HeldLocks),
+}
+
+impl CommitPath {
+    /// Proposes a commit once and waits for what its ack policy asks for.
+    fn propose(
+        &self,
+        commit: &[u8],
+        policy: GroupDurability,
+        ddl: bool,
+        locks: HeldLocks,
+        deadline: Instant,
+    ) -> Attempt {
+        let (events, wait) = mpsc::channel();
+        let done = events.clone();
+        // Kept only while the log store may still send on it, so that a reply dropped
+        // unsent ends the wait at once.
+        let mut events = Some(events);
+        let reply = Reply::new(
+            move |r: openraft::raft::ClientWriteResult<TypeConfig>, locks| {
+                let event = match r {
+                    Err(ClientWriteError::ForwardToLeader(f))
+                        if f.reason == ForwardReason::LeaseExpired =>
+                    {
+                        Event::Again(locks)
+                    }
+                    r => {
+                        drop(locks);
+                        Event::Done(r.map_err(|e| write_error(&e)))
+                    }
+                };
+                let _ = done.send(event);
+            },
+            locks,
+        );
+        let mut request = Request {
+            commit: commit.to_vec(),
+            master_sync: policy.master == Durability::Sync,
+            replica_sync: policy.replicas == Durability::Sync,
+            notify: 0,
+        };
+        let raft = self.raft.clone();
+        let proposed = if ddl || policy.ack == AckPolicy::None {
+            let _order = self.ordering.lock();
+            if !ddl && self.own_ddl.load(Relaxed) == 0 && !self.log.ddl_pending() {
+                request.notify = self.next_notify.fetch_add(1, Relaxed) + 1;
+                let to = Stored(events.take().expect("not yet given"));
+                self.log.await_stored(request.notify, to);
+            }
+            let notify = request.notify;
+            (
+                notify,
+                self.runtime
+                    .block_on(raft.client_write_ff(request, Some(reply))),
+            )
+        } else {
+            (
+                0,
+                self.runtime
+                    .block_on(raft.client_write_ff(request, Some(reply))),
+            )
+        };
+        drop(events);
+        let (notify, proposed) = proposed;
+        let outcome = match proposed {
+            Err(f) => Attempt::Done(Err(Error::Replication(format!(
+                "this member stopped ({f}); the commit was not made"
+            )))),
+            Ok(()) => self.wait(&wait, policy.ack, deadline),
+        };
+        if notify != 0 {
+            self.log.forget(notify);
+        }
+        outcome
+    }
+
+    /// Waits for what the commit's ack policy asks for.
+    fn wait(&self, events: &mpsc::Receiver<Event>, ack: AckPolicy, deadline: Instant) -> Attempt {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let index = match events.recv_timeout(left) {
+            Ok(Event::Stored(index)) => return Attempt::Done(Ok(index)),
+            Ok(Event::Again(locks)) => return Attempt::Again(locks),
+            Ok(Event::Done(Ok(r))) => match r.data.refused {
+                Some(refusal) => return Attempt::Done(Err(refusal.error())),
+                None => r.log_id.index,
+            },
+            Ok(Event::Done(Err(e))) => return Attempt::Done(Err(e)),
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                return Attempt::Done(Err(Error::Replication(
+                    "this member stopped before the commit's outcome was known; it may still \
+                     be committed and applied later"
+                        .into(),
+                )))
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                let master = self.raft.metrics().borrow_watched().state == ServerState::Leader;
+                return Attempt::Done(Err(Error::Replication(format!(
+                    "the group did not commit this transaction within {:?} ({}); it may \
+                     still be committed and applied later",
+                    self.ack_timeout,
+                    match master {
+                        true => "no majority reachable?",
+                        false => "this member is no longer master",
+                    }
+                ))));
+            }
+        };
+        if ack == AckPolicy::All {
+            if let Err((acked, needed)) = self.wait_for_all(index, deadline) {
+                return Attempt::Done(Err(Error::InsufficientAcks {
+                    token: index,
+                    acked,
+                    needed,
+                }));
+            }
+        }
+        Attempt::Done(Ok(index))
+    }
+}
