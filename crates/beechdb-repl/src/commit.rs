@@ -28,6 +28,10 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+/// The largest encoded commit a member proposes: one entry must fit a frame of the TCP
+/// transport with room to spare (see [`crate::tcp::MAX_FRAME`]).
+pub(crate) const MAX_COMMIT: usize = 32 << 20;
+
 /// What a committer waits for: its entry stored in this member's log (ack NONE), or its
 /// outcome once applied (or refused before).
 pub(crate) enum Event {
@@ -201,6 +205,14 @@ impl Replicator for CommitPath {
         group: Option<GroupDurability>,
         locks: HeldLocks,
     ) -> Result<u64> {
+        if commit.len() > MAX_COMMIT {
+            return Err(Error::InvalidArgument(format!(
+                "a transaction of {} bytes is larger than a replicated commit may be ({} \
+                 bytes, one entry of the group's log): commit it in smaller transactions",
+                commit.len(),
+                MAX_COMMIT
+            )));
+        }
         let deadline = Instant::now() + self.ack_timeout;
         let policy = group.unwrap_or(GroupDurability {
             master: d,
@@ -296,6 +308,7 @@ impl CommitPath {
             master_sync: policy.master == Durability::Sync,
             replica_sync: policy.replicas == Durability::Sync,
             notify: 0,
+            proposer: self.id,
         };
         let raft = self.raft.clone();
         let proposed = if ddl || policy.ack == AckPolicy::None {

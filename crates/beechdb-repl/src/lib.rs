@@ -38,7 +38,11 @@ pub mod fuzzing {
             context: "writing the log".into(),
             source: e,
         })?;
-        crate::log_store::LogStore::open(dir, 0).map(drop)
+        let storage = beechdb::storage::OsStorage::new(dir).map_err(|e| beechdb::Error::Io {
+            context: "opening the directory".into(),
+            source: e,
+        })?;
+        crate::log_store::LogStore::open(std::sync::Arc::new(storage), "log", 0).map(drop)
     }
 
     /// A frame arriving on a member's connection.
@@ -67,6 +71,7 @@ pub mod fuzzing {
     }
 }
 
+use beechdb::storage::{OsStorage, Storage};
 use beechdb::{Durability, Env, Error, Result, Txn};
 use openraft::async_runtime::WatchReceiver as _;
 use openraft::error::{ClientWriteError, RaftError};
@@ -93,6 +98,8 @@ pub(crate) struct Request {
     /// Nonzero when the proposer waits for its own log to hold the entry (ack policy
     /// NONE): the master's log store tells it under this number.
     pub notify: u64,
+    /// The member that proposed it (the master of its term).
+    pub proposer: NodeId,
 }
 
 impl std::fmt::Display for Request {
@@ -144,7 +151,10 @@ impl Refusal {
 #[derive(Debug, Clone, Copy, Default, Eq, PartialEq, Ord, PartialOrd)]
 pub(crate) struct TypeConfig;
 
-type LeaderId = openraft::impls::leader_id_adv::LeaderId<u64, NodeId>;
+/// Standard Raft leader ids: at most one master per term.
+type LeaderId = openraft::impls::leader_id_std::LeaderId<u64, NodeId>;
+/// What a log id names of its leader: the term.
+pub(crate) type Term = <LeaderId as openraft::vote::RaftLeaderId>::Committed;
 
 impl openraft::RaftTypeConfig for TypeConfig {
     type D = Request;
@@ -155,7 +165,7 @@ impl openraft::RaftTypeConfig for TypeConfig {
     type LeaderId = LeaderId;
     type Vote = openraft::impls::Vote<LeaderId>;
     type Payload = openraft::EntryPayload<Request, NodeId, BasicNode>;
-    type Entry = openraft::Entry<LeaderId, Self::Payload>;
+    type Entry = openraft::Entry<Term, Self::Payload>;
     type AsyncRuntime = openraft::TokioRuntime;
     type Responder<T>
         = commit::Reply<T>
@@ -168,13 +178,12 @@ impl openraft::RaftTypeConfig for TypeConfig {
     type ErrorSource = openraft::impls::BoxedErrorSource;
 }
 
-pub(crate) type Entry =
-    openraft::Entry<LeaderId, openraft::EntryPayload<Request, NodeId, BasicNode>>;
-pub(crate) type LogId = openraft::LogId<LeaderId>;
+pub(crate) type Entry = openraft::Entry<Term, openraft::EntryPayload<Request, NodeId, BasicNode>>;
+pub(crate) type LogId = openraft::LogId<Term>;
 pub(crate) type Vote = openraft::impls::Vote<LeaderId>;
-pub(crate) type StoredMembership = openraft::StoredMembership<LeaderId, NodeId, BasicNode>;
-pub(crate) type SnapshotMeta = openraft::SnapshotMeta<LeaderId, NodeId, BasicNode>;
-pub(crate) type SnapshotOf = openraft::Snapshot<LeaderId, NodeId, BasicNode, state::SnapshotData>;
+pub(crate) type StoredMembership = openraft::StoredMembership<Term, NodeId, BasicNode>;
+pub(crate) type SnapshotMeta = openraft::SnapshotMeta<Term, NodeId, BasicNode>;
+pub(crate) type SnapshotOf = openraft::Snapshot<Term, NodeId, BasicNode, state::SnapshotData>;
 
 /// The openraft node of a member.
 pub(crate) type Raft = openraft::Raft<TypeConfig, Arc<state::StateMachine>>;
@@ -261,6 +270,10 @@ pub struct MemberConfig {
     /// set a [`GroupDurability`]: `None` writes it as the commit's own durability says (a
     /// SYNC commit is fsynced on every member).
     pub replicas: Option<Durability>,
+    /// Keep the environment and the log on this storage (one namespace: the log is its
+    /// file `raft.log`) instead of in `dir`: for simulated power loss and faults. Such a
+    /// member cannot be rebuilt from a copy of the master's environment.
+    pub storage: Option<Arc<dyn Storage>>,
 }
 
 impl MemberConfig {
@@ -277,6 +290,7 @@ impl MemberConfig {
             ack_timeout: Duration::from_secs(10),
             ack: AckPolicy::SimpleMajority,
             replicas: None,
+            storage: None,
         }
     }
 }
@@ -381,11 +395,22 @@ impl Member {
             context: format!("creating {}", config.dir.display()),
             source: e,
         })?;
-        let log = log_store::LogStore::open(&config.dir.join("raft"), config.id)?;
+        let log = match &config.storage {
+            Some(s) => log_store::LogStore::open(s.clone(), "raft.log", config.id)?,
+            None => {
+                let raft = config.dir.join("raft");
+                let storage = OsStorage::new(&raft).map_err(|e| Error::Io {
+                    context: format!("creating {}", raft.display()),
+                    source: e,
+                })?;
+                log_store::LogStore::open(Arc::new(storage), "log", config.id)?
+            }
+        };
         let sm = Arc::new(state::StateMachine::open(
             &config.dir,
             config.env.clone(),
             log.pending(),
+            config.storage.clone(),
         )?);
         let raft_config = openraft::Config {
             cluster_name: "beechdb".into(),
@@ -397,6 +422,10 @@ impl Member {
             // A member that was cut off asks before it raises the term, so its return does
             // not depose a master that the others still follow.
             enable_pre_vote: Some(true),
+            // A restarted master must be elected again, in a new term: its log may have lost
+            // entries it had not yet flushed, and entries it proposed afresh under the old
+            // term would take the same log ids as ones other members may hold.
+            enable_leader_restore: Some(false),
             ..Default::default()
         }
         .validate()

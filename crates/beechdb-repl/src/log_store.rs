@@ -2,16 +2,19 @@
 //! truncation and purging, appended to one file as checksummed frames and replayed at
 //! start.
 //!
-//! Owns: [`LogStore`] and its file `raft/log`; which appended entries create or remove
-//! databases and are not yet applied ([`Pending`]); the notices to committers waiting for
-//! their entry to be stored (ack policy NONE). May call: the file system. Invariants: a
+//! Owns: [`LogStore`] and its file (`raft/log` in a member's directory, `raft.log` on a
+//! member's own storage); which appended entries create or remove databases and are not
+//! yet applied ([`Pending`]); the notices to committers waiting for their entry to be
+//! stored (ack policy NONE). May call: the engine's storage traits, so that the simulated
+//! storage's power cuts and faults reach the log as they reach the environment. Invariants: a
 //! frame is `[length u32][crc32c u32][payload]`, payload a bincode [`Frame`]; replay stops
 //! at the first frame cut short or failing its checksum and cuts the file there (a torn
 //! tail is a write that never completed, never acknowledged); the vote, every membership
 //! entry and every entry whose commit asked this member for SYNC reach disk (fsync) before
 //! openraft is told they are stored, so a vote is never forgotten and an acknowledged
-//! durable commit survives power loss. A log that has grown well past what it keeps is
-//! rewritten to a new file and renamed into place.
+//! durable commit survives power loss; a new log file's name is made durable (directory
+//! sync) before anything is stored in it. A log that has grown well past what it keeps is
+//! rewritten to a new file, synced, and renamed into place.
 //!
 //! Appends are group-committed: an append is written at once, and its completion (which
 //! tells openraft the entries are stored) is handed to the flusher thread, which fsyncs
@@ -23,6 +26,7 @@
 
 use crate::commit::Event;
 use crate::{Entry, LogId, NodeId, TypeConfig, Vote};
+use beechdb::storage::{Storage, StorageFile};
 use beechdb::{Error, Result};
 use bincode::Options;
 use openraft::storage::{IOFlushed, LogState, RaftLogReader, RaftLogStorage};
@@ -31,10 +35,7 @@ use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Debug;
-use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
 use std::ops::RangeBounds;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// The log file is rewritten when it holds this many more bytes than its live frames.
@@ -95,7 +96,7 @@ impl State {
 struct Waiting {
     done: IOFlushed<TypeConfig>,
     sync: bool,
-    file: Arc<File>,
+    file: Arc<dyn StorageFile>,
     notices: Vec<(Stored, u64)>,
 }
 
@@ -148,10 +149,10 @@ impl Flusher {
                 q.busy = true;
                 std::mem::take(&mut q.waiting)
             };
-            let mut synced: Vec<*const File> = Vec::new();
+            let mut synced: Vec<*const ()> = Vec::new();
             let mut outcome: std::io::Result<()> = Ok(());
             for w in batch.iter().filter(|w| w.sync) {
-                let f = Arc::as_ptr(&w.file);
+                let f = Arc::as_ptr(&w.file) as *const ();
                 if !synced.contains(&f) && outcome.is_ok() {
                     outcome = w.file.sync_data();
                     synced.push(f);
@@ -182,8 +183,9 @@ struct Inner {
     id: NodeId,
     /// The commit point changed since it was last written.
     committed_unwritten: bool,
-    dir: PathBuf,
-    file: Arc<File>,
+    storage: Arc<dyn Storage>,
+    name: String,
+    file: Arc<dyn StorageFile>,
     flusher: Arc<Flusher>,
     /// Bytes in the file, and bytes its live frames would take rewritten.
     len: u64,
@@ -239,26 +241,32 @@ fn decode_all(bytes: &[u8]) -> Result<(Vec<Frame>, usize)> {
 }
 
 impl LogStore {
-    /// Opens the log of member `id` in directory `dir` (created if missing), replaying its
-    /// file.
-    pub fn open(dir: &Path, id: NodeId) -> Result<LogStore> {
-        std::fs::create_dir_all(dir).map_err(|e| io(format!("creating {}", dir.display()), e))?;
-        let path = dir.join("log");
-        let mut file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .open(&path)
-            .map_err(|e| io(format!("opening {}", path.display()), e))?;
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes)
-            .map_err(|e| io(format!("reading {}", path.display()), e))?;
+    /// Opens the log of member `id`, the file `name` of `storage` (created if missing),
+    /// replaying it.
+    pub fn open(storage: Arc<dyn Storage>, name: &str, id: NodeId) -> Result<LogStore> {
+        let at = format!("{} in {}", name, storage.describe());
+        let existed = storage
+            .exists(name)
+            .map_err(|e| io(format!("looking for {at}"), e))?;
+        let file: Arc<dyn StorageFile> = storage
+            .open(name, true)
+            .map_err(|e| io(format!("opening {at}"), e))?
+            .into();
+        if !existed {
+            storage
+                .sync_dir()
+                .map_err(|e| io(format!("creating {at}"), e))?;
+        }
+        let len = file.len().map_err(|e| io(format!("reading {at}"), e))?;
+        let mut bytes = vec![0u8; len as usize];
+        file.read_at(&mut bytes, 0)
+            .map_err(|e| io(format!("reading {at}"), e))?;
         let (frames, whole) = decode_all(&bytes)?;
         if whole < bytes.len() {
             // A torn tail: the write never completed, so nothing in it was acknowledged.
             file.set_len(whole as u64)
-                .and_then(|()| file.sync_data())
-                .map_err(|e| io(format!("cutting the torn tail of {}", path.display()), e))?;
+                .and_then(|()| file.sync_all())
+                .map_err(|e| io(format!("cutting the torn tail of {at}"), e))?;
         }
         let mut state = State::default();
         for f in frames {
@@ -281,8 +289,9 @@ impl LogStore {
         let mut inner = Inner {
             id,
             committed_unwritten: false,
-            dir: dir.to_path_buf(),
-            file: Arc::new(file),
+            storage,
+            name: name.to_string(),
+            file,
             flusher,
             len: whole as u64,
             live: 0,
@@ -350,7 +359,7 @@ impl Inner {
         for f in frames {
             encode(f, &mut buf);
         }
-        (&*self.file).write_all(&buf)?;
+        self.file.write_at(&buf, self.len)?;
         if sync {
             self.file.sync_data()?;
         }
@@ -368,13 +377,15 @@ impl Inner {
         for f in self.state.frames() {
             encode(&f, &mut buf);
         }
-        let (tmp, path) = (self.dir.join("log.rewrite"), self.dir.join("log"));
-        let mut f = File::create(&tmp)?;
-        f.write_all(&buf)?;
+        let tmp = format!("{}.rewrite", self.name);
+        let f = self.storage.open(&tmp, true)?;
+        f.set_len(0)?;
+        f.write_at(&buf, 0)?;
         f.sync_all()?;
-        std::fs::rename(&tmp, &path)?;
-        File::open(&self.dir)?.sync_all()?;
-        self.file = Arc::new(OpenOptions::new().append(true).read(true).open(&path)?);
+        drop(f);
+        self.storage.rename(&tmp, &self.name)?;
+        self.storage.sync_dir()?;
+        self.file = self.storage.open(&self.name, false)?.into();
         self.len = buf.len() as u64;
         self.live = self.len;
         Ok(())
@@ -459,7 +470,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                             notices.push((to, index));
                         }
                     }
-                    match e.log_id.leader_id.node_id == inner.id {
+                    match r.proposer == inner.id {
                         true => r.master_sync,
                         false => r.replica_sync,
                     }
@@ -519,12 +530,13 @@ mod tests {
 
     fn entry(term: u64, index: u64) -> Entry {
         Entry {
-            log_id: LogId::new(crate::LeaderId { term, node_id: 1 }, index),
+            log_id: LogId::new(crate::Term::new(term), index),
             payload: EntryPayload::Normal(crate::Request {
                 commit: vec![index as u8; 10],
                 master_sync: true,
                 replica_sync: true,
                 notify: 0,
+                proposer: 1,
             }),
         }
     }
@@ -540,10 +552,10 @@ mod tests {
         encode(&Frame::Purge(entry(1, 1).log_id), &mut buf);
         let whole = buf.len();
         encode(&Frame::Entry(entry(2, 4)), &mut buf);
-        std::fs::create_dir_all(dir.path()).unwrap();
         // The last frame torn in the middle.
         std::fs::write(dir.path().join("log"), &buf[..buf.len() - 3]).unwrap();
-        let store = LogStore::open(dir.path(), 1).unwrap();
+        let storage = Arc::new(beechdb::storage::OsStorage::new(dir.path()).unwrap());
+        let store = LogStore::open(storage, "log", 1).unwrap();
         let inner = store.inner.lock();
         assert_eq!(
             inner.state.entries.keys().copied().collect::<Vec<_>>(),

@@ -22,6 +22,7 @@
 
 use crate::log_store::Pending;
 use crate::{Entry, LogId, Refusal, Response, SnapshotMeta, StoredMembership, TypeConfig};
+use beechdb::storage::Storage;
 use beechdb::{Config, Db, Durability, Env, Error, PinnedCheckpoint, Replicator, Result};
 use futures_util::StreamExt;
 use openraft::storage::{EntryResponder, RaftStateMachine, Snapshot};
@@ -54,6 +55,8 @@ pub(crate) enum SnapshotData {
 pub(crate) struct StateMachine {
     dir: PathBuf,
     config: Config,
+    /// The environment lives on a storage of its own, not in `dir/env`.
+    on_storage: bool,
     open: RwLock<Option<(Env, Db)>>,
     replicator: Mutex<Option<Arc<dyn Replicator>>>,
     /// Held while entries are applied, and while a snapshot reads the marker and pins the
@@ -101,16 +104,20 @@ fn read_marker(db: &Db) -> Result<Marker> {
 
 /// Opens a member's environment in `dir`, making a fresh one a member's.
 fn open_env(dir: &Path, config: &Config) -> Result<(Env, Db)> {
-    let env = Env::open(dir, config.clone())?;
+    member_env(Env::open(dir, config.clone())?, &dir.display().to_string())
+}
+
+/// The environment `env` (at `at`, for messages) as a member's: with its marker database,
+/// made if the environment is new.
+fn member_env(env: Env, at: &str) -> Result<(Env, Db)> {
     match env.open_db(MARKER_DB) {
         Ok(db) => Ok((env, db)),
         Err(Error::DbNotFound(_)) => {
             let names = env.db_names()?;
             if !names.is_empty() {
                 return Err(Error::InvalidArgument(format!(
-                    "{} holds databases ({}) but was never a group member's: a member starts \
+                    "{at} holds databases ({}) but was never a group member's: a member starts \
                      from an empty environment and receives the group's data",
-                    dir.display(),
                     names.join(", ")
                 )));
             }
@@ -133,37 +140,62 @@ fn remove_dir(dir: &Path) -> Result<()> {
 
 impl StateMachine {
     /// Opens the state machine of the member in `dir`, finishing or discarding a copy
-    /// whose installation a crash interrupted.
-    pub fn open(dir: &Path, config: Config, pending: Arc<Pending>) -> Result<StateMachine> {
-        let config = config.transactional(true).create(true);
-        let (env_dir, incoming, replaced) = (
-            dir.join("env"),
-            dir.join("env.incoming"),
-            dir.join("env.replaced"),
-        );
-        if incoming.exists() {
-            if env_dir.exists() {
-                remove_dir(&incoming)?;
-            } else {
-                std::fs::rename(&incoming, &env_dir)
-                    .map_err(io(format!("moving {} into place", incoming.display())))?;
+    /// whose installation a crash interrupted; or, with `storage`, of the member whose
+    /// environment lives there (which cannot install copies).
+    ///
+    /// The environment keeps no log of its own (its log is in memory, its trees durable at
+    /// each checkpoint): the member's replicated log is its only durable log, and after a
+    /// crash the entries after the last checkpoint's marker are applied again from it.
+    pub fn open(
+        dir: &Path,
+        config: Config,
+        pending: Arc<Pending>,
+        storage: Option<Arc<dyn Storage>>,
+    ) -> Result<StateMachine> {
+        // An environment made by an earlier version, with a log of its own, is kept as it is.
+        let config = config
+            .transactional(true)
+            .in_memory_log(true)
+            .adopt_mode(true)
+            .create(true);
+        let open = match &storage {
+            Some(s) => member_env(
+                Env::open_with_storage(s.clone(), config.clone())?,
+                &s.describe(),
+            )?,
+            None => {
+                let (env_dir, incoming, replaced) = (
+                    dir.join("env"),
+                    dir.join("env.incoming"),
+                    dir.join("env.replaced"),
+                );
+                if incoming.exists() {
+                    if env_dir.exists() {
+                        remove_dir(&incoming)?;
+                    } else {
+                        std::fs::rename(&incoming, &env_dir)
+                            .map_err(io(format!("moving {} into place", incoming.display())))?;
+                    }
+                }
+                remove_dir(&replaced)?;
+                let listing =
+                    std::fs::read_dir(dir).map_err(io(format!("listing {}", dir.display())))?;
+                for entry in listing.flatten() {
+                    if entry
+                        .file_name()
+                        .to_string_lossy()
+                        .starts_with("env.receiving-")
+                    {
+                        remove_dir(&entry.path())?;
+                    }
+                }
+                open_env(&env_dir, &config)?
             }
-        }
-        remove_dir(&replaced)?;
-        let listing = std::fs::read_dir(dir).map_err(io(format!("listing {}", dir.display())))?;
-        for entry in listing.flatten() {
-            if entry
-                .file_name()
-                .to_string_lossy()
-                .starts_with("env.receiving-")
-            {
-                remove_dir(&entry.path())?;
-            }
-        }
-        let open = open_env(&env_dir, &config)?;
+        };
         Ok(StateMachine {
             dir: dir.to_path_buf(),
             config,
+            on_storage: storage.is_some(),
             open: RwLock::new(Some(open)),
             replicator: Mutex::new(None),
             applying: Mutex::new(()),
@@ -245,6 +277,13 @@ impl StateMachine {
 
     /// Installs the copy received in `received`: see the module comment.
     fn install(&self, received: &Path) -> Result<()> {
+        if self.on_storage {
+            return Err(Error::InvalidArgument(
+                "a member whose environment is on a storage of its own cannot install a copy \
+                 from the master"
+                    .into(),
+            ));
+        }
         let (env_dir, incoming, replaced) = (
             self.dir.join("env"),
             self.dir.join("env.incoming"),

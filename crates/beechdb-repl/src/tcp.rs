@@ -36,6 +36,10 @@ use tokio::net::{TcpListener, TcpStream};
 /// The largest frame accepted: a batch of entries or a snapshot chunk is far smaller.
 pub const MAX_FRAME: usize = 64 << 20;
 
+/// The commits an append request carries at most, in bytes (a single larger entry, up to
+/// a commit's limit, goes alone).
+const APPEND_BYTES: usize = 8 << 20;
+
 /// A request on a connection.
 #[derive(Serialize, Deserialize)]
 pub(crate) enum Message {
@@ -592,10 +596,32 @@ impl RaftNetworkV2<TypeConfig> for TcpConnection {
 
     async fn append_entries(
         &mut self,
-        rpc: AppendEntriesRequest<TypeConfig>,
+        mut rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Rpc<AppendEntriesResponse<TypeConfig>> {
+        // A request is cut to what a frame holds (every entry fits one alone): the member
+        // then has the first entries, and says so.
+        let mut bytes = 0;
+        let fits = rpc
+            .entries
+            .iter()
+            .take_while(|e| {
+                bytes += match &e.payload {
+                    openraft::EntryPayload::Normal(r) => r.commit.len() + 64,
+                    _ => 1024,
+                };
+                bytes <= APPEND_BYTES
+            })
+            .count()
+            .max(1);
+        let cut = (fits < rpc.entries.len()).then(|| {
+            rpc.entries.truncate(fits);
+            rpc.entries.last().map(|e| e.log_id)
+        });
         match self.rpc(Message::Append(rpc), &option).await {
+            Ok(Reply::Append(Ok(AppendEntriesResponse::Success))) if cut.is_some() => {
+                Ok(AppendEntriesResponse::PartialSuccess(cut.flatten()))
+            }
             Ok(Reply::Append(r)) => r.map_err(|e| RPCError::Network(network(e))),
             Ok(_) => self.unexpected(),
             Err(e) => Err(RPCError::Network(e)),
