@@ -70,8 +70,15 @@ pub fn run(
         ask_to_join(&group, &addrs, id, &listen, !replica)?;
         println!("member {id} joined");
     }
+    // Runs until killed, or until the member stops on its own (its disk failed or filled):
+    // then it says why and exits, to be restarted once the cause is gone.
     loop {
-        std::thread::sleep(Duration::from_secs(3600));
+        std::thread::sleep(Duration::from_millis(200));
+        if let Some(why) = member.status().stopped {
+            eprintln!("member {id} stopped: {why}");
+            let _ = member.shutdown();
+            return Ok(ExitCode::from(3));
+        }
     }
 }
 

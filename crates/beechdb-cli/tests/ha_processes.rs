@@ -309,3 +309,324 @@ fn a_member_killed_while_it_is_rebuilt_from_a_copy_recovers() {
         nodes.push(newcomer);
     }
 }
+
+/// A TCP proxy in front of one member, which the test controls: every connection to the
+/// member goes through it, and it learns who connects from the connection's first frame
+/// (`Hello`: the group, then the member id, last in the payload). A link that is down, from
+/// one member to another, refuses new connections and closes the ones it has; clients
+/// (member id 0) always pass.
+struct Proxy {
+    addr: String,
+}
+
+#[derive(Default)]
+struct Links {
+    /// Directed links that are down: (from, to).
+    down: std::sync::Mutex<std::collections::HashSet<(u64, u64)>>,
+    /// Open connections: their link and a handle to close them.
+    open: std::sync::Mutex<Vec<((u64, u64), std::net::TcpStream)>>,
+}
+
+impl Links {
+    fn is_down(&self, link: (u64, u64)) -> bool {
+        self.down.lock().unwrap().contains(&link)
+    }
+
+    /// Takes link `from` -> `to` down, closing its connections.
+    fn cut(&self, from: u64, to: u64) {
+        self.down.lock().unwrap().insert((from, to));
+        for (link, s) in self.open.lock().unwrap().iter() {
+            if *link == (from, to) {
+                let _ = s.shutdown(std::net::Shutdown::Both);
+            }
+        }
+    }
+
+    fn heal(&self) {
+        self.down.lock().unwrap().clear();
+    }
+}
+
+impl Proxy {
+    /// A proxy for member `to`, which listens on `target`, under the shared `links`.
+    fn start(to: u64, target: String, links: std::sync::Arc<Links>) -> Proxy {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        std::thread::spawn(move || {
+            for inbound in listener.incoming() {
+                let Ok(mut inbound) = inbound else { continue };
+                let (links, target) = (links.clone(), target.clone());
+                std::thread::spawn(move || -> std::io::Result<()> {
+                    let mut hdr = [0u8; 8];
+                    inbound.read_exact(&mut hdr)?;
+                    let len = u32::from_le_bytes(hdr[..4].try_into().unwrap()) as usize;
+                    if !(8..=4096).contains(&len) {
+                        return Ok(());
+                    }
+                    let mut hello = vec![0u8; len];
+                    inbound.read_exact(&mut hello)?;
+                    let from = u64::from_le_bytes(hello[len - 8..].try_into().unwrap());
+                    if links.is_down((from, to)) {
+                        return Ok(());
+                    }
+                    let mut outbound = std::net::TcpStream::connect(&target)?;
+                    outbound.set_nodelay(true)?;
+                    inbound.set_nodelay(true)?;
+                    outbound.write_all(&hdr)?;
+                    outbound.write_all(&hello)?;
+                    {
+                        let mut open = links.open.lock().unwrap();
+                        open.push(((from, to), inbound.try_clone()?));
+                        open.push(((from, to), outbound.try_clone()?));
+                    }
+                    let (mut a, mut b) = (inbound.try_clone()?, outbound.try_clone()?);
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut a, &mut b);
+                        let _ = b.shutdown(std::net::Shutdown::Both);
+                    });
+                    let _ = std::io::copy(&mut outbound, &mut inbound);
+                    let _ = inbound.shutdown(std::net::Shutdown::Both);
+                    Ok(())
+                });
+            }
+        });
+        Proxy { addr }
+    }
+}
+
+/// Members behind proxies: the master, or a replica, is cut off from the others (both ways,
+/// or only its sending side) while a client keeps writing through any member it can reach;
+/// then the links heal. No two members are master in one term, the others elect a new
+/// master when the old one is cut off, it rejoins as a replica, every acknowledged write is
+/// on every member, and the members converge.
+#[test]
+fn acknowledged_writes_survive_partitions_through_a_proxy() {
+    let runs: u64 = std::env::var("BEECH_HA_PARTITION_RUNS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(4);
+    for seed in 0..runs {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let dir = tempfile::tempdir().unwrap();
+        let group = format!("partition-{seed}");
+        let links = std::sync::Arc::new(Links::default());
+        let real: Vec<String> = (0..3).map(|_| free_port()).collect();
+        let proxies: Vec<Proxy> = (0..3)
+            .map(|i| Proxy::start(i as u64 + 1, real[i].clone(), links.clone()))
+            .collect();
+        let addrs: Vec<String> = proxies.iter().map(|p| p.addr.clone()).collect();
+        let init = (0..3)
+            .map(|i| format!("{}={}", i + 1, addrs[i]))
+            .collect::<Vec<_>>()
+            .join(",");
+        let _nodes: Vec<Node> = (0..3)
+            .map(|i| {
+                Node::spawn(node_args(
+                    dir.path(),
+                    i,
+                    &real[i],
+                    &group,
+                    &["--init", &init],
+                ))
+            })
+            .collect();
+        let mut client = Client::new(&group, &addrs)
+            .unwrap()
+            .with_timeout(Duration::from_millis(500));
+        let mut acked: Vec<u32> = Vec::new();
+        let mut masters: std::collections::BTreeMap<u64, std::collections::BTreeSet<u64>> =
+            Default::default();
+        let mut write = |client: &mut Client, i: u32, acked: &mut Vec<u32>| {
+            if client
+                .put("kv", &i.to_be_bytes(), b"v", Duration::from_secs(3))
+                .is_ok()
+            {
+                acked.push(i);
+            }
+            for a in &addrs {
+                if let Ok(s) = client.status(a) {
+                    if s.state == "master" {
+                        masters.entry(s.term).or_default().insert(s.id);
+                    }
+                }
+            }
+        };
+        for i in 0..30 {
+            write(&mut client, i, &mut acked);
+        }
+        let old = master(&client, &addrs) as u64 + 1;
+        let (cut_off, both_ways) = match rng.gen_range(0..3) {
+            0 => (old, true),
+            1 => (old, false),
+            _ => ((old % 3) + 1, true),
+        };
+        for other in (1..=3u64).filter(|&o| o != cut_off) {
+            links.cut(cut_off, other);
+            if both_ways {
+                links.cut(other, cut_off);
+            }
+        }
+        let struck = Instant::now();
+        let mut new_master = None;
+        for i in 30..80 {
+            write(&mut client, i, &mut acked);
+            if new_master.is_none() && cut_off == old {
+                new_master = (1..=3u64)
+                    .filter(|&m| m != old)
+                    .find(|&m| {
+                        client
+                            .status(&addrs[m as usize - 1])
+                            .is_ok_and(|s| s.state == "master")
+                    })
+                    .map(|m| (m, struck.elapsed()));
+            }
+        }
+        if cut_off == old {
+            let (m, after) = new_master.expect("the cut-off master was replaced");
+            eprintln!(
+                "seed {seed}: master {old} cut off ({}): member {m} master after {after:?}",
+                if both_ways {
+                    "both ways"
+                } else {
+                    "its sending side"
+                }
+            );
+        }
+        links.heal();
+        let token = client
+            .put("kv", b"last", b"x", PATIENCE)
+            .expect("a write after healing");
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let d: Vec<(u64, u64)> = addrs.iter().filter_map(|a| client.digest(a).ok()).collect();
+            if d.len() == 3
+                && d.iter()
+                    .all(|&(applied, h)| applied >= token && h == d[0].1)
+            {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "seed {seed}: no convergence: {d:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let m = master(&client, &addrs);
+        for i in &acked {
+            let v = client
+                .get(&addrs[m], "kv", &i.to_be_bytes(), token)
+                .unwrap();
+            assert!(v.is_some(), "seed {seed}: acknowledged write {i} lost");
+        }
+        assert!(
+            acked.len() >= 40,
+            "seed {seed}: only {} acknowledged",
+            acked.len()
+        );
+        for (term, ids) in &masters {
+            assert_eq!(ids.len(), 1, "seed {seed}: term {term} had masters {ids:?}");
+        }
+        drop(proxies);
+    }
+}
+
+/// A member whose file system fills up (a small tmpfs, filled by another file) stops and
+/// says why; the others go on, and once the space is freed it is started again and
+/// converges. Needs to mount a tmpfs: SKIPPED where that is not allowed, unless
+/// `BEECH_REQUIRE_MOUNT` is set.
+#[test]
+fn a_member_whose_disk_fills_stops_and_rejoins_once_freed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("small");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=8m", "tmpfs"])
+        .arg(&mnt)
+        .output();
+    if !mounted.as_ref().is_ok_and(|o| o.status.success()) {
+        let msg = format!("cannot mount a tmpfs here: {mounted:?}");
+        assert!(std::env::var_os("BEECH_REQUIRE_MOUNT").is_none(), "{msg}");
+        eprintln!("SKIPPED: {msg}");
+        return;
+    }
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(mnt.clone());
+    let group = "full-disk";
+    let addrs: Vec<String> = (0..3).map(|_| free_port()).collect();
+    let init = (0..3)
+        .map(|i| format!("{}={}", i + 1, addrs[i]))
+        .collect::<Vec<_>>()
+        .join(",");
+    // Member 3 lives on the small file system.
+    let args = |i: usize| {
+        let base = if i == 2 { mnt.as_path() } else { dir.path() };
+        node_args(base, i, &addrs[i], group, &["--init", &init])
+    };
+    let mut nodes: Vec<Node> = (0..3).map(|i| Node::spawn(args(i))).collect();
+    let mut client = Client::new(group, &addrs).unwrap();
+    let mut acked = Vec::new();
+    for i in 0..50u32 {
+        client
+            .put("kv", &i.to_be_bytes(), &[1; 1000], PATIENCE)
+            .unwrap();
+        acked.push(i);
+    }
+    // Fill the rest of its file system.
+    let ballast = mnt.join("ballast");
+    {
+        use std::io::Write;
+        let mut f = std::fs::File::create(&ballast).unwrap();
+        while f.write_all(&[0u8; 64 << 10]).is_ok() {}
+    }
+    for i in 50..400u32 {
+        if client
+            .put("kv", &i.to_be_bytes(), &[1; 1000], PATIENCE)
+            .is_ok()
+        {
+            acked.push(i);
+        }
+    }
+    // Its process stopped on its own, saying why.
+    let deadline = Instant::now() + PATIENCE;
+    let status = loop {
+        if let Some(status) = nodes[2].child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the member on the full disk did not stop"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(3), "{status:?}");
+    std::fs::remove_file(&ballast).unwrap();
+    nodes[2].restart();
+    let token = client.put("kv", b"last", b"x", PATIENCE).unwrap();
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let d: Vec<(u64, u64)> = addrs.iter().filter_map(|a| client.digest(a).ok()).collect();
+        if d.len() == 3
+            && d.iter()
+                .all(|&(applied, h)| applied >= token && h == d[0].1)
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no convergence after the disk was freed: {d:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for i in &acked {
+        assert!(client
+            .get(&addrs[2], "kv", &i.to_be_bytes(), token)
+            .unwrap()
+            .is_some());
+    }
+}

@@ -332,6 +332,9 @@ pub struct Status {
     /// lag in commits is `last_log` minus this), and milliseconds since it last did.
     pub acked: BTreeMap<NodeId, u64>,
     pub acked_ms_ago: BTreeMap<NodeId, u64>,
+    /// Why this member stopped taking part (its log or environment failed: a full disk,
+    /// an I/O error), if it did; it must be restarted once the cause is gone.
+    pub stopped: Option<String>,
 }
 
 /// One member of a replication group, running: an environment whose commits go through
@@ -781,5 +784,6 @@ pub(crate) fn status_of(raft: &Raft, heard: &Heard) -> Status {
             .filter(|(&id, _)| id != m.id)
             .filter_map(|(&id, at)| at.as_ref().map(|at| (id, commit::since(at))))
             .collect(),
+        stopped: m.running_state.as_ref().err().map(|f| f.to_string()),
     }
 }

@@ -906,3 +906,79 @@ fn put_on_any(members: &BTreeMap<NodeId, Member>, key: &str, patience: Duration)
     }
     false
 }
+
+/// A member whose disk is full (every write fails with ENOSPC, simulated) stops taking part
+/// without harm: the others go on (electing a new master if it was the master), nothing
+/// acknowledged is lost, and once space is free again it restarts and catches up.
+#[test]
+fn a_member_whose_disk_fills_stops_and_catches_up_once_freed() {
+    use beechdb::storage::{FaultKind, MemStorage};
+    use std::sync::Arc;
+    for full_master in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let net = Network::new();
+        let ids = [1, 2, 3];
+        let start = |id: NodeId, storage: &MemStorage| {
+            let c = MemberConfig {
+                storage: Some(Arc::new(storage.clone())),
+                snapshot_every: 1 << 40,
+                ack_timeout: Duration::from_secs(2),
+                ..config(dir.path(), id)
+            };
+            Member::start(c, Transport::Local(&net)).unwrap()
+        };
+        let mut disks: BTreeMap<NodeId, MemStorage> =
+            ids.iter().map(|&id| (id, MemStorage::new())).collect();
+        let mut members: BTreeMap<NodeId, Member> =
+            ids.iter().map(|&id| (id, start(id, &disks[&id]))).collect();
+        let nodes: Vec<(NodeId, &str)> = ids.iter().map(|&id| (id, "")).collect();
+        members[&1].initialize(&nodes).unwrap();
+        let master = master_of(&members);
+        let full = match full_master {
+            true => master,
+            false => ids.into_iter().find(|&id| id != master).unwrap(),
+        };
+        let mut acked = Vec::new();
+        for i in 0..20 {
+            let key = format!("before-{i:02}");
+            assert!(put_on_any(&members, &key, WAIT), "{key}");
+            acked.push(key);
+        }
+        // From now on every write to its disk fails.
+        for nth in 1..=100_000 {
+            disks[&full].inject_fault(FaultKind::Write, nth, libc::ENOSPC);
+        }
+        for i in 0..40 {
+            let key = format!("full-{i:02}");
+            if put_on_any(&members, &key, Duration::from_secs(5)) {
+                acked.push(key);
+            }
+        }
+        assert!(
+            acked.len() >= 50,
+            "the others stopped too: {} acknowledged",
+            acked.len()
+        );
+        let stopped = members[&full].status();
+        assert_eq!(stopped.state, "shutdown", "{stopped:?}");
+        let why = stopped.stopped.unwrap_or_default();
+        assert!(why.contains("No space left"), "{why}");
+        // Space is freed: the member starts again (a new process on the same disk).
+        let _ = members.remove(&full).unwrap().shutdown();
+        disks[&full].clear_faults();
+        let freed = disks[&full].restart_process();
+        disks.insert(full, freed);
+        members.insert(full, start(full, &disks[&full]));
+        let master = master_of(&members);
+        let token = put(&members[&master], "kv", "end", "v").unwrap();
+        wait_all(&members, token);
+        let want = converged(&members, master);
+        for key in &acked {
+            assert!(
+                want["kv"].iter().any(|(k, _)| k == key.as_bytes()),
+                "acknowledged {key} lost (full master: {full_master})"
+            );
+        }
+        stop_members(members);
+    }
+}

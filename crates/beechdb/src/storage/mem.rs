@@ -147,6 +147,11 @@ impl MemStorage {
         s.faults.push((kind, base + nth, errno));
     }
 
+    /// Withdraws every injected fault not yet hit (a full disk given space again).
+    pub fn clear_faults(&self) {
+        self.inner.lock().faults.clear();
+    }
+
     /// Number of mutating calls so far (to pick power-cut points).
     pub fn mutation_count(&self) -> u64 {
         self.inner.lock().mutations
