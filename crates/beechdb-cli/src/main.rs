@@ -197,6 +197,18 @@ enum Command {
         #[arg(long, default_value_t = 50_000)]
         snapshot_every: u64,
     },
+    /// Hand the master's role of a group to one of its voting members.
+    Transfer {
+        /// Member addresses (any; the master is found).
+        #[arg(required = true)]
+        addrs: Vec<String>,
+        /// The member to become master.
+        #[arg(long)]
+        to: u64,
+        /// The group's name.
+        #[arg(long, default_value = "beechdb")]
+        group: String,
+    },
     /// The status of the members of a group: state, master, term, log and applied positions.
     Members {
         /// Member addresses.
@@ -307,6 +319,7 @@ fn run(cli: Cli) -> Res<ExitCode> {
             snapshot_every,
         } => node::run(dir, id, listen, group, init, join, replica, snapshot_every),
         Command::Members { addrs, group, json } => node::status(&group, &addrs, json),
+        Command::Transfer { addrs, to, group } => node::transfer(&group, &addrs, to),
         Command::Stat { dir, db, json } => stat(&dir, db, json, accept),
         Command::Dump {
             dir,

@@ -1,5 +1,6 @@
-//! `beech node` (run one member of a replication group as a process) and `beech members`
-//! (the status of a group's members, from outside).
+//! `beech node` (run one member of a replication group as a process), `beech members` (the
+//! status of a group's members, from outside) and `beech transfer` (hand over the master's
+//! role).
 //!
 //! Owns: parsing member lists, forming or joining a group from the command line. May call:
 //! `beechdb_repl`. Invariant: `node` prints one line once the member listens, then runs
@@ -88,9 +89,18 @@ fn ask_to_join(group: &str, addrs: &[String], id: NodeId, listen: &str, voter: b
     Ok(client.add_member(id, listen, voter, Duration::from_secs(60))?)
 }
 
-/// Prints the status of the members at `addrs` (text, or JSON lines): state, master,
-/// term, log and applied positions, and lag: in commits (behind the master's log, as the
-/// master last heard) and in time (since the member last heard from the master).
+/// Hands the master's role of the group at `addrs` to member `to`.
+pub fn transfer(group: &str, addrs: &[String], to: NodeId) -> Res<ExitCode> {
+    let client = Client::new(group, addrs)?.with_timeout(Duration::from_secs(10));
+    client.transfer_master(to, Duration::from_secs(30))?;
+    println!("member {to} is master");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints the status of the members at `addrs` (text, or JSON lines): state, master, term
+/// (one more at each election), log, commit and applied positions, and lag: in commits
+/// (behind the master's log, as the master last heard) and in time (since the member last
+/// heard from the master, and since the master last heard from it); why a member stopped.
 pub fn status(group: &str, addrs: &[String], json: bool) -> Res<ExitCode> {
     let client = Client::new(group, addrs)?;
     let statuses: Vec<(String, beechdb::Result<WireStatus>)> = addrs
@@ -109,10 +119,21 @@ pub fn status(group: &str, addrs: &[String], json: bool) -> Res<ExitCode> {
             false => m.acked.get(&s.id).map(|a| m.last_log.saturating_sub(*a)),
         }
     };
+    let acked_ms = |s: &WireStatus| master.and_then(|m| m.acked_ms_ago.get(&s.id).copied());
     if !json {
         println!(
-            "{:<22} {:>4} {:<9} {:>6} {:>6} {:>10} {:>10} {:>8} {:>10}",
-            "address", "id", "state", "master", "term", "last log", "applied", "behind", "heard ms"
+            "{:<22} {:>4} {:<9} {:>6} {:>6} {:>10} {:>10} {:>10} {:>8} {:>9} {:>9}",
+            "address",
+            "id",
+            "state",
+            "master",
+            "term",
+            "last log",
+            "committed",
+            "applied",
+            "behind",
+            "heard ms",
+            "acked ms"
         );
     }
     let mut failed = false;
@@ -123,19 +144,28 @@ pub fn status(group: &str, addrs: &[String], json: bool) -> Res<ExitCode> {
                 "{}",
                 serde_json::json!({"address": addr, "id": s.id, "state": s.state,
                     "master": s.master, "term": s.term, "last_log": s.last_log,
-                    "applied": s.applied, "behind": behind(s), "heard_ms_ago": s.heard_ms_ago})
+                    "committed": s.committed, "applied": s.applied, "behind": behind(s),
+                    "heard_ms_ago": s.heard_ms_ago, "acked_ms_ago": acked_ms(s),
+                    "stopped": s.stopped})
             ),
-            Ok(s) => println!(
-                "{addr:<22} {:>4} {:<9} {:>6} {:>6} {:>10} {:>10} {:>8} {:>10}",
-                s.id,
-                s.state,
-                dash(s.master),
-                s.term,
-                s.last_log,
-                s.applied,
-                dash(behind(s)),
-                dash(s.heard_ms_ago)
-            ),
+            Ok(s) => {
+                println!(
+                    "{addr:<22} {:>4} {:<9} {:>6} {:>6} {:>10} {:>10} {:>10} {:>8} {:>9} {:>9}",
+                    s.id,
+                    s.state,
+                    dash(s.master),
+                    s.term,
+                    s.last_log,
+                    s.committed,
+                    s.applied,
+                    dash(behind(s)),
+                    dash(s.heard_ms_ago),
+                    dash(acked_ms(s))
+                );
+                if let Some(why) = &s.stopped {
+                    println!("{addr:<22} stopped: {why}");
+                }
+            }
             Err(e) => {
                 failed = true;
                 match json {

@@ -214,6 +214,24 @@ fn run(dir: &Path, seed: u64) -> (Fault, Duration) {
         rows.iter().all(|r| r["applied"].as_u64() >= Some(token)),
         "{rows:?}"
     );
+    // `beech transfer` hands the master's role to another member, and writes follow.
+    let next = (m + 1) % 3;
+    let out = Command::new(env!("CARGO_BIN_EXE_beech"))
+        .args([
+            "transfer",
+            "--group",
+            &group,
+            "--to",
+            &(next + 1).to_string(),
+        ])
+        .args(&addrs)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(master(&client, &addrs), next);
+    client
+        .put("kv", b"after-transfer", b"x", PATIENCE)
+        .expect("a write after the transfer");
     drop(nodes);
     (fault, failover)
 }

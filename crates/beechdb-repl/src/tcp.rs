@@ -126,9 +126,12 @@ pub struct WireStatus {
     pub master: Option<NodeId>,
     pub term: u64,
     pub last_log: u64,
+    pub committed: u64,
     pub applied: u64,
     pub heard_ms_ago: Option<u64>,
     pub acked: std::collections::BTreeMap<NodeId, u64>,
+    pub acked_ms_ago: std::collections::BTreeMap<NodeId, u64>,
+    pub stopped: Option<String>,
 }
 
 fn frame_error(why: String) -> std::io::Error {
@@ -412,9 +415,12 @@ impl Server {
                     master: s.master,
                     term: s.term,
                     last_log: s.last_log,
+                    committed: s.committed,
                     applied: s.applied,
                     heard_ms_ago: s.heard_ms_ago,
                     acked: s.acked,
+                    acked_ms_ago: s.acked_ms_ago,
+                    stopped: s.stopped,
                 })
             }
         }
@@ -826,22 +832,45 @@ impl Client {
             addr: addr.to_string(),
             voter,
         };
+        self.at_master(&m, patience, |r| match r {
+            Reply::AddMember(r) => Some(r),
+            _ => None,
+        })
+    }
+
+    /// Asks the group's master to hand its role to member `to`; retries until `patience`
+    /// runs out.
+    pub fn transfer_master(&self, to: NodeId, patience: Duration) -> beechdb::Result<()> {
+        self.at_master(&Message::TransferMaster { to }, patience, |r| match r {
+            Reply::TransferMaster(r) => Some(r),
+            _ => None,
+        })
+    }
+
+    /// Sends `m` to the master, found from the known members and their answers, until it
+    /// succeeds or `patience` runs out; `outcome` reads the master's reply.
+    fn at_master(
+        &self,
+        m: &Message,
+        patience: Duration,
+        outcome: impl Fn(Reply) -> Option<Result<(), ClientError>>,
+    ) -> beechdb::Result<()> {
         let deadline = std::time::Instant::now() + patience;
         let mut at = self.addrs.first().cloned().ok_or_else(|| {
             Error::InvalidArgument("a client needs at least one member address".into())
         })?;
         let mut next = 0;
         loop {
-            let failure = match self.send(&at, &m) {
-                Ok(Reply::AddMember(Ok(()))) => return Ok(()),
-                Ok(Reply::AddMember(Err(ClientError::NotMaster(Some((_, a))))))
-                    if !a.is_empty() =>
-                {
+            let failure = match self.send(&at, m).map(&outcome) {
+                Ok(Some(Ok(()))) => return Ok(()),
+                Ok(Some(Err(ClientError::NotMaster(Some((_, a)))))) if !a.is_empty() && a != at => {
                     at = a;
                     continue;
                 }
-                Ok(Reply::AddMember(Err(e))) => Error::Replication(format!("{e:?}")),
-                Ok(_) => Error::Replication(format!("{at} answered with the wrong kind of reply")),
+                Ok(Some(Err(e))) => Error::Replication(format!("{e:?}")),
+                Ok(None) => {
+                    Error::Replication(format!("{at} answered with the wrong kind of reply"))
+                }
                 Err(e) => e,
             };
             if std::time::Instant::now() >= deadline {
