@@ -344,6 +344,8 @@ pub struct Member {
     id: NodeId,
     /// The in-process network, which the member leaves when it stops.
     net: Option<net::Network>,
+    peers: Peers,
+    log: log_store::LogStore,
     raft: Raft,
     sm: Arc<state::StateMachine>,
     runtime: Arc<tokio::runtime::Runtime>,
@@ -448,8 +450,11 @@ impl Member {
             }
             Transport::Tcp { group, .. } => {
                 let endpoint = tcp::TcpEndpoint {
-                    group: group.to_string(),
-                    from: config.id,
+                    caller: tcp::Caller {
+                        group: group.to_string(),
+                        from: config.id,
+                        log: Some(log.clone()),
+                    },
                 };
                 runtime.block_on(Raft::new(
                     config.id,
@@ -462,9 +467,21 @@ impl Member {
         };
         let raft = started
             .map_err(|e| Error::Replication(format!("starting member {}: {e}", config.id)))?;
+        let peers = match &transport {
+            Transport::Local(net) => Peers::Local((*net).clone()),
+            Transport::Tcp { group, .. } => Peers::Tcp {
+                group: group.to_string(),
+            },
+        };
         let net = match transport {
             Transport::Local(net) => {
-                net.register(config.id, raft.clone(), heard.clone(), sm.clone());
+                net.register(
+                    config.id,
+                    raft.clone(),
+                    heard.clone(),
+                    sm.clone(),
+                    log.clone(),
+                );
                 Some(net.clone())
             }
             Transport::Tcp { listen, group } => {
@@ -477,6 +494,8 @@ impl Member {
                 let server = Arc::new(tcp::Server {
                     group: group.to_string(),
                     raft: raft.clone(),
+                    log: log.clone(),
+                    peers: peers.clone(),
                     sm: sm.clone(),
                     ack_timeout: config.ack_timeout,
                     heard: heard.clone(),
@@ -488,13 +507,15 @@ impl Member {
         let commits = Arc::new(commit::CommitPath::new(
             raft.clone(),
             runtime.handle().clone(),
-            log,
+            log.clone(),
             &config,
         ));
         sm.set_replicator(Some(commits.clone()))?;
         Ok(Member {
             id: config.id,
             net,
+            peers,
+            log,
             raft,
             sm,
             runtime,
@@ -539,6 +560,9 @@ impl Member {
             .iter()
             .map(|&(id, addr)| (id, BasicNode::new(addr)))
             .collect();
+        if self.log.history().is_none() {
+            self.log.adopt_history(new_history(self.id))?;
+        }
         let raft = self.raft.clone();
         self.runtime
             .block_on(async move { raft.initialize(nodes).await })
@@ -549,10 +573,10 @@ impl Member {
     /// non-voting replica; on the master only. Returns once it has caught up and the change
     /// is committed.
     pub fn add_member(&self, id: NodeId, addr: &str, voter: bool) -> Result<()> {
-        let raft = self.raft.clone();
+        let (raft, peers, log) = (self.raft.clone(), self.peers.clone(), self.log.clone());
         let addr = addr.to_string();
         self.runtime
-            .block_on(async move { add_member(&raft, id, addr, voter).await })
+            .block_on(async move { add_member(&raft, &peers, &log, id, addr, voter).await })
     }
 
     /// Removes member `id` from the group (voter or not); on the master only.
@@ -722,8 +746,58 @@ pub(crate) async fn transfer_master(raft: &Raft, to: NodeId, timeout: Duration) 
         .map_err(|e| failed(e.to_string()))
 }
 
-/// Adds member `id` at `addr` to the group of the master `raft`.
-pub(crate) async fn add_member(raft: &Raft, id: NodeId, addr: String, voter: bool) -> Result<()> {
+/// How a member reaches another before it is in the group: to learn its history.
+#[derive(Clone)]
+pub(crate) enum Peers {
+    Local(net::Network),
+    Tcp { group: String },
+}
+
+impl Peers {
+    /// The history member `id` at `addr` belongs to, if any.
+    async fn history(&self, id: NodeId, addr: &str) -> Result<Option<u64>> {
+        match self {
+            Peers::Local(net) => net
+                .history(id)
+                .ok_or_else(|| Error::Replication(format!("member {id} is not running"))),
+            Peers::Tcp { group } => tcp::history(addr, group).await,
+        }
+    }
+}
+
+/// A number for the history of a group formed now by member `id`.
+fn new_history(id: NodeId) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(id);
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.write_u32(std::process::id());
+    h.finish()
+}
+
+/// Adds member `id` at `addr` to the group of the master `raft`, whose log is `log`: refused
+/// when that member's log belongs to another group's history.
+pub(crate) async fn add_member(
+    raft: &Raft,
+    peers: &Peers,
+    log: &log_store::LogStore,
+    id: NodeId,
+    addr: String,
+    voter: bool,
+) -> Result<()> {
+    let theirs = peers.history(id, &addr).await?;
+    if let (Some(theirs), Some(ours)) = (theirs, log.history()) {
+        if theirs != ours {
+            return Err(Error::InvalidArgument(format!(
+                "member {id} has a log of another group's history ({theirs:016x}; this \
+                 group's is {ours:016x}): a member joins a group from an empty directory"
+            )));
+        }
+    }
     raft.add_learner(id, BasicNode::new(addr), true)
         .await
         .map_err(raft_error)?;

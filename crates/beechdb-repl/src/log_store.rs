@@ -54,6 +54,8 @@ enum Frame {
     /// The group has committed entries up to this one (not synced: a later start may find
     /// an older mark, and learns the rest from the master).
     Committed(LogId),
+    /// The history this log belongs to: the number its group drew when it was formed.
+    History(u64),
 }
 
 #[derive(Default)]
@@ -62,6 +64,7 @@ struct State {
     vote: Option<Vote>,
     last_purged: Option<LogId>,
     committed: Option<LogId>,
+    history: Option<u64>,
 }
 
 impl State {
@@ -77,6 +80,7 @@ impl State {
             }
             Frame::Vote(v) => self.vote = Some(v),
             Frame::Committed(c) => self.committed = Some(c),
+            Frame::History(h) => self.history = Some(h),
         }
     }
 
@@ -86,6 +90,7 @@ impl State {
         out.extend(self.vote.map(Frame::Vote));
         out.extend(self.last_purged.map(Frame::Purge));
         out.extend(self.committed.map(Frame::Committed));
+        out.extend(self.history.map(Frame::History));
         out.extend(self.entries.values().cloned().map(Frame::Entry));
         out
     }
@@ -318,6 +323,30 @@ impl LogStore {
     /// Tells `to` when the entry whose request carries `notify` is stored here.
     pub(crate) fn await_stored(&self, notify: u64, to: Stored) {
         self.notify.lock().insert(notify, to);
+    }
+
+    /// The history this log belongs to, once it has one (see [`LogStore::adopt_history`]).
+    pub(crate) fn history(&self) -> Option<u64> {
+        self.inner.lock().state.history
+    }
+
+    /// Makes this log part of history `h` (durably), when it has none yet; an error if it
+    /// has another: entries of two histories must never meet in one log.
+    pub(crate) fn adopt_history(&self, h: u64) -> Result<()> {
+        let mut inner = self.inner.lock();
+        match inner.state.history {
+            Some(mine) if mine == h => Ok(()),
+            Some(mine) => Err(Error::InvalidArgument(format!(
+                "this member's log belongs to the history of another group (formed as {mine:016x}, \
+                 not {h:016x}): a member joins a group from an empty directory"
+            ))),
+            None => {
+                inner.state.history = Some(h);
+                inner
+                    .write(&[Frame::History(h)], true)
+                    .map_err(|e| io("recording the group's history".into(), e))
+            }
+        }
     }
 
     /// Forgets the committer waiting under `notify`, if it is still waiting.

@@ -9,6 +9,7 @@
 //! is lost, as on a real network); a member that left is unreachable; nothing reaches or
 //! leaves a paused member until it is resumed.
 
+use crate::log_store::LogStore;
 use crate::snapshot::{read_chunk, Receiver, Shape};
 use crate::state::{SnapshotData, StateMachine};
 use crate::{Heard, NodeId, Raft, TypeConfig, Vote};
@@ -29,6 +30,7 @@ struct Peer {
     raft: Raft,
     heard: Arc<Heard>,
     sm: Arc<StateMachine>,
+    log: LogStore,
 }
 
 #[derive(Default)]
@@ -61,11 +63,20 @@ impl Network {
         raft: Raft,
         heard: Arc<Heard>,
         sm: Arc<StateMachine>,
+        log: LogStore,
     ) {
-        self.links
-            .write()
-            .members
-            .insert(id, Peer { raft, heard, sm });
+        let peer = Peer {
+            raft,
+            heard,
+            sm,
+            log,
+        };
+        self.links.write().members.insert(id, peer);
+    }
+
+    /// The history of member `id`'s log (`None` when it is not running).
+    pub(crate) fn history(&self, id: NodeId) -> Option<Option<u64>> {
+        self.links.read().members.get(&id).map(|p| p.log.history())
     }
 
     pub(crate) fn leave(&self, id: NodeId) {
@@ -218,10 +229,31 @@ pub(crate) struct Connection {
 }
 
 impl Connection {
-    /// Carries a request across the link to its member: that member.
+    /// Carries a request across the link to its member: that member, refused when its log
+    /// belongs to another group's history (as a TCP member refuses one at `Hello`).
     async fn deliver(&self) -> Result<Peer, NetworkError<TypeConfig>> {
         self.net.transit(self.from, self.to).await?;
-        self.net.reach(self.from, self.to)
+        let peer = self.net.reach(self.from, self.to)?;
+        let ours = self.net.history(self.from).flatten();
+        match (ours, peer.log.history()) {
+            (Some(a), Some(b)) if a != b => Err(unreachable(format!(
+                "member {} has a log of another group's history",
+                self.to
+            ))),
+            _ => Ok(peer),
+        }
+    }
+
+    /// Makes the receiver's log part of this member's history, when it has none yet (its
+    /// first entries or copy come from this group).
+    fn share_history(&self, peer: &Peer) -> Result<(), NetworkError<TypeConfig>> {
+        match self.net.history(self.from).flatten() {
+            Some(h) => peer
+                .log
+                .adopt_history(h)
+                .map_err(|e| unreachable(e.to_string())),
+            None => Ok(()),
+        }
     }
 
     /// Delivers a request and carries its reply back, each over its own link.
@@ -249,6 +281,7 @@ impl Connection {
             )));
         };
         let peer = self.deliver().await?;
+        self.share_history(&peer)?;
         let shape = Shape::of(&pin);
         let storage_error =
             |e: beechdb::Error| StreamingError::Network(NetworkError::from_string(e));
@@ -287,6 +320,7 @@ impl RaftNetworkV2<TypeConfig> for Connection {
         _option: RPCOption,
     ) -> Rpc<AppendEntriesResponse<TypeConfig>> {
         let peer = self.deliver().await.map_err(RPCError::Network)?;
+        self.share_history(&peer).map_err(RPCError::Network)?;
         let commit = rpc.leader_commit;
         let answer = peer.raft.append_entries(rpc).await;
         if matches!(answer, Ok(AppendEntriesResponse::Success)) {

@@ -14,6 +14,7 @@
 //! connection, one chunk a request, and a receiver whose connection ends before the last
 //! chunk removes what it wrote.
 
+use crate::log_store::LogStore;
 use crate::snapshot::{read_chunk, Receiver, Shape};
 use crate::state::{bincode_opts, SnapshotData, StateMachine};
 use crate::{NodeId, Raft, SnapshotMeta, TypeConfig, Vote};
@@ -43,9 +44,11 @@ const APPEND_BYTES: usize = 8 << 20;
 /// A request on a connection.
 #[derive(Serialize, Deserialize)]
 pub(crate) enum Message {
-    /// The first message of every connection: the group it is for, and who asks.
+    /// The first message of every connection: the group it is for, the history of the
+    /// asking member's log (none for a client or a new member), and who asks (0: a client).
     Hello {
         group: String,
+        history: Option<u64>,
         from: NodeId,
     },
     Append(AppendEntriesRequest<TypeConfig>),
@@ -132,6 +135,8 @@ pub struct WireStatus {
     pub acked: std::collections::BTreeMap<NodeId, u64>,
     pub acked_ms_ago: std::collections::BTreeMap<NodeId, u64>,
     pub stopped: Option<String>,
+    /// The history of the member's log (see `Member::add_member`).
+    pub history: Option<u64>,
 }
 
 fn frame_error(why: String) -> std::io::Error {
@@ -204,6 +209,8 @@ pub(crate) async fn read_frame<T: for<'de> Deserialize<'de>>(
 pub(crate) struct Server {
     pub group: String,
     pub raft: Raft,
+    pub log: LogStore,
+    pub peers: crate::Peers,
     pub sm: Arc<StateMachine>,
     pub ack_timeout: Duration,
     pub heard: Arc<crate::Heard>,
@@ -225,24 +232,40 @@ pub(crate) async fn serve(listener: TcpListener, server: Arc<Server>) {
 
 impl Server {
     async fn connection(&self, mut s: TcpStream) -> std::io::Result<()> {
-        match read_frame::<Message>(&mut s).await? {
-            Message::Hello { group, .. } if group == self.group => {
-                write_frame(&mut s, &Reply::Hello(Ok(()))).await?;
-            }
-            Message::Hello { group, from } => {
-                let why = format!(
-                    "member {from} is of group {group:?}, this one of group {:?}",
-                    self.group
-                );
-                write_frame(&mut s, &Reply::Hello(Err(why))).await?;
-                return Ok(());
-            }
-            _ => return Err(frame_error("a connection must start with Hello".into())),
+        let Message::Hello {
+            group,
+            history,
+            from,
+        } = read_frame::<Message>(&mut s).await?
+        else {
+            return Err(frame_error("a connection must start with Hello".into()));
+        };
+        let refused = match (history, self.log.history()) {
+            _ if group != self.group => Some(format!(
+                "member {from} is of group {group:?}, this one of group {:?}",
+                self.group
+            )),
+            (Some(theirs), Some(ours)) if theirs != ours => Some(format!(
+                "member {from} has a log of another group's history ({theirs:016x}; this \
+                 member's is {ours:016x})"
+            )),
+            _ => None,
+        };
+        if let Some(why) = refused {
+            write_frame(&mut s, &Reply::Hello(Err(why))).await?;
+            return Ok(());
         }
+        write_frame(&mut s, &Reply::Hello(Ok(()))).await?;
         // A snapshot arriving on this connection: its receiver, vote and description.
         let mut incoming: Option<(Receiver, Vote, SnapshotMeta)> = None;
         loop {
             let m: Message = read_frame(&mut s).await?;
+            // A new member's log joins the history of the master that first sends it entries.
+            if let (Message::Append(_) | Message::SnapshotBegin { .. }, Some(h)) = (&m, history) {
+                if let Err(e) = self.log.adopt_history(h) {
+                    return Err(frame_error(e.to_string()));
+                }
+            }
             let reply = match m {
                 Message::SnapshotBegin { .. }
                 | Message::SnapshotChunk(_)
@@ -383,7 +406,8 @@ impl Server {
                 Reply::Get(read.map_err(|e| self.client_error(e)))
             }
             Message::AddMember { id, addr, voter } => {
-                let added = crate::add_member(&self.raft, id, addr, voter).await;
+                let added =
+                    crate::add_member(&self.raft, &self.peers, &self.log, id, addr, voter).await;
                 Reply::AddMember(added.map_err(|e| self.client_error(e)))
             }
             Message::Digest => {
@@ -421,24 +445,42 @@ impl Server {
                     acked: s.acked,
                     acked_ms_ago: s.acked_ms_ago,
                     stopped: s.stopped,
+                    history: self.log.history(),
                 })
             }
         }
     }
 }
 
-/// Opens a connection to `addr` for group `group` and says hello.
-pub(crate) async fn connect(addr: &str, group: &str, from: NodeId) -> std::io::Result<TcpStream> {
+/// Who opens a connection: its group, the member (0: a client) and, for a member, its log
+/// (whose history it names).
+#[derive(Clone)]
+pub(crate) struct Caller {
+    pub group: String,
+    pub from: NodeId,
+    pub log: Option<LogStore>,
+}
+
+impl Caller {
+    fn client(group: &str) -> Caller {
+        Caller {
+            group: group.to_string(),
+            from: 0,
+            log: None,
+        }
+    }
+}
+
+/// Opens a connection to `addr` and says hello.
+pub(crate) async fn connect(addr: &str, caller: &Caller) -> std::io::Result<TcpStream> {
     let mut s = TcpStream::connect(addr).await?;
     s.set_nodelay(true)?;
-    write_frame(
-        &mut s,
-        &Message::Hello {
-            group: group.to_string(),
-            from,
-        },
-    )
-    .await?;
+    let hello = Message::Hello {
+        group: caller.group.clone(),
+        history: caller.log.as_ref().and_then(LogStore::history),
+        from: caller.from,
+    };
+    write_frame(&mut s, &hello).await?;
     match read_frame::<Reply>(&mut s).await? {
         Reply::Hello(Ok(())) => Ok(s),
         Reply::Hello(Err(why)) => Err(std::io::Error::new(
@@ -449,19 +491,38 @@ pub(crate) async fn connect(addr: &str, group: &str, from: NodeId) -> std::io::R
     }
 }
 
+/// The history of the member at `addr` of group `group` (asked as a client).
+pub(crate) async fn history(addr: &str, group: &str) -> beechdb::Result<Option<u64>> {
+    let mut stream = None;
+    let asked = call(
+        &mut stream,
+        addr,
+        &Caller::client(group),
+        &Message::Status,
+        Duration::from_secs(5),
+    )
+    .await;
+    match asked {
+        Ok(Reply::Status(s)) => Ok(s.history),
+        Ok(_) => Err(Error::Replication(format!(
+            "{addr} answered with the wrong kind of reply"
+        ))),
+        Err(e) => Err(client_io(e)),
+    }
+}
+
 /// One request and its reply on `stream` (connected first if needed), within `deadline`;
 /// any failure drops the connection.
 async fn call(
     stream: &mut Option<TcpStream>,
     addr: &str,
-    group: &str,
-    from: NodeId,
+    caller: &Caller,
     m: &Message,
     deadline: Duration,
 ) -> std::io::Result<Reply> {
     let exchange = async {
         if stream.is_none() {
-            *stream = Some(connect(addr, group, from).await?);
+            *stream = Some(connect(addr, caller).await?);
         }
         let s = stream.as_mut().unwrap();
         write_frame(s, m).await?;
@@ -482,8 +543,7 @@ async fn call(
 
 /// The connections one member opens to the others.
 pub(crate) struct TcpEndpoint {
-    pub group: String,
-    pub from: NodeId,
+    pub caller: Caller,
 }
 
 impl RaftNetworkFactory<TypeConfig> for TcpEndpoint {
@@ -491,8 +551,7 @@ impl RaftNetworkFactory<TypeConfig> for TcpEndpoint {
 
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> TcpConnection {
         TcpConnection {
-            group: self.group.clone(),
-            from: self.from,
+            caller: self.caller.clone(),
             to: target,
             addr: node.addr.clone(),
             stream: None,
@@ -501,8 +560,7 @@ impl RaftNetworkFactory<TypeConfig> for TcpEndpoint {
 }
 
 pub(crate) struct TcpConnection {
-    group: String,
-    from: NodeId,
+    caller: Caller,
     to: NodeId,
     addr: String,
     stream: Option<TcpStream>,
@@ -526,8 +584,7 @@ impl TcpConnection {
         call(
             &mut self.stream,
             &self.addr,
-            &self.group,
-            self.from,
+            &self.caller,
             &m,
             option.hard_ttl(),
         )
@@ -560,16 +617,9 @@ impl TcpConnection {
             Option<SnapshotResponse<TypeConfig>>,
             StreamingError<TypeConfig>,
         > {
-            let reply = call(
-                &mut stream,
-                &self.addr,
-                &self.group,
-                self.from,
-                &m,
-                SNAPSHOT_STEP,
-            )
-            .await
-            .map_err(|e| StreamingError::Network(NetworkError::new(&e)))?;
+            let reply = call(&mut stream, &self.addr, &self.caller, &m, SNAPSHOT_STEP)
+                .await
+                .map_err(|e| StreamingError::Network(NetworkError::new(&e)))?;
             match reply {
                 Reply::Snapshot(r) => r.map_err(|e| StreamingError::Network(network(e))),
                 _ => Err(StreamingError::Network(network(
@@ -733,7 +783,8 @@ impl Client {
     fn exchange(&self, addr: &str, m: &Message) -> Result<Reply, (bool, std::io::Error)> {
         let t = self.timeout;
         self.runtime.block_on(async {
-            let connected = tokio::time::timeout(t, connect(addr, &self.group, 0)).await;
+            let caller = Caller::client(&self.group);
+            let connected = tokio::time::timeout(t, connect(addr, &caller)).await;
             let mut s = match connected {
                 Ok(Ok(s)) => s,
                 Ok(Err(e)) => return Err((true, e)),

@@ -349,6 +349,19 @@ fn members_over_tcp_serve_clients_and_refuse_strangers_and_garbage() {
         Err(Error::Replication(msg)) => assert!(msg.contains("of group"), "{msg}"),
         other => panic!("another group's client got {other:?}"),
     }
+    // A member of the same group's name that formed a group of its own is not added.
+    let loner_addr = free_port();
+    let t = Transport::Tcp {
+        listen: &loner_addr,
+        group: "g",
+    };
+    let loner = Member::start(config(dir.path(), 9), t).unwrap();
+    loner.initialize(&[(9, &loner_addr)]).unwrap();
+    match client.add_member(9, &loner_addr, false, Duration::from_secs(1)) {
+        Err(Error::Replication(msg)) => assert!(msg.contains("another group's history"), "{msg}"),
+        other => panic!("a member of another history was added over TCP: {other:?}"),
+    }
+    loner.shutdown().unwrap();
     // Garbage and cut frames close their connection and nothing else.
     for junk in [
         &b"\x05\x00\x00\x00\x00\x00\x00\x00hello"[..],
@@ -981,4 +994,40 @@ fn a_member_whose_disk_fills_stops_and_catches_up_once_freed() {
         }
         stop_members(members);
     }
+}
+
+/// A member with a history of its own (it formed a group alone and committed there) that is
+/// added to another group is refused with a typed error, and nothing of either history is
+/// lost or mixed.
+#[test]
+fn a_member_with_a_diverged_log_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let net = Network::new();
+    let members = group(dir.path(), &net, &[1, 2, 3]);
+    let master = master_of(&members);
+    let token = put(&members[&master], "kv", "a", "1").unwrap();
+    wait_all(&members, token);
+    // Member 4 forms a group of its own and commits there.
+    let loner = Member::start(config(dir.path(), 4), Transport::Local(&net)).unwrap();
+    loner.initialize(&[(4, "")]).unwrap();
+    let deadline = Instant::now() + WAIT;
+    while !loner.is_master() {
+        assert!(Instant::now() < deadline, "the loner was never master");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    put(&loner, "mine", "x", "y").unwrap();
+    match members[&master].add_member(4, "", false) {
+        Err(Error::InvalidArgument(msg)) => {
+            assert!(msg.contains("another group's history"), "{msg}")
+        }
+        other => panic!("a member with another history was added: {other:?}"),
+    }
+    let token = put(&members[&master], "kv", "b", "2").unwrap();
+    wait_all(&members, token);
+    let want = converged(&members, master);
+    assert_eq!(want["kv"].len(), 2);
+    assert!(!want.contains_key("mine"));
+    assert_eq!(contents(&loner.env())["mine"].len(), 1);
+    loner.shutdown().unwrap();
+    stop_members(members);
 }
