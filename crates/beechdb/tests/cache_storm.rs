@@ -160,3 +160,49 @@ fn writers_load_misses_before_taking_the_exclusive_lock() {
         assert_eq!(db.get(&k.to_be_bytes()).unwrap(), Some(v), "key {k}");
     }
 }
+
+/// Removing a database far larger than the cache frees its tree a batch at a time: no page
+/// of it is loaded under the exclusive lock, the cache stays within its budget, every page
+/// comes back as free space, other databases are untouched, and the environment verifies
+/// clean, after a reopen too.
+#[test]
+fn removing_a_database_far_larger_than_the_cache_walks_no_tree_under_the_exclusive_lock() {
+    let (env, db) = far_larger_than_the_cache();
+    let kept = env.create_db("kept").unwrap();
+    for k in 0..500u32 {
+        kept.put(&k.to_be_bytes(), &value(k)).unwrap();
+    }
+    // Long values: the removed tree has overflow chains too.
+    for k in 0..50u32 {
+        db.put(&(100_000 + k).to_be_bytes(), &vec![k as u8; 20_000])
+            .unwrap();
+    }
+    env.sync().unwrap();
+    let before = env.stat().unwrap();
+    env.remove_db("d").unwrap();
+    let after = env.stat().unwrap();
+    let locked = (after.cache_misses - after.cache_loads_unlocked)
+        - (before.cache_misses - before.cache_loads_unlocked);
+    let unlocked = after.cache_loads_unlocked - before.cache_loads_unlocked;
+    eprintln!("{unlocked} pages loaded with no lock, {locked} under the exclusive lock");
+    assert!(unlocked > 1_000, "the tree's pages were read ({unlocked})");
+    assert_eq!(locked, 0, "the walk loaded pages under the exclusive lock");
+    assert!(
+        after.cache_resident_pages <= before.cache_resident_pages.max(64) + 64,
+        "the cache grew past its budget: {} pages",
+        after.cache_resident_pages
+    );
+    assert!(matches!(db.get(b"x"), Err(beechdb::Error::DbRemoved)));
+    env.sync().unwrap();
+    let freed = env.stat().unwrap();
+    assert!(
+        freed.free_pages >= before.free_pages + 1_500,
+        "{} free pages before, {} after",
+        before.free_pages,
+        freed.free_pages
+    );
+    for k in 0..500u32 {
+        assert_eq!(kept.get(&k.to_be_bytes()).unwrap(), Some(value(k)));
+    }
+    assert!(env.verify().unwrap().is_clean());
+}

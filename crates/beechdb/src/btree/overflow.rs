@@ -89,8 +89,34 @@ impl Engine {
 
     /// The pages of the chain starting at `first` (for freeing it).
     pub(crate) fn overflow_pages(&self, first: u64, len: u32) -> Result<Vec<u64>> {
-        let mut buf = vec![0u8; self.layout.page_size];
-        let n = (len as usize).div_ceil(self.overflow_capacity());
+        self.chain_reader().pages(first, len)
+    }
+
+    /// What reading chains needs, to read them with no lock held (see [`ChainReader`]).
+    pub(crate) fn chain_reader(&self) -> ChainReader {
+        ChainReader {
+            file: self.file.clone(),
+            page_size: self.layout.page_size,
+            page_count: self.space.page_count(),
+            max_gen: self.max_page_generation(),
+        }
+    }
+}
+
+/// Reads overflow chains from the file with no lock held: for chains nobody changes while
+/// it reads (written once, and freed only by whoever reads them to free them).
+pub(crate) struct ChainReader {
+    file: std::sync::Arc<dyn crate::storage::StorageFile>,
+    page_size: usize,
+    page_count: u64,
+    max_gen: u64,
+}
+
+impl ChainReader {
+    /// The pages of the chain starting at `first`, which holds `len` bytes.
+    pub(crate) fn pages(&self, first: u64, len: u32) -> Result<Vec<u64>> {
+        let mut buf = vec![0u8; self.page_size];
+        let n = (len as usize).div_ceil(self.page_size - HDR);
         let mut pids = Vec::with_capacity(n);
         let mut pid = first;
         while pid != 0 {
@@ -100,7 +126,14 @@ impl Engine {
                     "overflow chain is longer than its value",
                 ));
             }
-            self.read_overflow_page(pid, &mut buf)?;
+            read_checked(
+                self.file.as_ref(),
+                pid,
+                &mut buf,
+                self.page_count,
+                self.max_gen,
+                Some(KIND_OVERFLOW),
+            )?;
             pids.push(pid);
             pid = page::link(&buf);
         }

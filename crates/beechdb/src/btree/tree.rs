@@ -712,30 +712,6 @@ impl Engine {
         path.pop();
         self.rebalance(db, path, parent)
     }
-
-    /// Every page of the tree rooted at `root`, overflow chains included.
-    pub(crate) fn collect_pages(&mut self, root: u64, out: &mut Vec<u64>) -> Result<()> {
-        let mut stack = vec![root];
-        while let Some(pid) = stack.pop() {
-            self.ensure(pid)?;
-            out.push(pid);
-            let p = self.node(pid);
-            let n = node::nslots(p);
-            let mut chains: Vec<(u64, u32)> = (0..n).filter_map(|i| node::long_key(p, i)).collect();
-            if node::is_leaf(p) {
-                chains.extend((0..n).filter_map(|i| match node::leaf_value(p, i) {
-                    LeafValue::Overflow { first, len } => Some((first, len)),
-                    LeafValue::Inline(_) => None,
-                }));
-            } else {
-                stack.extend((0..=n).map(|i| node::child(p, i)));
-            }
-            for (first, len) in chains {
-                out.extend(self.overflow_pages(first, len)?);
-            }
-        }
-        Ok(())
-    }
 }
 
 /// The size limits every write checks: keys up to [`MAX_KEY_LEN`], values up to

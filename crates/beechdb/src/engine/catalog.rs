@@ -166,7 +166,10 @@ impl Engine {
         self.remove_db_with_id(id, name)
     }
 
-    /// Removes database `name`, whose id must be `id`, and frees all its pages.
+    /// Removes database `name`, whose id must be `id`: it is gone at once; its tree's
+    /// pages are freed later, a batch at a time (`Shared::free_doomed`), and at the latest
+    /// before the next checkpoint ([`Engine::free_doomed_now`]), so that no checkpoint holds
+    /// a tree that is neither reachable nor free.
     pub fn remove_db_with_id(&mut self, id: u32, name: &str) -> Result<()> {
         if self.names.get(name) != Some(&id) {
             return Err(Error::Corrupt {
@@ -175,14 +178,47 @@ impl Engine {
             });
         }
         let root = self.db(id)?.root;
-        let mut pages = Vec::new();
-        self.collect_pages(root, &mut pages)?;
         self.delete(CATALOG, name.as_bytes())?;
-        for pid in pages {
-            self.free_page(pid);
-        }
+        self.doomed.push_back(root);
         self.names.remove(name);
         self.dbs[id as usize] = None;
         Ok(())
     }
+
+    /// Frees every page of removed databases' trees now (see [`Engine::remove_db_with_id`]).
+    pub fn free_doomed_now(&mut self) -> Result<()> {
+        while let Some(&pid) = self.doomed.front() {
+            self.ensure(pid)?;
+            let (children, chains) = tree_refs(self.node(pid));
+            let mut pages = vec![pid];
+            for (first, len) in chains {
+                pages.extend(self.overflow_pages(first, len)?);
+            }
+            self.doomed.pop_front();
+            self.doomed.extend(children);
+            for p in pages {
+                self.free_page(p);
+            }
+            self.shrink_cache();
+        }
+        Ok(())
+    }
+}
+
+/// What tree page `p` references: its children (a branch), and the overflow chains of its
+/// long keys and values, as `(first page, length)`.
+pub(crate) fn tree_refs(p: &[u8]) -> (Vec<u64>, Vec<(u64, u32)>) {
+    use crate::btree::node::{self, LeafValue};
+    let n = node::nslots(p);
+    let mut chains: Vec<(u64, u32)> = (0..n).filter_map(|i| node::long_key(p, i)).collect();
+    let mut children = Vec::new();
+    if node::is_leaf(p) {
+        chains.extend((0..n).filter_map(|i| match node::leaf_value(p, i) {
+            LeafValue::Overflow { first, len } => Some((first, len)),
+            LeafValue::Inline(_) => None,
+        }));
+    } else {
+        children.extend((0..=n).map(|i| node::child(p, i)));
+    }
+    (children, chains)
 }

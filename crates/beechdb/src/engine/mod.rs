@@ -26,7 +26,7 @@ mod catalog;
 mod checkpoint;
 mod pager;
 
-pub(crate) use catalog::{decode_catalog_record, encode_catalog_record, CATALOG};
+pub(crate) use catalog::{decode_catalog_record, encode_catalog_record, tree_refs, CATALOG};
 
 use crate::btree::node::{self, Layout};
 use crate::cache::Cache;
@@ -134,6 +134,10 @@ pub(crate) struct Engine {
     /// Databases created by a spilled transaction whose commit is being applied: nameless
     /// to everyone else until it is done.
     pub(crate) hidden: Vec<u32>,
+    /// Pages of removed databases' trees still to be freed, and whose children (and
+    /// overflow chains) are still to be found: no longer reachable, never changed again
+    /// (see `engine/catalog.rs`, and `Shared::free_doomed`).
+    pub(crate) doomed: std::collections::VecDeque<u64>,
     /// A checkpoint is between its first and last phase.
     checkpoint_in_flight: bool,
     /// Pages relocated or freed whose frames the checkpoint in flight still has to write.
@@ -250,6 +254,7 @@ impl Engine {
             undo: Vec::new(),
             undo_garbage: Vec::new(),
             hidden: Vec::new(),
+            doomed: Default::default(),
             checkpoint_in_flight: false,
             retired: Vec::new(),
             opened_from: (meta, slot),

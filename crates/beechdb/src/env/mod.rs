@@ -219,7 +219,8 @@ impl Env {
             t.remove_db(name)?;
             return t.commit().map(drop);
         }
-        self.shared.write(|e| e.remove_db(name))
+        self.shared.write(|e| e.remove_db(name))?;
+        self.shared.free_doomed()
     }
 
     /// The names of all databases, sorted.

@@ -120,6 +120,10 @@ impl Env {
                 }
             }
             engine.commit_lsn = rec.end;
+            if !read_only {
+                // Trees of databases the replayed commits removed.
+                engine.free_doomed_now()?;
+            }
             wal = (!read_only).then(|| {
                 Wal::new(
                     storage.clone(),
@@ -174,6 +178,7 @@ impl Env {
                 storage: storage.clone(),
                 lock: Mutex::new(guard),
                 checkpoint_mutex: Mutex::new(()),
+                freeing: Mutex::new(()),
                 tx,
                 bulk_done: crate::sync::Broadcast::new(),
                 read_only,

@@ -22,9 +22,10 @@ use std::sync::Arc;
 
 /// What every handle of one environment shares.
 ///
-/// Lock order (docs/architecture.md, "Lock order"): `checkpoint_mutex`, then `engine`, then
-/// the transaction registry and the log's `retained`, then the log's `inner`; the key-lock
-/// table, the log's `spare`, the background signal and `replicator` are leaves.
+/// Lock order (docs/architecture.md, "Lock order"): `checkpoint_mutex`, then `freeing`, then
+/// `engine`, then the transaction registry and the log's `retained`, then the log's
+/// `inner`; the key-lock table, the log's `spare`, the background signal and `replicator`
+/// are leaves.
 pub(crate) struct Shared {
     pub(crate) engine: ReadMostlyLock<Engine>,
     /// Bumped by every write: cursors use it to know their copied entries are current.
@@ -34,6 +35,9 @@ pub(crate) struct Shared {
     pub(super) lock: Mutex<Option<Box<dyn Any + Send + Sync>>>,
     /// Held by checkpoints and by `verify`, which reads the durable checkpoint from disk.
     pub(crate) checkpoint_mutex: Mutex<()>,
+    /// Held by whoever frees removed databases' pages ([`Shared::free_doomed`]), and by a
+    /// checkpoint, which frees what is left before it begins.
+    pub(crate) freeing: Mutex<()>,
     /// Transactional Data Store state; `None` in Data Store mode.
     pub(crate) tx: Option<Tx>,
     /// Woken when a spilled transaction's commit has been applied (or failed): checkpoints
@@ -167,12 +171,58 @@ impl Shared {
         r
     }
 
+    /// Frees the pages of removed databases' trees (`Engine::doomed`), a batch at a time:
+    /// each batch's pages are read under the shared lock (a miss loaded with no lock), their
+    /// overflow chains read with no lock (nobody changes a removed tree), and the exclusive
+    /// lock is held only to free them, never for a walk of the whole tree.
+    pub(crate) fn free_doomed(&self) -> Result<()> {
+        let freeing = self.freeing.lock();
+        self.free_doomed_holding(&freeing)
+    }
+
+    /// [`Shared::free_doomed`], by the holder of `freeing`: only it takes pages off the
+    /// front of the list (removals add theirs at the back).
+    fn free_doomed_holding(&self, _freeing: &parking_lot::MutexGuard<'_, ()>) -> Result<()> {
+        const BATCH: usize = 64;
+        loop {
+            let ((batch, chains), _) = self.read(|e| {
+                let mut batch = Vec::new();
+                for &pid in e.doomed.iter().take(BATCH) {
+                    batch.push((pid, crate::engine::tree_refs(e.page(pid)?)));
+                }
+                Ok((batch, e.chain_reader()))
+            })?;
+            if batch.is_empty() {
+                return Ok(());
+            }
+            let taken = batch.len();
+            let (mut freed, mut children) = (Vec::new(), Vec::new());
+            for (pid, (kids, long)) in batch {
+                freed.push(pid);
+                children.extend(kids);
+                for (first, len) in long {
+                    freed.extend(chains.pages(first, len)?);
+                }
+            }
+            let mut e = self.engine.write();
+            e.doomed.drain(..taken);
+            e.doomed.extend(children);
+            for pid in freed {
+                e.free_page(pid);
+            }
+            e.shrink_cache();
+        }
+    }
+
     /// A checkpoint of everything committed so far. The exclusive lock is held only to begin
     /// and to end it: pages are written and synced while reads and commits go on. In a
     /// transactional environment, log segments it makes unnecessary are then removed (or
     /// kept for archiving).
     pub(crate) fn checkpoint(&self) -> Result<()> {
         let _ckpt = self.checkpoint_mutex.lock();
+        // No checkpoint may hold a removed tree that is neither reachable nor free.
+        let freeing = self.freeing.lock();
+        self.free_doomed_holding(&freeing)?;
         let (work, lsn) = {
             // Holding the exclusive lock, no commit is between its log append and its apply;
             // nor may a spilled transaction's commit be (its batches are applied before its
@@ -186,6 +236,11 @@ impl Shared {
                 drop(e);
                 self.bulk_done.wait(seen, std::time::Duration::ZERO);
             };
+            // A database removed since: its tree too (rare, and it was just committed).
+            if !e.doomed.is_empty() {
+                e.free_doomed_now()?;
+            }
+            drop(freeing);
             let lsn = match &self.tx {
                 None => None,
                 Some(tx) => {

@@ -176,6 +176,10 @@ impl Shared {
         st.writes.end_hold(Some(wal), Some(lsn));
         tx.txns.stats.spilled_commits.fetch_add(1, Relaxed);
         wal.wait(lsn, d)?;
+        if !removed.is_empty() {
+            // As for any commit that removes databases (see `Shared::commit_local`).
+            let _ = self.free_doomed();
+        }
         self.request_background_work(tx, lsn);
         Ok(lsn)
     }
@@ -202,6 +206,14 @@ impl Shared {
             if batch.is_empty() {
                 return Ok(());
             }
+            // The batch's leaves are loaded with no lock first (see `Shared::prefetch`);
+            // errors are left for the apply to meet.
+            let _ = self.read(|e| {
+                for (db, key, _) in &batch {
+                    e.locate(*db, key)?;
+                }
+                Ok(())
+            });
             {
                 self.live()?;
                 let mut e = self.engine.write();

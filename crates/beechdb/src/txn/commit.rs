@@ -219,6 +219,11 @@ impl Shared {
         if let Some(w) = &tx.wal {
             w.wait(lsn, d)?;
         }
+        if ddl.iter().any(|d| matches!(d, Ddl::Remove { .. })) {
+            // The commit stands whatever this meets: the next checkpoint frees what is
+            // left, and reports the error if it comes again.
+            let _ = self.free_doomed();
+        }
         self.request_background_work(tx, lsn);
         Ok(lsn)
     }
