@@ -193,7 +193,7 @@ fn acked_by(m: &openraft::RaftMetrics<TypeConfig>, index: u64) -> (usize, usize)
 }
 
 /// Whether an encoded commit creates or removes databases (its DDL count, first, is not 0).
-fn has_ddl(commit: &[u8]) -> bool {
+pub(crate) fn has_ddl(commit: &[u8]) -> bool {
     commit.get(..4).is_some_and(|c| c != [0; 4])
 }
 

@@ -357,7 +357,7 @@ impl LogStore {
 
 /// Whether entry `e` holds a commit that creates or removes databases.
 fn creates_or_removes(e: &Entry) -> bool {
-    matches!(&e.payload, EntryPayload::Normal(r) if r.commit.get(..4).is_some_and(|c| c != [0; 4]))
+    matches!(&e.payload, EntryPayload::Normal(r) if crate::commit::has_ddl(&r.commit))
 }
 
 impl Drop for Inner {
