@@ -52,8 +52,10 @@ enum Command {
     },
     /// Print environment and per-database statistics (like db_stat). Reads only: works
     /// beside a process that has the environment open, from its last checkpoint and log.
+    /// On a replication member's directory, its replicated log too (vote, positions,
+    /// history).
     Stat {
-        /// Environment directory.
+        /// Environment directory, or a replication member's directory.
         dir: PathBuf,
         /// Only this database.
         db: Option<String>,
@@ -512,7 +514,16 @@ fn run(cli: Cli) -> Res<ExitCode> {
 }
 
 fn stat(dir: &Path, only: Option<String>, json: bool, accept: bool) -> Res<ExitCode> {
-    let env = open_for_reading(dir, accept)?;
+    // A replication member's directory: its log, then its environment.
+    let member_log = dir.join("raft").join("log");
+    let (dir, log) = match member_log.is_file() && dir.join("env").is_dir() {
+        true => (
+            dir.join("env"),
+            Some(beechdb_repl::summarize_log(&member_log)?),
+        ),
+        false => (dir.to_path_buf(), None),
+    };
+    let env = open_for_reading(&dir, accept)?;
     let names = match only {
         Some(n) => vec![n],
         None => env.db_names()?,
@@ -524,9 +535,40 @@ fn stat(dir: &Path, only: Option<String>, json: bool, accept: bool) -> Res<ExitC
     let env_stat = env.stat()?;
     let fell_back = !env_stat.meta_warnings.is_empty();
     if json {
-        let v = serde_json::json!({ "environment": env_stat, "databases": dbs });
+        let v = match log {
+            Some(log) => {
+                serde_json::json!({ "replication_log": log, "environment": env_stat, "databases": dbs })
+            }
+            None => serde_json::json!({ "environment": env_stat, "databases": dbs }),
+        };
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
+        if let Some(l) = log {
+            let dash = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
+            println!("Replicated log:");
+            println!("{}	Vote term (one more at each election)", l.vote_term);
+            println!("{}	Voted for", dash(l.voted_for));
+            println!(
+                "{}	Vote granted by a majority (a master's)",
+                l.vote_committed
+            );
+            println!(
+                "{}	Last entry (term.index)",
+                l.last.map_or("-".to_string(), |(t, i)| format!("{t}.{i}"))
+            );
+            println!("{}	Last entry known committed", dash(l.committed));
+            println!(
+                "{}	Last entry removed (a snapshot holds it)",
+                dash(l.purged)
+            );
+            println!("{}	Entries kept", l.entries);
+            println!("{}	Log file bytes", l.file_bytes);
+            println!(
+                "{}	Group history",
+                l.history.map_or("-".to_string(), |h| format!("{h:016x}"))
+            );
+            println!("Environment:");
+        }
         print!("{env_stat}");
         for d in dbs {
             print!("\n{d}");

@@ -232,6 +232,22 @@ fn run(dir: &Path, seed: u64) -> (Fault, Duration) {
     client
         .put("kv", b"after-transfer", b"x", PATIENCE)
         .expect("a write after the transfer");
+    // `beech stat` on a member's directory, beside the running member: its log and its
+    // environment.
+    let out = Command::new(env!("CARGO_BIN_EXE_beech"))
+        .args(["stat", "--json"])
+        .arg(dir.join("m1"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stat: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let log = &stat["replication_log"];
+    assert!(log["entries"].as_u64() > Some(0), "{stat}");
+    assert!(log["history"].as_u64().is_some(), "{stat}");
+    assert!(
+        stat["databases"].as_array().is_some_and(|d| !d.is_empty()),
+        "{stat}"
+    );
     drop(nodes);
     (fault, failover)
 }

@@ -25,6 +25,7 @@ mod state;
 pub mod tcp;
 
 pub use beechdb::{AckPolicy, GroupDurability};
+pub use log_store::{summarize as summarize_log, LogSummary};
 pub use state::{digest, MARKER_DB};
 
 /// Entry points for fuzzing the decoders of what replication reads from outside: each

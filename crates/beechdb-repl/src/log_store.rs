@@ -355,6 +355,51 @@ impl LogStore {
     }
 }
 
+/// What a member's log holds, read without changing it (for `beech stat` on a member's
+/// directory, beside the running member or after it stopped).
+#[derive(Debug, Clone, Serialize)]
+pub struct LogSummary {
+    /// The term of the member's vote, the member it voted for, and whether that vote was
+    /// granted by a majority (a master's).
+    pub vote_term: u64,
+    pub voted_for: Option<NodeId>,
+    pub vote_committed: bool,
+    /// The last entry (term, index), the last entry known committed, the last removed.
+    pub last: Option<(u64, u64)>,
+    pub committed: Option<u64>,
+    pub purged: Option<u64>,
+    /// Entries kept, and the bytes of the file (its torn tail included, if any).
+    pub entries: usize,
+    pub file_bytes: u64,
+    /// The history of the group the log belongs to.
+    pub history: Option<u64>,
+}
+
+/// Reads the log file `path` without changing it.
+pub fn summarize(path: &std::path::Path) -> Result<LogSummary> {
+    let bytes = std::fs::read(path).map_err(|e| io(format!("reading {}", path.display()), e))?;
+    let mut state = State::default();
+    for f in decode_all(&bytes)?.0 {
+        state.replay(f);
+    }
+    let vote = state.vote;
+    Ok(LogSummary {
+        vote_term: vote.map_or(0, |v| v.leader_id.term),
+        voted_for: vote.map(|v| v.leader_id.voted_for),
+        vote_committed: vote.is_some_and(|v| v.committed),
+        last: state
+            .entries
+            .values()
+            .next_back()
+            .map(|e| (e.log_id.leader_id.term, e.log_id.index)),
+        committed: state.committed.map(|c| c.index),
+        purged: state.last_purged.map(|p| p.index),
+        entries: state.entries.len(),
+        file_bytes: bytes.len() as u64,
+        history: state.history,
+    })
+}
+
 /// Whether entry `e` holds a commit that creates or removes databases.
 fn creates_or_removes(e: &Entry) -> bool {
     matches!(&e.payload, EntryPayload::Normal(r) if crate::commit::has_ddl(&r.commit))
