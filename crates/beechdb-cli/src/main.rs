@@ -147,12 +147,23 @@ enum Command {
         remove: bool,
     },
     /// Copy a consistent checkpoint of everything committed into a new environment (like
-    /// db_hotbackup). The copy opens on its own.
+    /// db_hotbackup). The copy opens on its own. With --member, the source is a running
+    /// replication member's address: its copy is streamed while the group goes on.
     Backup {
-        /// Environment directory.
-        dir: PathBuf,
+        /// Environment directory (with --member: the member's address).
+        src: String,
         /// Directory for the copy (created; must hold no environment).
         dest: PathBuf,
+        /// The source is a running member of a replication group, at that address.
+        #[arg(long)]
+        member: bool,
+        /// With --member: the group's name.
+        #[arg(long, default_value = "beechdb")]
+        group: String,
+        /// With --member: copy once the member has applied this commit (a token a commit
+        /// returned on the master), so the copy holds it.
+        #[arg(long, default_value_t = 0)]
+        after: u64,
     },
     /// Print every record of the log, one per line: LSN, kind and fields (like
     /// db_printlog). Reads only; works beside a process that has the environment open.
@@ -428,8 +439,26 @@ fn run(cli: Cli) -> Res<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Backup { dir, dest } => {
-            let env = open_existing(&dir, true, accept)?;
+        Command::Backup {
+            src,
+            dest,
+            member: true,
+            group,
+            after,
+        } => node::backup(&group, &src, after, &dest),
+        Command::Backup { src, dest, .. } => {
+            let dir = PathBuf::from(src);
+            let member = dir.parent().is_some_and(|p| p.join("raft").join("log").is_file());
+            let env = match open_existing(&dir, true, accept) {
+                Err(e) if member => {
+                    return Err(format!(
+                        "{e} (a replication member's environment: while the member runs, \
+                         copy it with `beech backup --member ADDRESS DEST`)"
+                    )
+                    .into())
+                }
+                r => r?,
+            };
             env.backup(&dest)?;
             let generation = env.stat()?.generation;
             env.close()?;

@@ -1,6 +1,6 @@
 //! `beech node` (run one member of a replication group as a process), `beech members` (the
-//! status of a group's members, from outside) and `beech transfer` (hand over the master's
-//! role).
+//! status of a group's members, from outside), `beech transfer` (hand over the master's
+//! role) and `beech backup --member` (a hot backup of a running member).
 //!
 //! Owns: parsing member lists, forming or joining a group from the command line. May call:
 //! `beechdb_repl`. Invariant: `node` prints one line once the member listens, then runs
@@ -94,6 +94,17 @@ pub fn transfer(group: &str, addrs: &[String], to: NodeId) -> Res<ExitCode> {
     let client = Client::new(group, addrs)?.with_timeout(Duration::from_secs(10));
     client.transfer_master(to, Duration::from_secs(30))?;
     println!("member {to} is master");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A hot backup of the running member at `addr` into `dest`, holding commit `after`.
+pub fn backup(group: &str, addr: &str, after: u64, dest: &std::path::Path) -> Res<ExitCode> {
+    let client = Client::new(group, &[addr.to_string()])?;
+    let applied = client.backup(addr, after, dest)?;
+    println!(
+        "member at {addr}: position {applied} copied to {}",
+        dest.display()
+    );
     Ok(ExitCode::SUCCESS)
 }
 

@@ -315,7 +315,7 @@ impl StateMachine {
 
     /// A snapshot: the durable checkpoint, made and pinned while no entry is applied, with
     /// the marker it holds.
-    fn snapshot(&self) -> Result<crate::SnapshotOf> {
+    pub(crate) fn snapshot(&self) -> Result<crate::SnapshotOf> {
         let (env, db, marker, pin) = {
             let _applying = self.applying.lock();
             let (env, db) = self.handles()?;

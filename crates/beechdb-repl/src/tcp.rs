@@ -89,6 +89,15 @@ pub(crate) enum Message {
     },
     /// Client: the member's status.
     Status,
+    /// Client: pin a consistent copy of the member's environment, once it has applied
+    /// commit `after`, for this connection to read (hot backup).
+    BackupBegin {
+        after: u64,
+    },
+    /// Client: the copy's pages from `first`, as many as a chunk holds.
+    BackupChunk {
+        first: u64,
+    },
     /// Client: a digest of every database's contents here (the marker left out), with
     /// the position applied when it was read; equal on members at the same position.
     Digest,
@@ -119,6 +128,9 @@ pub(crate) enum Reply {
     TransferMaster(Result<(), ClientError>),
     Status(WireStatus),
     Digest(Result<(u64, u64), ClientError>),
+    /// The pinned copy's shape and the position it holds, or a chunk of its pages.
+    BackupBegin(Result<(Shape, u64), ClientError>),
+    BackupChunk(Result<Vec<u8>, ClientError>),
 }
 
 /// [`crate::Status`] on the wire.
@@ -258,6 +270,9 @@ impl Server {
         write_frame(&mut s, &Reply::Hello(Ok(()))).await?;
         // A snapshot arriving on this connection: its receiver, vote and description.
         let mut incoming: Option<(Receiver, Vote, SnapshotMeta)> = None;
+        // A hot backup read on this connection: the pinned checkpoint, released when the
+        // connection ends.
+        let mut backup: Option<Arc<beechdb::PinnedCheckpoint>> = None;
         loop {
             let m: Message = read_frame(&mut s).await?;
             // A new member's log joins the history of the master that first sends it entries.
@@ -270,9 +285,50 @@ impl Server {
                 Message::SnapshotBegin { .. }
                 | Message::SnapshotChunk(_)
                 | Message::SnapshotEnd => Reply::Snapshot(self.snapshot(m, &mut incoming).await),
+                Message::BackupBegin { after } => match self.pin_for_backup(after).await {
+                    Ok((pin, applied)) => {
+                        let shape = Shape::of(&pin);
+                        backup = Some(pin);
+                        Reply::BackupBegin(Ok((shape, applied)))
+                    }
+                    Err(e) => Reply::BackupBegin(Err(self.client_error(e))),
+                },
+                Message::BackupChunk { first } => Reply::BackupChunk(match backup.clone() {
+                    None => Err(ClientError::Failed(
+                        "a backup chunk before its beginning".into(),
+                    )),
+                    Some(pin) => tokio::task::spawn_blocking(move || read_chunk(&pin, first))
+                        .await
+                        .unwrap_or_else(|e| Err(Error::Replication(e.to_string())))
+                        .map_err(|e| self.client_error(e)),
+                }),
                 m => self.answer(m).await,
             };
             write_frame(&mut s, &reply).await?;
+        }
+    }
+
+    /// A consistent copy of this member's environment for a hot backup, once it has applied
+    /// commit `after`: pinned as a snapshot is, with the position it holds.
+    async fn pin_for_backup(
+        &self,
+        after: u64,
+    ) -> beechdb::Result<(Arc<beechdb::PinnedCheckpoint>, u64)> {
+        self.raft
+            .wait(Some(self.ack_timeout))
+            .applied_index_at_least(Some(after), "a backup's position")
+            .await
+            .map_err(|e| {
+                Error::Replication(format!("commit {after} not applied here in time: {e}"))
+            })?;
+        let sm = self.sm.clone();
+        let made = tokio::task::spawn_blocking(move || sm.snapshot())
+            .await
+            .map_err(|e| Error::Replication(format!("the backup task failed: {e}")))??;
+        let applied = made.meta.last_log_id.map_or(0, |l| l.index);
+        match made.snapshot {
+            SnapshotData::Pinned(pin) => Ok((pin, applied)),
+            SnapshotData::Received(_) => Err(Error::Replication("not a pinned checkpoint".into())),
         }
     }
 
@@ -349,6 +405,9 @@ impl Server {
             Message::SnapshotBegin { .. } | Message::SnapshotChunk(_) | Message::SnapshotEnd => {
                 Reply::Snapshot(Err("a snapshot goes on a connection of its own".into()))
             }
+            Message::BackupBegin { .. } | Message::BackupChunk { .. } => Reply::BackupChunk(Err(
+                ClientError::Failed("a backup is read on the connection that began it".into()),
+            )),
             Message::Append(r) => {
                 let commit = r.leader_commit;
                 let answer = self.raft.append_entries(r).await;
@@ -964,6 +1023,52 @@ impl Client {
                 "{addr} answered with the wrong kind of reply"
             ))),
         }
+    }
+
+    /// A hot backup of the running member at `addr` into the new directory `dest`: a
+    /// consistent copy of its environment, taken once it has applied commit `after` (0: at
+    /// once), streamed page by page while the group goes on; the copy opens on its own as a
+    /// plain environment. Returns the position the copy holds.
+    pub fn backup(&self, addr: &str, after: u64, dest: &std::path::Path) -> beechdb::Result<u64> {
+        let caller = Caller::client(&self.group);
+        let step = self.timeout.max(Duration::from_secs(30));
+        self.runtime.block_on(async {
+            let mut stream = None;
+            let asked = call(
+                &mut stream,
+                addr,
+                &caller,
+                &Message::BackupBegin { after },
+                step,
+            )
+            .await;
+            let (shape, applied) = match asked.map_err(client_io)? {
+                Reply::BackupBegin(r) => r.map_err(|e| Error::Replication(format!("{e:?}")))?,
+                _ => {
+                    return Err(Error::Replication(format!(
+                        "{addr} answered with the wrong kind of reply"
+                    )))
+                }
+            };
+            let mut receiver = Receiver::begin(dest, shape)?;
+            for first in shape.chunks() {
+                let m = Message::BackupChunk { first };
+                let chunk = match call(&mut stream, addr, &caller, &m, step)
+                    .await
+                    .map_err(client_io)?
+                {
+                    Reply::BackupChunk(r) => r.map_err(|e| Error::Replication(format!("{e:?}")))?,
+                    _ => {
+                        return Err(Error::Replication(format!(
+                            "{addr} answered with the wrong kind of reply"
+                        )))
+                    }
+                };
+                receiver.chunk(&chunk)?;
+            }
+            receiver.finish()?;
+            Ok(applied)
+        })
     }
 
     /// The status of the member at `addr`.
