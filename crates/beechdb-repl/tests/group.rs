@@ -734,8 +734,10 @@ fn random_link_faults_lose_no_acknowledged_write() {
         let dir = tempfile::tempdir().unwrap();
         let net = Network::new();
         let ids = [1, 2, 3, 4, 5];
+        // On the simulated storage, as the power-cut test below.
         let members = group_with(dir.path(), &net, &ids, |c| MemberConfig {
             ack_timeout: Duration::from_secs(2),
+            storage: Some(std::sync::Arc::new(beechdb::storage::MemStorage::new())),
             ..c
         });
         master_of(&members);
