@@ -448,7 +448,9 @@ fn run(cli: Cli) -> Res<ExitCode> {
         } => node::backup(&group, &src, after, &dest),
         Command::Backup { src, dest, .. } => {
             let dir = PathBuf::from(src);
-            let member = dir.parent().is_some_and(|p| p.join("raft").join("log").is_file());
+            let member = dir
+                .parent()
+                .is_some_and(|p| p.join("raft").join("log").is_file());
             let env = match open_existing(&dir, true, accept) {
                 Err(e) if member => {
                     return Err(format!(
