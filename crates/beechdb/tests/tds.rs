@@ -376,3 +376,83 @@ fn sync_commits_survive_power_loss() {
         assert!(env.verify().unwrap().is_clean());
     }
 }
+
+/// Auto-committed writes take no key lock: they check, log and apply within one hold of
+/// the exclusive lock. They must still wait for a transaction holding the key, make a
+/// later snapshot writer of the key conflict, and decide "present?" atomically with the
+/// write: of racing inserts of a key exactly one succeeds, of racing deletes exactly one
+/// finds it.
+#[test]
+fn auto_commits_wait_for_transactions_and_decide_presence_atomically() {
+    let env = mem_env(&MemStorage::new(), tds());
+    let db = env.create_db("d").unwrap();
+
+    // Behind a transaction's key lock: the auto-commit lands after the holder.
+    let t = env.begin_txn().unwrap();
+    t.put(&db, b"held", b"txn").unwrap();
+    let db2 = db.clone();
+    let auto = std::thread::spawn(move || db2.put(b"held", b"auto"));
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(!auto.is_finished(), "the auto-commit waits for the holder");
+    t.commit().unwrap();
+    auto.join().unwrap().unwrap();
+    assert_eq!(db.get(b"held").unwrap(), Some(b"auto".to_vec()));
+
+    // After a snapshot: a transaction writing a key an auto-commit changed conflicts.
+    let snap = env.begin_txn().unwrap();
+    assert_eq!(snap.get(&db, b"held").unwrap(), Some(b"auto".to_vec()));
+    db.put(b"held", b"auto again").unwrap();
+    assert!(matches!(
+        snap.put(&db, b"held", b"stale"),
+        Err(Error::Conflict)
+    ));
+    snap.abort();
+
+    let threads = 4;
+    let keys = 300u32;
+    let race = |delete: bool| -> Vec<u32> {
+        let wins: Vec<Vec<u32>> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..threads)
+                .map(|_| {
+                    let db = db.clone();
+                    s.spawn(move || {
+                        (0..keys)
+                            .filter(|k| {
+                                let key = format!("race{k:05}");
+                                if delete {
+                                    db.delete(key.as_bytes()).unwrap()
+                                } else {
+                                    match db.insert(key.as_bytes(), b"v") {
+                                        Ok(()) => true,
+                                        Err(Error::KeyExists) => false,
+                                        Err(e) => panic!("{e}"),
+                                    }
+                                }
+                            })
+                            .collect()
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut all: Vec<u32> = wins.concat();
+        all.sort_unstable();
+        all
+    };
+    assert_eq!(
+        race(false),
+        (0..keys).collect::<Vec<_>>(),
+        "one insert per key won"
+    );
+    assert_eq!(
+        race(true),
+        (0..keys).collect::<Vec<_>>(),
+        "one delete per key found it"
+    );
+    assert_eq!(db.len().unwrap(), 1);
+    let txn = env.stat().unwrap().txn.unwrap();
+    assert_eq!(
+        txn.locks.waits, 1,
+        "only the wait behind the transaction: {txn:?}"
+    );
+}

@@ -2,7 +2,10 @@
 //! durability asked for; and auto-commit of single operations.
 //!
 //! Owns: [`Shared::commit_txn`], [`Shared::autocommit`], applying a committed operation
-//! ([`Engine::apply_op`]). May call: `engine` (under the environment's exclusive lock),
+//! ([`Engine::apply_op`]). An auto-commit outside a replication group takes no key lock:
+//! it checks that no transaction holds its key, decides whether the key is present, logs
+//! and applies, all in one hold of the exclusive lock (`LockTable::is_free` says why that
+//! is race-free); behind a transaction's lock it takes the key lock and waits. May call: `engine` (under the environment's exclusive lock),
 //! `wal`. Invariants: a commit's records are appended and its operations applied under one
 //! hold of the exclusive lock, so log order is the order in which commits become visible;
 //! every database a commit writes is checked to exist before anything is logged, so
@@ -153,6 +156,21 @@ impl Shared {
         dbs: &[u32],
         d: Durability,
     ) -> Result<u64> {
+        let lsn = self.commit_local_if(txn, ddl, ops, dbs, d, |_| Ok(true))?;
+        Ok(lsn.expect("an open gate commits"))
+    }
+
+    /// As [`Shared::commit_local`], asking `gate` first, under the exclusive lock, whether
+    /// to commit at all: `Ok(None)` when it says no.
+    fn commit_local_if(
+        &self,
+        txn: u64,
+        ddl: &[Ddl],
+        ops: Ops,
+        dbs: &[u32],
+        d: Durability,
+        gate: impl FnOnce(&mut Engine) -> Result<bool>,
+    ) -> Result<Option<u64>> {
         self.live()?;
         let tx = self.tx()?;
         if !tx.pages_resident.load(Relaxed) {
@@ -175,6 +193,9 @@ impl Shared {
                 // A spilled transaction's commit is being applied to it: it ends first.
                 tx.txns.stats.conflicts.fetch_add(1, Relaxed);
                 return Err(Error::Conflict);
+            }
+            if !gate(&mut e)? {
+                return Ok(None);
             }
             let commit = Record::Commit { txn, prev: 0, ops };
             let appended = match (&tx.wal, arrival.as_mut()) {
@@ -225,7 +246,7 @@ impl Shared {
             let _ = self.free_doomed();
         }
         self.request_background_work(tx, lsn);
-        Ok(lsn)
+        Ok(Some(lsn))
     }
 
     /// Brings into memory, with no lock held, the pages the first [`PREFETCH_OPS`] writes of
@@ -260,6 +281,38 @@ impl Shared {
             self.check_sizes(key, v)?;
         }
         let id = tx.txns.new_id();
+        let op = match value {
+            Some(value) => Op::Put { db, key, value },
+            None => Op::Delete { db, key },
+        };
+        if self.replicator().is_none() {
+            // Checked, logged and applied within one hold of the exclusive lock, so it
+            // needs no key lock of its own: only that no transaction holds the key.
+            let mut busy = false;
+            let mut existed = false;
+            let committed = AUTOCOMMIT_OPS.with(|b| {
+                let mut b = b.borrow_mut();
+                b.clear();
+                b.push(op);
+                self.commit_local_if(id, &[], b.ops(), &[db], tx.durability, |e| {
+                    if !tx.txns.locks.is_free(id, db, key) {
+                        busy = true;
+                        return Ok(false);
+                    }
+                    existed = (value.is_none() || no_overwrite) && e.contains_loading(db, key)?;
+                    if no_overwrite && existed {
+                        return Err(Error::KeyExists);
+                    }
+                    Ok(value.is_some() || existed)
+                })
+            })?;
+            if !busy {
+                if committed.is_some() {
+                    tx.txns.stats.commits.fetch_add(1, Relaxed);
+                }
+                return Ok(existed);
+            }
+        }
         let sk = scoped_key(db, key);
         tx.txns.locks.lock(id, &sk, tx.lock_timeout, true)?;
         let result = (|| {
@@ -271,10 +324,6 @@ impl Shared {
             if value.is_none() && !existed {
                 return Ok(false);
             }
-            let op = match value {
-                Some(value) => Op::Put { db, key, value },
-                None => Op::Delete { db, key },
-            };
             AUTOCOMMIT_OPS.with(|b| {
                 let mut b = b.borrow_mut();
                 b.clear();

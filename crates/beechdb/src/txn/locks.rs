@@ -11,7 +11,8 @@
 use crate::error::{Error, Result};
 use parking_lot::{Condvar, Mutex};
 use rustc_hash::FxHashMap;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::time::{Duration, Instant};
 
 /// A small number naming the calling thread, cheaper to read than `thread::current()`.
@@ -69,6 +70,9 @@ impl Table {
 #[derive(Default)]
 pub(crate) struct LockTable {
     table: Mutex<Table>,
+    /// Key and database locks held, kept equal to the table's count under its mutex: read
+    /// with no mutex by [`LockTable::is_free`].
+    held: AtomicUsize,
     released: Condvar,
     pub stats: crate::stats::LockCounters,
 }
@@ -87,7 +91,7 @@ impl LockTable {
     ) -> Result<bool> {
         let me = thread_tag();
         let mut t = self.table.lock();
-        let deadline = Instant::now() + timeout;
+        let mut deadline = None;
         let mut waited = false;
         loop {
             let Some((owner, owner_thread)) = t.holder(txn, key) else {
@@ -95,6 +99,7 @@ impl LockTable {
                     && db_of(key).and_then(|db| t.databases.get(&db)) == Some(&txn);
                 if !covered {
                     t.owners.insert(key.to_vec(), (txn, me));
+                    self.recount(&t);
                 }
                 return Ok(waited);
             };
@@ -107,6 +112,7 @@ impl LockTable {
             }
             waited = true;
             t.waits_for.insert(txn, owner);
+            let deadline = *deadline.get_or_insert_with(|| Instant::now() + timeout);
             let timed_out = self.released.wait_until(&mut t, deadline).timed_out();
             t.waits_for.remove(&txn);
             if timed_out && t.holder(txn, key).is_some() {
@@ -137,6 +143,7 @@ impl LockTable {
                 t.databases.insert(db, txn);
                 t.owners
                     .retain(|k, &mut (o, _)| !(o == txn && k.starts_with(&prefix)));
+                self.recount(&t);
                 self.stats.escalations.fetch_add(1, Relaxed);
                 return true;
             };
@@ -152,6 +159,24 @@ impl LockTable {
         }
     }
 
+    /// Whether no transaction but `txn` holds `db`'s `key` or the whole of `db`: for a write
+    /// that takes no lock because it is applied within one hold of the engine's exclusive
+    /// lock (an auto-commit). Race-free against a transaction locking the key meanwhile,
+    /// because a lock taker then reads the engine (its snapshot check) and so waits out
+    /// that hold: the count and the engine's writer flag are a Dekker pair, both `SeqCst`.
+    pub(crate) fn is_free(&self, txn: u64, db: u32, key: &[u8]) -> bool {
+        self.held.load(SeqCst) == 0
+            || self
+                .table
+                .lock()
+                .holder(txn, &super::scoped_key(db, key))
+                .is_none()
+    }
+
+    fn recount(&self, t: &Table) {
+        self.held.store(t.owners.len() + t.databases.len(), SeqCst);
+    }
+
     /// Releases `txn`'s locks on the databases `dbs` and wakes the waiters.
     pub(crate) fn release_databases(&self, txn: u64, dbs: &[u32]) {
         if dbs.is_empty() {
@@ -163,6 +188,7 @@ impl LockTable {
                 t.databases.remove(db);
             }
         }
+        self.recount(&t);
         drop(t);
         self.released.notify_all();
     }
@@ -178,6 +204,7 @@ impl LockTable {
                 any = true;
             }
         }
+        self.recount(&t);
         drop(t);
         if any {
             self.released.notify_all();

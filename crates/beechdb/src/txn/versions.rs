@@ -118,6 +118,17 @@ impl Engine {
         }
     }
 
+    /// Whether the tree holds `key`, loading the pages on the way.
+    pub(crate) fn contains_loading(&mut self, db: u32, key: &[u8]) -> Result<bool> {
+        loop {
+            match self.locate(db, key) {
+                Ok(at) => return Ok(at.is_some()),
+                Err(Need::Page(pid)) => self.load(pid)?,
+                Err(Need::Fail(e)) => return Err(e),
+            }
+        }
+    }
+
     /// The tree's value of `key`, whatever a commit being applied hides.
     pub(crate) fn read_tree_loading(&mut self, db: u32, key: &[u8]) -> Result<Option<Vec<u8>>> {
         loop {
