@@ -31,6 +31,11 @@ const WORDS: usize = 4;
 const SHARED_SLOT: usize = 64 * WORDS;
 const SLOTS: usize = SHARED_SLOT + 1;
 
+/// How often, and for how long, [`ReadMostlyLock::write_backing_off`] backs off before it
+/// queues (a sleep lasts longer than asked: the timer's slack, 50 us by default).
+const BACKOFFS: usize = 4;
+const BACKOFF: Duration = Duration::from_micros(20);
+
 /// Which of the per-thread slots a live thread holds. A writer scans only those (and the
 /// shared one).
 static IN_USE: [AtomicU64; WORDS] = [const { AtomicU64::new(0) }; WORDS];
@@ -115,7 +120,32 @@ impl<T> ReadMostlyLock<T> {
     }
 
     pub(crate) fn write(&self) -> WriteGuard<'_, T> {
-        let held = self.writers.lock();
+        self.enter(self.writers.lock())
+    }
+
+    /// As [`ReadMostlyLock::write`], but a writer that finds another inside backs off: it
+    /// sleeps a moment and tries again, a few times, before it queues. Each hand-over of the
+    /// lock between threads on different CPUs moves the guarded data's cache lines with it,
+    /// and queued writers are handed the lock one after the other; backing off lets the
+    /// holder's CPU run many holds in a row with the data in its cache. Writers that would
+    /// otherwise alternate on every hold (auto-commits from two threads) then run at about
+    /// one thread's rate, not half of it (docs/benchmarks.md). The price is latency: a
+    /// writer that backs off waits a sleep at least, and a queue of writers that are then
+    /// to wait together (SYNC commits gathering into one fsync) loses by it.
+    pub(crate) fn write_backing_off(&self) -> WriteGuard<'_, T> {
+        let mut held = self.writers.try_lock();
+        for _ in 0..BACKOFFS {
+            if held.is_some() {
+                break;
+            }
+            std::thread::sleep(BACKOFF);
+            held = self.writers.try_lock();
+        }
+        self.enter(held.unwrap_or_else(|| self.writers.lock()))
+    }
+
+    /// Raises the writer flag and waits for the readers to drain, `held` excluding writers.
+    fn enter<'a>(&'a self, held: MutexGuard<'a, ()>) -> WriteGuard<'a, T> {
         self.writer.swap(true, Ordering::SeqCst);
         // A reader that claimed its slot after this load (its claim is SeqCst too) checks
         // the flag after this swap, so it sees the flag and backs off: skipping it is safe.
