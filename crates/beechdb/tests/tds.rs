@@ -392,7 +392,15 @@ fn auto_commits_wait_for_transactions_and_decide_presence_atomically() {
     t.put(&db, b"held", b"txn").unwrap();
     let db2 = db.clone();
     let auto = std::thread::spawn(move || db2.put(b"held", b"auto"));
-    std::thread::sleep(Duration::from_millis(50));
+    let lock_waits = || env.stat().unwrap().txn.unwrap().locks.waits;
+    let began = Instant::now();
+    while lock_waits() == 0 {
+        assert!(
+            began.elapsed() < Duration::from_secs(30),
+            "the auto-commit never waited"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
     assert!(!auto.is_finished(), "the auto-commit waits for the holder");
     t.commit().unwrap();
     auto.join().unwrap().unwrap();

@@ -2,13 +2,15 @@
 //! durability asked for; and auto-commit of single operations.
 //!
 //! Owns: [`Shared::commit_txn`], [`Shared::autocommit`], applying a committed operation
-//! ([`Engine::apply_op`]). An auto-commit outside a replication group takes no key lock:
+//! ([`Engine::apply_op`]). May call: `engine` (under the environment's exclusive lock),
+//! `wal`, the key-lock table. An auto-commit outside a replication group takes no key lock:
 //! it checks that no transaction holds its key, decides whether the key is present, logs
 //! and applies, all in one hold of the exclusive lock (`LockTable::is_free` says why that
-//! is race-free); behind a transaction's lock it takes the key lock and waits. May call: `engine` (under the environment's exclusive lock),
-//! `wal`. Invariants: a commit's records are appended and its operations applied under one
-//! hold of the exclusive lock, so log order is the order in which commits become visible;
-//! every database a commit writes is checked to exist before anything is logged, so
+//! is race-free); behind a transaction's lock it takes the key lock and waits.
+//!
+//! Invariants: a commit's records are appended and its operations applied under one hold
+//! of the exclusive lock, so log order is the order in which commits become visible; every
+//! database a commit writes is checked to exist before anything is logged, so
 //! applying a logged commit never fails for a reason that replaying it would meet again.
 
 use super::scoped_key;
