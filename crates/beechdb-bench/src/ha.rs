@@ -181,8 +181,7 @@ impl Drop for Proc {
 }
 
 fn free_port() -> BenchResult<String> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
-    Ok(l.local_addr()?.to_string())
+    Ok(beechdb_repl::tcp::spare_loopback_addr()?)
 }
 
 fn group_name() -> String {

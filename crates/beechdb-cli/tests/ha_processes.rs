@@ -88,8 +88,7 @@ fn node_args(dir: &Path, i: usize, addr: &str, group: &str, extra: &[&str]) -> V
 }
 
 fn free_port() -> String {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().to_string()
+    beechdb_repl::tcp::spare_loopback_addr().unwrap()
 }
 
 /// Index of the member that is master, once one is and a write goes through it.

@@ -192,6 +192,36 @@ fn decode_payload<T: for<'de> Deserialize<'de>>(
         .map_err(|e| frame_error(format!("a frame does not decode: {e}")))
 }
 
+/// A loopback address whose port nothing listens on now, for a member to be started on it
+/// later: tests and benchmarks start members as processes that must know each other's
+/// addresses before any of them runs. The port lies below the kernel's range for outgoing
+/// connections' own ports (`ip_local_port_range`), so a connection made meanwhile cannot
+/// take it, nor take it back while its member restarts; one process never gets the same
+/// port twice. Where that range leaves no room, any free port.
+pub fn spare_loopback_addr() -> std::io::Result<String> {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const LOWEST: u32 = 10_000;
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32_768);
+    let span = ephemeral_low.saturating_sub(LOWEST);
+    if span > 0 {
+        // Processes start at different points so that two at once rarely meet.
+        let seed = std::process::id().wrapping_mul(7_919) % span + 1;
+        let _ = NEXT.compare_exchange(0, seed, Ordering::Relaxed, Ordering::Relaxed);
+        for _ in 0..span {
+            let port = LOWEST + NEXT.fetch_add(1, Ordering::Relaxed) % span;
+            if std::net::TcpListener::bind(("127.0.0.1", port as u16)).is_ok() {
+                return Ok(format!("127.0.0.1:{port}"));
+            }
+        }
+    }
+    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(l.local_addr()?.to_string())
+}
+
 /// Decodes one whole frame (header and payload) holding a request, as a member does with
 /// what arrives on a connection; an error for anything malformed.
 pub fn check_frame(frame: &[u8]) -> std::io::Result<()> {
@@ -530,9 +560,23 @@ impl Caller {
     }
 }
 
+/// Connecting to a loopback port nothing listens on can land on the very port the kernel
+/// gave the connection, connecting the socket to itself (TCP's simultaneous open): it would
+/// read its own frames back as the member's answers. Refused as nothing listening.
+fn refuse_self_connection(s: &TcpStream, addr: &str) -> std::io::Result<()> {
+    if s.local_addr()? == s.peer_addr()? {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::ConnectionRefused,
+            format!("nothing listens at {addr} (the connection met itself)"),
+        ));
+    }
+    Ok(())
+}
+
 /// Opens a connection to `addr` and says hello.
 pub(crate) async fn connect(addr: &str, caller: &Caller) -> std::io::Result<TcpStream> {
     let mut s = TcpStream::connect(addr).await?;
+    refuse_self_connection(&s, addr)?;
     s.set_nodelay(true)?;
     let hello = Message::Hello {
         group: caller.group.clone(),
@@ -1078,6 +1122,41 @@ impl Client {
             _ => Err(Error::Replication(format!(
                 "{addr} answered with the wrong kind of reply"
             ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_connection_that_meets_itself_is_refused() {
+        let port = spare_loopback_addr().unwrap();
+        let addr: std::net::SocketAddr = port.parse().unwrap();
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(addr).unwrap();
+        // Bound to the port it connects to, with nothing listening: it meets itself.
+        let s = socket.connect(addr).await.unwrap();
+        let err = refuse_self_connection(&s, &port).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::ConnectionRefused);
+        assert!(err.to_string().contains("met itself"), "{err}");
+        let other = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let to = other.local_addr().unwrap().to_string();
+        let s = TcpStream::connect(&to).await.unwrap();
+        refuse_self_connection(&s, &to).unwrap();
+    }
+
+    #[test]
+    fn spare_addresses_are_free_below_the_ephemeral_range_and_never_repeat() {
+        let addrs: Vec<String> = (0..20).map(|_| spare_loopback_addr().unwrap()).collect();
+        let ports: std::collections::HashSet<u16> = addrs
+            .iter()
+            .map(|a| a.parse::<std::net::SocketAddr>().unwrap().port())
+            .collect();
+        assert_eq!(ports.len(), addrs.len(), "{addrs:?}");
+        for a in &addrs {
+            std::net::TcpListener::bind(a).unwrap();
         }
     }
 }

@@ -299,8 +299,7 @@ fn a_member_refuses_an_environment_that_was_never_a_members() {
 }
 
 fn free_port() -> String {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().to_string()
+    beechdb_repl::tcp::spare_loopback_addr().unwrap()
 }
 
 #[test]
