@@ -223,8 +223,10 @@ mod tests {
         lt.lock(1, b"a", Duration::from_secs(1), false).unwrap();
         lt.lock(2, b"b", Duration::from_secs(1), false).unwrap();
         let lt2 = lt.clone();
-        let waiter = std::thread::spawn(move || lt2.lock(1, b"b", Duration::from_secs(5), false));
-        std::thread::sleep(Duration::from_millis(50));
+        let waiter = std::thread::spawn(move || lt2.lock(1, b"b", Duration::from_secs(30), false));
+        while lt.table.lock().waits_for.get(&1) != Some(&2) {
+            std::thread::yield_now();
+        }
         assert!(matches!(
             lt.lock(2, b"a", Duration::from_secs(5), false),
             Err(Error::Deadlock)
@@ -269,8 +271,10 @@ mod tests {
         assert!(lt.escalate(1, 5, short));
         let lt2 = lt.clone();
         let waiter =
-            std::thread::spawn(move || lt2.lock(3, &key(5, b"q"), Duration::from_secs(5), false));
-        std::thread::sleep(Duration::from_millis(20));
+            std::thread::spawn(move || lt2.lock(3, &key(5, b"q"), Duration::from_secs(30), false));
+        while lt.table.lock().waits_for.get(&3) != Some(&1) {
+            std::thread::yield_now();
+        }
         lt.release_databases(1, &[5]);
         assert!(waiter.join().unwrap().unwrap());
     }
