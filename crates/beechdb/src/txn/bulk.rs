@@ -206,14 +206,8 @@ impl Shared {
             if batch.is_empty() {
                 return Ok(());
             }
-            // The batch's leaves are loaded with no lock first (see `Shared::prefetch`);
-            // errors are left for the apply to meet.
-            let _ = self.read(|e| {
-                for (db, key, _) in &batch {
-                    e.locate(*db, key)?;
-                }
-                Ok(())
-            });
+            // The batch's leaves are loaded with no lock first.
+            self.prefetch_keys(|| batch.iter().map(|(db, key, _)| (*db, key.as_slice())));
             {
                 self.live()?;
                 let mut e = self.engine.write();

@@ -125,6 +125,19 @@ thread_local! {
     static AUTOCOMMIT_OPS: RefCell<OpsBuilder> = RefCell::new(OpsBuilder::default());
 }
 
+/// Runs `f` on the write set of one put (`value`) or delete (`None`) of `db`'s `key`.
+fn with_single_op<R>(db: u32, key: &[u8], value: Option<&[u8]>, f: impl FnOnce(Ops) -> R) -> R {
+    AUTOCOMMIT_OPS.with(|b| {
+        let mut b = b.borrow_mut();
+        b.clear();
+        b.push(match value {
+            Some(value) => Op::Put { db, key, value },
+            None => Op::Delete { db, key },
+        });
+        f(b.ops())
+    })
+}
+
 impl Shared {
     /// Commits transaction `txn`: its databases created or removed (`ddl`, in order), then
     /// its writes `ops`, which touch the databases `dbs`, with durability `d` (or `group` in
@@ -263,10 +276,20 @@ impl Shared {
     /// cache held every page of the trees at the last commit (`Tx::pages_resident`). Errors
     /// are left for the apply to meet and report.
     fn prefetch(&self, ops: Ops) {
+        self.prefetch_keys(|| ops.iter().take(PREFETCH_OPS).map(|op| (op.db(), op.key())));
+    }
+
+    /// Brings into memory, with no lock held, the pages a descent to each `(db, key)` of
+    /// `keys()` passes (asked again after a page is loaded); keys of databases that do not
+    /// exist and errors are left for the caller's apply to meet.
+    pub(super) fn prefetch_keys<'k, I>(&self, keys: impl Fn() -> I)
+    where
+        I: Iterator<Item = (u32, &'k [u8])>,
+    {
         let _ = self.read(|e| {
-            for op in ops.iter().take(PREFETCH_OPS) {
-                if e.db(op.db()).is_ok() {
-                    e.locate(op.db(), op.key())?;
+            for (db, key) in keys() {
+                if e.db(db).is_ok() {
+                    e.locate(db, key)?;
                 }
             }
             Ok(())
@@ -288,62 +311,90 @@ impl Shared {
             self.check_sizes(key, v)?;
         }
         let id = tx.txns.new_id();
-        let op = match value {
-            Some(value) => Op::Put { db, key, value },
-            None => Op::Delete { db, key },
-        };
-        if self.replicator().is_none() {
-            // Checked, logged and applied within one hold of the exclusive lock, so it
-            // needs no key lock of its own: only that no transaction holds the key.
-            let mut busy = false;
-            let mut existed = false;
-            let committed = AUTOCOMMIT_OPS.with(|b| {
-                let mut b = b.borrow_mut();
-                b.clear();
-                b.push(op);
-                self.commit_local_if(id, &[], b.ops(), &[db], tx.durability, |e| {
-                    if !tx.txns.locks.is_free(id, db, key) {
-                        busy = true;
-                        return Ok(false);
-                    }
-                    existed = (value.is_none() || no_overwrite) && e.contains_loading(db, key)?;
-                    if no_overwrite && existed {
-                        return Err(Error::KeyExists);
-                    }
-                    Ok(value.is_some() || existed)
-                })
-            })?;
-            if !busy {
-                if committed.is_some() {
-                    tx.txns.stats.commits.fetch_add(1, Relaxed);
-                }
+        let local = self.replicator().is_none();
+        if local {
+            if let Some(existed) = self.autocommit_local(tx, id, db, key, value, no_overwrite)? {
                 return Ok(existed);
             }
         }
+        // A transaction holds the key (or, in a replication group, the commit carries its
+        // key lock until it is applied): take the lock, waiting for it.
         let sk = scoped_key(db, key);
         tx.txns.locks.lock(id, &sk, tx.lock_timeout, true)?;
-        let result = (|| {
-            let need_check = value.is_none() || no_overwrite;
-            let existed = need_check && self.read(|e| Ok(e.locate(db, key)?.is_some()))?.0;
-            if no_overwrite && existed {
-                return Err(Error::KeyExists);
-            }
-            if value.is_none() && !existed {
-                return Ok(false);
-            }
-            AUTOCOMMIT_OPS.with(|b| {
-                let mut b = b.borrow_mut();
-                b.clear();
-                b.push(op);
-                self.commit_txn(id, &[], b.ops(), &[db], tx.durability, None, || {
-                    HeldLocks::new(self.clone(), id, vec![sk.clone()], Vec::new())
-                })
-            })?;
-            tx.txns.stats.commits.fetch_add(1, Relaxed);
-            Ok(existed)
-        })();
+        let result = if local {
+            // Holding the key, no other transaction does (nor its database: escalation
+            // waits for this lock), so the check in `autocommit_local` passes.
+            self.autocommit_local(tx, id, db, key, value, no_overwrite)
+                .and_then(|r| r.ok_or(Error::Conflict))
+        } else {
+            self.autocommit_replicated(tx, id, db, key, value, no_overwrite)
+        };
         tx.txns.locks.release(id, &[sk]);
         result
+    }
+
+    /// An auto-commit outside a replication group, with no key lock of its own: checked,
+    /// logged and applied within one hold of the exclusive lock (see the module comment).
+    /// `None` when a transaction holds the key.
+    fn autocommit_local(
+        &self,
+        tx: &Tx,
+        id: u64,
+        db: u32,
+        key: &[u8],
+        value: Option<&[u8]>,
+        no_overwrite: bool,
+    ) -> Result<Option<bool>> {
+        let mut busy = false;
+        let mut existed = false;
+        let committed = with_single_op(db, key, value, |ops| {
+            self.commit_local_if(id, &[], ops, &[db], tx.durability, |e| {
+                if !tx.txns.locks.is_free(id, db, key) {
+                    busy = true;
+                    return Ok(false);
+                }
+                existed = (value.is_none() || no_overwrite) && e.contains_loading(db, key)?;
+                if no_overwrite && existed {
+                    return Err(Error::KeyExists);
+                }
+                Ok(value.is_some() || existed)
+            })
+        })?;
+        if busy {
+            return Ok(None);
+        }
+        if committed.is_some() {
+            tx.txns.stats.commits.fetch_add(1, Relaxed);
+        }
+        Ok(Some(existed))
+    }
+
+    /// An auto-commit in a replication group, holding the key's lock, which goes with the
+    /// commit and is released once it is applied.
+    fn autocommit_replicated(
+        self: &Arc<Self>,
+        tx: &Tx,
+        id: u64,
+        db: u32,
+        key: &[u8],
+        value: Option<&[u8]>,
+        no_overwrite: bool,
+    ) -> Result<bool> {
+        let need_check = value.is_none() || no_overwrite;
+        let existed = need_check && self.read(|e| Ok(e.locate(db, key)?.is_some()))?.0;
+        if no_overwrite && existed {
+            return Err(Error::KeyExists);
+        }
+        if value.is_none() && !existed {
+            return Ok(false);
+        }
+        with_single_op(db, key, value, |ops| {
+            self.commit_txn(id, &[], ops, &[db], tx.durability, None, || {
+                HeldLocks::new(self.clone(), id, vec![scoped_key(db, key)], Vec::new())
+            })
+        })?;
+        tx.txns.stats.commits.fetch_add(1, Relaxed);
+        Ok(existed)
     }
 
     /// Asks the background thread for a checkpoint when enough log has gathered, and for
