@@ -91,6 +91,23 @@ fn free_port() -> String {
     beechdb_repl::tcp::spare_loopback_addr().unwrap()
 }
 
+/// `--init`'s value for three members reached at `addrs`: `1=ADDR,2=ADDR,3=ADDR`.
+fn init_arg(addrs: &[String]) -> String {
+    (0..3)
+        .map(|i| format!("{}={}", i + 1, addrs[i]))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Starts a group of three members in `dir`, member `i` listening on `listen[i]` and known
+/// to the others as `reached[i]` (the same, or a proxy in front of it).
+fn start_three(dir: &Path, group: &str, listen: &[String], reached: &[String]) -> Vec<Node> {
+    let init = init_arg(reached);
+    (0..3)
+        .map(|i| Node::spawn(node_args(dir, i, &listen[i], group, &["--init", &init])))
+        .collect()
+}
+
 /// Index of the member that is master, once one is and a write goes through it.
 fn master(client: &Client, addrs: &[String]) -> usize {
     let deadline = Instant::now() + PATIENCE;
@@ -117,13 +134,7 @@ fn run(dir: &Path, seed: u64) -> (Fault, Duration) {
     let mut rng = StdRng::seed_from_u64(seed);
     let group = format!("ha-{seed}");
     let addrs: Vec<String> = (0..3).map(|_| free_port()).collect();
-    let init = (0..3)
-        .map(|i| format!("{}={}", i + 1, addrs[i]))
-        .collect::<Vec<_>>()
-        .join(",");
-    let mut nodes: Vec<Node> = (0..3)
-        .map(|i| Node::spawn(node_args(dir, i, &addrs[i], &group, &["--init", &init])))
-        .collect();
+    let mut nodes = start_three(dir, &group, &addrs, &addrs);
     let mut client = Client::new(&group, &addrs).unwrap();
     let fault = [Fault::KillMaster, Fault::FreezeMaster, Fault::KillReplica][rng.gen_range(0..3)];
     let before = rng.gen_range(10..120);
@@ -293,10 +304,7 @@ fn a_member_killed_while_it_is_rebuilt_from_a_copy_recovers() {
         let dir = tempfile::tempdir().unwrap();
         let group = format!("restore-{seed}");
         let addrs: Vec<String> = (0..4).map(|_| free_port()).collect();
-        let init = (0..3)
-            .map(|i| format!("{}={}", i + 1, addrs[i]))
-            .collect::<Vec<_>>()
-            .join(",");
+        let init = init_arg(&addrs);
         let args = |i: usize, extra: &[&str]| -> Vec<String> {
             let mut a = node_args(
                 dir.path(),
@@ -449,21 +457,7 @@ fn acknowledged_writes_survive_partitions_through_a_proxy() {
             .map(|i| Proxy::start(i as u64 + 1, real[i].clone(), links.clone()))
             .collect();
         let addrs: Vec<String> = proxies.iter().map(|p| p.addr.clone()).collect();
-        let init = (0..3)
-            .map(|i| format!("{}={}", i + 1, addrs[i]))
-            .collect::<Vec<_>>()
-            .join(",");
-        let _nodes: Vec<Node> = (0..3)
-            .map(|i| {
-                Node::spawn(node_args(
-                    dir.path(),
-                    i,
-                    &real[i],
-                    &group,
-                    &["--init", &init],
-                ))
-            })
-            .collect();
+        let _nodes = start_three(dir.path(), &group, &real, &addrs);
         let mut client = Client::new(&group, &addrs)
             .unwrap()
             .with_timeout(Duration::from_millis(500));
@@ -592,10 +586,7 @@ fn a_member_whose_disk_fills_stops_and_rejoins_once_freed() {
     let _unmount = Unmount(mnt.clone());
     let group = "full-disk";
     let addrs: Vec<String> = (0..3).map(|_| free_port()).collect();
-    let init = (0..3)
-        .map(|i| format!("{}={}", i + 1, addrs[i]))
-        .collect::<Vec<_>>()
-        .join(",");
+    let init = init_arg(&addrs);
     // Member 3 lives on the small file system.
     let args = |i: usize| {
         let base = if i == 2 { mnt.as_path() } else { dir.path() };
@@ -674,21 +665,7 @@ fn a_hot_backup_of_a_running_member_under_load_holds_every_acknowledged_write() 
     let dir = tempfile::tempdir().unwrap();
     let group = "backup";
     let addrs: Vec<String> = (0..3).map(|_| free_port()).collect();
-    let init = (0..3)
-        .map(|i| format!("{}={}", i + 1, addrs[i]))
-        .collect::<Vec<_>>()
-        .join(",");
-    let _nodes: Vec<Node> = (0..3)
-        .map(|i| {
-            Node::spawn(node_args(
-                dir.path(),
-                i,
-                &addrs[i],
-                group,
-                &["--init", &init],
-            ))
-        })
-        .collect();
+    let _nodes = start_three(dir.path(), group, &addrs, &addrs);
     let acked: Arc<Mutex<Vec<(u32, u64)>>> = Arc::default();
     let stop = Arc::new(AtomicBool::new(false));
     let writer = {

@@ -562,7 +562,8 @@ impl Member {
             .map(|&(id, addr)| (id, BasicNode::new(addr)))
             .collect();
         if self.log.history().is_none() {
-            self.log.adopt_history(new_history(self.id))?;
+            // A number for the history of the group formed now.
+            self.log.adopt_history(rand::random())?;
         }
         let raft = self.raft.clone();
         self.runtime
@@ -764,20 +765,6 @@ impl Peers {
             Peers::Tcp { group } => tcp::history(addr, group).await,
         }
     }
-}
-
-/// A number for the history of a group formed now by member `id`.
-fn new_history(id: NodeId) -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(id);
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos()),
-    );
-    h.write_u32(std::process::id());
-    h.finish()
 }
 
 /// Adds member `id` at `addr` to the group of the master `raft`, whose log is `log`: refused
