@@ -115,42 +115,6 @@ impl CommitPath {
         }
     }
 
-    pub(crate) fn default_ack(&self) -> AckPolicy {
-        self.ack
-    }
-
-    /// Members that `ack` needs in contact with the master, and members in contact (the
-    /// master included).
-    fn contact(&self, ack: AckPolicy) -> (usize, usize) {
-        let m = self.raft.metrics().borrow_watched().clone();
-        let voters: Vec<NodeId> = m.membership_config.membership().voter_ids().collect();
-        let live = voters
-            .iter()
-            .filter(|&&v| {
-                v == self.id
-                    || m.heartbeat
-                        .as_ref()
-                        .and_then(|h| h.get(&v).cloned().flatten())
-                        .is_some_and(|at| since(&at) <= self.contact.as_millis() as u64)
-            })
-            .count();
-        let needed = match ack {
-            AckPolicy::All => voters.len(),
-            AckPolicy::SimpleMajority => voters.len() / 2 + 1,
-            AckPolicy::None => 1,
-        };
-        (needed, live)
-    }
-
-    /// [`Error::InsufficientReplicas`] when fewer members than `ack` needs are in contact.
-    pub(crate) fn check_replicas(&self, ack: AckPolicy) -> Result<()> {
-        let (needed, live) = self.contact(ack);
-        match live < needed {
-            true => Err(Error::InsufficientReplicas { live, needed }),
-            false => Ok(()),
-        }
-    }
-
     /// Waits until every voting member's log holds entry `index`, or the deadline; the
     /// members that acknowledged it and the members asked for.
     fn wait_for_all(
@@ -198,6 +162,34 @@ pub(crate) fn has_ddl(commit: &[u8]) -> bool {
 }
 
 impl Replicator for CommitPath {
+    fn check_begin(&self, ack: Option<AckPolicy>) -> Result<()> {
+        let needs = |voters: usize| match ack.unwrap_or(self.ack) {
+            AckPolicy::All => voters,
+            AckPolicy::SimpleMajority => voters / 2 + 1,
+            AckPolicy::None => 1,
+        };
+        let metrics = self.raft.metrics();
+        let m = metrics.borrow_watched();
+        if m.state != ServerState::Leader {
+            return Ok(());
+        }
+        let membership = m.membership_config.membership();
+        let needed = needs(membership.voter_ids().count());
+        let in_contact = |v: &NodeId| {
+            *v == self.id
+                || m.heartbeat
+                    .as_ref()
+                    .and_then(|h| h.get(v).cloned().flatten())
+                    .is_some_and(|at| since(&at) <= self.contact.as_millis() as u64)
+        };
+        // Members in contact with the master, the master included.
+        let live = membership.voter_ids().filter(in_contact).count();
+        match live < needed {
+            true => Err(Error::InsufficientReplicas { live, needed }),
+            false => Ok(()),
+        }
+    }
+
     fn replicate(
         &self,
         commit: &[u8],

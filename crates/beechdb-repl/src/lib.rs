@@ -351,7 +351,6 @@ pub struct Member {
     sm: Arc<state::StateMachine>,
     runtime: Arc<tokio::runtime::Runtime>,
     heard: Arc<Heard>,
-    commits: Arc<commit::CommitPath>,
 }
 
 /// The engine's error for an openraft write failure.
@@ -505,13 +504,12 @@ impl Member {
                 None
             }
         };
-        let commits = Arc::new(commit::CommitPath::new(
+        sm.set_replicator(Some(Arc::new(commit::CommitPath::new(
             raft.clone(),
             runtime.handle().clone(),
             log.clone(),
             &config,
-        ));
-        sm.set_replicator(Some(commits.clone()))?;
+        ))))?;
         Ok(Member {
             id: config.id,
             net,
@@ -521,7 +519,6 @@ impl Member {
             sm,
             runtime,
             heard,
-            commits,
         })
     }
 
@@ -542,15 +539,10 @@ impl Member {
     /// [`Error::InsufficientReplicas`] when fewer members than its ack policy needs are
     /// in contact (JE checks this when a transaction begins, too).
     pub fn begin_txn(&self, durability: Option<GroupDurability>) -> Result<Txn> {
-        let ack = durability.map_or(self.commits.default_ack(), |d| d.ack);
-        if self.is_master() {
-            self.commits.check_replicas(ack)?;
+        match durability {
+            Some(d) => self.env().begin_group_txn(d),
+            None => self.env().begin_txn(),
         }
-        let txn = self.env().begin_txn()?;
-        if let Some(d) = durability {
-            txn.set_group_durability(d)?;
-        }
-        Ok(txn)
     }
 
     /// Makes a new group of the voting members `members` (ids and addresses; addresses are

@@ -421,6 +421,11 @@ fn ack_all_waits_for_every_member_and_says_when_one_is_missing() {
         Err(Error::InsufficientReplicas { live: 2, needed: 3 }) => {}
         other => panic!("ack ALL with a member gone began with {other:?}"),
     }
+    // The environment's own handles check the member's default policy (ALL here) too.
+    match env.begin_txn().map(drop) {
+        Err(Error::InsufficientReplicas { live: 2, needed: 3 }) => {}
+        other => panic!("Env::begin_txn with a member gone gave {other:?}"),
+    }
     let majority = GroupDurability {
         ack: AckPolicy::SimpleMajority,
         ..all

@@ -43,6 +43,12 @@ pub trait Replicator: Send + Sync {
     /// fails if it is not the master. Called before a commit that creates databases: the
     /// ids it took must not be taken by a commit of an earlier master still to be applied.
     fn catch_up(&self) -> Result<()>;
+
+    /// Called when a transaction begins on this member, whose commit will ask for the
+    /// acknowledgements of `ack` (the member's default when `None`): on the master, fails
+    /// with [`Error::InsufficientReplicas`](crate::Error::InsufficientReplicas) when fewer
+    /// members than that are in contact (JE checks this when a transaction begins).
+    fn check_begin(&self, ack: Option<crate::AckPolicy>) -> Result<()>;
 }
 
 /// The locks of a transaction whose commit a [`Replicator`] took: released when dropped.

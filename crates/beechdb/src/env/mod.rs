@@ -5,7 +5,7 @@
 //! Owns: the handles' life cycle (open, close, drop). May call: `engine`, `btree`, `txn`,
 //! `wal`, `verify`, `stats`.
 
-use crate::config::{Config, Duplicates, Durability, Isolation, Mode};
+use crate::config::{AckPolicy, Config, Duplicates, Durability, GroupDurability, Isolation, Mode};
 use crate::error::{Error, Result};
 use crate::files::Listing;
 use crate::stats::EnvStat;
@@ -124,14 +124,32 @@ impl Env {
 
     /// Begins a transaction with the environment's default isolation.
     pub fn begin_txn(&self) -> Result<Txn> {
-        self.shared.live()?;
         let isolation = self.shared.tx()?.isolation;
-        Txn::begin(self.shared.clone(), isolation)
+        self.begin_txn_with(isolation)
     }
 
     /// Begins a transaction with isolation `isolation`.
     pub fn begin_txn_with(&self, isolation: Isolation) -> Result<Txn> {
+        self.begin(isolation, None)
+    }
+
+    /// In a replication group, begins a transaction whose commit is made durable and
+    /// acknowledged as `group` says (see [`Txn::set_group_durability`]). On the master it
+    /// fails at once with [`Error::InsufficientReplicas`] when fewer members than `group`'s
+    /// ack policy needs are in contact, as [`Env::begin_txn`] does for the member's default
+    /// policy. Outside a group, `group` has no effect.
+    pub fn begin_group_txn(&self, group: GroupDurability) -> Result<Txn> {
+        let isolation = self.shared.tx()?.isolation;
+        let txn = self.begin(isolation, Some(group.ack))?;
+        txn.set_group_durability(group)?;
+        Ok(txn)
+    }
+
+    fn begin(&self, isolation: Isolation, ack: Option<AckPolicy>) -> Result<Txn> {
         self.shared.live()?;
+        if let Some(r) = self.shared.replicator() {
+            r.check_begin(ack)?;
+        }
         Txn::begin(self.shared.clone(), isolation)
     }
 
