@@ -132,7 +132,7 @@ pub struct EnvStat {
     pub cache_reader_evictions: u64,
     /// Pages evicted.
     pub cache_evictions: u64,
-    /// Dirty pages written out by eviction.
+    /// Dirty pages evicted: written once the exclusive hold that evicted them ends.
     pub cache_dirty_evictions: u64,
     /// Pages written (eviction, checkpoints, overflow values).
     pub pages_written: u64,
@@ -185,7 +185,7 @@ impl EnvStat {
             cache_reader_evictions: e.cache.reader_evictions.load(Relaxed),
             cache_evictions: e.cache.evictions,
             cache_dirty_evictions: e.cache.dirty_evictions,
-            pages_written: e.pages_written,
+            pages_written: e.pages_written + e.writeback.written(),
             checkpoints: e.checkpoints,
             generation: e.generation,
             page_count: e.space.page_count(),
@@ -228,7 +228,7 @@ impl fmt::Display for EnvStat {
             ),
             ("Cache evictions", self.cache_evictions.to_string()),
             (
-                "Dirty pages written by eviction",
+                "Dirty pages evicted (written after the exclusive hold)",
                 self.cache_dirty_evictions.to_string(),
             ),
             ("Pages written", self.pages_written.to_string()),

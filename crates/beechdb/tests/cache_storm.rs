@@ -1,8 +1,9 @@
 //! A cache-miss storm with a writer running: readers of a database far larger than the
 //! cache load the pages they miss with no lock held (counted in `EnvStat`), and see every
-//! value right, while the writer rewrites another part of the tree and evicts.
+//! value right, while the writer rewrites another part of the tree and evicts; and an
+//! evicted dirty page's write, held stuck in storage, stops neither readers nor writers.
 
-use beechdb::storage::MemStorage;
+use beechdb::storage::{MemStorage, Storage, StorageFile};
 use beechdb::{Config, Durability, Env};
 use rand::{Rng, SeedableRng};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -205,4 +206,153 @@ fn removing_a_database_far_larger_than_the_cache_walks_no_tree_under_the_exclusi
         assert_eq!(kept.get(&k.to_be_bytes()).unwrap(), Some(value(k)));
     }
     assert!(env.verify().unwrap().is_clean());
+}
+
+/// Storage whose page-file writes wait while `closed` is set, saying when one did:
+/// to catch an eviction's write in the act.
+#[derive(Debug)]
+struct GatedStorage {
+    inner: MemStorage,
+    gate: Arc<Gate>,
+}
+
+#[derive(Debug, Default)]
+struct Gate {
+    closed: AtomicBool,
+    /// A write has waited at the gate.
+    caught: AtomicBool,
+}
+
+struct GatedFile {
+    inner: Box<dyn StorageFile>,
+    gate: Option<Arc<Gate>>,
+}
+
+impl Storage for GatedStorage {
+    fn open(&self, name: &str, create: bool) -> std::io::Result<Box<dyn StorageFile>> {
+        let inner = self.inner.open(name, create)?;
+        // The page file is created under a temporary name, then renamed.
+        let gate = name.starts_with("beech.db").then(|| self.gate.clone());
+        Ok(Box::new(GatedFile { inner, gate }))
+    }
+    fn exists(&self, name: &str) -> std::io::Result<bool> {
+        self.inner.exists(name)
+    }
+    fn list(&self) -> std::io::Result<Vec<String>> {
+        self.inner.list()
+    }
+    fn remove(&self, name: &str) -> std::io::Result<()> {
+        self.inner.remove(name)
+    }
+    fn rename(&self, from: &str, to: &str) -> std::io::Result<()> {
+        self.inner.rename(from, to)
+    }
+    fn sync_dir(&self) -> std::io::Result<()> {
+        self.inner.sync_dir()
+    }
+    fn lock(&self) -> std::io::Result<Box<dyn std::any::Any + Send + Sync>> {
+        self.inner.lock()
+    }
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+}
+
+impl StorageFile for GatedFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        self.inner.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
+        if let Some(g) = &self.gate {
+            while g.closed.load(Ordering::Acquire) {
+                g.caught.store(true, Ordering::Release);
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
+        self.inner.write_at(buf, offset)
+    }
+    fn len(&self) -> std::io::Result<u64> {
+        self.inner.len()
+    }
+    fn set_len(&self, len: u64) -> std::io::Result<()> {
+        self.inner.set_len(len)
+    }
+    fn sync_data(&self) -> std::io::Result<()> {
+        self.inner.sync_data()
+    }
+    fn sync_all(&self) -> std::io::Result<()> {
+        self.inner.sync_all()
+    }
+}
+
+/// A writer whose eviction writes a dirty page, or a long value's overflow chain, does so
+/// after its exclusive hold: while that write is stuck, readers (missing the cache) and
+/// another writer go on, and everything reads right once it lands.
+#[test]
+fn evicted_dirty_pages_and_long_values_are_written_after_the_exclusive_hold() {
+    let gate = Arc::new(Gate::default());
+    let mem = MemStorage::new();
+    let storage = GatedStorage {
+        inner: mem.clone(),
+        gate: gate.clone(),
+    };
+    let cfg = Config::new().page_size(4096).cache_size(256 << 10);
+    let env = Env::open_with_storage(Arc::new(storage), cfg.clone()).unwrap();
+    let db = env.create_db("d").unwrap();
+    for k in 0..20_000u32 {
+        db.put(&k.to_be_bytes(), &value(k)).unwrap();
+    }
+    env.sync().unwrap();
+    let long = vec![7u8; 20_000];
+    gate.closed.store(true, Ordering::Release);
+    // Rewrites until one of its writes is caught at the gate: an evicted dirty page, or
+    // the long value's chain.
+    let stuck = {
+        let (db, gate, long) = (db.clone(), gate.clone(), long.clone());
+        std::thread::spawn(move || {
+            db.put(b"long", &long).unwrap();
+            let mut k = 0u32;
+            while !gate.caught.load(Ordering::Acquire) {
+                db.put(&k.to_be_bytes(), b"rewritten").unwrap();
+                k = (k + 7919) % 20_000;
+            }
+        })
+    };
+    while !gate.caught.load(Ordering::Acquire) {
+        std::thread::yield_now();
+    }
+    // The write is stuck; no engine lock may be held by it. Reads that miss the cache, and
+    // another writer, finish; a deadline turns a hang into a failure.
+    let (done, finished) = std::sync::mpsc::channel();
+    {
+        let (db, long) = (db.clone(), long.clone());
+        std::thread::spawn(move || {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+            for _ in 0..2_000 {
+                let k = rng.gen_range(0..20_000u32);
+                let got = db.get(&k.to_be_bytes()).unwrap().unwrap();
+                assert!(got == value(k) || got == b"rewritten", "key {k}");
+            }
+            assert_eq!(db.get(b"long").unwrap(), Some(long));
+            db.put(b"other writer", b"went on").unwrap();
+            done.send(()).unwrap();
+        });
+    }
+    let went_on = finished.recv_timeout(std::time::Duration::from_secs(60));
+    gate.closed.store(false, Ordering::Release);
+    went_on.expect("reads and a write finish while an eviction's write is stuck");
+    stuck.join().unwrap();
+    let stat = env.stat().unwrap();
+    assert!(stat.cache_dirty_evictions > 0, "{stat:?}");
+    drop(db);
+    env.close().unwrap();
+    let env = Env::open_with_storage(Arc::new(mem), cfg).unwrap();
+    assert!(env.verify().unwrap().is_clean());
+    let db = env.open_db("d").unwrap();
+    assert_eq!(db.get(b"long").unwrap(), Some(long));
+    assert_eq!(
+        db.get(b"other writer").unwrap().as_deref(),
+        Some(&b"went on"[..])
+    );
+    assert_eq!(db.iter().count(), 20_002);
 }

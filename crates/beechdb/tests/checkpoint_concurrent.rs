@@ -180,8 +180,14 @@ fn commits_during_checkpoints_end_in_exactly_the_model() {
     let env = Env::open_with_storage(Arc::new(storage.clone()), config()).unwrap();
     let db = env.create_db("d").unwrap();
     let histories = run(&env, &db, 7, 400);
-    let checkpoints = env.stat().unwrap().checkpoints;
-    assert!(checkpoints > 5, "checkpoints ran meanwhile: {checkpoints}");
+    let stat = env.stat().unwrap();
+    assert!(
+        stat.checkpoints > 5,
+        "checkpoints ran meanwhile: {}",
+        stat.checkpoints
+    );
+    // Writers evicted dirty pages, handed over and written after their exclusive hold.
+    assert!(stat.cache_dirty_evictions > 0, "{stat:?}");
     drop(db);
     env.close().unwrap();
     let env = Env::open_with_storage(Arc::new(storage), config()).unwrap();

@@ -1,12 +1,12 @@
 //! Overflow chains: values too large to sit in a leaf, stored in linked pages.
 //!
 //! Page layout: the common header (kind 3), link = next page (0 ends the chain), bytes 32..36
-//! = bytes of value data in this page, data from byte 40. Chains are written once, straight to
-//! fresh pages (never through the cache), and freed whole when their value is replaced.
+//! = bytes of value data in this page, data from byte 40. Chains are written once to fresh
+//! pages, never through the cache: handed to `engine/writeback.rs`, which writes them once
+//! the exclusive lock is released. They are freed whole when their value is replaced.
 
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::storage::format::read_checked;
 use crate::storage::page::{self, rd32, wr32, HDR, KIND_OVERFLOW};
 
 impl Engine {
@@ -14,31 +14,21 @@ impl Engine {
         self.layout.page_size - HDR
     }
 
-    /// Writes `value` to a new chain and returns its first page.
+    /// Writes `value` to a new chain and returns its first page. The pages are handed to
+    /// [`WriteBack`](crate::engine::WriteBack), written once the exclusive lock is released.
     pub(crate) fn write_overflow(&mut self, value: &[u8]) -> Result<u64> {
         let cap = self.overflow_capacity();
         let pids: Vec<u64> = (0..value.len().div_ceil(cap))
             .map(|_| self.space.allocate())
             .collect();
-        let mut buf = vec![0u8; self.layout.page_size];
         for (i, chunk) in value.chunks(cap).enumerate() {
+            let mut buf = vec![0u8; self.layout.page_size].into_boxed_slice();
             page::init(&mut buf, KIND_OVERFLOW);
             page::set_link(&mut buf, pids.get(i + 1).copied().unwrap_or(0));
             wr32(&mut buf, 32, chunk.len() as u32);
             buf[HDR..HDR + chunk.len()].copy_from_slice(chunk);
-            buf[HDR + chunk.len()..].fill(0);
             page::seal(&mut buf, pids[i], self.generation + 1);
-            if let Err(e) = self
-                .file
-                .write_at(&buf, pids[i] * self.layout.page_size as u64)
-            {
-                let err = self.poison(format!("writing overflow page {}", pids[i]), e);
-                for &p in &pids {
-                    self.space.release(p);
-                }
-                return Err(err);
-            }
-            self.pages_written += 1;
+            self.writeback.add(pids[i], buf);
         }
         self.changed = true;
         Ok(pids[0])
@@ -75,16 +65,15 @@ impl Engine {
     }
 
     fn read_overflow_page(&self, pid: u64, buf: &mut [u8]) -> Result<()> {
-        read_checked(
-            self.file.as_ref(),
-            pid,
-            buf,
-            self.space.page_count(),
-            self.max_page_generation(),
-            Some(KIND_OVERFLOW),
-        )
-        .map_err(|e| self.explain_read_error(e))?;
-        Ok(())
+        self.writeback
+            .read_page(
+                pid,
+                buf,
+                self.space.page_count(),
+                self.max_page_generation(),
+                Some(KIND_OVERFLOW),
+            )
+            .map_err(|e| self.explain_read_error(e))
     }
 
     /// The pages of the chain starting at `first` (for freeing it).
@@ -95,7 +84,7 @@ impl Engine {
     /// What reading chains needs, to read them with no lock held (see [`ChainReader`]).
     pub(crate) fn chain_reader(&self) -> ChainReader {
         ChainReader {
-            file: self.file.clone(),
+            writeback: self.writeback.clone(),
             page_size: self.layout.page_size,
             page_count: self.space.page_count(),
             max_gen: self.max_page_generation(),
@@ -103,10 +92,10 @@ impl Engine {
     }
 }
 
-/// Reads overflow chains from the file with no lock held: for chains nobody changes while
+/// Reads overflow chains with no lock held: for chains nobody changes while
 /// it reads (written once, and freed only by whoever reads them to free them).
 pub(crate) struct ChainReader {
-    file: std::sync::Arc<dyn crate::storage::StorageFile>,
+    writeback: std::sync::Arc<crate::engine::WriteBack>,
     page_size: usize,
     page_count: u64,
     max_gen: u64,
@@ -126,8 +115,7 @@ impl ChainReader {
                     "overflow chain is longer than its value",
                 ));
             }
-            read_checked(
-                self.file.as_ref(),
+            self.writeback.read_page(
                 pid,
                 &mut buf,
                 self.page_count,

@@ -265,10 +265,24 @@ impl Cache {
         None
     }
 
-    /// Removes a clean victim (the caller has written it if it was dirty).
+    /// Removes a clean victim; its buffer is recycled.
     pub fn evict(&mut self, pid: u64) {
-        self.discard(pid);
+        let data = self.evict_taking(pid);
+        self.spare.push(data);
+    }
+
+    /// Removes a victim and returns its image (a dirty one, which the engine hands over for
+    /// writing).
+    pub fn evict_taking(&mut self, pid: u64) -> Box<[u8]> {
+        self.settle();
+        self.touch(pid);
+        let i = self
+            .map
+            .remove(&pid)
+            .expect("eviction of a non-resident page");
+        self.free_frames.push(i);
         self.evictions += 1;
+        self.frames[i as usize].take().expect("a frame in use").data
     }
 
     /// Page numbers of every dirty frame, sorted.

@@ -6,7 +6,7 @@
 //! changed in place, until it ends; its meta page is written only after every page it
 //! references is synced.
 
-use super::{encode_catalog_record, Engine, CATALOG};
+use super::{encode_catalog_record, Engine, WriteBack, CATALOG};
 use crate::error::Result;
 use crate::storage::format::io_err;
 use crate::storage::meta::Meta;
@@ -114,6 +114,7 @@ impl Engine {
         Ok(Some(CheckpointWork {
             pages: self.cache.dirty_pages(),
             file: self.file.clone(),
+            writeback: self.writeback.clone(),
             page_size: self.layout.page_size,
             meta,
             list_pages,
@@ -165,6 +166,7 @@ pub(crate) struct CheckpointWork {
     /// Dirty pages when it began; written from the cache unless eviction wrote them first.
     pages: Vec<u64>,
     file: Arc<dyn StorageFile>,
+    writeback: Arc<WriteBack>,
     page_size: usize,
     meta: Meta,
     list_pages: Vec<u64>,
@@ -194,8 +196,12 @@ impl CheckpointWork {
                 .write_at(data, pid * ps)
                 .map_err(|e| (format!("writing page {pid}"), e))
         };
-        // (3) Captured pages, copied out a batch at a time into one buffer, then the free
-        // list (sealed when the checkpoint began).
+        // (3) Pages handed over for writing before it began (evicted dirty pages, new
+        // overflow chains), which it may reference; then the captured pages, copied out a
+        // batch at a time into one buffer (from the cache, or from the write-back when
+        // evicted since), then the free list (sealed when the checkpoint began). Writes that
+        // may meet the write-back's hold its `io`, so that none overtakes another.
+        self.writeback.flush_all()?;
         let size = self.page_size;
         let mut buf = vec![0u8; CHECKPOINT_BATCH * size];
         let mut copied = Vec::with_capacity(CHECKPOINT_BATCH);
@@ -204,14 +210,19 @@ impl CheckpointWork {
             {
                 let e = engine();
                 for &pid in pids {
-                    // Not resident, or clean: eviction has written it.
+                    let at = copied.len() * size;
                     if let Some(data) = e.cache.dirty_image(pid) {
-                        let at = copied.len() * size;
                         buf[at..at + size].copy_from_slice(data);
-                        copied.push(pid);
+                    } else if let Some(image) = e.writeback.image(pid) {
+                        buf[at..at + size].copy_from_slice(&image);
+                    } else {
+                        // Clean, or not resident and not waiting: its image is written.
+                        continue;
                     }
+                    copied.push(pid);
                 }
             }
+            let _io = self.writeback.io();
             for (i, &pid) in copied.iter().enumerate() {
                 write(pid, &mut buf[i * size..(i + 1) * size])?;
             }

@@ -3,8 +3,10 @@
 //! Owns: the [`Engine`] struct, opening and creating the page file, and poisoning. Its jobs
 //! live in submodules, each an `impl Engine` over the same state: `pager` (loading pages,
 //! checked on every read; allocation, freeing, eviction), `catalog` (the database table and
-//! its tree), `checkpoint` (the copy-on-write checkpoint); the values old snapshots still
-//! need are `txn/versions.rs`'s, the readers of the file's formats `storage/format.rs`'s.
+//! its tree), `checkpoint` (the copy-on-write checkpoint); `writeback` holds the pages an
+//! exclusive hold evicted or wrote until they are written after it. The values old
+//! snapshots still need are `txn/versions.rs`'s, the readers of the file's formats
+//! `storage/format.rs`'s.
 //! May call: `storage`, `cache`, `btree` (tree code works over the pager's methods).
 //! Invariants:
 //! - every dirty page is fresh (allocated since the durable checkpoint), or captured by the
@@ -25,8 +27,10 @@
 mod catalog;
 mod checkpoint;
 mod pager;
+mod writeback;
 
 pub(crate) use catalog::{decode_catalog_record, encode_catalog_record, tree_refs, CATALOG};
+pub(crate) use writeback::WriteBack;
 
 use crate::btree::node::{self, Layout};
 use crate::cache::Cache;
@@ -74,6 +78,8 @@ pub(crate) struct DbState {
 pub(crate) struct Engine {
     pub layout: Layout,
     pub file: Arc<dyn StorageFile>,
+    /// Pages handed over under the exclusive lock, written after it is released.
+    pub writeback: Arc<WriteBack>,
     pub cache: Cache,
     pub space: FreeSpace,
     /// Indexed by database id; `None` for removed ids. Id 0 is the catalog.
@@ -210,9 +216,11 @@ impl Engine {
         let ps = meta.page_size as usize;
         crate::config::check_cache_size(cfg.cache_size_value(), ps)?;
         let capacity = cfg.cache_size_value() / ps;
+        let file: Arc<dyn StorageFile> = Arc::from(file);
         let mut engine = Engine {
             layout: Layout::new(ps),
-            file: Arc::from(file),
+            writeback: Arc::new(WriteBack::new(file.clone(), ps)),
+            file,
             cache: Cache::new(ps, capacity),
             space: FreeSpace::new(meta.page_count, free),
             dbs: vec![Some(DbState {

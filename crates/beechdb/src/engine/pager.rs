@@ -1,17 +1,18 @@
 //! The pager: pages of the file in the cache, loaded and checked on every read, allocated
-//! and freed through the free space, written back on eviction.
+//! and freed through the free space, handed over for writing on eviction.
 //!
 //! Owns: loading (under the exclusive lock, or by readers with no lock through [`PageMiss`]),
-//! page allocation and freeing, eviction and the write of dirty frames it needs. May call:
-//! `storage`, `cache`, `btree::node` (to validate a page's structure). Tree code works over
-//! these methods. Invariant: a dirty page is written only where the durable checkpoint does
-//! not reference it (see the invariants in `engine/mod.rs`).
+//! page allocation and freeing, eviction. May call: `storage`, `cache`, `btree::node` (to
+//! validate a page's structure), `engine/writeback.rs` (evicted dirty pages go there, and
+//! loads read a page there before the file). Tree code works over these methods. No method
+//! here writes: I/O under the exclusive lock is only a load the caller could not avoid.
+//! Invariant: a dirty page is written only where the durable checkpoint does not reference
+//! it (see the invariants in `engine/mod.rs`).
 
-use super::Engine;
+use super::{Engine, WriteBack};
 use crate::btree::node::{self, Layout};
 use crate::error::{Error, Result};
-use crate::storage::format::read_checked;
-use crate::storage::{page, StorageFile};
+use crate::storage::page;
 use std::sync::Arc;
 
 /// A page a reader found missing: what it needs to load it with no lock held, and the
@@ -20,7 +21,7 @@ use std::sync::Arc;
 pub(crate) struct PageMiss {
     pub pid: u64,
     pub epoch: u32,
-    file: Arc<dyn StorageFile>,
+    writeback: Arc<WriteBack>,
     page_count: u64,
     max_gen: u64,
     layout: Layout,
@@ -48,16 +49,10 @@ impl PageMiss {
     /// Reads and checks the page (the I/O of a cache miss, under no lock).
     pub fn load(&self) -> Result<Box<[u8]>> {
         let mut buf = vec![0u8; self.layout.page_size].into_boxed_slice();
-        read_checked(
-            self.file.as_ref(),
-            self.pid,
-            &mut buf,
-            self.page_count,
-            self.max_gen,
-            None,
-        )
-        .and_then(|_| node::validate(&buf, self.pid, &self.layout, self.page_count))
-        .map_err(|e| read_error(self.read_only, e))?;
+        self.writeback
+            .read_page(self.pid, &mut buf, self.page_count, self.max_gen, None)
+            .and_then(|_| node::validate(&buf, self.pid, &self.layout, self.page_count))
+            .map_err(|e| read_error(self.read_only, e))?;
         Ok(buf)
     }
 }
@@ -74,16 +69,16 @@ impl Engine {
     /// Loads page `pid` into the cache, checking checksum, header and structure.
     pub fn load(&mut self, pid: u64) -> Result<()> {
         let mut buf = self.cache.buffer();
-        read_checked(
-            self.file.as_ref(),
-            pid,
-            &mut buf,
-            self.space.page_count(),
-            self.max_page_generation(),
-            None,
-        )
-        .and_then(|_| node::validate(&buf, pid, &self.layout, self.space.page_count()))
-        .map_err(|e| self.explain_read_error(e))?;
+        self.writeback
+            .read_page(
+                pid,
+                &mut buf,
+                self.space.page_count(),
+                self.max_page_generation(),
+                None,
+            )
+            .and_then(|_| node::validate(&buf, pid, &self.layout, self.space.page_count()))
+            .map_err(|e| self.explain_read_error(e))?;
         self.cache.misses += 1;
         self.cache.insert(pid, buf, false);
         Ok(())
@@ -94,7 +89,7 @@ impl Engine {
         PageMiss {
             pid,
             epoch: self.cache.epoch(pid),
-            file: self.file.clone(),
+            writeback: self.writeback.clone(),
             page_count: self.space.page_count(),
             max_gen: self.max_page_generation(),
             layout: self.layout,
@@ -180,52 +175,37 @@ impl Engine {
         if !self.retire_frame(pid) {
             self.cache.discard(pid);
         }
+        if self.space.is_fresh(pid) {
+            // Nothing references it. (A page the checkpoint in flight captured must still
+            // reach the file.)
+            self.writeback.forget(pid);
+        }
         self.space.release(pid);
         self.changed = true;
     }
 
-    fn write_page(&mut self, pid: u64, data: &mut [u8]) -> Result<()> {
-        page::seal(data, pid, self.generation + 1);
-        let ps = self.layout.page_size as u64;
-        if let Err(e) = self.file.write_at(data, pid * ps) {
-            return Err(self.poison(format!("writing page {pid}"), e));
-        }
-        self.pages_written += 1;
-        Ok(())
-    }
-
-    /// Writes resident dirty page `pid` to its (fresh) location and marks it clean.
-    fn write_frame(&mut self, pid: u64) -> Result<()> {
-        let frame = self.cache.frame_mut(pid).expect("a resident page");
-        let mut data = std::mem::take(&mut frame.data);
-        let res = self.write_page(pid, &mut data);
-        let frame = self.cache.frame_mut(pid).expect("a resident page");
-        frame.data = data;
-        res?;
-        frame.dirty = false;
-        Ok(())
-    }
-
-    /// Evicts pages until the cache is within budget; dirty victims are written first (to
-    /// their fresh locations). A write failure poisons the engine and stops eviction.
+    /// Evicts pages until the cache is within budget. A dirty victim is sealed and handed
+    /// to [`WriteBack`](super::WriteBack), which writes it once the exclusive lock is
+    /// released (loads read it there until then): no I/O here.
     pub fn shrink_cache(&mut self) {
         while self.cache.over_budget() {
             let Some(pid) = self.cache.victim() else {
                 break;
             };
-            let frame = self.cache.frame_mut(pid).unwrap();
-            if frame.dirty {
-                // A read-only engine keeps what it replayed in memory: it never writes.
-                if self.poisoned.is_some() || self.read_only {
-                    break;
-                }
-                if self.write_frame(pid).is_err() {
-                    break;
-                }
-                self.cache.dirty_evictions += 1;
+            let dirty = self.cache.frame_mut(pid).is_some_and(|f| f.dirty);
+            // A read-only engine keeps what it replayed in memory: it never writes.
+            if dirty && (self.poisoned.is_some() || self.read_only) {
+                break;
             }
             self.epoch += 1;
-            self.cache.evict(pid);
+            if dirty {
+                let mut image = self.cache.evict_taking(pid);
+                page::seal(&mut image, pid, self.generation + 1);
+                self.writeback.add(pid, image);
+                self.cache.dirty_evictions += 1;
+            } else {
+                self.cache.evict(pid);
+            }
         }
     }
 }

@@ -359,6 +359,8 @@ impl Db {
             Ok(NodeSummary::of(e.node(pid), capacity))
         });
         e.shrink_cache();
+        drop(e);
+        sh.write_back();
         r
     }
 }

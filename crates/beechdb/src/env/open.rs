@@ -112,6 +112,10 @@ impl Env {
                 reader.for_each_op(&c, |op| engine.apply_op(op, c.end, false))?;
                 engine.commit_lsn = c.end;
                 engine.shrink_cache();
+                engine
+                    .writeback
+                    .flush_all()
+                    .map_err(|(context, e)| Error::io(context, e))?;
                 recovered_commits += 1;
                 if let Some(p) = &config.recovery_progress {
                     if recovered_commits % 1024 == 0 {
@@ -172,6 +176,7 @@ impl Env {
         });
         let env = Env {
             shared: Arc::new(Shared {
+                writeback: engine.writeback.clone(),
                 engine: ReadMostlyLock::new(engine),
                 data_version: AtomicU64::new(0),
                 closed: AtomicBool::new(false),

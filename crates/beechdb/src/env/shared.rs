@@ -9,7 +9,7 @@
 
 use super::checkpointer::CheckpointSignal;
 use crate::config::{Durability, Isolation};
-use crate::engine::{Engine, Need, NeedResult};
+use crate::engine::{Engine, Need, NeedResult, WriteBack};
 use crate::error::{Error, Result};
 use crate::storage::Storage;
 use crate::sync::ReadMostlyLock;
@@ -50,6 +50,8 @@ pub(crate) struct Shared {
     /// one atomic and takes no lock.
     pub(crate) replicator: parking_lot::RwLock<Option<Arc<dyn crate::Replicator>>>,
     pub(crate) replicated: AtomicBool,
+    /// The engine's: pages its exclusive holds hand over, written by [`Shared::write_back`].
+    pub(crate) writeback: Arc<WriteBack>,
 }
 
 /// Loads a reader tries without the exclusive lock before it takes it.
@@ -95,6 +97,16 @@ impl Shared {
             Err(Error::Closed)
         } else {
             Ok(())
+        }
+    }
+
+    /// Writes what exclusive holds handed over (evicted dirty pages, new overflow chains;
+    /// see `engine/writeback.rs`). Called with no engine lock held, after every exclusive
+    /// hold that may evict or write a long value. The operation that handed them over has
+    /// succeeded; a failed write poisons the engine, and the images stay for loads.
+    pub(crate) fn write_back(&self) {
+        if let Err((context, e)) = self.writeback.flush() {
+            self.engine.write().poison(context, e);
         }
     }
 
@@ -147,17 +159,24 @@ impl Shared {
         // Writers kept changing what the reader needed: load under the exclusive lock.
         let mut e = self.engine.write();
         e.cache.reads_locked.fetch_add(1, Ordering::Relaxed);
-        loop {
+        let result = loop {
             match op(&e) {
                 Ok(v) => {
                     let version = self.data_version.load(Ordering::Acquire);
                     e.shrink_cache();
-                    return Ok((v, version));
+                    break Ok((v, version));
                 }
-                Err(Need::Fail(err)) => return Err(err),
-                Err(Need::Page(pid)) => e.load(pid)?,
+                Err(Need::Fail(err)) => break Err(err),
+                Err(Need::Page(pid)) => {
+                    if let Err(err) = e.load(pid) {
+                        break Err(err);
+                    }
+                }
             }
-        }
+        };
+        drop(e);
+        self.write_back();
+        result
     }
 
     /// Runs a modifying `op` under the exclusive lock.
@@ -168,6 +187,8 @@ impl Shared {
         let r = op(&mut e);
         self.data_version.fetch_add(1, Ordering::Release);
         e.shrink_cache();
+        drop(e);
+        self.write_back();
         r
     }
 
@@ -211,6 +232,8 @@ impl Shared {
                 e.free_page(pid);
             }
             e.shrink_cache();
+            drop(e);
+            self.write_back();
         }
     }
 

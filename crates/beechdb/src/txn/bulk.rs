@@ -171,6 +171,7 @@ impl Shared {
         self.data_version.fetch_add(1, Release);
         e.shrink_cache();
         drop(e);
+        self.write_back();
         drop(garbage);
         self.bulk_done.wake_all();
         st.writes.end_hold(Some(wal), Some(lsn));
@@ -223,6 +224,7 @@ impl Shared {
                 self.data_version.fetch_add(1, Release);
                 e.shrink_cache();
             }
+            self.write_back();
             store.flush()?;
         }
     }

@@ -257,6 +257,7 @@ impl Shared {
         };
         let (lsn, garbage) = lsn;
         drop(garbage);
+        self.write_back();
         if let Some(w) = &tx.wal {
             w.wait(lsn, d)?;
         }
