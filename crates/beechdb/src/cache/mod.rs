@@ -166,6 +166,11 @@ impl Cache {
         self.frames[i as usize].as_mut()
     }
 
+    /// Buffers kept for reuse by [`Cache::buffer`].
+    pub fn spares(&mut self) -> &mut Vec<Box<[u8]>> {
+        &mut self.spare
+    }
+
     /// A zeroed page buffer, recycled from evicted frames when possible.
     pub fn buffer(&mut self) -> Box<[u8]> {
         match self.spare.pop() {

@@ -188,6 +188,7 @@ impl Engine {
     /// to [`WriteBack`](super::WriteBack), which writes it once the exclusive lock is
     /// released (loads read it there until then): no I/O here.
     pub fn shrink_cache(&mut self) {
+        self.writeback.take_spares(self.cache.spares());
         while self.cache.over_budget() {
             let Some(pid) = self.cache.victim() else {
                 break;

@@ -37,10 +37,16 @@ pub(crate) struct WriteBack {
     next_version: AtomicU64,
     io: Mutex<()>,
     written: AtomicU64,
+    /// Buffers of images written, for the cache to reuse (allocating and freeing a page
+    /// buffer per eviction cost more than the write itself).
+    spare: Mutex<Vec<Box<[u8]>>>,
+    spare_len: AtomicUsize,
 }
 
 /// Images taken out of the table per hold of its mutex by a writer.
 const BATCH: usize = 64;
+/// Buffers of written images kept for reuse, at most.
+const SPARE: usize = 64;
 
 impl WriteBack {
     pub fn new(file: Arc<dyn StorageFile>, page_size: usize) -> WriteBack {
@@ -52,6 +58,8 @@ impl WriteBack {
             next_version: AtomicU64::new(0),
             io: Mutex::new(()),
             written: AtomicU64::new(0),
+            spare: Mutex::new(Vec::new()),
+            spare_len: AtomicUsize::new(0),
         }
     }
 
@@ -116,6 +124,23 @@ impl WriteBack {
         self.len.load(SeqCst) == 0
     }
 
+    fn recycle(&self, buffer: Box<[u8]>) {
+        let mut spare = self.spare.lock();
+        if spare.len() < SPARE {
+            spare.push(buffer);
+            self.spare_len.store(spare.len(), Relaxed);
+        }
+    }
+
+    /// Moves the buffers of written images into `into`, for reuse.
+    pub fn take_spares(&self, into: &mut Vec<Box<[u8]>>) {
+        if self.spare_len.load(Relaxed) != 0 {
+            let mut spare = self.spare.lock();
+            into.append(&mut spare);
+            self.spare_len.store(0, Relaxed);
+        }
+    }
+
     /// Pages written from here since the engine opened.
     pub fn written(&self) -> u64 {
         self.written.load(Relaxed)
@@ -175,6 +200,11 @@ impl WriteBack {
                 if pending.get(&pid).is_some_and(|(v, _)| *v == version) {
                     pending.remove(&pid);
                     self.len.fetch_sub(1, SeqCst);
+                }
+                drop(pending);
+                // Unless a load still reads it.
+                if let Ok(buffer) = Arc::try_unwrap(image) {
+                    self.recycle(buffer);
                 }
             }
         }
