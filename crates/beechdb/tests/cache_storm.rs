@@ -162,6 +162,50 @@ fn writers_load_misses_before_taking_the_exclusive_lock() {
     }
 }
 
+/// A transaction of hundreds of writes on a database far larger than the cache (2,048
+/// pages) loads the pages of all of them with no lock before its commit takes the exclusive
+/// lock, as long as they fill at most half the cache.
+#[test]
+fn large_commits_load_their_pages_before_taking_the_exclusive_lock() {
+    let cfg = Config::new()
+        .page_size(4096)
+        .cache_size(8 << 20)
+        .transactional(true)
+        .durability(Durability::NoSync);
+    let env = Env::open_with_storage(Arc::new(MemStorage::new()), cfg).unwrap();
+    let db = env.create_db("d").unwrap();
+    for k in 0..240_000u32 {
+        db.put(&k.to_be_bytes(), &value(k)).unwrap();
+    }
+    env.sync().unwrap();
+    let before = env.stat().unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+    let mut written = std::collections::BTreeMap::new();
+    for round in 0..4 {
+        let txn = env.begin_txn().unwrap();
+        for _ in 0..600 {
+            let k = rng.gen_range(0..240_000u32);
+            let v = format!("round {round}").into_bytes();
+            txn.put(&db, &k.to_be_bytes(), &v).unwrap();
+            written.insert(k, v);
+        }
+        txn.commit().unwrap();
+    }
+    let after = env.stat().unwrap();
+    let unlocked = after.cache_loads_unlocked - before.cache_loads_unlocked;
+    let locked = (after.cache_misses - after.cache_loads_unlocked)
+        - (before.cache_misses - before.cache_loads_unlocked);
+    eprintln!("{unlocked} pages loaded with no lock, {locked} under the exclusive lock");
+    assert!(unlocked > 1_000, "2,400 random writes miss the cache");
+    assert!(
+        locked * 20 < unlocked,
+        "writes past the first 256 of a commit are loaded before it takes the lock"
+    );
+    for (k, v) in written {
+        assert_eq!(db.get(&k.to_be_bytes()).unwrap(), Some(v), "key {k}");
+    }
+}
+
 /// Removing a database far larger than the cache frees its tree a batch at a time: no page
 /// of it is loaded under the exclusive lock, the cache stays within its budget, every page
 /// comes back as free space, other databases are untouched, and the environment verifies

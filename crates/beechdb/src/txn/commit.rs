@@ -117,9 +117,6 @@ impl Engine {
     }
 }
 
-/// Writes of a commit whose pages are loaded before it takes the exclusive lock.
-const PREFETCH_OPS: usize = 256;
-
 thread_local! {
     /// The one-operation write set of an auto-commit, reused.
     static AUTOCOMMIT_OPS: RefCell<OpsBuilder> = RefCell::new(OpsBuilder::default());
@@ -270,31 +267,30 @@ impl Shared {
         Ok(Some(lsn))
     }
 
-    /// Brings into memory, with no lock held, the pages the first [`PREFETCH_OPS`] writes of
-    /// a commit descend through, so that applying it under the exclusive lock reads no page
-    /// from the file while every reader waits (see [`Shared::read`]: a page found missing
-    /// is read with no lock and added under the shared one). Commits skip it while the
-    /// cache held every page of the trees at the last commit (`Tx::pages_resident`). Errors
-    /// are left for the apply to meet and report.
+    /// Brings into memory, with no lock held, the pages a commit's writes descend through,
+    /// so that applying it under the exclusive lock reads no page from the file while every
+    /// reader waits (see [`Shared::read`]: a page found missing is read with no lock and
+    /// added under the shared one); for no more writes than half the cache has pages (more
+    /// would evict what was loaded first). Commits skip it while the cache held every page
+    /// of the trees at the last commit (`Tx::pages_resident`).
     fn prefetch(&self, ops: Ops) {
-        self.prefetch_keys(|| ops.iter().take(PREFETCH_OPS).map(|op| (op.db(), op.key())));
+        let writes = self.engine.read().cache.capacity() / 2;
+        self.prefetch_keys(ops.iter().take(writes).map(|op| (op.db(), op.key())));
     }
 
     /// Brings into memory, with no lock held, the pages a descent to each `(db, key)` of
-    /// `keys()` passes (asked again after a page is loaded); keys of databases that do not
-    /// exist and errors are left for the caller's apply to meet.
-    pub(super) fn prefetch_keys<'k, I>(&self, keys: impl Fn() -> I)
-    where
-        I: Iterator<Item = (u32, &'k [u8])>,
-    {
-        let _ = self.read(|e| {
-            for (db, key) in keys() {
+    /// `keys` passes, one key per hold of the shared lock (so a key's few misses never send
+    /// the read to the exclusive lock, as one read missing hundreds of pages would). Keys
+    /// of databases that do not exist, and errors, are left for the caller's apply.
+    pub(super) fn prefetch_keys<'k>(&self, keys: impl Iterator<Item = (u32, &'k [u8])>) {
+        for (db, key) in keys {
+            let _ = self.read(|e| {
                 if e.db(db).is_ok() {
                     e.locate(db, key)?;
                 }
-            }
-            Ok(())
-        });
+                Ok(())
+            });
+        }
     }
 
     /// One write as its own transaction: `value` `None` deletes; with `no_overwrite` it
