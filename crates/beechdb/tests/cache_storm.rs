@@ -206,6 +206,66 @@ fn large_commits_load_their_pages_before_taking_the_exclusive_lock() {
     }
 }
 
+/// Deletes that empty leaves of a database far larger than the cache merge them with
+/// siblings: a commit loads those siblings too before it takes the exclusive lock.
+#[test]
+fn deletes_load_the_siblings_they_merge_with_before_taking_the_exclusive_lock() {
+    let cfg = Config::new()
+        .page_size(4096)
+        .cache_size(2 << 20)
+        .transactional(true)
+        .durability(Durability::NoSync);
+    let env = Env::open_with_storage(Arc::new(MemStorage::new()), cfg).unwrap();
+    let db = env.create_db("d").unwrap();
+    for k in 0..240_000u32 {
+        db.put(&k.to_be_bytes(), &value(k)).unwrap();
+    }
+    // Leaves (of about 28 records) left about a third full, just above where they merge.
+    let kept = |k: &u32| k % 28 < 9;
+    for chunk in (0..240_000u32).step_by(4_000) {
+        let txn = env.begin_txn().unwrap();
+        for k in (chunk..chunk + 4_000).filter(|k| !kept(k)) {
+            txn.delete(&db, &k.to_be_bytes()).unwrap();
+        }
+        txn.commit().unwrap();
+    }
+    env.sync().unwrap();
+    let leaves = db.stat().unwrap().leaf_pages;
+    let before = env.stat().unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(4);
+    let mut left: std::collections::BTreeSet<u32> = (0..240_000).filter(kept).collect();
+    for _ in 0..25 {
+        let txn = env.begin_txn().unwrap();
+        for _ in 0..200 {
+            let k = rng.gen_range(0..240_000u32);
+            if left.remove(&k) {
+                txn.delete(&db, &k.to_be_bytes()).unwrap();
+            }
+        }
+        txn.commit().unwrap();
+    }
+    let after = env.stat().unwrap();
+    let merged = leaves - db.stat().unwrap().leaf_pages;
+    let unlocked = after.cache_loads_unlocked - before.cache_loads_unlocked;
+    let locked = (after.cache_misses - after.cache_loads_unlocked)
+        - (before.cache_misses - before.cache_loads_unlocked);
+    eprintln!(
+        "{merged} leaves merged; {unlocked} pages loaded with no lock, {locked} under the \
+         exclusive lock"
+    );
+    assert!(
+        merged > 100,
+        "random deletes merged leaves with their siblings"
+    );
+    assert!(unlocked > 1_000, "random deletes miss the cache");
+    assert!(
+        locked * 50 < unlocked,
+        "merged siblings are loaded before the lock"
+    );
+    assert_eq!(db.iter().count(), left.len());
+    assert!(env.verify().unwrap().is_clean());
+}
+
 /// Removing a database far larger than the cache frees its tree a batch at a time: no page
 /// of it is loaded under the exclusive lock, the cache stays within its budget, every page
 /// comes back as free space, other databases are untouched, and the environment verifies

@@ -139,6 +139,35 @@ impl Engine {
         Ok(self.db(db)?.root)
     }
 
+    /// For a delete of `key` about to be applied: makes resident (through `Need::Page`) the
+    /// leaf and, when the leaf is near a quarter full (the delete may make it merge), the
+    /// sibling [`Engine::rebalance`] would merge it with. So that a commit loads them
+    /// before it takes the exclusive lock.
+    pub(crate) fn locate_for_delete(&self, db: u32, key: &[u8]) -> NeedResult<()> {
+        let (mut pid, mut parent) = (self.root(db)?, None);
+        loop {
+            let p = self.page(pid)?;
+            if node::is_leaf(p) {
+                break;
+            }
+            let idx = self.child_index(p, key)?;
+            parent = Some((pid, idx));
+            pid = node::child(p, idx);
+        }
+        // Under a quarter full it merges; an eighth more covers the entry this removes (and
+        // others of the same commit).
+        let capacity = self.layout.capacity();
+        let near_merge = node::used(self.page(pid)?) < capacity / 4 + capacity / 8;
+        if let Some((parent, ci)) = parent.filter(|_| near_merge) {
+            let p = self.page(parent)?;
+            if node::nslots(p) > 0 {
+                let sibling = if ci > 0 { ci - 1 } else { 1 };
+                self.page(node::child(p, sibling))?;
+            }
+        }
+        Ok(())
+    }
+
     /// Finds `key`: the leaf and slot holding it, if present. Each thread keeps a hint of the
     /// last leaf it read and that leaf's key range; a read inside the range, in the same
     /// epoch, skips the descent.

@@ -208,7 +208,11 @@ impl Shared {
                 return Ok(());
             }
             // The batch's leaves are loaded with no lock first.
-            self.prefetch_keys(batch.iter().map(|(db, key, _)| (*db, key.as_slice())));
+            self.prefetch_keys(
+                batch
+                    .iter()
+                    .map(|(db, key, w)| (*db, key.as_slice(), w.is_none())),
+            );
             {
                 self.live()?;
                 let mut e = self.engine.write();

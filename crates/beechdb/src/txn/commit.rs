@@ -275,18 +275,26 @@ impl Shared {
     /// of the trees at the last commit (`Tx::pages_resident`).
     fn prefetch(&self, ops: Ops) {
         let writes = self.engine.read().cache.capacity() / 2;
-        self.prefetch_keys(ops.iter().take(writes).map(|op| (op.db(), op.key())));
+        self.prefetch_keys(
+            ops.iter()
+                .take(writes)
+                .map(|op| (op.db(), op.key(), op.value().is_none())),
+        );
     }
 
-    /// Brings into memory, with no lock held, the pages a descent to each `(db, key)` of
-    /// `keys` passes, one key per hold of the shared lock (so a key's few misses never send
+    /// Brings into memory, with no lock held, the pages a descent to each `(db, key,
+    /// delete)` of `keys` passes (for a delete, the sibling a merge would need too), one key
+    /// per hold of the shared lock (so a key's few misses never send
     /// the read to the exclusive lock, as one read missing hundreds of pages would). Keys
     /// of databases that do not exist, and errors, are left for the caller's apply.
-    pub(super) fn prefetch_keys<'k>(&self, keys: impl Iterator<Item = (u32, &'k [u8])>) {
-        for (db, key) in keys {
+    pub(super) fn prefetch_keys<'k>(&self, keys: impl Iterator<Item = (u32, &'k [u8], bool)>) {
+        for (db, key, delete) in keys {
             let _ = self.read(|e| {
                 if e.db(db).is_ok() {
-                    e.locate(db, key)?;
+                    match delete {
+                        true => e.locate_for_delete(db, key)?,
+                        false => drop(e.locate(db, key)?),
+                    }
                 }
                 Ok(())
             });
