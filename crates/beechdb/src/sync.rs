@@ -40,9 +40,20 @@ const BACKOFF: Duration = Duration::from_micros(20);
 /// shared one).
 static IN_USE: [AtomicU64; WORDS] = [const { AtomicU64::new(0) }; WORDS];
 
+/// A value on a cache line of its own, so that writes to it do not take the line from
+/// threads reading its neighbours (false sharing), nor the other way round.
 #[repr(align(64))]
 #[derive(Default)]
-struct Slot(AtomicUsize);
+pub(crate) struct OwnLine<T>(pub T);
+
+impl<T> Deref for OwnLine<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+type Slot = OwnLine<AtomicUsize>;
 
 pub(crate) struct ReadMostlyLock<T> {
     writer: AtomicBool,

@@ -16,6 +16,7 @@
 //! loaded image is handed out only while no writer runs. Invariant: a page number is in at
 //! most one of the map and the side table.
 
+use crate::sync::OwnLine;
 use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
 use std::cell::Cell;
@@ -308,12 +309,8 @@ impl Cache {
 /// A counter bumped from many threads without sharing one cache line.
 #[derive(Default)]
 struct StripedCounter {
-    cells: [PaddedCounter; 8],
+    cells: [OwnLine<AtomicU64>; 8],
 }
-
-#[derive(Default)]
-#[repr(align(64))]
-struct PaddedCounter(AtomicU64);
 
 thread_local! {
     static STRIPE: Cell<usize> = const { Cell::new(usize::MAX) };

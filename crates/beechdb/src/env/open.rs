@@ -10,7 +10,7 @@ use crate::engine::{Engine, DB_FILE};
 use crate::error::{Error, Result};
 use crate::files::Listing;
 use crate::storage::Storage;
-use crate::sync::ReadMostlyLock;
+use crate::sync::{OwnLine, ReadMostlyLock};
 use crate::txn::TxnManager;
 use crate::wal::reader::LogReader;
 use crate::wal::{self, segment_name, Wal};
@@ -168,9 +168,9 @@ impl Env {
             txn_memory: config.txn_memory,
             keep_logs: config.keep_logs,
             checkpoint_log_bytes: config.checkpoint_log_bytes,
-            inmem_lsn: AtomicU64::new(start_lsn),
+            inmem_lsn: OwnLine(AtomicU64::new(start_lsn)),
             last_checkpoint_lsn: AtomicU64::new(engine.log_lsn),
-            pages_resident: AtomicBool::new(false),
+            pages_resident: OwnLine(AtomicBool::new(false)),
             checkpoint_signal: Arc::new(CheckpointSignal::default()),
             recovered_commits,
         });
@@ -178,7 +178,7 @@ impl Env {
             shared: Arc::new(Shared {
                 writeback: engine.writeback.clone(),
                 engine: ReadMostlyLock::new(engine),
-                data_version: AtomicU64::new(0),
+                data_version: OwnLine(AtomicU64::new(0)),
                 closed: AtomicBool::new(false),
                 storage: storage.clone(),
                 lock: Mutex::new(guard),

@@ -12,7 +12,7 @@ use crate::config::{Durability, Isolation};
 use crate::engine::{Engine, Need, NeedResult, WriteBack};
 use crate::error::{Error, Result};
 use crate::storage::Storage;
-use crate::sync::ReadMostlyLock;
+use crate::sync::{OwnLine, ReadMostlyLock};
 use crate::txn::TxnManager;
 use crate::wal::{Record, Wal};
 use parking_lot::Mutex;
@@ -28,8 +28,9 @@ use std::sync::Arc;
 /// are leaves.
 pub(crate) struct Shared {
     pub(crate) engine: ReadMostlyLock<Engine>,
-    /// Bumped by every write: cursors use it to know their copied entries are current.
-    pub(crate) data_version: AtomicU64,
+    /// Bumped by every write: cursors use it to know their copied entries are current. On
+    /// a line of its own: the fields around it are read by every operation.
+    pub(crate) data_version: OwnLine<AtomicU64>,
     pub(super) closed: AtomicBool,
     pub(crate) storage: Arc<dyn Storage>,
     pub(super) lock: Mutex<Option<Box<dyn Any + Send + Sync>>>,
@@ -68,12 +69,12 @@ pub(crate) struct Tx {
     pub txn_memory: usize,
     pub(super) keep_logs: bool,
     pub checkpoint_log_bytes: u64,
-    /// The in-memory log's next LSN.
-    pub inmem_lsn: AtomicU64,
+    /// The in-memory log's next LSN (bumped by every commit: on a line of its own).
+    pub inmem_lsn: OwnLine<AtomicU64>,
     pub last_checkpoint_lsn: AtomicU64,
     /// The cache held every page of the trees after the last commit: commits skip loading
     /// their pages ahead (`Shared::prefetch`).
-    pub pages_resident: AtomicBool,
+    pub pages_resident: OwnLine<AtomicBool>,
     /// Wakes the background checkpointer early (log volume reached, or closing).
     pub(super) checkpoint_signal: Arc<CheckpointSignal>,
     pub recovered_commits: u64,
