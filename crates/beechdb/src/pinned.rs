@@ -36,14 +36,14 @@ impl PinnedCheckpoint {
         let (meta, file) = {
             let mut e = shared.engine.write();
             let meta = e.durable_meta;
-            e.space.pin(meta.generation);
-            (meta, e.file.clone())
+            e.pager.space.pin(meta.generation);
+            (meta, e.pager.file.clone())
         };
         // Read once pinned: the free list's own pages are the checkpoint's too.
         let free = match read_free_list(file.as_ref(), &meta) {
             Ok((free, _)) => free.into_iter().collect(),
             Err(e) => {
-                shared.engine.write().space.unpin(meta.generation);
+                shared.engine.write().pager.space.unpin(meta.generation);
                 return Err(e);
             }
         };
@@ -208,6 +208,11 @@ impl CheckpointCopy {
 
 impl Drop for PinnedCheckpoint {
     fn drop(&mut self) {
-        self.shared.engine.write().space.unpin(self.meta.generation);
+        self.shared
+            .engine
+            .write()
+            .pager
+            .space
+            .unpin(self.meta.generation);
     }
 }

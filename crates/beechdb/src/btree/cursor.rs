@@ -293,7 +293,7 @@ pub(crate) fn visit_leaf(
     let Some(pos) = e.seek(db, from)? else {
         return Ok(None);
     };
-    let p = e.page(pos.leaf)?;
+    let p = e.pager.page(pos.leaf)?;
     let n = node::nslots(p);
     let mut overflow = Vec::new();
     for i in pos.idx..n {
@@ -364,7 +364,7 @@ fn copy_run(
     spans: &mut Vec<(usize, usize, usize, usize)>,
     (end, max_bytes): (&Bound<Vec<u8>>, usize),
 ) -> NeedResult<usize> {
-    let p = e.page(pos.leaf)?;
+    let p = e.pager.page(pos.leaf)?;
     let n = node::nslots(p);
     if forward {
         // One pass: each entry is copied, then decides whether the run goes on. Entries

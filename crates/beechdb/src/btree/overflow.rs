@@ -11,7 +11,7 @@ use crate::storage::page::{self, rd32, wr32, HDR, KIND_OVERFLOW};
 
 impl Engine {
     fn overflow_capacity(&self) -> usize {
-        self.layout.page_size - HDR
+        self.pager.layout.page_size - HDR
     }
 
     /// Writes `value` to a new chain and returns its first page. The pages are handed to
@@ -19,24 +19,24 @@ impl Engine {
     pub(crate) fn write_overflow(&mut self, value: &[u8]) -> Result<u64> {
         let cap = self.overflow_capacity();
         let pids: Vec<u64> = (0..value.len().div_ceil(cap))
-            .map(|_| self.space.allocate())
+            .map(|_| self.pager.space.allocate())
             .collect();
         for (i, chunk) in value.chunks(cap).enumerate() {
-            let mut buf = vec![0u8; self.layout.page_size].into_boxed_slice();
+            let mut buf = vec![0u8; self.pager.layout.page_size].into_boxed_slice();
             page::init(&mut buf, KIND_OVERFLOW);
             page::set_link(&mut buf, pids.get(i + 1).copied().unwrap_or(0));
             wr32(&mut buf, 32, chunk.len() as u32);
             buf[HDR..HDR + chunk.len()].copy_from_slice(chunk);
-            page::seal(&mut buf, pids[i], self.generation + 1);
-            self.writeback.add(pids[i], buf);
+            page::seal(&mut buf, pids[i], self.pager.generation + 1);
+            self.pager.writeback.add(pids[i], buf);
         }
-        self.changed = true;
+        self.pager.changed = true;
         Ok(pids[0])
     }
 
     /// Reads the chain starting at `first`, which must hold exactly `len` bytes, into `out`.
     pub(crate) fn read_overflow(&self, first: u64, len: u32, out: &mut Vec<u8>) -> Result<()> {
-        let mut buf = vec![0u8; self.layout.page_size];
+        let mut buf = vec![0u8; self.pager.layout.page_size];
         let start = out.len();
         let mut pid = first;
         out.reserve(len as usize);
@@ -65,15 +65,16 @@ impl Engine {
     }
 
     fn read_overflow_page(&self, pid: u64, buf: &mut [u8]) -> Result<()> {
-        self.writeback
+        self.pager
+            .writeback
             .read_page(
                 pid,
                 buf,
-                self.space.page_count(),
-                self.max_page_generation(),
+                self.pager.space.page_count(),
+                self.pager.max_page_generation(),
                 Some(KIND_OVERFLOW),
             )
-            .map_err(|e| self.explain_read_error(e))
+            .map_err(|e| self.pager.explain_read_error(e))
     }
 
     /// The pages of the chain starting at `first` (for freeing it).
@@ -84,10 +85,10 @@ impl Engine {
     /// What reading chains needs, to read them with no lock held (see [`ChainReader`]).
     pub(crate) fn chain_reader(&self) -> ChainReader {
         ChainReader {
-            writeback: self.writeback.clone(),
-            page_size: self.layout.page_size,
-            page_count: self.space.page_count(),
-            max_gen: self.max_page_generation(),
+            writeback: self.pager.writeback.clone(),
+            page_size: self.pager.layout.page_size,
+            page_count: self.pager.space.page_count(),
+            max_gen: self.pager.max_page_generation(),
         }
     }
 }

@@ -107,7 +107,7 @@ impl Engine {
     /// first bytes and a new overflow chain with the rest.
     #[inline(always)]
     fn encode_key<'k>(&mut self, key: &'k [u8]) -> Result<KeyPart<'k>> {
-        if key.len() <= self.layout.max_key {
+        if key.len() <= self.pager.layout.max_key {
             return Ok(KeyPart {
                 field: key.len(),
                 bytes: Cow::Borrowed(key),
@@ -119,7 +119,7 @@ impl Engine {
     #[cold]
     #[inline(never)]
     fn encode_long_key<'k>(&mut self, key: &'k [u8]) -> Result<KeyPart<'k>> {
-        let held = self.layout.long_prefix;
+        let held = self.pager.layout.long_prefix;
         let first = self.write_overflow(&key[held..])?;
         let mut bytes = key[..held].to_vec();
         bytes.extend_from_slice(&node::overflow_ref(first, (key.len() - held) as u32));
@@ -127,11 +127,6 @@ impl Engine {
             field: held | LONG_KEY,
             bytes: Cow::Owned(bytes),
         })
-    }
-
-    #[inline]
-    pub(crate) fn page(&self, pid: u64) -> NeedResult<&[u8]> {
-        self.cache.get(pid).ok_or(Need::Page(pid))
     }
 
     #[inline]
@@ -146,7 +141,7 @@ impl Engine {
     pub(crate) fn locate_for_delete(&self, db: u32, key: &[u8]) -> NeedResult<()> {
         let (mut pid, mut parent) = (self.root(db)?, None);
         loop {
-            let p = self.page(pid)?;
+            let p = self.pager.page(pid)?;
             if node::is_leaf(p) {
                 break;
             }
@@ -156,13 +151,13 @@ impl Engine {
         }
         // Under a quarter full it merges; an eighth more covers the entry this removes (and
         // others of the same commit).
-        let capacity = self.layout.capacity();
-        let near_merge = node::used(self.page(pid)?) < capacity / 4 + capacity / 8;
+        let capacity = self.pager.layout.capacity();
+        let near_merge = node::used(self.pager.page(pid)?) < capacity / 4 + capacity / 8;
         if let Some((parent, ci)) = parent.filter(|_| near_merge) {
-            let p = self.page(parent)?;
+            let p = self.pager.page(parent)?;
             if node::nslots(p) > 0 {
                 let sibling = if ci > 0 { ci - 1 } else { 1 };
-                self.page(node::child(p, sibling))?;
+                self.pager.page(node::child(p, sibling))?;
             }
         }
         Ok(())
@@ -181,12 +176,12 @@ impl Engine {
             if h.valid
                 && h.instance == self.instance
                 && h.db == db
-                && h.epoch == self.epoch
+                && h.epoch == self.pager.epoch
                 && h.lo.as_deref().is_none_or(|lo| key >= lo)
                 && h.hi.as_deref().is_none_or(|hi| key < hi)
             {
-                if let Some(p) = self.cache.get(h.leaf) {
-                    self.cache.count_hits(1);
+                if let Some(p) = self.pager.cache.get(h.leaf) {
+                    self.pager.cache.count_hits(1);
                     return Ok(self.search(p, key)?.ok().map(|i| (h.leaf, i)));
                 }
             }
@@ -196,13 +191,13 @@ impl Engine {
             let mut pid = self.root(db)?;
             let mut visited = 1;
             loop {
-                let p = self.page(pid)?;
+                let p = self.pager.page(pid)?;
                 if node::is_leaf(p) {
-                    self.cache.count_hits(visited);
+                    self.pager.cache.count_hits(visited);
                     set_bound(&mut h.lo, lo);
                     set_bound(&mut h.hi, hi);
                     (h.valid, h.instance, h.db, h.epoch, h.leaf) =
-                        (exact, self.instance, db, self.epoch, pid);
+                        (exact, self.instance, db, self.pager.epoch, pid);
                     return Ok(self.search(p, key)?.ok().map(|i| (pid, i)));
                 }
                 let idx = self.child_index(p, key)?;
@@ -220,7 +215,7 @@ impl Engine {
         idx: usize,
         f: impl FnOnce(&[u8]) -> R,
     ) -> NeedResult<R> {
-        match node::leaf_value(self.page(leaf)?, idx) {
+        match node::leaf_value(self.pager.page(leaf)?, idx) {
             LeafValue::Inline(v) => Ok(f(v)),
             LeafValue::Overflow { first, len } => {
                 let mut v = Vec::new();
@@ -235,7 +230,7 @@ impl Engine {
         path.clear();
         let mut pid = root;
         loop {
-            let p = self.page(pid)?;
+            let p = self.pager.page(pid)?;
             if node::is_leaf(p) {
                 return Ok(pid);
             }
@@ -255,13 +250,13 @@ impl Engine {
             let Some(&(pid, idx)) = path.last() else {
                 return Ok(None);
             };
-            let n = node::nslots(self.page(pid)?);
+            let n = node::nslots(self.pager.page(pid)?);
             if (forward && idx < n) || (!forward && idx > 0) {
                 let idx = if forward { idx + 1 } else { idx - 1 };
                 path.last_mut().unwrap().1 = idx;
-                let mut child = node::child(self.page(pid)?, idx);
+                let mut child = node::child(self.pager.page(pid)?, idx);
                 loop {
-                    let p = self.page(child)?;
+                    let p = self.pager.page(child)?;
                     if node::is_leaf(p) {
                         return Ok(Some(child));
                     }
@@ -278,7 +273,7 @@ impl Engine {
     pub(crate) fn seek(&self, db: u32, to: Seek) -> NeedResult<Option<Position>> {
         let mut path = Path::new();
         let mut leaf = self.descend(self.root(db)?, to, &mut path)?;
-        let p = self.page(leaf)?;
+        let p = self.pager.page(leaf)?;
         let n = node::nslots(p) as isize;
         let forward = matches!(to, Seek::First | Seek::Ge(_) | Seek::Gt(_));
         let mut idx: isize = match to {
@@ -289,7 +284,7 @@ impl Engine {
             Seek::Lt(k) => self.search(p, k)?.unwrap_or_else(|i| i) as isize - 1,
         };
         loop {
-            let n = node::nslots(self.page(leaf)?) as isize;
+            let n = node::nslots(self.pager.page(leaf)?) as isize;
             if idx >= 0 && idx < n {
                 return Ok(Some(Position {
                     leaf,
@@ -303,7 +298,7 @@ impl Engine {
                     idx = if forward {
                         0
                     } else {
-                        node::nslots(self.page(l)?) as isize - 1
+                        node::nslots(self.pager.page(l)?) as isize - 1
                     };
                 }
             }
@@ -319,12 +314,12 @@ impl Engine {
                 let to = after.as_deref().map_or(Seek::First, Seek::Gt);
                 match self.seek(db, to) {
                     Ok(p) => break p,
-                    Err(Need::Page(pid)) => self.load(pid)?,
+                    Err(Need::Page(pid)) => self.pager.load(pid)?,
                     Err(Need::Fail(e)) => return Err(e),
                 }
             };
             let Some(pos) = pos else { return Ok(out) };
-            let p = self.node(pos.leaf);
+            let p = self.pager.node(pos.leaf);
             for i in pos.idx..node::nslots(p) {
                 let v = match node::leaf_value(p, i) {
                     LeafValue::Inline(v) => v.to_vec(),
@@ -346,12 +341,12 @@ impl Engine {
         let h = &self.hint;
         if h.valid
             && h.db == db
-            && h.epoch == self.epoch
+            && h.epoch == self.pager.epoch
             && h.lo.as_deref().is_none_or(|lo| key >= lo)
             && h.hi.as_deref().is_none_or(|hi| key < hi)
         {
             path.clone_from(&h.path);
-            self.cache.count_hits(1);
+            self.pager.cache.count_hits(1);
             return Ok(h.leaf);
         }
         path.clear();
@@ -359,8 +354,8 @@ impl Engine {
         let mut exact = true;
         let mut pid = self.root(db)?;
         loop {
-            let Some(p) = self.cache.get(pid) else {
-                self.load(pid)?;
+            let Some(p) = self.pager.cache.get(pid) else {
+                self.pager.load(pid)?;
                 // Loading may evict nothing here (eviction runs after the operation), but
                 // the bounds borrowed from pages must be re-read: start again.
                 path.clear();
@@ -369,11 +364,11 @@ impl Engine {
                 continue;
             };
             if node::is_leaf(p) {
-                self.cache.count_hits(path.len() as u64 + 1);
+                self.pager.cache.count_hits(path.len() as u64 + 1);
                 let h = &mut self.hint;
                 set_bound(&mut h.lo, lo);
                 set_bound(&mut h.hi, hi);
-                (h.valid, h.db, h.epoch, h.leaf) = (exact, db, self.epoch, pid);
+                (h.valid, h.db, h.epoch, h.leaf) = (exact, db, self.pager.epoch, pid);
                 h.path.clone_from(path);
                 return Ok(pid);
             }
@@ -386,29 +381,29 @@ impl Engine {
 
     /// Relocates `pid` off the durable checkpoint if needed; returns its writable number.
     fn relocate(&mut self, pid: u64) -> u64 {
-        if self.space.is_fresh(pid) {
+        if self.pager.space.is_fresh(pid) {
             return pid;
         }
-        self.epoch += 1;
-        let new = self.space.allocate();
-        if self.retire_frame(pid) {
+        self.pager.epoch += 1;
+        let new = self.pager.space.allocate();
+        if self.pager.retire_frame(pid) {
             // The old image stays for the checkpoint in flight; the copy moves on.
-            let mut copy = self.cache.buffer();
-            copy.copy_from_slice(self.cache.get(pid).expect("a resident page"));
-            self.cache.insert(new, copy, true);
+            let mut copy = self.pager.cache.buffer();
+            copy.copy_from_slice(self.pager.cache.get(pid).expect("a resident page"));
+            self.pager.cache.insert(new, copy, true);
         } else {
-            self.cache.rekey(pid, new);
+            self.pager.cache.rekey(pid, new);
         }
-        self.space.release(pid);
+        self.pager.space.release(pid);
         new
     }
 
     /// Makes the path and the leaf writable (copy-on-write), fixing parent pointers and the
     /// root. Updates `path` in place and returns the leaf's writable number.
     fn make_writable(&mut self, db: u32, path: &mut [(u64, usize)], leaf: u64) -> u64 {
-        if self.space.is_fresh(leaf) {
+        if self.pager.space.is_fresh(leaf) {
             // Ancestors of a fresh page are fresh: nothing moves.
-            self.node_mut(leaf);
+            self.pager.node_mut(leaf);
             return leaf;
         }
         let mut parent: Option<(u64, usize)> = None;
@@ -419,10 +414,10 @@ impl Engine {
                 leaf
             };
             let new = self.relocate(old);
-            self.node_mut(new);
+            self.pager.node_mut(new);
             if new != old {
                 match parent {
-                    Some((pp, idx)) => node::set_child(self.node_mut(pp), idx, new),
+                    Some((pp, idx)) => node::set_child(self.pager.node_mut(pp), idx, new),
                     None => self.set_root(db, new),
                 }
             }
@@ -473,22 +468,22 @@ impl Engine {
         path: &mut Vec<(u64, usize)>,
     ) -> Result<bool> {
         let leaf = self.descend_mut(db, key, path)?;
-        let found = self.search(self.node(leaf), key)?;
-        let key_len = if key.len() > self.layout.max_key {
-            self.layout.long_prefix + node::OVERFLOW_REF
+        let found = self.search(self.pager.node(leaf), key)?;
+        let key_len = if key.len() > self.pager.layout.max_key {
+            self.pager.layout.long_prefix + node::OVERFLOW_REF
         } else {
             key.len()
         };
-        let inline = self.layout.fits_inline(key_len, value.len());
+        let inline = self.pager.layout.fits_inline(key_len, value.len());
         let mut old_chain = None;
         if let Ok(i) = found {
             if no_overwrite {
                 return Err(Error::KeyExists);
             }
-            match node::leaf_value(self.node(leaf), i) {
+            match node::leaf_value(self.pager.node(leaf), i) {
                 LeafValue::Inline(old) if inline && old.len() == value.len() => {
                     let leaf = self.make_writable(db, path, leaf);
-                    node::overwrite_inline_value(self.node_mut(leaf), i, value);
+                    node::overwrite_inline_value(self.pager.node_mut(leaf), i, value);
                     return Ok(true);
                 }
                 LeafValue::Overflow { first, len } => {
@@ -499,8 +494,8 @@ impl Engine {
         }
         // A replaced long key keeps its key part (its rest stays where it is).
         let kpart = match found {
-            Ok(i) if node::long_key(self.node(leaf), i).is_some() => {
-                let (field, bytes) = node::key_part(self.node(leaf), i);
+            Ok(i) if node::long_key(self.pager.node(leaf), i).is_some() => {
+                let (field, bytes) = node::key_part(self.pager.node(leaf), i);
                 KeyPart {
                     field,
                     bytes: Cow::Owned(bytes.to_vec()),
@@ -516,7 +511,7 @@ impl Engine {
         let leaf = self.make_writable(db, path, leaf);
         let idx = match found {
             Ok(i) => {
-                node::remove(self.node_mut(leaf), i);
+                node::remove(self.pager.node_mut(leaf), i);
                 i
             }
             Err(i) => {
@@ -525,7 +520,7 @@ impl Engine {
             }
         };
         for pid in old_chain.into_iter().flatten() {
-            self.space.release(pid);
+            self.pager.space.release(pid);
         }
         let ovf_ref;
         let (vfield, vbytes): (u32, &[u8]) = match ovf {
@@ -543,7 +538,7 @@ impl Engine {
         } else {
             0
         };
-        if node::insert(self.node_mut(leaf), idx, &[&hdr, kbytes, vbytes]) {
+        if node::insert(self.pager.node_mut(leaf), idx, &[&hdr, kbytes, vbytes]) {
             self.last_insert = found.is_err().then_some((leaf, idx));
         } else {
             let mut cell = Vec::with_capacity(LEAF_CELL_HDR + kbytes.len() + vbytes.len());
@@ -565,18 +560,20 @@ impl Engine {
         idx: usize,
         cell: &[u8],
     ) -> Result<()> {
-        let scratch = self.node(pid).to_vec();
+        let scratch = self.pager.node(pid).to_vec();
         let leaf = node::is_leaf(&scratch);
         let n = node::nslots(&scratch);
         let mut cells: Vec<&[u8]> = (0..n).map(|i| node::cell(&scratch, i)).collect();
         cells.insert(idx, cell);
-        let rightmost = path.iter().all(|&(p, i)| i == node::nslots(self.node(p)));
+        let rightmost = path
+            .iter()
+            .all(|&(p, i)| i == node::nslots(self.pager.node(p)));
         let sep = if leaf {
             // Appending at the right edge of the tree, or inserting right after the last
             // insert (a sorted load, also below larger keys): split where the insert goes,
             // leaving the left page full.
             let fits = |part: &[&[u8]]| {
-                part.iter().map(|c| c.len() + 2).sum::<usize>() <= self.layout.capacity()
+                part.iter().map(|c| c.len() + 2).sum::<usize>() <= self.pager.layout.capacity()
             };
             let sequential = (idx == n && rightmost
                 || self.insert_run >= SORTED_RUN && self.last_insert == Some((pid, idx - 1)))
@@ -595,9 +592,9 @@ impl Engine {
                 field: sep.field,
                 bytes: Cow::Owned(sep.bytes.into_owned()),
             };
-            let right = self.new_node(KIND_LEAF);
-            node::rebuild(self.node_mut(pid), &cells[..at]);
-            node::rebuild(self.node_mut(right), &cells[at..]);
+            let right = self.pager.new_node(KIND_LEAF);
+            node::rebuild(self.pager.node_mut(pid), &cells[..at]);
+            node::rebuild(self.pager.node_mut(right), &cells[at..]);
             self.last_insert = sequential.then_some((right, 0));
             (sep, right)
         } else {
@@ -611,9 +608,9 @@ impl Engine {
                 field,
                 bytes: Cow::Owned(bytes.to_vec()),
             };
-            let right = self.new_node(KIND_BRANCH);
-            node::rebuild(self.node_mut(pid), &cells[..at]);
-            let r = self.node_mut(right);
+            let right = self.pager.new_node(KIND_BRANCH);
+            node::rebuild(self.pager.node_mut(pid), &cells[..at]);
+            let r = self.pager.node_mut(right);
             crate::storage::page::set_link(r, mid_child);
             node::rebuild(r, &cells[at + 1..]);
             (sep, right)
@@ -622,8 +619,8 @@ impl Engine {
         let hdr = node::branch_cell_header(sep.field, right);
         match path.pop() {
             None => {
-                let root = self.new_node(KIND_BRANCH);
-                let r = self.node_mut(root);
+                let root = self.pager.new_node(KIND_BRANCH);
+                let r = self.pager.node_mut(root);
                 crate::storage::page::set_link(r, pid);
                 let ok = node::insert(r, 0, &[&hdr, &sep.bytes]);
                 debug_assert!(ok);
@@ -631,7 +628,7 @@ impl Engine {
                 Ok(())
             }
             Some((parent, ci)) => {
-                if node::insert(self.node_mut(parent), ci, &[&hdr, &sep.bytes]) {
+                if node::insert(self.pager.node_mut(parent), ci, &[&hdr, &sep.bytes]) {
                     return Ok(());
                 }
                 let mut bcell = hdr.to_vec();
@@ -651,20 +648,20 @@ impl Engine {
 
     fn delete_inner(&mut self, db: u32, key: &[u8], path: &mut Vec<(u64, usize)>) -> Result<bool> {
         let leaf = self.descend_mut(db, key, path)?;
-        let Ok(i) = self.search(self.node(leaf), key)? else {
+        let Ok(i) = self.search(self.pager.node(leaf), key)? else {
             return Ok(false);
         };
-        let mut chain = match node::leaf_value(self.node(leaf), i) {
+        let mut chain = match node::leaf_value(self.pager.node(leaf), i) {
             LeafValue::Overflow { first, len } => self.overflow_pages(first, len)?,
             LeafValue::Inline(_) => Vec::new(),
         };
-        if let Some((first, len)) = node::long_key(self.node(leaf), i) {
+        if let Some((first, len)) = node::long_key(self.pager.node(leaf), i) {
             chain.extend(self.overflow_pages(first, len)?);
         }
         let leaf = self.make_writable(db, path, leaf);
-        node::remove(self.node_mut(leaf), i);
+        node::remove(self.pager.node_mut(leaf), i);
         for pid in chain {
-            self.space.release(pid);
+            self.pager.space.release(pid);
         }
         self.add_entries(db, -1);
         self.rebalance(db, path, leaf)?;
@@ -674,48 +671,48 @@ impl Engine {
     /// After a removal from writable node `pid`: merge it with a sibling when it is less
     /// than a quarter full and the two fit in one page; collapse a root with one child.
     fn rebalance(&mut self, db: u32, path: &mut Vec<(u64, usize)>, pid: u64) -> Result<()> {
-        let p = self.node(pid);
+        let p = self.pager.node(pid);
         let Some(&(parent, ci)) = path.last() else {
             if !node::is_leaf(p) && node::nslots(p) == 0 {
                 let child = node::child(p, 0);
                 self.set_root(db, child);
-                self.free_page(pid);
+                self.pager.free_page(pid);
             }
             return Ok(());
         };
-        if node::used(p) >= self.layout.capacity() / 4 {
+        if node::used(p) >= self.pager.layout.capacity() / 4 {
             return Ok(());
         }
         let leaf = node::is_leaf(p);
-        if node::nslots(self.node(parent)) == 0 {
+        if node::nslots(self.pager.node(parent)) == 0 {
             return Ok(());
         }
         // Merge the right one of the pair into the left one.
         let (li, ri) = if ci > 0 { (ci - 1, ci) } else { (0, 1) };
         let (lpid, rpid) = (
-            node::child(self.node(parent), li),
-            node::child(self.node(parent), ri),
+            node::child(self.pager.node(parent), li),
+            node::child(self.pager.node(parent), ri),
         );
-        self.ensure(lpid)?;
-        self.ensure(rpid)?;
-        let (sep_field, sep) = node::key_part(self.node(parent), ri - 1);
+        self.pager.ensure(lpid)?;
+        self.pager.ensure(rpid)?;
+        let (sep_field, sep) = node::key_part(self.pager.node(parent), ri - 1);
         let sep = sep.to_vec();
         let extra = if leaf {
             0
         } else {
             BRANCH_CELL_HDR + sep.len() + 2
         };
-        if node::used(self.node(lpid)) + node::used(self.node(rpid)) + extra
-            > self.layout.capacity()
+        if node::used(self.pager.node(lpid)) + node::used(self.pager.node(rpid)) + extra
+            > self.pager.layout.capacity()
         {
             return Ok(());
         }
         let lw = self.relocate(lpid);
         if lw != lpid {
-            node::set_child(self.node_mut(parent), li, lw);
+            node::set_child(self.pager.node_mut(parent), li, lw);
         }
-        let right = self.node(rpid).to_vec();
-        let left = self.node_mut(lw);
+        let right = self.pager.node(rpid).to_vec();
+        let left = self.pager.node_mut(lw);
         let mut at = node::nslots(left);
         if !leaf {
             // The separator comes down (a long key's rest with it).
@@ -728,16 +725,16 @@ impl Engine {
             let ok = node::insert(left, at + i, &[node::cell(&right, i)]);
             debug_assert!(ok);
         }
-        node::remove(self.node_mut(parent), ri - 1);
+        node::remove(self.pager.node_mut(parent), ri - 1);
         if leaf {
             // The separator is dropped: so is a long one's rest.
             if let Some((first, len)) = node::key_part_rest(sep_field, &sep) {
                 for pid in self.overflow_pages(first, len)? {
-                    self.space.release(pid);
+                    self.pager.space.release(pid);
                 }
             }
         }
-        self.free_page(rpid);
+        self.pager.free_page(rpid);
         path.pop();
         self.rebalance(db, path, parent)
     }

@@ -54,7 +54,10 @@ impl Engine {
                     page: None,
                     detail: format!("catalog record of {name:?} has {} bytes", v.len()),
                 })?;
-            if id == CATALOG || id >= self.next_db_id || root < 2 || root >= self.space.page_count()
+            if id == CATALOG
+                || id >= self.next_db_id
+                || root < 2
+                || root >= self.pager.space.page_count()
             {
                 return Err(Error::Corrupt {
                     page: None,
@@ -134,7 +137,7 @@ impl Engine {
                 detail: format!("database {name:?} (id {id}) is created twice"),
             });
         }
-        let root = self.new_node(KIND_LEAF);
+        let root = self.pager.new_node(KIND_LEAF);
         self.next_db_id = self.next_db_id.max(id + 1);
         if self.dbs.len() <= id as usize {
             self.dbs.resize(id as usize + 1, None);
@@ -188,8 +191,8 @@ impl Engine {
     /// Frees every page of removed databases' trees now (see [`Engine::remove_db_with_id`]).
     pub fn free_doomed_now(&mut self) -> Result<()> {
         while let Some(&pid) = self.doomed.front() {
-            self.ensure(pid)?;
-            let (children, chains) = tree_refs(self.node(pid));
+            self.pager.ensure(pid)?;
+            let (children, chains) = tree_refs(self.pager.node(pid));
             let mut pages = vec![pid];
             for (first, len) in chains {
                 pages.extend(self.overflow_pages(first, len)?);
@@ -197,7 +200,7 @@ impl Engine {
             self.doomed.pop_front();
             self.doomed.extend(children);
             for p in pages {
-                self.free_page(p);
+                self.pager.free_page(p);
             }
             self.shrink_cache();
         }

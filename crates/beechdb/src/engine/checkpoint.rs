@@ -26,7 +26,7 @@ impl Engine {
     pub fn make_checkpoint_durable(&mut self) -> Result<()> {
         let (meta, slot) = self.opened_from;
         let ps = meta.page_size as u64;
-        let file = self.file.as_ref();
+        let file = self.pager.file.as_ref();
         file.write_at(&meta.encode(), slot * ps)
             .map_err(io_err("writing the meta page"))?;
         let want = meta.page_count * ps;
@@ -45,7 +45,7 @@ impl Engine {
     /// changed since the durable checkpoint.
     pub(crate) fn begin_checkpoint(&mut self) -> Result<Option<CheckpointWork>> {
         self.check_writable()?;
-        if !self.changed {
+        if !self.pager.changed {
             return Ok(None);
         }
         // (1) Catalog records of changed databases. This may itself relocate catalog pages.
@@ -68,18 +68,18 @@ impl Engine {
         // (2) The free list: the durable one's pages are freed, then room for the new one is
         // taken from pages that were free in the durable checkpoint (or from the file's end).
         for pid in std::mem::take(&mut self.freelist_pages) {
-            self.space.release(pid);
+            self.pager.space.release(pid);
         }
-        let per_page = (self.layout.page_size - HDR) / 8;
+        let per_page = (self.pager.layout.page_size - HDR) / 8;
         let mut list_pages = Vec::new();
-        while list_pages.len() < self.space.checkpoint_free_len().div_ceil(per_page) {
-            list_pages.push(self.space.allocate());
+        while list_pages.len() < self.pager.space.checkpoint_free_len().div_ceil(per_page) {
+            list_pages.push(self.pager.space.allocate());
         }
-        let free = self.space.checkpoint_free_list();
+        let free = self.pager.space.checkpoint_free_list();
         let mut chunks = free.chunks(per_page);
         let list_images = (0..list_pages.len())
             .map(|i| {
-                let mut buf = vec![0u8; self.layout.page_size].into_boxed_slice();
+                let mut buf = vec![0u8; self.pager.layout.page_size].into_boxed_slice();
                 page::init(&mut buf, KIND_FREELIST);
                 let chunk = chunks.next().unwrap_or(&[]);
                 wr32(&mut buf, 32, chunk.len() as u32);
@@ -87,19 +87,19 @@ impl Engine {
                     wr64(&mut buf, HDR + 8 * j, *f);
                 }
                 page::set_link(&mut buf, list_pages.get(i + 1).copied().unwrap_or(0));
-                page::seal(&mut buf, list_pages[i], self.generation + 1);
+                page::seal(&mut buf, list_pages[i], self.pager.generation + 1);
                 buf
             })
             .collect();
-        let generation = self.generation + 1;
+        let generation = self.pager.generation + 1;
         let meta = Meta {
-            page_size: self.layout.page_size as u32,
+            page_size: self.pager.layout.page_size as u32,
             next_db_id: self.next_db_id,
             generation,
             catalog_root: self.db(CATALOG)?.root,
             freelist_head: list_pages.first().copied().unwrap_or(0),
             freelist_pages: list_pages.len() as u64,
-            page_count: self.space.page_count(),
+            page_count: self.pager.space.page_count(),
             log_lsn: self.log_lsn,
             log_segment: self.log_segment,
             mode: self.mode.code(),
@@ -107,15 +107,15 @@ impl Engine {
             env_id: self.env_id,
             keep_segment: self.log_keep_segment,
         };
-        let reusable_when_durable = self.space.seal();
-        self.epoch += 1;
-        self.changed = false;
-        self.checkpoint_in_flight = true;
+        let reusable_when_durable = self.pager.space.seal();
+        self.pager.epoch += 1;
+        self.pager.changed = false;
+        self.pager.checkpoint_in_flight = true;
         Ok(Some(CheckpointWork {
-            pages: self.cache.dirty_pages(),
-            file: self.file.clone(),
-            writeback: self.writeback.clone(),
-            page_size: self.layout.page_size,
+            pages: self.pager.cache.dirty_pages(),
+            file: self.pager.file.clone(),
+            writeback: self.pager.writeback.clone(),
+            page_size: self.pager.layout.page_size,
             meta,
             list_pages,
             list_images,
@@ -130,33 +130,21 @@ impl Engine {
         for &pid in &work.pages {
             // Still dirty: it holds the image just written (captured pages are never changed
             // in place), unless eviction wrote it first.
-            if let Some(f) = self.cache.frame_mut(pid) {
+            if let Some(f) = self.pager.cache.frame_mut(pid) {
                 f.dirty = false;
             }
         }
-        for pid in std::mem::take(&mut self.retired) {
-            self.cache.discard(pid);
+        for pid in std::mem::take(&mut self.pager.retired) {
+            self.pager.cache.discard(pid);
         }
-        self.space
+        self.pager
+            .space
             .reusable(work.reusable_when_durable, work.meta.generation);
-        self.generation = work.meta.generation;
+        self.pager.generation = work.meta.generation;
         self.durable_meta = work.meta;
         self.freelist_pages = work.list_pages;
-        self.checkpoint_in_flight = false;
+        self.pager.checkpoint_in_flight = false;
         self.checkpoints += 1;
-    }
-
-    /// Whether the frame of `pid`, which is being relocated or freed, must stay resident
-    /// until the checkpoint in flight has written it: it is dirty but not fresh, so that
-    /// checkpoint captured it. Such frames are retired: dropped when the checkpoint ends.
-    pub(crate) fn retire_frame(&mut self, pid: u64) -> bool {
-        let keep = self.checkpoint_in_flight
-            && !self.space.is_fresh(pid)
-            && self.cache.frame_mut(pid).is_some_and(|f| f.dirty);
-        if keep {
-            self.retired.push(pid);
-        }
-        keep
     }
 }
 
@@ -211,9 +199,9 @@ impl CheckpointWork {
                 let e = engine();
                 for &pid in pids {
                     let at = copied.len() * size;
-                    if let Some(data) = e.cache.dirty_image(pid) {
+                    if let Some(data) = e.pager.cache.dirty_image(pid) {
                         buf[at..at + size].copy_from_slice(data);
-                    } else if let Some(image) = e.writeback.image(pid) {
+                    } else if let Some(image) = e.pager.writeback.image(pid) {
                         buf[at..at + size].copy_from_slice(&image);
                     } else {
                         // Clean, or not resident and not waiting: its image is written.

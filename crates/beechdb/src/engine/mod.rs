@@ -1,13 +1,13 @@
 //! The engine state behind an environment's lock: page file, cache, free space, databases.
 //!
 //! Owns: the [`Engine`] struct, opening and creating the page file, and poisoning. Its jobs
-//! live in submodules, each an `impl Engine` over the same state: `pager` (loading pages,
-//! checked on every read; allocation, freeing, eviction), `catalog` (the database table and
-//! its tree), `checkpoint` (the copy-on-write checkpoint); `writeback` holds the pages an
-//! exclusive hold evicted or wrote until they are written after it. The values old
-//! snapshots still need are `txn/versions.rs`'s, the readers of the file's formats
-//! `storage/format.rs`'s.
-//! May call: `storage`, `cache`, `btree` (tree code works over the pager's methods).
+//! live in submodules: `pager` (the [`Pager`]: file, cache, free space; loading pages,
+//! checked on every read; allocation, freeing, eviction), which tree code works over;
+//! `catalog` (the database table and its tree) and `checkpoint` (the copy-on-write
+//! checkpoint), each an `impl Engine`; `writeback` holds the pages an exclusive hold
+//! evicted or wrote until they are written after it. The values old snapshots still need
+//! are `txn/versions.rs`'s, the readers of the file's formats `storage/format.rs`'s.
+//! May call: `storage`, `cache`, `btree` (tree code works over `Engine::pager`).
 //! Invariants:
 //! - every dirty page is fresh (allocated since the durable checkpoint), or captured by the
 //!   checkpoint in flight and holding exactly the image that checkpoint writes; so writing
@@ -30,6 +30,7 @@ mod pager;
 mod writeback;
 
 pub(crate) use catalog::{decode_catalog_record, encode_catalog_record, tree_refs, CATALOG};
+pub(crate) use pager::Pager;
 pub(crate) use writeback::WriteBack;
 
 use crate::btree::node::{self, Layout};
@@ -76,30 +77,19 @@ pub(crate) struct DbState {
 }
 
 pub(crate) struct Engine {
-    pub layout: Layout,
-    pub file: Arc<dyn StorageFile>,
-    /// Pages handed over under the exclusive lock, written after it is released.
-    pub writeback: Arc<WriteBack>,
-    pub cache: Cache,
-    pub space: FreeSpace,
+    /// The page file, the cache and free space: what tree code works over.
+    pub pager: Pager,
     /// Indexed by database id; `None` for removed ids. Id 0 is the catalog.
     pub dbs: Vec<Option<DbState>>,
     pub names: BTreeMap<String, u32>,
-    /// Generation of the durable checkpoint.
-    pub generation: u64,
     freelist_pages: Vec<u64>,
     next_db_id: u32,
     pub poisoned: Option<String>,
     /// Problems with the meta pages found at open (e.g. one slot unreadable).
     pub meta_warnings: Vec<String>,
-    /// Something changed since the durable checkpoint.
-    pub changed: bool,
     pub pages_written: u64,
     pub checkpoints: u64,
     pub(crate) path_buf: Vec<(u64, usize)>,
-    /// Bumped by every change to the shape of any tree or to the cache's residency:
-    /// allocation, relocation, freeing, eviction. A [`LeafHint`] is valid only in its epoch.
-    pub(crate) epoch: u64,
     pub(crate) hint: LeafHint,
     /// The leaf and slot of the last insert, and how many inserts in a row each went one
     /// slot after the one before: a leaf filled by a long such run (a sorted load) is split
@@ -144,14 +134,8 @@ pub(crate) struct Engine {
     /// overflow chains) are still to be found: no longer reachable, never changed again
     /// (see `engine/catalog.rs`, and `Shared::free_doomed`).
     pub(crate) doomed: std::collections::VecDeque<u64>,
-    /// A checkpoint is between its first and last phase.
-    checkpoint_in_flight: bool,
-    /// Pages relocated or freed whose frames the checkpoint in flight still has to write.
-    retired: Vec<u64>,
     /// The meta record the environment was opened from, and its slot.
     opened_from: (Meta, u64),
-    /// Opened with `Config::read_only`: writes nothing, ever.
-    pub read_only: bool,
 }
 
 /// The leaf the last write went to, with the key range it covers and its path, so that a
@@ -218,11 +202,19 @@ impl Engine {
         let capacity = cfg.cache_size_value() / ps;
         let file: Arc<dyn StorageFile> = Arc::from(file);
         let mut engine = Engine {
-            layout: Layout::new(ps),
-            writeback: Arc::new(WriteBack::new(file.clone(), ps)),
-            file,
-            cache: Cache::new(ps, capacity),
-            space: FreeSpace::new(meta.page_count, free),
+            pager: Pager {
+                layout: Layout::new(ps),
+                writeback: Arc::new(WriteBack::new(file.clone(), ps)),
+                file,
+                cache: Cache::new(ps, capacity),
+                space: FreeSpace::new(meta.page_count, free),
+                epoch: 0,
+                generation: meta.generation,
+                read_only: cfg.read_only,
+                changed: false,
+                checkpoint_in_flight: false,
+                retired: Vec::new(),
+            },
             dbs: vec![Some(DbState {
                 name: String::new(),
                 root: meta.catalog_root,
@@ -231,16 +223,13 @@ impl Engine {
                 catalog_dirty: false,
             })],
             names: BTreeMap::new(),
-            generation: meta.generation,
             freelist_pages,
             next_db_id: meta.next_db_id.max(1),
             poisoned: None,
             meta_warnings,
-            changed: false,
             pages_written: 0,
             checkpoints: 0,
             path_buf: Vec::new(),
-            epoch: 0,
             hint: LeafHint::default(),
             last_insert: None,
             insert_run: 0,
@@ -263,10 +252,7 @@ impl Engine {
             undo_garbage: Vec::new(),
             hidden: Vec::new(),
             doomed: Default::default(),
-            checkpoint_in_flight: false,
-            retired: Vec::new(),
             opened_from: (meta, slot),
-            read_only: cfg.read_only,
         };
         engine.load_catalog()?;
         engine.shrink_cache();
@@ -274,7 +260,7 @@ impl Engine {
     }
 
     pub fn check_writable(&self) -> Result<()> {
-        if self.read_only {
+        if self.pager.read_only {
             return Err(Error::ReadOnly);
         }
         match &self.poisoned {

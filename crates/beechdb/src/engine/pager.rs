@@ -1,18 +1,24 @@
 //! The pager: pages of the file in the cache, loaded and checked on every read, allocated
 //! and freed through the free space, handed over for writing on eviction.
 //!
-//! Owns: loading (under the exclusive lock, or by readers with no lock through [`PageMiss`]),
-//! page allocation and freeing, eviction. May call: `storage`, `cache`, `btree::node` (to
+//! Owns: [`Pager`] (the page file, the cache, free space, the tree-shape epoch, and the
+//! frames a checkpoint in flight still needs): loading (under the exclusive lock, or by
+//! readers with no lock through [`PageMiss`]), page allocation and freeing, eviction. The
+//! engine keeps one (`Engine::pager`); tree code reads and changes pages through it. May
+//! call: `storage`, `cache`, `btree::node` (to
 //! validate a page's structure), `engine/writeback.rs` (evicted dirty pages go there, and
 //! loads read a page there before the file). Tree code works over these methods. No method
 //! here writes: I/O under the exclusive lock is only a load the caller could not avoid.
 //! Invariant: a dirty page is written only where the durable checkpoint does not reference
 //! it (see the invariants in `engine/mod.rs`).
 
-use super::{Engine, WriteBack};
+use super::{Engine, Need, NeedResult, WriteBack};
 use crate::btree::node::{self, Layout};
+use crate::cache::Cache;
 use crate::error::{Error, Result};
+use crate::storage::freespace::FreeSpace;
 use crate::storage::page;
+use crate::storage::StorageFile;
 use std::sync::Arc;
 
 /// A page a reader found missing: what it needs to load it with no lock held, and the
@@ -57,7 +63,41 @@ impl PageMiss {
     }
 }
 
+/// The pages of the file as tree code sees them: loaded into the cache (and checked) on
+/// demand, allocated and freed through the free space, evicted within the cache's budget.
+pub(crate) struct Pager {
+    pub layout: Layout,
+    pub file: Arc<dyn StorageFile>,
+    /// Pages handed over under the exclusive lock, written after it is released.
+    pub writeback: Arc<WriteBack>,
+    pub cache: Cache,
+    pub space: FreeSpace,
+    /// Bumped by every change to the shape of any tree or to the cache's residency:
+    /// allocation, relocation, freeing, eviction. A
+    /// [`LeafHint`](super::LeafHint) is valid only in its epoch.
+    pub epoch: u64,
+    /// Generation of the durable checkpoint.
+    pub generation: u64,
+    /// Opened with `Config::read_only`: writes nothing, ever.
+    pub read_only: bool,
+    /// Something changed since the durable checkpoint.
+    pub changed: bool,
+    /// A checkpoint is between its first and last phase.
+    pub checkpoint_in_flight: bool,
+    /// Pages relocated or freed whose frames the checkpoint in flight still has to write.
+    pub retired: Vec<u64>,
+}
+
 impl Engine {
+    /// Evicts pages until the cache is within budget (see [`Pager::shrink_cache`]); a
+    /// poisoned engine keeps its dirty pages.
+    pub fn shrink_cache(&mut self) {
+        let writable = self.poisoned.is_none();
+        self.pager.shrink_cache(writable);
+    }
+}
+
+impl Pager {
     /// Whether the cache holds at least as many pages as the trees use (the file's pages
     /// less the meta pages and free ones): then no descent will miss.
     pub(crate) fn all_pages_resident(&self) -> bool {
@@ -134,6 +174,12 @@ impl Engine {
         Ok(())
     }
 
+    /// A page if resident; else what a reader must load ([`Need::Page`]).
+    #[inline]
+    pub(crate) fn page(&self, pid: u64) -> NeedResult<&[u8]> {
+        self.cache.get(pid).ok_or(Need::Page(pid))
+    }
+
     /// A resident page (the caller made it resident).
     #[inline]
     pub fn node(&self, pid: u64) -> &[u8] {
@@ -186,8 +232,9 @@ impl Engine {
 
     /// Evicts pages until the cache is within budget. A dirty victim is sealed and handed
     /// to [`WriteBack`](super::WriteBack), which writes it once the exclusive lock is
-    /// released (loads read it there until then): no I/O here.
-    pub fn shrink_cache(&mut self) {
+    /// released (loads read it there until then): no I/O here. Unless `writable`, dirty
+    /// pages stay.
+    pub fn shrink_cache(&mut self, writable: bool) {
         self.writeback.take_spares(self.cache.spares());
         while self.cache.over_budget() {
             let Some(pid) = self.cache.victim() else {
@@ -195,7 +242,7 @@ impl Engine {
             };
             let dirty = self.cache.frame_mut(pid).is_some_and(|f| f.dirty);
             // A read-only engine keeps what it replayed in memory: it never writes.
-            if dirty && (self.poisoned.is_some() || self.read_only) {
+            if dirty && (!writable || self.read_only) {
                 break;
             }
             self.epoch += 1;
@@ -208,5 +255,17 @@ impl Engine {
                 self.cache.evict(pid);
             }
         }
+    }
+    /// Whether the frame of `pid`, which is being relocated or freed, must stay resident
+    /// until the checkpoint in flight has written it: it is dirty but not fresh, so that
+    /// checkpoint captured it. Such frames are retired: dropped when the checkpoint ends.
+    pub(crate) fn retire_frame(&mut self, pid: u64) -> bool {
+        let keep = self.checkpoint_in_flight
+            && !self.space.is_fresh(pid)
+            && self.cache.frame_mut(pid).is_some_and(|f| f.dirty);
+        if keep {
+            self.retired.push(pid);
+        }
+        keep
     }
 }

@@ -340,10 +340,10 @@ impl Db {
         for _ in 0..4 {
             let ((name, entries, root, capacity), version) = sh.read(|e| {
                 let d = e.db(self.id)?;
-                Ok((d.name.clone(), d.entries, d.root, e.layout.capacity()))
+                Ok((d.name.clone(), d.entries, d.root, e.pager.layout.capacity()))
             })?;
             let walked = DbStat::walk(name, entries, root, capacity, |pid| {
-                sh.read(|e| Ok(NodeSummary::of(e.page(pid)?, capacity)))
+                sh.read(|e| Ok(NodeSummary::of(e.pager.page(pid)?, capacity)))
                     .map(|(n, _)| n)
             });
             match walked {
@@ -353,10 +353,10 @@ impl Db {
         }
         let mut e = sh.engine.write();
         let d = e.db(self.id)?.clone();
-        let capacity = e.layout.capacity();
+        let capacity = e.pager.layout.capacity();
         let r = DbStat::walk(d.name, d.entries, d.root, capacity, |pid| {
-            e.ensure(pid)?;
-            Ok(NodeSummary::of(e.node(pid), capacity))
+            e.pager.ensure(pid)?;
+            Ok(NodeSummary::of(e.pager.node(pid), capacity))
         });
         e.shrink_cache();
         drop(e);

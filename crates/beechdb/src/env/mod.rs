@@ -318,7 +318,7 @@ impl Env {
 
     /// The page size of this environment.
     pub fn page_size(&self) -> usize {
-        self.shared.engine.read().layout.page_size
+        self.shared.engine.read().pager.layout.page_size
     }
 
     /// The largest key accepted: [`crate::MAX_KEY_LEN`], whatever the page size. Keys

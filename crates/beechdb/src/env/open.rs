@@ -113,6 +113,7 @@ impl Env {
                 engine.commit_lsn = c.end;
                 engine.shrink_cache();
                 engine
+                    .pager
                     .writeback
                     .flush_all()
                     .map_err(|(context, e)| Error::io(context, e))?;
@@ -176,7 +177,7 @@ impl Env {
         });
         let env = Env {
             shared: Arc::new(Shared {
-                writeback: engine.writeback.clone(),
+                writeback: engine.pager.writeback.clone(),
                 engine: ReadMostlyLock::new(engine),
                 data_version: OwnLine(AtomicU64::new(0)),
                 closed: AtomicBool::new(false),

@@ -134,7 +134,7 @@ impl Shared {
                 match op(&e) {
                     Ok(v) => return Ok((v, self.data_version.load(Ordering::Acquire))),
                     Err(Need::Fail(err)) => return Err(err),
-                    Err(Need::Page(pid)) => e.miss(pid),
+                    Err(Need::Page(pid)) => e.pager.miss(pid),
                 }
             };
             let loaded = miss.load();
@@ -142,24 +142,27 @@ impl Shared {
                 let e = self.engine.read();
                 match loaded {
                     Ok(image) => {
-                        e.cache.add_loaded(miss.pid, image, miss.epoch);
+                        e.pager.cache.add_loaded(miss.pid, image, miss.epoch);
                     }
                     // Unless the page changed meaning meanwhile (freed, reused), a real error.
-                    Err(err) if e.cache.epoch(miss.pid) == miss.epoch => return Err(err),
+                    Err(err) if e.pager.cache.epoch(miss.pid) == miss.epoch => return Err(err),
                     Err(_) => {}
                 }
-                e.cache.len() > e.cache.capacity() + e.cache.capacity() / 4 + 64
+                e.pager.cache.len() > e.pager.cache.capacity() + e.pager.cache.capacity() / 4 + 64
             };
             if overfull {
                 // A brief hold with no I/O: clean pages only, down to 7/8 of the budget.
                 let mut e = self.engine.write();
-                e.cache.reader_evictions.fetch_add(1, Ordering::Relaxed);
-                e.shrink_clean();
+                e.pager
+                    .cache
+                    .reader_evictions
+                    .fetch_add(1, Ordering::Relaxed);
+                e.pager.shrink_clean();
             }
         }
         // Writers kept changing what the reader needed: load under the exclusive lock.
         let mut e = self.engine.write();
-        e.cache.reads_locked.fetch_add(1, Ordering::Relaxed);
+        e.pager.cache.reads_locked.fetch_add(1, Ordering::Relaxed);
         let result = loop {
             match op(&e) {
                 Ok(v) => {
@@ -169,7 +172,7 @@ impl Shared {
                 }
                 Err(Need::Fail(err)) => break Err(err),
                 Err(Need::Page(pid)) => {
-                    if let Err(err) = e.load(pid) {
+                    if let Err(err) = e.pager.load(pid) {
                         break Err(err);
                     }
                 }
@@ -210,7 +213,7 @@ impl Shared {
             let ((batch, chains), _) = self.read(|e| {
                 let mut batch = Vec::new();
                 for &pid in e.doomed.iter().take(BATCH) {
-                    batch.push((pid, crate::engine::tree_refs(e.page(pid)?)));
+                    batch.push((pid, crate::engine::tree_refs(e.pager.page(pid)?)));
                 }
                 Ok((batch, e.chain_reader()))
             })?;
@@ -230,7 +233,7 @@ impl Shared {
             e.doomed.drain(..taken);
             e.doomed.extend(children);
             for pid in freed {
-                e.free_page(pid);
+                e.pager.free_page(pid);
             }
             e.shrink_cache();
             drop(e);
@@ -270,9 +273,9 @@ impl Shared {
                 Some(tx) => {
                     let (lsn, chain, segment) = match &tx.wal {
                         Some(w) => {
-                            if e.changed || w.end() != e.log_lsn {
+                            if e.pager.changed || w.end() != e.log_lsn {
                                 // Marks, for readers of the log, where this checkpoint begins.
-                                let generation = e.generation + 1;
+                                let generation = e.pager.generation + 1;
                                 w.append(&mut w.arrive(), &[Record::Checkpoint { generation }])?;
                             }
                             w.position()
@@ -285,7 +288,7 @@ impl Shared {
                     };
                     let keep = keep.unwrap_or(0);
                     if e.log_lsn != lsn || e.log_segment != segment || e.log_keep_segment != keep {
-                        e.changed = true;
+                        e.pager.changed = true;
                     }
                     (e.log_lsn, e.log_segment, e.log_chain) = (lsn, segment, chain);
                     e.log_keep_segment = keep;

@@ -248,7 +248,8 @@ impl Shared {
             }
             self.data_version.fetch_add(1, Release);
             e.shrink_cache();
-            tx.pages_resident.store(e.all_pages_resident(), Relaxed);
+            tx.pages_resident
+                .store(e.pager.all_pages_resident(), Relaxed);
             // Dropped (their files removed) once the lock is released.
             (lsn, std::mem::take(&mut e.undo_garbage))
         };
@@ -274,7 +275,7 @@ impl Shared {
     /// would evict what was loaded first). Commits skip it while the cache held every page
     /// of the trees at the last commit (`Tx::pages_resident`).
     fn prefetch(&self, ops: Ops) {
-        let writes = self.engine.read().cache.capacity() / 2;
+        let writes = self.engine.read().pager.cache.capacity() / 2;
         self.prefetch_keys(
             ops.iter()
                 .take(writes)

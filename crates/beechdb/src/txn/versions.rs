@@ -112,7 +112,7 @@ impl Engine {
         loop {
             match self.read_at(db, key, None, &mut copy) {
                 Ok(v) => return Ok(v),
-                Err(Need::Page(pid)) => self.load(pid)?,
+                Err(Need::Page(pid)) => self.pager.load(pid)?,
                 Err(Need::Fail(e)) => return Err(e),
             }
         }
@@ -123,7 +123,7 @@ impl Engine {
         loop {
             match self.locate(db, key) {
                 Ok(at) => return Ok(at.is_some()),
-                Err(Need::Page(pid)) => self.load(pid)?,
+                Err(Need::Page(pid)) => self.pager.load(pid)?,
                 Err(Need::Fail(e)) => return Err(e),
             }
         }
@@ -138,7 +138,7 @@ impl Engine {
             });
             match found {
                 Ok(v) => return Ok(v),
-                Err(Need::Page(pid)) => self.load(pid)?,
+                Err(Need::Page(pid)) => self.pager.load(pid)?,
                 Err(Need::Fail(e)) => return Err(e),
             }
         }
