@@ -539,10 +539,7 @@ impl Member {
     /// [`Error::InsufficientReplicas`] when fewer members than its ack policy needs are
     /// in contact (JE checks this when a transaction begins, too).
     pub fn begin_txn(&self, durability: Option<GroupDurability>) -> Result<Txn> {
-        match durability {
-            Some(d) => self.env().begin_group_txn(d),
-            None => self.env().begin_txn(),
-        }
+        self.env().begin_replicated_txn(durability)
     }
 
     /// Makes a new group of the voting members `members` (ids and addresses; addresses are

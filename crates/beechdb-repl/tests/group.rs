@@ -421,10 +421,10 @@ fn ack_all_waits_for_every_member_and_says_when_one_is_missing() {
         Err(Error::InsufficientReplicas { live: 2, needed: 3 }) => {}
         other => panic!("ack ALL with a member gone began with {other:?}"),
     }
-    // The environment's own handles check the member's default policy (ALL here) too.
-    match env.begin_txn().map(drop) {
+    // The environment's own handle checks the member's default policy (ALL here) too.
+    match env.begin_replicated_txn(None).map(drop) {
         Err(Error::InsufficientReplicas { live: 2, needed: 3 }) => {}
-        other => panic!("Env::begin_txn with a member gone gave {other:?}"),
+        other => panic!("Env::begin_replicated_txn with a member gone gave {other:?}"),
     }
     let majority = GroupDurability {
         ack: AckPolicy::SimpleMajority,
@@ -699,6 +699,18 @@ impl MastersSeen {
         self.done.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// Stops the sampling when dropped: also when the test fails, which would otherwise
+    /// wait for the sampler forever.
+    fn stopping(&self) -> impl Drop + '_ {
+        struct Stop<'a>(&'a MastersSeen);
+        impl Drop for Stop<'_> {
+            fn drop(&mut self) {
+                self.0.stop();
+            }
+        }
+        Stop(self)
+    }
+
     fn check(&self) {
         let by_term = self.by_term.lock().unwrap();
         assert!(!by_term.is_empty(), "no master was seen");
@@ -750,6 +762,7 @@ fn random_link_faults_lose_no_acknowledged_write() {
         let masters = MastersSeen::default();
         std::thread::scope(|scope| {
             scope.spawn(|| masters.watch(&members));
+            let _stop = masters.stopping();
             for i in 0..60 {
                 // A fault every few writes: cut, delay or lossy links, paused members, heals.
                 if i % 4 == 0 {
@@ -768,7 +781,6 @@ fn random_link_faults_lose_no_acknowledged_write() {
                     acked.push(key);
                 }
             }
-            masters.stop();
         });
         masters.check();
         net.heal();

@@ -5,7 +5,7 @@
 //! Owns: the handles' life cycle (open, close, drop). May call: `engine`, `btree`, `txn`,
 //! `wal`, `verify`, `stats`.
 
-use crate::config::{AckPolicy, Config, Duplicates, Durability, GroupDurability, Isolation, Mode};
+use crate::config::{Config, Duplicates, Durability, GroupDurability, Isolation, Mode};
 use crate::error::{Error, Result};
 use crate::files::Listing;
 use crate::stats::EnvStat;
@@ -130,27 +130,28 @@ impl Env {
 
     /// Begins a transaction with isolation `isolation`.
     pub fn begin_txn_with(&self, isolation: Isolation) -> Result<Txn> {
-        self.begin(isolation, None)
+        self.shared.live()?;
+        Txn::begin(self.shared.clone(), isolation)
     }
 
     /// In a replication group, begins a transaction whose commit is made durable and
-    /// acknowledged as `group` says (see [`Txn::set_group_durability`]). On the master it
-    /// fails at once with [`Error::InsufficientReplicas`] when fewer members than `group`'s
-    /// ack policy needs are in contact, as [`Env::begin_txn`] does for the member's default
-    /// policy. Outside a group, `group` has no effect.
-    pub fn begin_group_txn(&self, group: GroupDurability) -> Result<Txn> {
-        let isolation = self.shared.tx()?.isolation;
-        let txn = self.begin(isolation, Some(group.ack))?;
-        txn.set_group_durability(group)?;
-        Ok(txn)
-    }
-
-    fn begin(&self, isolation: Isolation, ack: Option<AckPolicy>) -> Result<Txn> {
+    /// acknowledged as `group` says (the member's default when `None`; see
+    /// [`Txn::set_group_durability`]), checking its ack policy when it begins, as JE does:
+    /// on the master it fails at once with [`Error::InsufficientReplicas`] when fewer
+    /// members than the policy needs are in contact. ([`Env::begin_txn`] does not check:
+    /// its transactions may only read, and a commit that cannot collect its
+    /// acknowledgements fails then, with [`Error::InsufficientAcks`].) Outside a group,
+    /// the same as [`Env::begin_txn`].
+    pub fn begin_replicated_txn(&self, group: Option<GroupDurability>) -> Result<Txn> {
         self.shared.live()?;
         if let Some(r) = self.shared.replicator() {
-            r.check_begin(ack)?;
+            r.check_begin(group.map(|g| g.ack))?;
         }
-        Txn::begin(self.shared.clone(), isolation)
+        let txn = self.begin_txn()?;
+        if let Some(g) = group {
+            txn.set_group_durability(g)?;
+        }
+        Ok(txn)
     }
 
     /// Log segments that the durable checkpoint no longer needs, kept (with
