@@ -41,8 +41,8 @@ impl Engine {
     /// Phase 1 of a checkpoint (steps 1-2 and the choice of pages to write), under the
     /// exclusive lock. From here on the pages it captures are the next checkpoint's: none is
     /// fresh any more, so writes relocate them instead of changing them in place, and
-    /// [`Engine::retire_frame`] keeps their images until they are written. `None`: nothing
-    /// changed since the durable checkpoint.
+    /// [`Pager::retire_frame`](super::Pager::retire_frame) keeps their images until they
+    /// are written. `None`: nothing changed since the durable checkpoint.
     pub(crate) fn begin_checkpoint(&mut self) -> Result<Option<CheckpointWork>> {
         self.check_writable()?;
         if !self.pager.changed {
