@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 /// A handle to one named database. Cheap to clone; may be shared between threads.
 ///
-/// In a database with duplicates ([`Env::create_db_with`]) each key/value pair is an entry:
+/// In a database with duplicates ([`Env::create_db_with`](crate::Env::create_db_with)) each key/value pair is an entry:
 /// `put` adds a pair (a sorted database refuses a pair it holds with [`Error::KeyExists`];
 /// an unsorted one appends), `insert` adds one only if the key has none, `get` returns the
 /// key's first value, `delete` removes all of the key's pairs and [`Db::delete_pair`] one,
