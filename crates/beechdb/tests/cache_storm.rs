@@ -13,21 +13,36 @@ fn value(k: u32) -> Vec<u8> {
     format!("value of {k:08} ").repeat(8).into_bytes()
 }
 
-/// A NOSYNC environment with a 64-page cache and a database of 40,000 records (about 1,600
-/// pages), synced.
-fn far_larger_than_the_cache() -> (Env, beechdb::Db) {
+/// A NOSYNC environment of 4 KiB pages with a cache of `cache` bytes and a database of
+/// `records` records (about 28 to a page), synced.
+fn nosync_env(cache: usize, records: u32) -> (Env, beechdb::Db) {
     let cfg = Config::new()
         .page_size(4096)
-        .cache_size(256 << 10)
+        .cache_size(cache)
         .transactional(true)
         .durability(Durability::NoSync);
     let env = Env::open_with_storage(Arc::new(MemStorage::new()), cfg).unwrap();
     let db = env.create_db("d").unwrap();
-    for k in 0..40_000u32 {
+    for k in 0..records {
         db.put(&k.to_be_bytes(), &value(k)).unwrap();
     }
     env.sync().unwrap();
     (env, db)
+}
+
+/// A 64-page cache and a database of 40,000 records (about 1,600 pages).
+fn far_larger_than_the_cache() -> (Env, beechdb::Db) {
+    nosync_env(256 << 10, 40_000)
+}
+
+/// Pages loaded between two statistics: by readers with no lock, and under the exclusive
+/// lock (every miss no reader loaded unlocked); printed.
+fn loads_between(before: &beechdb::EnvStat, after: &beechdb::EnvStat) -> (u64, u64) {
+    let unlocked = after.cache_loads_unlocked - before.cache_loads_unlocked;
+    let locked = (after.cache_misses - after.cache_loads_unlocked)
+        - (before.cache_misses - before.cache_loads_unlocked);
+    eprintln!("{unlocked} pages loaded with no lock, {locked} under the exclusive lock");
+    (unlocked, locked)
 }
 
 #[test]
@@ -143,12 +158,7 @@ fn writers_load_misses_before_taking_the_exclusive_lock() {
         }
         written.insert(k, v);
     }
-    let after = env.stat().unwrap();
-    let unlocked = after.cache_loads_unlocked - before.cache_loads_unlocked;
-    // Pages loaded under the exclusive lock: every miss that no reader loaded unlocked.
-    let locked = (after.cache_misses - after.cache_loads_unlocked)
-        - (before.cache_misses - before.cache_loads_unlocked);
-    eprintln!("{unlocked} pages loaded with no lock, {locked} under the exclusive lock");
+    let (unlocked, locked) = loads_between(&before, &env.stat().unwrap());
     assert!(
         unlocked > 2_000,
         "most of 5,000 random writes miss a 64-page cache"
@@ -167,17 +177,7 @@ fn writers_load_misses_before_taking_the_exclusive_lock() {
 /// lock, as long as they fill at most half the cache.
 #[test]
 fn large_commits_load_their_pages_before_taking_the_exclusive_lock() {
-    let cfg = Config::new()
-        .page_size(4096)
-        .cache_size(8 << 20)
-        .transactional(true)
-        .durability(Durability::NoSync);
-    let env = Env::open_with_storage(Arc::new(MemStorage::new()), cfg).unwrap();
-    let db = env.create_db("d").unwrap();
-    for k in 0..240_000u32 {
-        db.put(&k.to_be_bytes(), &value(k)).unwrap();
-    }
-    env.sync().unwrap();
+    let (env, db) = nosync_env(8 << 20, 240_000);
     let before = env.stat().unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(3);
     let mut written = std::collections::BTreeMap::new();
@@ -191,11 +191,7 @@ fn large_commits_load_their_pages_before_taking_the_exclusive_lock() {
         }
         txn.commit().unwrap();
     }
-    let after = env.stat().unwrap();
-    let unlocked = after.cache_loads_unlocked - before.cache_loads_unlocked;
-    let locked = (after.cache_misses - after.cache_loads_unlocked)
-        - (before.cache_misses - before.cache_loads_unlocked);
-    eprintln!("{unlocked} pages loaded with no lock, {locked} under the exclusive lock");
+    let (unlocked, locked) = loads_between(&before, &env.stat().unwrap());
     assert!(unlocked > 1_000, "2,400 random writes miss the cache");
     assert!(
         locked * 20 < unlocked,
@@ -210,16 +206,7 @@ fn large_commits_load_their_pages_before_taking_the_exclusive_lock() {
 /// siblings: a commit loads those siblings too before it takes the exclusive lock.
 #[test]
 fn deletes_load_the_siblings_they_merge_with_before_taking_the_exclusive_lock() {
-    let cfg = Config::new()
-        .page_size(4096)
-        .cache_size(2 << 20)
-        .transactional(true)
-        .durability(Durability::NoSync);
-    let env = Env::open_with_storage(Arc::new(MemStorage::new()), cfg).unwrap();
-    let db = env.create_db("d").unwrap();
-    for k in 0..240_000u32 {
-        db.put(&k.to_be_bytes(), &value(k)).unwrap();
-    }
+    let (env, db) = nosync_env(2 << 20, 240_000);
     // Leaves (of about 28 records) left about a third full, just above where they merge.
     let kept = |k: &u32| k % 28 < 9;
     for chunk in (0..240_000u32).step_by(4_000) {
@@ -244,15 +231,9 @@ fn deletes_load_the_siblings_they_merge_with_before_taking_the_exclusive_lock() 
         }
         txn.commit().unwrap();
     }
-    let after = env.stat().unwrap();
+    let (unlocked, locked) = loads_between(&before, &env.stat().unwrap());
     let merged = leaves - db.stat().unwrap().leaf_pages;
-    let unlocked = after.cache_loads_unlocked - before.cache_loads_unlocked;
-    let locked = (after.cache_misses - after.cache_loads_unlocked)
-        - (before.cache_misses - before.cache_loads_unlocked);
-    eprintln!(
-        "{merged} leaves merged; {unlocked} pages loaded with no lock, {locked} under the \
-         exclusive lock"
-    );
+    eprintln!("{merged} leaves merged");
     assert!(
         merged > 100,
         "random deletes merged leaves with their siblings"
@@ -286,10 +267,7 @@ fn removing_a_database_far_larger_than_the_cache_walks_no_tree_under_the_exclusi
     let before = env.stat().unwrap();
     env.remove_db("d").unwrap();
     let after = env.stat().unwrap();
-    let locked = (after.cache_misses - after.cache_loads_unlocked)
-        - (before.cache_misses - before.cache_loads_unlocked);
-    let unlocked = after.cache_loads_unlocked - before.cache_loads_unlocked;
-    eprintln!("{unlocked} pages loaded with no lock, {locked} under the exclusive lock");
+    let (unlocked, locked) = loads_between(&before, &after);
     assert!(unlocked > 1_000, "the tree's pages were read ({unlocked})");
     assert_eq!(locked, 0, "the walk loaded pages under the exclusive lock");
     assert!(
