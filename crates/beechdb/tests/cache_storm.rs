@@ -438,3 +438,51 @@ fn evicted_dirty_pages_and_long_values_are_written_after_the_exclusive_hold() {
     );
     assert_eq!(db.iter().count(), 20_002);
 }
+
+/// A page write the write-back makes after the exclusive hold fails (EIO): the engine is
+/// poisoned, so the next write is refused with the cause; every value written before reads
+/// right meanwhile (the unwritten images stay in memory); a reopen comes back to the last
+/// sync, verified clean.
+#[test]
+fn a_failed_write_back_poisons_the_engine_and_loses_nothing_it_acknowledged_in_memory() {
+    let storage = MemStorage::new();
+    let cfg = Config::new().page_size(4096).cache_size(256 << 10);
+    let env = Env::open_with_storage(Arc::new(storage.clone()), cfg.clone()).unwrap();
+    let db = env.create_db("d").unwrap();
+    for k in 0..20_000u32 {
+        db.put(&k.to_be_bytes(), &value(k)).unwrap();
+    }
+    env.sync().unwrap();
+    // A Data Store environment writes nothing between syncs but evicted pages.
+    storage.inject_fault(beechdb::storage::FaultKind::Write, 1, libc::EIO);
+    let mut rewritten = 0u32;
+    let refused = loop {
+        match db.put(&rewritten.to_be_bytes(), b"rewritten") {
+            Ok(()) => rewritten += 1,
+            Err(e) => break e,
+        }
+        assert!(rewritten < 20_000, "no eviction wrote a page");
+    };
+    match &refused {
+        beechdb::Error::Poisoned { cause } => assert!(cause.contains("writing page"), "{cause}"),
+        other => panic!("a write after the failed write-back gave {other:?}"),
+    }
+    assert!(rewritten > 0);
+    for k in 0..20_000u32 {
+        let want = if k < rewritten {
+            b"rewritten".to_vec()
+        } else {
+            value(k)
+        };
+        assert_eq!(db.get(&k.to_be_bytes()).unwrap(), Some(want), "key {k}");
+    }
+    drop(db);
+    drop(env);
+    storage.clear_faults();
+    let env = Env::open_with_storage(Arc::new(storage), cfg).unwrap();
+    assert!(env.verify().unwrap().is_clean());
+    let db = env.open_db("d").unwrap();
+    for k in (0..20_000u32).step_by(97) {
+        assert_eq!(db.get(&k.to_be_bytes()).unwrap(), Some(value(k)), "key {k}");
+    }
+}
