@@ -256,6 +256,7 @@ impl Pager {
             }
         }
     }
+
     /// Whether the frame of `pid`, which is being relocated or freed, must stay resident
     /// until the checkpoint in flight has written it: it is dirty but not fresh, so that
     /// checkpoint captured it. Such frames are retired: dropped when the checkpoint ends.

@@ -33,6 +33,8 @@ pub(crate) struct WriteBack {
     /// Page number to (version, image): the version tells a write whether its image is
     /// still the newest when it returns.
     pending: Mutex<FxHashMap<u64, (u64, Image)>>,
+    /// `pending`'s length, read without its mutex: every load and every exclusive hold's
+    /// end asks whether anything waits, and almost always nothing does.
     len: AtomicUsize,
     next_version: AtomicU64,
     io: Mutex<()>,
@@ -173,7 +175,7 @@ impl WriteBack {
     }
 
     /// [`WriteBack::flush`] by the holder of `io`.
-    pub fn flush_holding(
+    fn flush_holding(
         &self,
         _io: &MutexGuard<'_, ()>,
     ) -> std::result::Result<(), (String, io::Error)> {
