@@ -62,6 +62,9 @@ counters! {
         run_merges: "Spilled runs merged",
         /// Commits of spilled transactions, applied in batches.
         spilled_commits: "Commits of spilled transactions",
+        /// Commits of transactions that did not spill but wrote more than one hold of the
+        /// exclusive lock applies, applied in batches from memory.
+        large_commits: "Large commits applied in batches",
     }
 }
 

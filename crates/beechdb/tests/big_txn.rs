@@ -260,12 +260,23 @@ fn databases_created_and_removed_by_a_spilled_transaction() {
 /// and commits it.
 #[test]
 fn spilled_transactions_survive_kills_and_power_cuts_whole_or_not_at_all() {
+    large_commits_survive_kills_and_power_cuts(config(), true);
+}
+
+/// As above for a transaction of the same writes that stays in memory (a budget it does
+/// not reach), committed in batches all the same: more writes than half the cache's pages.
+#[test]
+fn large_commits_from_memory_survive_kills_and_power_cuts_whole_or_not_at_all() {
+    large_commits_survive_kills_and_power_cuts(config().txn_memory(8 << 20), false);
+}
+
+fn large_commits_survive_kills_and_power_cuts(cfg: Config, spills: bool) {
     let seeds = count_from_env("BEECH_BIG_SEEDS", 60);
     let n = 3_000;
+    let cfg = cfg.checkpoint_log_bytes(1 << 40);
     for seed in 0..seeds {
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let storage = MemStorage::new();
-        let cfg = config().checkpoint_log_bytes(1 << 40);
         let env = Env::open_with_storage(Arc::new(storage.clone()), cfg.clone()).unwrap();
         let db = load(&env, n);
         env.sync().unwrap();
@@ -292,6 +303,12 @@ fn spilled_transactions_survive_kills_and_power_cuts_whole_or_not_at_all() {
             Ok(())
         })()
         .is_ok();
+        if let (true, Ok(stat)) = (acked, env.stat()) {
+            // The load's commit and the rewrite's, both in batches.
+            let counts = stat.txn.unwrap().txns;
+            assert_eq!(counts.spilled_commits, 2 * spills as u64, "seed {seed}");
+            assert_eq!(counts.large_commits, 2 * !spills as u64, "seed {seed}");
+        }
         drop(db);
         let next = if power {
             let image = storage.crash_image(seed);
@@ -301,7 +318,7 @@ fn spilled_transactions_survive_kills_and_power_cuts_whole_or_not_at_all() {
             common::kill(&storage, env)
         };
         let env_storage = next.clone();
-        let env = Env::open_with_storage(Arc::new(next), cfg).unwrap();
+        let env = Env::open_with_storage(Arc::new(next), cfg.clone()).unwrap();
         let seen = contents(&env.open_db("d").unwrap());
         match which(&seen, n) {
             Some(after) => assert!(after || !acked, "seed {seed}: an acknowledged commit lost"),

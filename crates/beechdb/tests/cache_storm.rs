@@ -202,6 +202,65 @@ fn large_commits_load_their_pages_before_taking_the_exclusive_lock() {
     }
 }
 
+/// A transaction with more writes than a commit can load before taking the lock (half the
+/// cache's pages) commits in batches, each loaded first, though it never outgrew its memory
+/// budget: no page is read under the exclusive lock, and a reader sees it all or not at all.
+#[test]
+fn commits_larger_than_the_cache_apply_in_batches_loaded_before_the_lock() {
+    let (env, db) = nosync_env(1 << 20, 240_000);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+    let keys: std::collections::BTreeSet<u32> =
+        (0..3_000).map(|_| rng.gen_range(0..240_000u32)).collect();
+    let before = env.stat().unwrap();
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let reader = s.spawn(|| {
+            let mut snapshots = 0;
+            while !done.load(Ordering::Relaxed) {
+                let t = env.begin_txn().unwrap();
+                let seen: std::collections::BTreeSet<Vec<u8>> = keys
+                    .iter()
+                    .map(|k| t.get(&db, &k.to_be_bytes()).unwrap().unwrap())
+                    .filter(|v| v.starts_with(b"round"))
+                    .collect();
+                assert!(seen.len() <= 1, "a snapshot saw parts of two commits");
+                snapshots += 1;
+            }
+            snapshots
+        });
+        for round in 0..4 {
+            let txn = env.begin_txn().unwrap();
+            for k in &keys {
+                txn.put(&db, &k.to_be_bytes(), format!("round {round}").as_bytes())
+                    .unwrap();
+            }
+            txn.commit().unwrap();
+        }
+        done.store(true, Ordering::Relaxed);
+        eprintln!("{} snapshots read", reader.join().unwrap());
+    });
+    let after = env.stat().unwrap();
+    let counts = after.txn.as_ref().unwrap().txns;
+    assert_eq!(
+        counts.large_commits - before.txn.as_ref().unwrap().txns.large_commits,
+        4,
+        "every commit went in batches"
+    );
+    let (unlocked, locked) = loads_between(&before, &after);
+    assert!(
+        unlocked > 1_000,
+        "the commits' random writes miss the cache"
+    );
+    assert!(
+        locked * 50 < unlocked,
+        "each batch is loaded before the lock"
+    );
+    for k in &keys {
+        assert_eq!(db.get(&k.to_be_bytes()).unwrap().unwrap(), b"round 3");
+    }
+    assert!(env.verify().unwrap().is_clean());
+}
+
 /// Deletes that empty leaves of a database far larger than the cache merge them with
 /// siblings: a commit loads those siblings too before it takes the exclusive lock.
 #[test]

@@ -1,25 +1,33 @@
-//! The commit of a transaction that spilled its writes to the log: applied to the trees in
-//! bounded batches while readers, writers and commits go on, made visible at once at the
-//! end.
+//! The commit of a large transaction, applied to the trees in bounded batches while
+//! readers, writers and commits go on, made visible at once at the end: one that spilled its
+//! writes to the log, or one whose write set stayed in memory but holds more writes than
+//! one hold of the exclusive lock should apply, or than a commit can load before taking it
+//! (half the cache's pages).
 //!
-//! Owns: [`Shared::commit_spilled`]. May call: `engine` (under the environment's exclusive
-//! lock, one batch at a time), `wal` (the merge of the transaction's runs, the commit
-//! record), `txn::undo`. Steps, and why each is safe:
-//! 1. Every write still in memory is spilled, so the writes are exactly the merge of the
-//!    transaction's runs, which the log keeps (a hold) until a checkpoint covers the commit.
+//! Owns: [`Shared::commit_in_batches`]. May call: `engine` (under the environment's
+//! exclusive lock, one batch at a time), `wal` (the merge of the transaction's runs, the
+//! commit record), `txn::undo`. Steps, and why each is safe:
+//! 1. A spilled transaction spills every write still in memory, so its writes are exactly
+//!    the merge of its runs, which the log keeps (a hold) until a checkpoint covers the
+//!    commit; a transaction that did not spill takes its write set, in key order, from
+//!    memory.
 //! 2. Under the exclusive lock: the databases it writes are checked to exist and not to be
 //!    removed by another commit being applied; an undo store is registered (from here on,
 //!    every reader sees, for each key the commit has applied, the value before it), and the
 //!    databases it creates are created, nameless to others. No checkpoint begins while a
 //!    store is being applied: one would capture writes that no logged commit explains.
-//! 3. Batches of the merge, read outside the lock, are applied under it, each key's value
-//!    before recorded first; the store's new entries are written to its file outside it.
-//!    Other transactions cannot write these keys meanwhile: this one holds their locks (or
-//!    their databases' locks).
+//! 3. Batches of the writes are loaded with no lock held (no more writes than the pages
+//!    half the cache holds), then applied under it, each key's value before recorded
+//!    first; a hold that finds the next write's pages evicted meanwhile ends there. A
+//!    spilled commit's store writes its new entries to its file outside the lock; the
+//!    store of one from memory stays in memory (no larger than the write set was). Other
+//!    transactions cannot write these keys meanwhile: this one holds their locks (or their
+//!    databases' locks).
 //! 4. Under the exclusive lock: the databases it removes are removed, its records (the
-//!    databases created and removed, in order, then `commit-runs`) appended to the log, the store marked
-//!    committed at the commit's LSN and the created databases named: the commit becomes
-//!    visible to everyone at once, and log order is still the order of visibility.
+//!    databases created and removed, in order, then `commit-runs` naming the runs, or a
+//!    `commit` holding the writes) appended to the log, the store marked committed at the
+//!    commit's LSN and the created databases named: the commit becomes visible to everyone
+//!    at once, and log order is still the order of visibility.
 //!
 //! A crash before step 4 leaves no commit record: recovery ignores the runs. A failure
 //! during steps 2-4 poisons the environment (the trees hold writes no log record explains);
@@ -35,17 +43,88 @@ use crate::config::Durability;
 use crate::env::Shared;
 use crate::error::{Error, Result};
 use crate::wal::reader::RunMerge;
-use crate::wal::{Record, RunsBuilder};
+use crate::wal::{Op, OpsBuilder, Record, RunsBuilder};
 use std::sync::atomic::Ordering::{Relaxed, Release};
 
 /// Writes applied per hold of the exclusive lock, and their bytes at most.
 const BATCH_OPS: usize = 512;
 const BATCH_BYTES: usize = 1 << 20;
+/// The most writes a commit applies in one hold of the exclusive lock: a transaction with
+/// more commits in batches even if it never spilled.
+const LARGEST_HOLD: usize = 4 * BATCH_OPS;
+
+/// Where a commit in batches takes its writes from: the merge of a spilled transaction's
+/// runs (and the runs, which its commit record names), or the write set it kept in memory
+/// (which its commit record holds).
+enum Source {
+    Runs(RunMerge, Vec<(u64, u32)>),
+    Memory(OpsBuilder),
+}
+
+/// A commit's writes in order, one at a time, as `(database, key, write)`.
+trait Writes {
+    fn next_write(&mut self) -> Result<Option<(u32, Vec<u8>, Write)>>;
+}
+
+fn owned(op: Op) -> (u32, Vec<u8>, Write) {
+    (op.db(), op.key().to_vec(), op.value().map(<[u8]>::to_vec))
+}
+
+impl Writes for RunMerge {
+    fn next_write(&mut self) -> Result<Option<(u32, Vec<u8>, Write)>> {
+        Ok(self.next()?.map(owned))
+    }
+}
+
+impl<'a, I: Iterator<Item = Op<'a>>> Writes for I {
+    fn next_write(&mut self) -> Result<Option<(u32, Vec<u8>, Write)>> {
+        Ok(self.next().map(owned))
+    }
+}
+
+/// The database a transaction both removes and creates (by name), if any: such a
+/// transaction cannot commit in batches, where removals happen at the end and creations at
+/// the start (a name cannot pass from an older database to a new one in between).
+fn renamed(ddl: &[Ddl]) -> Option<&str> {
+    let created = |id: u32| {
+        ddl.iter()
+            .any(|d| matches!(d, Ddl::Create { db, .. } if *db == id))
+    };
+    let removed = |id: u32| {
+        ddl.iter()
+            .any(|d| matches!(d, Ddl::Remove { db, .. } if *db == id))
+    };
+    let kept_name = |name: &str| {
+        ddl.iter()
+            .any(|d| matches!(d, Ddl::Create { db, name: n, .. } if n == name && !removed(*db)))
+    };
+    ddl.iter().find_map(|d| match d {
+        Ddl::Remove { db, name } if !created(*db) && kept_name(name) => Some(name.as_str()),
+        _ => None,
+    })
+}
 
 impl Shared {
-    /// Commits transaction `txn`, whose writes spilled (see the module comment); waits for
-    /// durability `d`. Returns the commit's LSN.
-    pub(super) fn commit_spilled(&self, txn: u64, st: &mut State, d: Durability) -> Result<u64> {
+    /// Whether a transaction that did not spill, with `writes` writes in memory and
+    /// catalog changes `ddl`, commits in batches all the same (see the module comment):
+    /// when its writes are more than one exclusive hold should apply, or more than the
+    /// pages a commit loads before taking the lock (half the cache), so that neither a
+    /// long hold nor loads under the lock stall every reader. A replicated commit, and one
+    /// with the log in memory, cannot.
+    pub(super) fn commits_in_batches(&self, writes: usize, ddl: &[Ddl]) -> bool {
+        if writes <= BATCH_OPS || self.replicator().is_some() || renamed(ddl).is_some() {
+            return false;
+        }
+        let logged = self.tx().is_ok_and(|tx| tx.wal.is_some());
+        let prefetched = self.engine.read().pager.cache.capacity() / 2;
+        logged && writes > prefetched.min(LARGEST_HOLD)
+    }
+
+    /// Commits transaction `txn` in batches (see the module comment): one whose writes
+    /// spilled, from the merge of its runs, or one too large for a single hold
+    /// ([`Shared::commits_in_batches`]), from memory; waits for durability `d`. Returns
+    /// the commit's LSN.
+    pub(super) fn commit_in_batches(&self, txn: u64, st: &mut State, d: Durability) -> Result<u64> {
         self.live()?;
         if self.replicator().is_some() {
             return Err(Error::InvalidArgument(
@@ -56,9 +135,17 @@ impl Shared {
             ));
         }
         let tx = self.tx()?;
-        let wal = tx.wal.as_ref().expect("only a logged transaction spills");
-        let (runs, reader) = st.writes.runs(wal, txn, &tx.txns.stats)?;
-        let mut merge = RunMerge::new(reader, txn, runs.iter().copied());
+        let wal = tx
+            .wal
+            .as_ref()
+            .expect("only a logged transaction commits in batches");
+        let mut source = match st.writes.spilled() {
+            true => {
+                let (runs, reader) = st.writes.runs(wal, txn, &tx.txns.stats)?;
+                Source::Runs(RunMerge::new(reader, txn, runs.iter().copied()), runs)
+            }
+            false => Source::Memory(st.commit_ops()),
+        };
         let removed: Vec<u32> = st
             .ddl
             .iter()
@@ -83,17 +170,7 @@ impl Shared {
                 .iter()
                 .any(|d| matches!(d, Ddl::Create { db, .. } if *db == id))
         };
-        // Removals happen at the end and creations at the start: a name cannot pass from an
-        // older database to a new one in between.
-        let renamed = st.ddl.iter().find_map(|d| match d {
-            Ddl::Remove { db, name }
-                if !created_ever(*db) && creates.iter().any(|(_, n, _)| n == name) =>
-            {
-                Some(name)
-            }
-            _ => None,
-        });
-        if let Some(name) = renamed {
+        if let Some(name) = renamed(&st.ddl) {
             return Err(Error::InvalidArgument(format!(
                 "a transaction that spilled to the log cannot both remove and create database \
                  {name:?}; commit between the two"
@@ -101,7 +178,11 @@ impl Shared {
         }
         let mut touched: Vec<u32> = st.dbs.clone();
         touched.extend(creates.iter().map(|(db, _, _)| *db));
-        let store = UndoStore::create(self.storage.clone(), touched, removed.clone())?;
+        let store = match &source {
+            Source::Runs(..) => UndoStore::create(self.storage.clone(), touched, removed.clone())?,
+            // Its values before are no larger than the write set it kept in memory.
+            Source::Memory(_) => UndoStore::in_memory(touched, removed.clone()),
+        };
 
         // Step 2.
         {
@@ -128,7 +209,10 @@ impl Shared {
                 e.hidden.push(db);
             }
         }
-        let applied = self.apply_batches(&mut merge, &store, &removed);
+        let applied = match &mut source {
+            Source::Runs(merge, _) => self.apply_batches(merge, &store, &removed),
+            Source::Memory(ops) => self.apply_batches(&mut ops.ops().iter(), &store, &removed),
+        };
         let mut e = self.engine.write();
         if let Err(err) = applied {
             return Err(self.fail_applying(&mut e, err));
@@ -145,15 +229,24 @@ impl Shared {
                 }
             }
             let mut listed = RunsBuilder::default();
-            for &(first, n) in &runs {
-                listed.push(first, n);
-            }
             let mut records: Vec<Record> = st.ddl.iter().map(|d| d.record(txn)).collect();
-            records.push(Record::CommitRuns {
-                txn,
-                prev: 0,
-                ddl: st.ddl.len() as u32,
-                runs: listed.runs(),
+            records.push(match &source {
+                Source::Runs(_, runs) => {
+                    for &(first, n) in runs {
+                        listed.push(first, n);
+                    }
+                    Record::CommitRuns {
+                        txn,
+                        prev: 0,
+                        ddl: st.ddl.len() as u32,
+                        runs: listed.runs(),
+                    }
+                }
+                Source::Memory(ops) => Record::Commit {
+                    txn,
+                    prev: 0,
+                    ops: ops.ops(),
+                },
             });
             // The first follows the last run; `append` chains the rest.
             records[0] = records[0].with_prev(st.writes.last_lsn());
@@ -175,7 +268,11 @@ impl Shared {
         drop(garbage);
         self.bulk_done.wake_all();
         st.writes.end_hold(Some(wal), Some(lsn));
-        tx.txns.stats.spilled_commits.fetch_add(1, Relaxed);
+        let counter = match source {
+            Source::Runs(..) => &tx.txns.stats.spilled_commits,
+            Source::Memory(_) => &tx.txns.stats.large_commits,
+        };
+        counter.fetch_add(1, Relaxed);
         wal.wait(lsn, d)?;
         if !removed.is_empty() {
             // As for any commit that removes databases (see `Shared::commit_local`).
@@ -185,49 +282,67 @@ impl Shared {
         Ok(lsn)
     }
 
-    /// Step 3: the merge applied in batches.
+    /// Step 3: the merge applied in batches. A batch's pages are loaded with no lock first;
+    /// a hold that finds the pages of its next write gone (evicted by others' loads
+    /// meanwhile) ends there, and the rest of the batch is loaded again before the next
+    /// hold. Only a hold's first write loads under the lock, when its pages went at once.
     fn apply_batches(
         &self,
-        merge: &mut RunMerge,
+        writes: &mut dyn Writes,
         store: &UndoStore,
         removed: &[u32],
     ) -> Result<()> {
-        let mut batch: Vec<(u32, Vec<u8>, Write)> = Vec::with_capacity(BATCH_OPS);
+        // No more writes than the pages a prefetch keeps (see `Shared::prefetch`).
+        let ops = (self.engine.read().pager.cache.capacity() / 2).clamp(1, BATCH_OPS);
+        let mut batch: Vec<(u32, Vec<u8>, Write)> = Vec::with_capacity(ops);
         loop {
-            batch.clear();
-            let mut bytes = 0;
-            while batch.len() < BATCH_OPS && bytes < BATCH_BYTES {
-                let Some(op) = merge.next()? else { break };
-                if removed.contains(&op.db()) {
-                    continue;
-                }
-                bytes += op.key().len() + op.value().map_or(0, <[u8]>::len);
-                batch.push((op.db(), op.key().to_vec(), op.value().map(<[u8]>::to_vec)));
-            }
             if batch.is_empty() {
-                return Ok(());
+                let mut bytes = 0;
+                while batch.len() < ops && bytes < BATCH_BYTES {
+                    let Some((db, key, w)) = writes.next_write()? else {
+                        break;
+                    };
+                    if removed.contains(&db) {
+                        continue;
+                    }
+                    bytes += key.len() + w.as_ref().map_or(0, Vec::len);
+                    batch.push((db, key, w));
+                }
+                if batch.is_empty() {
+                    return Ok(());
+                }
             }
-            // The batch's leaves are loaded with no lock first.
             self.prefetch_keys(
                 batch
                     .iter()
                     .map(|(db, key, w)| (*db, key.as_slice(), w.is_none())),
             );
-            {
+            let applied = {
                 self.live()?;
                 let mut e = self.engine.write();
                 e.check_writable()?;
-                for (db, key, w) in batch.drain(..) {
-                    let before = e.read_tree_loading(db, &key)?;
-                    store.push(scoped_key(db, &key), before);
-                    match w {
-                        Some(v) => drop(e.put(db, &key, &v, false)?),
-                        None => drop(e.delete(db, &key)?),
+                let mut applied = 0;
+                for (db, key, w) in &batch {
+                    let resident = match w {
+                        Some(_) => e.locate(*db, key).is_ok(),
+                        None => e.locate_for_delete(*db, key).is_ok(),
+                    };
+                    if applied > 0 && !resident {
+                        break;
                     }
+                    let before = e.read_tree_loading(*db, key)?;
+                    store.push(scoped_key(*db, key), before);
+                    match w {
+                        Some(v) => drop(e.put(*db, key, v, false)?),
+                        None => drop(e.delete(*db, key)?),
+                    }
+                    applied += 1;
                 }
                 self.data_version.fetch_add(1, Release);
                 e.shrink_cache();
-            }
+                applied
+            };
+            batch.drain(..applied);
             self.write_back();
             store.flush()?;
         }

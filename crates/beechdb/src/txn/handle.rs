@@ -126,6 +126,24 @@ impl State {
             .any(|d| matches!(d, Ddl::Remove { db: r, .. } if *r == db))
     }
 
+    /// For a transaction that never spilled: its writes as a commit's operations, in
+    /// scoped-key order, the latest of each key; writes to databases it removed go with
+    /// them.
+    pub(super) fn commit_ops(&mut self) -> OpsBuilder {
+        let mut ops = OpsBuilder::default();
+        for (k, v) in &self.writes.merged() {
+            let (db, key) = (u32::from_be_bytes(k[..4].try_into().unwrap()), &k[4..]);
+            if self.removed(db) {
+                continue;
+            }
+            ops.push(match v {
+                Some(value) => Op::Put { db, key, value },
+                None => Op::Delete { db, key },
+            });
+        }
+        ops
+    }
+
     fn write(&mut self, db: u32, key: &[u8], value: Option<Vec<u8>>) {
         if !self.dbs.contains(&db) {
             self.dbs.push(db);
@@ -705,35 +723,26 @@ impl Txn {
                 .inner
                 .snapshot
                 .unwrap_or_else(|| self.inner.shared.engine.read().commit_lsn))
-        } else if st.writes.spilled() {
-            self.inner.shared.commit_spilled(self.inner.id, &mut st, d)
         } else {
-            // Writes to databases this transaction removed go with them.
-            let mut ops = OpsBuilder::default();
-            for (k, v) in &st.writes.merged() {
-                let (db, key) = (u32::from_be_bytes(k[..4].try_into().unwrap()), &k[4..]);
-                if st.removed(db) {
-                    continue;
-                }
-                ops.push(match v {
-                    Some(value) => Op::Put { db, key, value },
-                    None => Op::Delete { db, key },
-                });
-            }
-            let dbs: Vec<u32> = st.dbs.iter().copied().filter(|&d| !st.removed(d)).collect();
             // The transaction reads nothing more: its snapshot must not make the commit
             // keep the values it overwrites (its locks still keep others off its keys).
             if let (Some(s), Ok(tx)) = (st.registered.take(), self.inner.shared.tx()) {
                 tx.txns.unregister(s);
             }
             let (shared, id) = (&self.inner.shared, self.inner.id);
-            let st: &mut State = &mut st;
-            let (locked, escalated) = (&mut st.locked, &mut st.escalated);
-            let locks = || {
-                let keys = locked.drain().collect();
-                HeldLocks::new(shared.clone(), id, keys, std::mem::take(escalated))
-            };
-            shared.commit_txn(id, &st.ddl, ops.ops(), &dbs, d, st.group, locks)
+            if st.writes.spilled() || shared.commits_in_batches(st.writes.mem_writes(), &st.ddl) {
+                shared.commit_in_batches(id, &mut st, d)
+            } else {
+                let ops = st.commit_ops();
+                let dbs: Vec<u32> = st.dbs.iter().copied().filter(|&d| !st.removed(d)).collect();
+                let st: &mut State = &mut st;
+                let (locked, escalated) = (&mut st.locked, &mut st.escalated);
+                let locks = || {
+                    let keys = locked.drain().collect();
+                    HeldLocks::new(shared.clone(), id, keys, std::mem::take(escalated))
+                };
+                shared.commit_txn(id, &st.ddl, ops.ops(), &dbs, d, st.group, locks)
+            }
         };
         self.inner.finish(&mut st, result.is_ok());
         result

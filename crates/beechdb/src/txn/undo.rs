@@ -29,11 +29,15 @@ pub(crate) struct UndoStore {
     /// Databases the commit writes or creates, and those it removes.
     pub(crate) dbs: Vec<u32>,
     pub(crate) removes: Vec<u32>,
-    storage: Arc<dyn Storage>,
-    name: String,
-    file: Box<dyn StorageFile>,
+    /// The file written blocks go to, and its storage and name; `None` for a store kept
+    /// in memory (the commit of a write set that was held in memory: its values before
+    /// take about as much).
+    file: Option<UndoFile>,
     inner: Mutex<Inner>,
 }
+
+/// A store's temporary file: where it lives, its name, the open file.
+type UndoFile = (Arc<dyn Storage>, String, Box<dyn StorageFile>);
 
 /// A written block: its first and last keys, offset and length in the file.
 struct Block {
@@ -107,11 +111,20 @@ impl UndoStore {
             lsn: AtomicU64::new(0),
             dbs,
             removes,
-            storage,
-            name,
-            file,
+            file: Some((storage, name, file)),
             inner: Mutex::default(),
         }))
+    }
+
+    /// A new, empty store kept in memory (see [`UndoStore::create`]).
+    pub(crate) fn in_memory(dbs: Vec<u32>, removes: Vec<u32>) -> Arc<UndoStore> {
+        Arc::new(UndoStore {
+            lsn: AtomicU64::new(0),
+            dbs,
+            removes,
+            file: None,
+            inner: Mutex::default(),
+        })
     }
 
     /// The commit's LSN, once its record is logged.
@@ -145,6 +158,9 @@ impl UndoStore {
     /// Writes the entries pushed so far to the file (no engine lock needed; only the
     /// committer writes).
     pub(crate) fn flush(&self) -> Result<()> {
+        let Some((_, name, file)) = &self.file else {
+            return Ok(());
+        };
         let (bytes, n, off) = {
             let g = self.inner.lock();
             if g.tail.is_empty() {
@@ -152,9 +168,8 @@ impl UndoStore {
             }
             (encode(&g.tail), g.tail.len(), g.file_len)
         };
-        self.file
-            .write_at(&bytes, off)
-            .map_err(|e| Error::io(format!("writing {}", self.name), e))?;
+        file.write_at(&bytes, off)
+            .map_err(|e| Error::io(format!("writing {name}"), e))?;
         let mut g = self.inner.lock();
         let rest = g.tail.split_off(n);
         let written = std::mem::replace(&mut g.tail, rest);
@@ -191,13 +206,16 @@ impl UndoStore {
             }
             (g.blocks[i].off, g.blocks[i].len)
         };
+        let (_, name, file) = self
+            .file
+            .as_ref()
+            .expect("only a store with a file has blocks");
         let mut buf = vec![0u8; len];
-        self.file
-            .read_at(&mut buf, off)
-            .map_err(|e| Error::io(format!("reading {}", self.name), e))?;
+        file.read_at(&mut buf, off)
+            .map_err(|e| Error::io(format!("reading {name}"), e))?;
         let entries = Arc::new(decode(&buf).ok_or_else(|| Error::Corrupt {
             page: None,
-            detail: format!("{} holds a block that does not decode", self.name),
+            detail: format!("{name} holds a block that does not decode"),
         })?);
         self.inner.lock().cached = Some((i, entries.clone()));
         Ok(entries)
@@ -256,12 +274,18 @@ impl UndoStore {
                     below_hi && above_lo
                 })
                 .collect();
-            let tail = g
-                .tail
-                .iter()
-                .filter(|(k, _)| in_range(k))
-                .cloned()
-                .collect();
+            // The tail is sorted (and, for a store in memory, the whole commit).
+            let from = match lo {
+                Bound::Included(l) => g.tail.partition_point(|(k, _)| k < l),
+                Bound::Excluded(l) => g.tail.partition_point(|(k, _)| k <= l),
+                Bound::Unbounded => 0,
+            };
+            let to = match hi {
+                Bound::Included(h) => g.tail.partition_point(|(k, _)| k <= h),
+                Bound::Excluded(h) => g.tail.partition_point(|(k, _)| k < h),
+                Bound::Unbounded => g.tail.len(),
+            };
+            let tail = g.tail[from..to.max(from)].to_vec();
             (blocks, tail)
         };
         let mut out = Vec::new();
@@ -296,7 +320,9 @@ impl UndoStore {
 impl Drop for UndoStore {
     fn drop(&mut self) {
         // A leftover is removed at the next open.
-        let _ = self.storage.remove(&self.name);
+        if let Some((storage, name, _)) = &self.file {
+            let _ = storage.remove(name);
+        }
     }
 }
 

@@ -110,6 +110,16 @@ impl WriteSet {
         self.mem_bytes
     }
 
+    /// Writes held in memory, a key counted once per layer that wrote it (so at least the
+    /// number of keys the commit will write).
+    pub(crate) fn mem_writes(&self) -> usize {
+        let len = |p: &Part| match p {
+            Part::Mem(map) => map.len(),
+            Part::Run(_) => 0,
+        };
+        self.layers.iter().flatten().map(len).sum()
+    }
+
     /// Records a write of scoped key `key` in the newest layer.
     pub(crate) fn insert(&mut self, key: Vec<u8>, w: Write) {
         let added = entry_size(&key, &w);
