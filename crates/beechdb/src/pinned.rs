@@ -34,7 +34,7 @@ impl PinnedCheckpoint {
     pub(crate) fn pin(shared: Arc<Shared>) -> Result<PinnedCheckpoint> {
         shared.live()?;
         let (meta, file) = {
-            let mut e = shared.engine.write();
+            let mut e = shared.exclusive();
             let meta = e.durable_meta;
             e.pager.space.pin(meta.generation);
             (meta, e.pager.file.clone())
@@ -43,7 +43,7 @@ impl PinnedCheckpoint {
         let free = match read_free_list(file.as_ref(), &meta) {
             Ok((free, _)) => free.into_iter().collect(),
             Err(e) => {
-                shared.engine.write().pager.space.unpin(meta.generation);
+                shared.exclusive().pager.space.unpin(meta.generation);
                 return Err(e);
             }
         };

@@ -306,6 +306,44 @@ fn deletes_load_the_siblings_they_merge_with_before_taking_the_exclusive_lock() 
     assert!(env.verify().unwrap().is_clean());
 }
 
+/// Deletes of nearly every key of a database far larger than the cache, in random order:
+/// leaves merge, and so do the branches above them, which lose a child at each merge. A
+/// commit loads the sibling each level would merge with before it takes the exclusive
+/// lock, whatever the level.
+#[test]
+fn deletes_load_the_siblings_branches_merge_with_before_taking_the_exclusive_lock() {
+    let (env, db) = nosync_env(512 << 10, 120_000);
+    let branches = |db: &beechdb::Db| db.stat().unwrap().branch_pages;
+    let before_branches = branches(&db);
+    let mut doomed: Vec<u32> = (0..120_000).filter(|k| k % 64 != 0).collect();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(6);
+    for i in (1..doomed.len()).rev() {
+        doomed.swap(i, rng.gen_range(0..=i));
+    }
+    let before = env.stat().unwrap();
+    for chunk in doomed.chunks(500) {
+        let txn = env.begin_txn().unwrap();
+        for k in chunk {
+            txn.delete(&db, &k.to_be_bytes()).unwrap();
+        }
+        txn.commit().unwrap();
+    }
+    let (unlocked, locked) = loads_between(&before, &env.stat().unwrap());
+    let after_branches = branches(&db);
+    eprintln!("branch pages {before_branches} -> {after_branches}");
+    assert!(
+        after_branches * 4 < before_branches,
+        "branches merged as their leaves did"
+    );
+    assert!(unlocked > 10_000, "random deletes miss the cache");
+    assert!(
+        locked * 200 < unlocked,
+        "the siblings of merging leaves and branches are loaded before the lock"
+    );
+    assert_eq!(db.iter().count(), 120_000 / 64);
+    assert!(env.verify().unwrap().is_clean());
+}
+
 /// Removing a database far larger than the cache frees its tree a batch at a time: no page
 /// of it is loaded under the exclusive lock, the cache stays within its budget, every page
 /// comes back as free space, other databases are untouched, and the environment verifies

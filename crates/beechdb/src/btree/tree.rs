@@ -135,30 +135,36 @@ impl Engine {
     }
 
     /// For a delete of `key` about to be applied: makes resident (through `Need::Page`) the
-    /// leaf and, when the leaf is near a quarter full (the delete may make it merge), the
-    /// sibling [`Engine::rebalance`] would merge it with. So that a commit loads them
-    /// before it takes the exclusive lock.
+    /// path to its leaf and, for each node on it from the leaf up that is near a quarter
+    /// full (the delete may make it merge, and its parent lose an entry), the sibling
+    /// [`Engine::rebalance`] would merge it with. So that a commit loads them before it
+    /// takes the exclusive lock.
     pub(crate) fn locate_for_delete(&self, db: u32, key: &[u8]) -> NeedResult<()> {
-        let (mut pid, mut parent) = (self.root(db)?, None);
+        let mut pid = self.root(db)?;
+        let mut path = Vec::with_capacity(8);
         loop {
             let p = self.pager.page(pid)?;
             if node::is_leaf(p) {
                 break;
             }
             let idx = self.child_index(p, key)?;
-            parent = Some((pid, idx));
+            path.push((pid, idx));
             pid = node::child(p, idx);
         }
         // Under a quarter full it merges; an eighth more covers the entry this removes (and
         // others of the same commit).
         let capacity = self.pager.layout.capacity();
-        let near_merge = node::used(self.pager.page(pid)?) < capacity / 4 + capacity / 8;
-        if let Some((parent, ci)) = parent.filter(|_| near_merge) {
-            let p = self.pager.page(parent)?;
-            if node::nslots(p) > 0 {
-                let sibling = if ci > 0 { ci - 1 } else { 1 };
-                self.pager.page(node::child(p, sibling))?;
+        while let Some((parent, ci)) = path.pop() {
+            if node::used(self.pager.page(pid)?) >= capacity / 4 + capacity / 8 {
+                break;
             }
+            let p = self.pager.page(parent)?;
+            if node::nslots(p) == 0 {
+                break;
+            }
+            let sibling = if ci > 0 { ci - 1 } else { 1 };
+            self.pager.page(node::child(p, sibling))?;
+            pid = parent;
         }
         Ok(())
     }

@@ -3,7 +3,8 @@
 //!
 //! Owns: [`WriteBack`], the sealed image of each such page until the file holds it. May
 //! call: `storage`. The engine adds images under its exclusive lock; whoever released that
-//! lock (a commit, a write, a checkpoint) writes them with no engine lock held.
+//! lock (a commit, a write, a checkpoint: the release of `env::shared::Exclusive`, through
+//! which every exclusive hold goes) writes them with no engine lock held.
 //! Invariants:
 //! - an image stays here until the file holds it (it is removed only after its write
 //!   returned), so a load of its page, with or without a lock, reads it here first and never

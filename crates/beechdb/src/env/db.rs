@@ -351,7 +351,7 @@ impl Db {
                 r => return r,
             }
         }
-        let mut e = sh.engine.write();
+        let mut e = sh.exclusive();
         let d = e.db(self.id)?.clone();
         let capacity = e.pager.layout.capacity();
         let r = DbStat::walk(d.name, d.entries, d.root, capacity, |pid| {
@@ -360,7 +360,6 @@ impl Db {
         });
         e.shrink_cache();
         drop(e);
-        sh.write_back();
         r
     }
 }

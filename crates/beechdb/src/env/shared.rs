@@ -4,7 +4,8 @@
 //! Owns: the lock discipline. Reads run under the shared lock and never wait for each other;
 //! a read that meets a non-resident page loads it with no lock held and retries (after
 //! repeated conflicts with writers, under the exclusive lock, which loads it). Writes run
-//! under the exclusive lock. Eviction runs after an exclusive operation, so no page
+//! under the exclusive lock, always taken as an [`Exclusive`], whose release writes what
+//! the hold handed to the write-back. Eviction runs after an exclusive operation, so no page
 //! disappears while an operation holds it. May call: `engine`, `txn`, `wal`, `storage`.
 
 use super::checkpointer::CheckpointSignal;
@@ -12,7 +13,7 @@ use crate::config::{Durability, Isolation};
 use crate::engine::{Engine, Need, NeedResult, WriteBack};
 use crate::error::{Error, Result};
 use crate::storage::Storage;
-use crate::sync::{OwnLine, ReadMostlyLock};
+use crate::sync::{OwnLine, ReadMostlyLock, WriteGuard};
 use crate::txn::TxnManager;
 use crate::wal::{Record, Wal};
 use parking_lot::Mutex;
@@ -53,6 +54,35 @@ pub(crate) struct Shared {
     pub(crate) replicated: AtomicBool,
     /// The engine's: pages its exclusive holds hand over, written by [`Shared::write_back`].
     pub(crate) writeback: Arc<WriteBack>,
+}
+
+/// The engine under the exclusive lock ([`Shared::exclusive`]). Its release writes what
+/// the hold handed to the write-back (evicted dirty pages, new overflow chains; see
+/// `engine/writeback.rs`) with no lock held, so no exclusive hold can leave those writes
+/// waiting for a later one.
+pub(crate) struct Exclusive<'a> {
+    guard: Option<WriteGuard<'a, Engine>>,
+    shared: &'a Shared,
+}
+
+impl std::ops::Deref for Exclusive<'_> {
+    type Target = Engine;
+    fn deref(&self) -> &Engine {
+        self.guard.as_ref().expect("held until dropped")
+    }
+}
+
+impl std::ops::DerefMut for Exclusive<'_> {
+    fn deref_mut(&mut self) -> &mut Engine {
+        self.guard.as_mut().expect("held until dropped")
+    }
+}
+
+impl Drop for Exclusive<'_> {
+    fn drop(&mut self) {
+        drop(self.guard.take());
+        self.shared.write_back();
+    }
 }
 
 /// Loads a reader tries without the exclusive lock before it takes it.
@@ -101,11 +131,30 @@ impl Shared {
         }
     }
 
+    /// The engine under the exclusive lock (every writer waits for it, and it waits for
+    /// every reader to leave); its release writes what the hold handed to the write-back.
+    pub(crate) fn exclusive(&self) -> Exclusive<'_> {
+        Exclusive {
+            guard: Some(self.engine.write()),
+            shared: self,
+        }
+    }
+
+    /// [`Shared::exclusive`] for a committer that need not wait for an fsync: it backs off
+    /// before it queues for the lock (see `sync::ReadMostlyLock::write_backing_off`).
+    pub(crate) fn exclusive_backing_off(&self) -> Exclusive<'_> {
+        Exclusive {
+            guard: Some(self.engine.write_backing_off()),
+            shared: self,
+        }
+    }
+
     /// Writes what exclusive holds handed over (evicted dirty pages, new overflow chains;
-    /// see `engine/writeback.rs`). Called with no engine lock held, after every exclusive
-    /// hold that may evict or write a long value. The operation that handed them over has
-    /// succeeded; a failed write poisons the engine, and the images stay for loads.
-    pub(crate) fn write_back(&self) {
+    /// see `engine/writeback.rs`). Called with no engine lock held, when an [`Exclusive`]
+    /// is released. The operation that handed them over has succeeded; a failed write
+    /// poisons the engine (the one exclusive hold that does not write back when released:
+    /// it would only come here again), and the images stay for loads.
+    fn write_back(&self) {
         if let Err((context, e)) = self.writeback.flush() {
             self.engine.write().poison(context, e);
         }
@@ -152,7 +201,7 @@ impl Shared {
             };
             if overfull {
                 // A brief hold with no I/O: clean pages only, down to 7/8 of the budget.
-                let mut e = self.engine.write();
+                let mut e = self.exclusive();
                 e.pager
                     .cache
                     .reader_evictions
@@ -161,7 +210,7 @@ impl Shared {
             }
         }
         // Writers kept changing what the reader needed: load under the exclusive lock.
-        let mut e = self.engine.write();
+        let mut e = self.exclusive();
         e.pager.cache.reads_locked.fetch_add(1, Ordering::Relaxed);
         let result = loop {
             match op(&e) {
@@ -179,20 +228,17 @@ impl Shared {
             }
         };
         drop(e);
-        self.write_back();
         result
     }
 
     /// Runs a modifying `op` under the exclusive lock.
     pub(crate) fn write<T>(&self, op: impl FnOnce(&mut Engine) -> Result<T>) -> Result<T> {
         self.live()?;
-        let mut e = self.engine.write();
+        let mut e = self.exclusive();
         e.check_writable()?;
         let r = op(&mut e);
         self.data_version.fetch_add(1, Ordering::Release);
         e.shrink_cache();
-        drop(e);
-        self.write_back();
         r
     }
 
@@ -229,15 +275,13 @@ impl Shared {
                     freed.extend(chains.pages(first, len)?);
                 }
             }
-            let mut e = self.engine.write();
+            let mut e = self.exclusive();
             e.doomed.drain(..taken);
             e.doomed.extend(children);
             for pid in freed {
                 e.pager.free_page(pid);
             }
             e.shrink_cache();
-            drop(e);
-            self.write_back();
         }
     }
 
@@ -256,7 +300,7 @@ impl Shared {
             // record is logged).
             let mut e = loop {
                 let seen = self.bulk_done.seq();
-                let e = self.engine.write();
+                let e = self.exclusive();
                 if !e.undo.iter().any(|u| u.lsn().is_none()) || e.poisoned.is_some() {
                     break e;
                 }
@@ -302,12 +346,12 @@ impl Shared {
         if let (Some(w), Some(lsn)) = (self.tx.as_ref().and_then(|t| t.wal.as_ref()), lsn) {
             if let Err(err) = w.flush_to(lsn) {
                 let context = "writing the log before a checkpoint".to_string();
-                return Err(self.engine.write().poison_with(context, err));
+                return Err(self.exclusive().poison_with(context, err));
             }
         }
         if let Some(work) = work {
             let written = work.write(|| self.engine.read());
-            let mut e = self.engine.write();
+            let mut e = self.exclusive();
             match written {
                 Ok(pages) => e.end_checkpoint(work, pages),
                 Err((context, err)) => return Err(e.poison(context, err)),

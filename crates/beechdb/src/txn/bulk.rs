@@ -112,7 +112,8 @@ impl Shared {
     /// long hold nor loads under the lock stall every reader. A replicated commit, and one
     /// with the log in memory, cannot.
     pub(super) fn commits_in_batches(&self, writes: usize, ddl: &[Ddl]) -> bool {
-        if writes <= BATCH_OPS || self.replicator().is_some() || renamed(ddl).is_some() {
+        // Few writes fit any cache: no need to look.
+        if writes <= 16 || self.replicator().is_some() || renamed(ddl).is_some() {
             return false;
         }
         let logged = self.tx().is_ok_and(|tx| tx.wal.is_some());
@@ -186,7 +187,7 @@ impl Shared {
 
         // Step 2.
         {
-            let mut e = self.engine.write();
+            let mut e = self.exclusive();
             e.check_writable()?;
             for &db in &st.dbs {
                 let created = creates.iter().any(|(c, _, _)| *c == db);
@@ -213,7 +214,7 @@ impl Shared {
             Source::Runs(merge, _) => self.apply_batches(merge, &store, &removed),
             Source::Memory(ops) => self.apply_batches(&mut ops.ops().iter(), &store, &removed),
         };
-        let mut e = self.engine.write();
+        let mut e = self.exclusive();
         if let Err(err) = applied {
             return Err(self.fail_applying(&mut e, err));
         }
@@ -264,7 +265,6 @@ impl Shared {
         self.data_version.fetch_add(1, Release);
         e.shrink_cache();
         drop(e);
-        self.write_back();
         drop(garbage);
         self.bulk_done.wake_all();
         st.writes.end_hold(Some(wal), Some(lsn));
@@ -284,8 +284,9 @@ impl Shared {
 
     /// Step 3: the merge applied in batches. A batch's pages are loaded with no lock first;
     /// a hold that finds the pages of its next write gone (evicted by others' loads
-    /// meanwhile) ends there, and the rest of the batch is loaded again before the next
-    /// hold. Only a hold's first write loads under the lock, when its pages went at once.
+    /// meanwhile, or by the batch's own) ends there, and the rest of the batch is loaded
+    /// again, fewer writes at a time, before the next hold. Only a hold's first write loads
+    /// under the lock, when its pages went at once.
     fn apply_batches(
         &self,
         writes: &mut dyn Writes,
@@ -295,6 +296,8 @@ impl Shared {
         // No more writes than the pages a prefetch keeps (see `Shared::prefetch`).
         let ops = (self.engine.read().pager.cache.capacity() / 2).clamp(1, BATCH_OPS);
         let mut batch: Vec<(u32, Vec<u8>, Write)> = Vec::with_capacity(ops);
+        // The writes loaded and applied per hold.
+        let mut window = ops;
         loop {
             if batch.is_empty() {
                 let mut bytes = 0;
@@ -315,14 +318,15 @@ impl Shared {
             self.prefetch_keys(
                 batch
                     .iter()
+                    .take(window)
                     .map(|(db, key, w)| (*db, key.as_slice(), w.is_none())),
             );
             let applied = {
                 self.live()?;
-                let mut e = self.engine.write();
+                let mut e = self.exclusive();
                 e.check_writable()?;
                 let mut applied = 0;
-                for (db, key, w) in &batch {
+                for (db, key, w) in batch.iter().take(window) {
                     let resident = match w {
                         Some(_) => e.locate(*db, key).is_ok(),
                         None => e.locate_for_delete(*db, key).is_ok(),
@@ -342,8 +346,13 @@ impl Shared {
                 e.shrink_cache();
                 applied
             };
+            // A window whose pages did not all stay (each write may need its leaf, a
+            // sibling and branches) shrinks to what did; one that did grows back.
+            window = match applied < window.min(batch.len()) {
+                true => applied.max(1),
+                false => (window * 2).min(ops),
+            };
             batch.drain(..applied);
-            self.write_back();
             store.flush()?;
         }
     }

@@ -193,8 +193,8 @@ impl Shared {
             // A SYNC commit waits for a flush that gathers the commits around it: backing
             // off would make it miss one.
             let mut e = match (&tx.wal, d) {
-                (Some(_), Durability::Sync) => self.engine.write(),
-                _ => self.engine.write_backing_off(),
+                (Some(_), Durability::Sync) => self.exclusive(),
+                _ => self.exclusive_backing_off(),
             };
             e.check_writable()?;
             for &db in dbs {
@@ -255,7 +255,6 @@ impl Shared {
         };
         let (lsn, garbage) = lsn;
         drop(garbage);
-        self.write_back();
         if let Some(w) = &tx.wal {
             w.wait(lsn, d)?;
         }
