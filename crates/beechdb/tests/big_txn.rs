@@ -253,6 +253,43 @@ fn databases_created_and_removed_by_a_spilled_transaction() {
     }
     assert!(matches!(t.commit(), Err(Error::InvalidArgument(_))));
     assert_eq!(env.open_db("fresh").unwrap().len().unwrap(), 3_000);
+
+    // One that did not spill can (it commits in one hold, not in batches), and one that
+    // did not spill but is too large for one hold commits in batches, its databases made
+    // and removed at once.
+    let env =
+        Env::open_with_storage(Arc::new(MemStorage::new()), config().txn_memory(8 << 20)).unwrap();
+    let old = load(&env, 10);
+    for round in 0..2 {
+        let t = env.begin_txn().unwrap();
+        t.remove_db("d").unwrap();
+        let d = t.create_db("d").unwrap();
+        let other = t.create_db(&format!("other{round}")).unwrap();
+        for i in 0..3_000 {
+            t.put(&d, &key(i), b"w").unwrap();
+            t.put(&other, &key(i), b"w").unwrap();
+        }
+        t.commit().unwrap();
+    }
+    let counts = env.stat().unwrap().txn.unwrap().txns;
+    assert_eq!((counts.spills, counts.large_commits), (0, 0));
+    assert!(matches!(old.get(b"x"), Err(Error::DbRemoved)));
+    let t = env.begin_txn().unwrap();
+    t.remove_db("other0").unwrap();
+    let other = env.open_db("other1").unwrap();
+    for i in 0..3_000 {
+        t.put(&other, &key(i), b"x").unwrap();
+    }
+    t.commit().unwrap();
+    let counts = env.stat().unwrap().txn.unwrap().txns;
+    assert_eq!((counts.spills, counts.large_commits), (0, 1));
+    assert_eq!(
+        env.db_names().unwrap(),
+        vec!["d".to_string(), "other1".to_string()]
+    );
+    assert_eq!(env.open_db("d").unwrap().len().unwrap(), 3_000);
+    assert!(other.iter().all(|kv| kv.unwrap().1 == b"x"));
+    assert!(env.verify().unwrap().is_clean());
 }
 
 /// Kills and power cuts at random I/O calls of a run that loads, spills a rewrite across

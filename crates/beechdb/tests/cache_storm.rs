@@ -16,11 +16,19 @@ fn value(k: u32) -> Vec<u8> {
 /// A NOSYNC environment of 4 KiB pages with a cache of `cache` bytes and a database of
 /// `records` records (about 28 to a page), synced.
 fn nosync_env(cache: usize, records: u32) -> (Env, beechdb::Db) {
-    let cfg = Config::new()
+    env_of(nosync_config(cache), records)
+}
+
+fn nosync_config(cache: usize) -> Config {
+    Config::new()
         .page_size(4096)
         .cache_size(cache)
         .transactional(true)
-        .durability(Durability::NoSync);
+        .durability(Durability::NoSync)
+}
+
+/// An environment of configuration `cfg` with a database of `records` records, synced.
+fn env_of(cfg: Config, records: u32) -> (Env, beechdb::Db) {
     let env = Env::open_with_storage(Arc::new(MemStorage::new()), cfg).unwrap();
     let db = env.create_db("d").unwrap();
     for k in 0..records {
@@ -207,7 +215,17 @@ fn large_commits_load_their_pages_before_taking_the_exclusive_lock() {
 /// budget: no page is read under the exclusive lock, and a reader sees it all or not at all.
 #[test]
 fn commits_larger_than_the_cache_apply_in_batches_loaded_before_the_lock() {
-    let (env, db) = nosync_env(1 << 20, 240_000);
+    commit_larger_than_the_cache(nosync_config(1 << 20));
+}
+
+/// As above with the log in memory.
+#[test]
+fn commits_larger_than_the_cache_apply_in_batches_with_the_log_in_memory() {
+    commit_larger_than_the_cache(nosync_config(1 << 20).in_memory_log(true));
+}
+
+fn commit_larger_than_the_cache(cfg: Config) {
+    let (env, db) = env_of(cfg, 240_000);
     let mut rng = rand::rngs::StdRng::seed_from_u64(5);
     let keys: std::collections::BTreeSet<u32> =
         (0..3_000).map(|_| rng.gen_range(0..240_000u32)).collect();

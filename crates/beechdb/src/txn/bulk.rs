@@ -25,9 +25,10 @@
 //!    databases' locks).
 //! 4. Under the exclusive lock: the databases it removes are removed, its records (the
 //!    databases created and removed, in order, then `commit-runs` naming the runs, or a
-//!    `commit` holding the writes) appended to the log, the store marked committed at the
-//!    commit's LSN and the created databases named: the commit becomes visible to everyone
-//!    at once, and log order is still the order of visibility.
+//!    `commit` holding the writes) appended to the log (with the log in memory, given their
+//!    LSN), the store marked committed at the commit's LSN and the created databases named:
+//!    the commit becomes visible to everyone at once, and log order is still the order of
+//!    visibility.
 //!
 //! A crash before step 4 leaves no commit record: recovery ignores the runs. A failure
 //! during steps 2-4 poisons the environment (the trees hold writes no log record explains);
@@ -109,16 +110,14 @@ impl Shared {
     /// catalog changes `ddl`, commits in batches all the same (see the module comment):
     /// when its writes are more than one exclusive hold should apply, or more than the
     /// pages a commit loads before taking the lock (half the cache), so that neither a
-    /// long hold nor loads under the lock stall every reader. A replicated commit, and one
-    /// with the log in memory, cannot.
+    /// long hold nor loads under the lock stall every reader. A replicated commit cannot.
     pub(super) fn commits_in_batches(&self, writes: usize, ddl: &[Ddl]) -> bool {
         // Few writes fit any cache: no need to look.
         if writes <= 16 || self.replicator().is_some() || renamed(ddl).is_some() {
             return false;
         }
-        let logged = self.tx().is_ok_and(|tx| tx.wal.is_some());
         let prefetched = self.engine.read().pager.cache.capacity() / 2;
-        logged && writes > prefetched.min(LARGEST_HOLD)
+        self.tx().is_ok() && writes > prefetched.min(LARGEST_HOLD)
     }
 
     /// Commits transaction `txn` in batches (see the module comment): one whose writes
@@ -136,12 +135,10 @@ impl Shared {
             ));
         }
         let tx = self.tx()?;
-        let wal = tx
-            .wal
-            .as_ref()
-            .expect("only a logged transaction commits in batches");
+        let wal = tx.wal.as_ref();
         let mut source = match st.writes.spilled() {
             true => {
+                let wal = wal.expect("only a logged transaction spills");
                 let (runs, reader) = st.writes.runs(wal, txn, &tx.txns.stats)?;
                 Source::Runs(RunMerge::new(reader, txn, runs.iter().copied()), runs)
             }
@@ -251,7 +248,10 @@ impl Shared {
             });
             // The first follows the last run; `append` chains the rest.
             records[0] = records[0].with_prev(st.writes.last_lsn());
-            wal.append(&mut wal.arrive(), &records)
+            match wal {
+                Some(w) => w.append(&mut w.arrive(), &records),
+                None => super::commit::in_memory_lsn(tx, records.into_iter()),
+            }
         })();
         let lsn = match result {
             Ok(lsn) => lsn,
@@ -267,13 +267,15 @@ impl Shared {
         drop(e);
         drop(garbage);
         self.bulk_done.wake_all();
-        st.writes.end_hold(Some(wal), Some(lsn));
+        st.writes.end_hold(wal, Some(lsn));
         let counter = match source {
             Source::Runs(..) => &tx.txns.stats.spilled_commits,
             Source::Memory(_) => &tx.txns.stats.large_commits,
         };
         counter.fetch_add(1, Relaxed);
-        wal.wait(lsn, d)?;
+        if let Some(w) = wal {
+            w.wait(lsn, d)?;
+        }
         if !removed.is_empty() {
             // As for any commit that removes databases (see `Shared::commit_local`).
             let _ = self.free_doomed();

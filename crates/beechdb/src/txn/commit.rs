@@ -222,7 +222,7 @@ impl Shared {
                     records.push(commit);
                     w.append(a, &records)
                 }
-                _ => in_memory_lsn(tx, txn, ddl, commit),
+                _ => in_memory_lsn(tx, ddl.iter().map(|d| d.record(txn)).chain([commit])),
             };
             let lsn = appended?;
             let oldest = tx.txns.oldest();
@@ -415,10 +415,10 @@ impl Shared {
 }
 
 /// With the log in memory only, a commit takes the LSNs its records would take.
-fn in_memory_lsn(tx: &Tx, txn: u64, ddl: &[Ddl], commit: Record) -> Result<u64> {
-    let mut len = crate::wal::record::framed_size(&commit)? as u64;
-    for d in ddl {
-        len += crate::wal::record::framed_size(&d.record(txn))? as u64;
+pub(super) fn in_memory_lsn<'r>(tx: &Tx, records: impl Iterator<Item = Record<'r>>) -> Result<u64> {
+    let mut len = 0;
+    for r in records {
+        len += crate::wal::record::framed_size(&r)? as u64;
     }
     Ok(tx.inmem_lsn.fetch_add(len, Relaxed) + len)
 }

@@ -338,6 +338,31 @@ mod tests {
     #[test]
     fn lookups_and_ranges_cover_written_and_pending_entries_up_to_the_frontier() {
         let store = UndoStore::create(Arc::new(MemStorage::new()), vec![1], vec![]).unwrap();
+        lookups_and_ranges(&store);
+        assert!(store.inner.lock().blocks.len() > 2);
+    }
+
+    #[test]
+    fn a_store_in_memory_answers_the_same_from_its_entries() {
+        let store = UndoStore::in_memory(vec![1], vec![]);
+        lookups_and_ranges(&store);
+        assert!(store.inner.lock().blocks.is_empty());
+        // Ranges within the entries, each bound both ways.
+        for (lo, hi, want) in [
+            (Bound::Included(key(1000)), Bound::Excluded(key(1010)), 5),
+            (Bound::Excluded(key(1000)), Bound::Included(key(1010)), 5),
+            (Bound::Included(key(1001)), Bound::Included(key(1001)), 0),
+            (Bound::Included(key(1998)), Bound::Unbounded, 1),
+            (Bound::Unbounded, Bound::Excluded(key(2)), 1),
+            (Bound::Included(key(10)), Bound::Excluded(key(4)), 0),
+        ] {
+            let (got, cut) = store.range(&lo, &hi, false, usize::MAX).unwrap();
+            assert_eq!((got.len(), cut), (want, None), "{lo:?}..{hi:?}");
+            assert!(got.iter().all(|(k, _)| crate::txn::in_bounds(k, &lo, &hi)));
+        }
+    }
+
+    fn lookups_and_ranges(store: &UndoStore) {
         assert_eq!(store.lookup(&key(0)).unwrap(), None);
         let before =
             |n: u32| (!n.is_multiple_of(3)).then(|| vec![n as u8; (n % 7) as usize * 3000]);
@@ -347,7 +372,6 @@ mod tests {
                 store.flush().unwrap();
             }
         }
-        assert!(store.inner.lock().blocks.len() > 2);
         assert!(!store.inner.lock().tail.is_empty());
         for n in 0..2100 {
             let want = (n < 2000 && n % 2 == 0).then(|| before(n));
