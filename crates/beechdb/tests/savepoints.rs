@@ -1,8 +1,9 @@
 //! Savepoints and partial rollback against a model: random puts, deletes, savepoints,
 //! rollbacks and releases (databases created and removed among them), every read of the
 //! transaction (gets and scans in both directions) checked against the model at each step,
-//! then the commit checked against the model too; the same with a memory budget so small
-//! that the writes spill to the log. Also: writes while iterating, and a transaction shared
+//! then the commit checked against the model too (with a cache of 16 pages, a commit of
+//! more than 8 writes goes in batches); the same with a memory budget so small that the
+//! writes spill to the log. Also: writes while iterating, and a transaction shared
 //! between threads.
 
 use beechdb::storage::MemStorage;
@@ -65,8 +66,10 @@ fn key(i: u32) -> Vec<u8> {
 
 #[test]
 fn savepoints_match_a_model() {
-    let (spills, _) = model_run(config(), 40, 120, 300);
+    let (spills, _, large) = model_run(config(), 40, 120, 300);
     assert_eq!(spills, 0, "nothing spills in memory");
+    // The cache holds 16 pages: commits of more than 8 writes go in batches from memory.
+    assert!(large > 50, "{large} commits in batches");
 }
 
 /// With writes past the memory budget spilled to the log: reads of the transaction's own
@@ -74,16 +77,17 @@ fn savepoints_match_a_model() {
 /// from them.
 #[test]
 fn savepoints_match_a_model_when_writes_spill() {
-    let (spills, merges) = model_run(config().txn_memory(16 << 10), 4000, 800, 100);
+    let (spills, merges, _) = model_run(config().txn_memory(16 << 10), 4000, 800, 100);
     assert!(spills > 300, "writes spilled {spills} times");
     eprintln!("{spills} spills, {merges} merges");
     assert!(merges > 10, "runs merged {merges} times");
 }
 
 /// Runs `seeds` random transactions of up to `steps` steps, with values up to `max_value`
-/// bytes; returns how many times writes spilled to the log, and runs were merged.
-fn model_run(config: Config, max_value: usize, steps: usize, seeds: u64) -> (u64, u64) {
-    let (mut spills, mut merges) = (0, 0);
+/// bytes; returns how many times writes spilled to the log, runs were merged, and
+/// transactions that did not spill committed in batches.
+fn model_run(config: Config, max_value: usize, steps: usize, seeds: u64) -> (u64, u64, u64) {
+    let (mut spills, mut merges, mut large) = (0, 0, 0);
     for seed in 0..seeds {
         let config = || config.clone();
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
@@ -173,6 +177,7 @@ fn model_run(config: Config, max_value: usize, steps: usize, seeds: u64) -> (u64
         }
         let counts = env.stat().unwrap().txn.unwrap().txns;
         (spills, merges) = (spills + counts.spills, merges + counts.run_merges);
+        large += counts.large_commits;
         // And the log says the same.
         drop(main);
         let storage = beechdb::storage::MemStorage::restart_process(&storage);
@@ -182,7 +187,7 @@ fn model_run(config: Config, max_value: usize, steps: usize, seeds: u64) -> (u64
         let after: Data = main.iter().map(|kv| kv.unwrap()).collect();
         assert_eq!(after, view.main, "seed {seed}: recovered");
     }
-    (spills, merges)
+    (spills, merges, large)
 }
 
 #[test]
