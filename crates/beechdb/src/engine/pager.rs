@@ -54,7 +54,11 @@ fn read_error(read_only: bool, e: Error) -> Error {
 impl PageMiss {
     /// Reads and checks the page (the I/O of a cache miss, under no lock).
     pub fn load(&self) -> Result<Box<[u8]>> {
-        let mut buf = vec![0u8; self.layout.page_size].into_boxed_slice();
+        // A kept buffer needs no zeroing: the read fills it whole, or fails.
+        let mut buf = self
+            .writeback
+            .spare_buffer()
+            .unwrap_or_else(|| vec![0u8; self.layout.page_size].into_boxed_slice());
         self.writeback
             .read_page(self.pid, &mut buf, self.page_count, self.max_gen, None)
             .and_then(|_| node::validate(&buf, self.pid, &self.layout, self.page_count))
@@ -160,7 +164,8 @@ impl Pager {
             };
             if !self.cache.frame_mut(pid).is_some_and(|f| f.dirty) {
                 self.epoch += 1;
-                self.cache.evict(pid);
+                // For the readers' next loads, which take their buffers there.
+                self.writeback.recycle(self.cache.evict_taking(pid));
             }
         }
     }

@@ -40,8 +40,9 @@ pub(crate) struct WriteBack {
     next_version: AtomicU64,
     io: Mutex<()>,
     written: AtomicU64,
-    /// Buffers of images written, for the cache to reuse (allocating and freeing a page
-    /// buffer per eviction cost more than the write itself).
+    /// Buffers of images written, and of clean pages readers evicted, for the cache and
+    /// readers' loads to reuse (allocating and freeing a page buffer per eviction cost more
+    /// than the write itself).
     spare: Mutex<Vec<Box<[u8]>>>,
     spare_len: AtomicUsize,
 }
@@ -127,7 +128,20 @@ impl WriteBack {
         self.len.load(SeqCst) == 0
     }
 
-    fn recycle(&self, buffer: Box<[u8]>) {
+    /// A page buffer to reuse, if one is kept: a reader's load takes it here, with no engine
+    /// lock held.
+    pub fn spare_buffer(&self) -> Option<Box<[u8]>> {
+        if self.spare_len.load(Relaxed) == 0 {
+            return None;
+        }
+        let mut spare = self.spare.lock();
+        let buffer = spare.pop();
+        self.spare_len.store(spare.len(), Relaxed);
+        buffer
+    }
+
+    /// Keeps `buffer` for reuse (by the cache, or a reader's load), up to [`SPARE`].
+    pub fn recycle(&self, buffer: Box<[u8]>) {
         let mut spare = self.spare.lock();
         if spare.len() < SPARE {
             spare.push(buffer);
