@@ -34,7 +34,7 @@ pub(crate) struct Frame {
 
 /// Buffers of evicted and discarded frames kept for reuse, at most (more would hold memory
 /// past the cache's budget for nothing: a reader's load takes no buffer from here).
-const SPARES: usize = 64;
+pub(crate) const SPARES: usize = 64;
 
 pub(crate) struct Cache {
     map: FxHashMap<u64, u32>,

@@ -240,7 +240,8 @@ impl Pager {
     /// released (loads read it there until then): no I/O here. Unless `writable`, dirty
     /// pages stay.
     pub fn shrink_cache(&mut self, writable: bool) {
-        self.writeback.take_spares(self.cache.spares());
+        self.writeback
+            .take_spares(self.cache.spares(), crate::cache::SPARES);
         while self.cache.over_budget() {
             let Some(pid) = self.cache.victim() else {
                 break;

@@ -149,12 +149,13 @@ impl WriteBack {
         }
     }
 
-    /// Moves the buffers of written images into `into`, for reuse.
-    pub fn take_spares(&self, into: &mut Vec<Box<[u8]>>) {
-        if self.spare_len.load(Relaxed) != 0 {
+    /// Moves kept buffers into `into`, for reuse, until it holds `up_to`.
+    pub fn take_spares(&self, into: &mut Vec<Box<[u8]>>, up_to: usize) {
+        if self.spare_len.load(Relaxed) != 0 && into.len() < up_to {
             let mut spare = self.spare.lock();
-            into.append(&mut spare);
-            self.spare_len.store(0, Relaxed);
+            let from = spare.len().saturating_sub(up_to - into.len());
+            into.extend(spare.drain(from..));
+            self.spare_len.store(spare.len(), Relaxed);
         }
     }
 
@@ -244,6 +245,24 @@ mod tests {
         let mut buf = vec![0u8; 16];
         file.read_at(&mut buf, pid * 16).unwrap();
         buf
+    }
+
+    /// Kept buffers stay within their bounds: here at most `SPARE`, and a taker's list
+    /// filled only up to what it asks for (the cache's list once grew past its bound so).
+    #[test]
+    fn spare_buffers_stay_within_their_bounds() {
+        let (_, wb) = setup();
+        for _ in 0..3 * SPARE {
+            wb.recycle(vec![0u8; 16].into_boxed_slice());
+        }
+        assert_eq!(wb.spare.lock().len(), SPARE);
+        let mut into = vec![vec![0u8; 16].into_boxed_slice(); 60];
+        wb.take_spares(&mut into, 64);
+        assert_eq!((into.len(), wb.spare.lock().len()), (64, SPARE - 4));
+        wb.take_spares(&mut into, 64);
+        assert_eq!(into.len(), 64, "a full list takes nothing");
+        assert!(wb.spare_buffer().is_some());
+        assert_eq!(wb.spare.lock().len(), SPARE - 5);
     }
 
     #[test]
