@@ -292,6 +292,42 @@ fn databases_created_and_removed_by_a_spilled_transaction() {
     assert!(env.verify().unwrap().is_clean());
 }
 
+/// A page write that fails while a large commit from memory is applied in batches (an
+/// evicted dirty page's): the commit fails, the environment is poisoned with the cause,
+/// readers still see every value from before the commit, and a reopen has none of it.
+#[test]
+fn a_write_failing_while_a_large_commit_is_applied_leaves_it_unseen_and_unlogged() {
+    let storage = MemStorage::new();
+    let cfg = config().txn_memory(8 << 20);
+    let env = Env::open_with_storage(Arc::new(storage.clone()), cfg.clone()).unwrap();
+    let n = 30_000;
+    let db = load(&env, n);
+    env.sync().unwrap();
+    let large = |env: &Env| env.stat().unwrap().txn.unwrap().txns.large_commits;
+    assert_eq!(large(&env), 1, "the load itself went in batches");
+    let t = big_rewrite(&env, &db, n);
+    storage.inject_fault(beechdb::storage::FaultKind::Write, 1, libc::EIO);
+    let err = t.commit().unwrap_err();
+    assert!(matches!(err, Error::Poisoned { .. }), "{err:?}");
+    let stat = env.stat().unwrap();
+    assert!(stat.poisoned.is_some_and(|c| c.contains("writing page")));
+    assert_eq!(
+        stat.txn.unwrap().txns.spills,
+        0,
+        "the write set stayed in memory"
+    );
+    for i in 0..n + n / 10 {
+        let want = (i < n).then(|| b"old".to_vec());
+        assert_eq!(db.get(&key(i)).unwrap(), want, "key {i}");
+    }
+    drop(db);
+    storage.clear_faults();
+    let storage = common::kill(&storage, env);
+    let env = Env::open_with_storage(Arc::new(storage), cfg).unwrap();
+    assert_eq!(contents(&env.open_db("d").unwrap()), expected_before(n));
+    assert!(env.verify().unwrap().is_clean());
+}
+
 /// Kills and power cuts at random I/O calls of a run that loads, spills a rewrite across
 /// checkpoints (small segments, so runs lie in segments a checkpoint would otherwise remove),
 /// and commits it.

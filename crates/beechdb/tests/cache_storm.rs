@@ -43,6 +43,13 @@ fn far_larger_than_the_cache() -> (Env, beechdb::Db) {
     nosync_env(256 << 10, 40_000)
 }
 
+/// Every key of `written` reads back its value.
+fn assert_reads_back(db: &beechdb::Db, written: std::collections::BTreeMap<u32, Vec<u8>>) {
+    for (k, v) in written {
+        assert_eq!(db.get(&k.to_be_bytes()).unwrap(), Some(v), "key {k}");
+    }
+}
+
 /// Pages loaded between two statistics: by readers with no lock, and under the exclusive
 /// lock (every miss no reader loaded unlocked); printed.
 fn loads_between(before: &beechdb::EnvStat, after: &beechdb::EnvStat) -> (u64, u64) {
@@ -175,9 +182,7 @@ fn writers_load_misses_before_taking_the_exclusive_lock() {
         locked * 50 < unlocked,
         "a commit loads the pages it writes before it takes the exclusive lock"
     );
-    for (k, v) in written {
-        assert_eq!(db.get(&k.to_be_bytes()).unwrap(), Some(v), "key {k}");
-    }
+    assert_reads_back(&db, written);
 }
 
 /// A transaction of hundreds of writes on a database far larger than the cache (2,048
@@ -205,9 +210,7 @@ fn large_commits_load_their_pages_before_taking_the_exclusive_lock() {
         locked * 20 < unlocked,
         "writes past the first 256 of a commit are loaded before it takes the lock"
     );
-    for (k, v) in written {
-        assert_eq!(db.get(&k.to_be_bytes()).unwrap(), Some(v), "key {k}");
-    }
+    assert_reads_back(&db, written);
 }
 
 /// A transaction with more writes than a commit can load before taking the lock (half the

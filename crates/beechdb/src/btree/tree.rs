@@ -140,17 +140,8 @@ impl Engine {
     /// [`Engine::rebalance`] would merge it with. So that a commit loads them before it
     /// takes the exclusive lock.
     pub(crate) fn locate_for_delete(&self, db: u32, key: &[u8]) -> NeedResult<()> {
-        let mut pid = self.root(db)?;
-        let mut path = Vec::with_capacity(8);
-        loop {
-            let p = self.pager.page(pid)?;
-            if node::is_leaf(p) {
-                break;
-            }
-            let idx = self.child_index(p, key)?;
-            path.push((pid, idx));
-            pid = node::child(p, idx);
-        }
+        let mut path = Path::new();
+        let mut pid = self.descend(self.root(db)?, Seek::Ge(key), &mut path)?;
         // Under a quarter full it merges; an eighth more covers the entry this removes (and
         // others of the same commit).
         let capacity = self.pager.layout.capacity();

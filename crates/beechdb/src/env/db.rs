@@ -359,7 +359,6 @@ impl Db {
             Ok(NodeSummary::of(e.pager.node(pid), capacity))
         });
         e.shrink_cache();
-        drop(e);
         r
     }
 }

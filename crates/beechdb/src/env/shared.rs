@@ -212,23 +212,17 @@ impl Shared {
         // Writers kept changing what the reader needed: load under the exclusive lock.
         let mut e = self.exclusive();
         e.pager.cache.reads_locked.fetch_add(1, Ordering::Relaxed);
-        let result = loop {
+        loop {
             match op(&e) {
                 Ok(v) => {
                     let version = self.data_version.load(Ordering::Acquire);
                     e.shrink_cache();
-                    break Ok((v, version));
+                    return Ok((v, version));
                 }
-                Err(Need::Fail(err)) => break Err(err),
-                Err(Need::Page(pid)) => {
-                    if let Err(err) = e.pager.load(pid) {
-                        break Err(err);
-                    }
-                }
+                Err(Need::Fail(err)) => return Err(err),
+                Err(Need::Page(pid)) => e.pager.load(pid)?,
             }
-        };
-        drop(e);
-        result
+        }
     }
 
     /// Runs a modifying `op` under the exclusive lock.

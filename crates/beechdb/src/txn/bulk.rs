@@ -41,6 +41,7 @@ use super::undo::UndoStore;
 use super::writes::Write;
 use crate::config::Duplicates;
 use crate::config::Durability;
+use crate::engine::Engine;
 use crate::env::Shared;
 use crate::error::{Error, Result};
 use crate::wal::reader::RunMerge;
@@ -62,25 +63,11 @@ enum Source {
     Memory(OpsBuilder),
 }
 
-/// A commit's writes in order, one at a time, as `(database, key, write)`.
-trait Writes {
-    fn next_write(&mut self) -> Result<Option<(u32, Vec<u8>, Write)>>;
-}
+/// A write of a commit as `(database, key, write)`.
+type OwnedWrite = (u32, Vec<u8>, Write);
 
-fn owned(op: Op) -> (u32, Vec<u8>, Write) {
+fn owned(op: Op) -> OwnedWrite {
     (op.db(), op.key().to_vec(), op.value().map(<[u8]>::to_vec))
-}
-
-impl Writes for RunMerge {
-    fn next_write(&mut self) -> Result<Option<(u32, Vec<u8>, Write)>> {
-        Ok(self.next()?.map(owned))
-    }
-}
-
-impl<'a, I: Iterator<Item = Op<'a>>> Writes for I {
-    fn next_write(&mut self) -> Result<Option<(u32, Vec<u8>, Write)>> {
-        Ok(self.next().map(owned))
-    }
 }
 
 /// The database a transaction both removes and creates (by name), if any: such a
@@ -208,8 +195,13 @@ impl Shared {
             }
         }
         let applied = match &mut source {
-            Source::Runs(merge, _) => self.apply_batches(merge, &store, &removed),
-            Source::Memory(ops) => self.apply_batches(&mut ops.ops().iter(), &store, &removed),
+            Source::Runs(merge, _) => {
+                self.apply_batches(&mut || Ok(merge.next()?.map(owned)), &store, &removed)
+            }
+            Source::Memory(ops) => {
+                let mut ops = ops.ops().iter();
+                self.apply_batches(&mut || Ok(ops.next().map(owned)), &store, &removed)
+            }
         };
         let mut e = self.exclusive();
         if let Err(err) = applied {
@@ -291,20 +283,20 @@ impl Shared {
     /// under the lock, when its pages went at once.
     fn apply_batches(
         &self,
-        writes: &mut dyn Writes,
+        next_write: &mut dyn FnMut() -> Result<Option<OwnedWrite>>,
         store: &UndoStore,
         removed: &[u32],
     ) -> Result<()> {
         // No more writes than the pages a prefetch keeps (see `Shared::prefetch`).
         let ops = (self.engine.read().pager.cache.capacity() / 2).clamp(1, BATCH_OPS);
-        let mut batch: Vec<(u32, Vec<u8>, Write)> = Vec::with_capacity(ops);
+        let mut batch: Vec<OwnedWrite> = Vec::with_capacity(ops);
         // The writes loaded and applied per hold.
         let mut window = ops;
         loop {
             if batch.is_empty() {
                 let mut bytes = 0;
                 while batch.len() < ops && bytes < BATCH_BYTES {
-                    let Some((db, key, w)) = writes.next_write()? else {
+                    let Some((db, key, w)) = next_write()? else {
                         break;
                     };
                     if removed.contains(&db) {
@@ -329,11 +321,11 @@ impl Shared {
                 e.check_writable()?;
                 let mut applied = 0;
                 for (db, key, w) in batch.iter().take(window) {
-                    let resident = match w {
+                    let resident = |e: &Engine| match w {
                         Some(_) => e.locate(*db, key).is_ok(),
                         None => e.locate_for_delete(*db, key).is_ok(),
                     };
-                    if applied > 0 && !resident {
+                    if applied > 0 && !resident(&e) {
                         break;
                     }
                     let before = e.read_tree_loading(*db, key)?;
@@ -362,7 +354,7 @@ impl Shared {
     /// A failure once the trees may hold part of the commit: the environment is poisoned
     /// (only recovery can make trees and log agree); the store stays, so readers keep seeing
     /// the values before the commit.
-    fn fail_applying(&self, e: &mut crate::engine::Engine, err: Error) -> Error {
+    fn fail_applying(&self, e: &mut Engine, err: Error) -> Error {
         e.poisoned
             .get_or_insert_with(|| format!("a large commit failed while being applied: {err}"));
         self.bulk_done.wake_all();

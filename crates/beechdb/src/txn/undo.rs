@@ -285,7 +285,14 @@ impl UndoStore {
                 Bound::Excluded(h) => g.tail.partition_point(|(k, _)| k < h),
                 Bound::Unbounded => g.tail.len(),
             };
-            let tail = g.tail[from..to.max(from)].to_vec();
+            // At most `cap` and one more of them are handed out, from the end nearest the
+            // direction of travel's start (the blocks come before the tail).
+            let to = to.max(from);
+            let (from, to) = match reverse {
+                true => (to.saturating_sub(cap.saturating_add(1)).max(from), to),
+                false => (from, to.min(from.saturating_add(cap.saturating_add(1)))),
+            };
+            let tail = g.tail[from..to].to_vec();
             (blocks, tail)
         };
         let mut out = Vec::new();
@@ -347,6 +354,14 @@ mod tests {
         let store = UndoStore::in_memory(vec![1], vec![]);
         lookups_and_ranges(&store);
         assert!(store.inner.lock().blocks.is_empty());
+        // A capped range takes its entries from the end it starts at.
+        let (back, cut) = store
+            .range(&Bound::Unbounded, &Bound::Unbounded, true, 10)
+            .unwrap();
+        assert_eq!(
+            (back[0].0.clone(), back.len(), cut),
+            (key(1998), 10, Some(key(1980)))
+        );
         // Ranges within the entries, each bound both ways.
         for (lo, hi, want) in [
             (Bound::Included(key(1000)), Bound::Excluded(key(1010)), 5),
