@@ -9,6 +9,7 @@
 //! is lost, as on a real network); a member that left is unreachable; nothing reaches or
 //! leaves a paused member until it is resumed.
 
+use crate::commit_only::{CommitOnly, Nudge};
 use crate::log_store::LogStore;
 use crate::snapshot::{read_chunk, Receiver, Shape};
 use crate::state::{SnapshotData, StateMachine};
@@ -23,6 +24,7 @@ use openraft::{BasicNode, RaftNetworkFactory, RaftNetworkV2, Snapshot};
 use parking_lot::RwLock;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::time::Instant;
 
 /// What the network reaches of a member.
 #[derive(Clone)]
@@ -83,10 +85,11 @@ impl Network {
         self.links.write().members.remove(&id);
     }
 
-    pub(crate) fn endpoint(&self, id: NodeId) -> Endpoint {
+    pub(crate) fn endpoint(&self, id: NodeId, nudge: Arc<Nudge>) -> Endpoint {
         Endpoint {
             net: self.clone(),
             from: id,
+            nudge,
         }
     }
 
@@ -208,6 +211,7 @@ fn unreachable(why: String) -> NetworkError<TypeConfig> {
 pub(crate) struct Endpoint {
     net: Network,
     from: NodeId,
+    nudge: Arc<Nudge>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for Endpoint {
@@ -218,6 +222,14 @@ impl RaftNetworkFactory<TypeConfig> for Endpoint {
             net: self.net.clone(),
             from: self.from,
             to: target,
+            commit_only: CommitOnly::new(Some(self.nudge.clone())),
+        }
+    }
+
+    async fn new_heartbeat_client(&mut self, target: NodeId, node: &BasicNode) -> Connection {
+        Connection {
+            commit_only: CommitOnly::new(None),
+            ..self.new_client(target, node).await
         }
     }
 }
@@ -226,6 +238,7 @@ pub(crate) struct Connection {
     net: Network,
     from: NodeId,
     to: NodeId,
+    commit_only: CommitOnly,
 }
 
 impl Connection {
@@ -254,6 +267,20 @@ impl Connection {
                 .map_err(|e| unreachable(e.to_string())),
             None => Ok(()),
         }
+    }
+
+    async fn send_append(
+        &self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+    ) -> Rpc<AppendEntriesResponse<TypeConfig>> {
+        let peer = self.deliver().await.map_err(RPCError::Network)?;
+        self.share_history(&peer).map_err(RPCError::Network)?;
+        let commit = rpc.leader_commit;
+        let answer = peer.raft.append_entries(rpc).await;
+        if matches!(answer, Ok(AppendEntriesResponse::Success)) {
+            peer.heard.record(commit);
+        }
+        self.finish(answer).await
     }
 
     /// Delivers a request and carries its reply back, each over its own link.
@@ -319,14 +346,18 @@ impl RaftNetworkV2<TypeConfig> for Connection {
         rpc: AppendEntriesRequest<TypeConfig>,
         _option: RPCOption,
     ) -> Rpc<AppendEntriesResponse<TypeConfig>> {
-        let peer = self.deliver().await.map_err(RPCError::Network)?;
-        self.share_history(&peer).map_err(RPCError::Network)?;
-        let commit = rpc.leader_commit;
-        let answer = peer.raft.append_entries(rpc).await;
-        if matches!(answer, Ok(AppendEntriesResponse::Success)) {
-            peer.heard.record(commit);
+        if self.commit_only.skip(&rpc) {
+            return Ok(AppendEntriesResponse::Success);
         }
-        self.finish(answer).await
+        let (vote, last, sent) = (
+            rpc.vote,
+            rpc.entries.last().map(|e| e.log_id),
+            Instant::now(),
+        );
+        let answer = self.send_append(rpc).await;
+        let accepted = matches!(answer, Ok(AppendEntriesResponse::Success));
+        self.commit_only.answered(vote, last, sent, accepted);
+        answer
     }
 
     async fn vote(

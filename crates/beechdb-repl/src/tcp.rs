@@ -14,6 +14,7 @@
 //! connection, one chunk a request, and a receiver whose connection ends before the last
 //! chunk removes what it wrote.
 
+use crate::commit_only::{CommitOnly, Nudge};
 use crate::log_store::LogStore;
 use crate::snapshot::{read_chunk, Receiver, Shape};
 use crate::state::{bincode_opts, SnapshotData, StateMachine};
@@ -30,7 +31,7 @@ use openraft::raft::{
 use openraft::{BasicNode, RaftNetworkFactory, RaftNetworkV2, Snapshot};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -647,6 +648,7 @@ async fn call(
 /// The connections one member opens to the others.
 pub(crate) struct TcpEndpoint {
     pub caller: Caller,
+    pub nudge: Arc<Nudge>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for TcpEndpoint {
@@ -658,6 +660,14 @@ impl RaftNetworkFactory<TypeConfig> for TcpEndpoint {
             to: target,
             addr: node.addr.clone(),
             stream: None,
+            commit_only: CommitOnly::new(Some(self.nudge.clone())),
+        }
+    }
+
+    async fn new_heartbeat_client(&mut self, target: NodeId, node: &BasicNode) -> TcpConnection {
+        TcpConnection {
+            commit_only: CommitOnly::new(None),
+            ..self.new_client(target, node).await
         }
     }
 }
@@ -667,6 +677,7 @@ pub(crate) struct TcpConnection {
     to: NodeId,
     addr: String,
     stream: Option<TcpStream>,
+    commit_only: CommitOnly,
 }
 
 type Rpc<T> = Result<T, RPCError<TypeConfig>>;
@@ -773,11 +784,25 @@ impl RaftNetworkV2<TypeConfig> for TcpConnection {
             })
             .count()
             .max(1);
+        if self.commit_only.skip(&rpc) {
+            return Ok(AppendEntriesResponse::Success);
+        }
         let cut = (fits < rpc.entries.len()).then(|| {
             rpc.entries.truncate(fits);
             rpc.entries.last().map(|e| e.log_id)
         });
-        match self.rpc(Message::Append(rpc), &option).await {
+        let (vote, last, sent) = (
+            rpc.vote,
+            rpc.entries.last().map(|e| e.log_id),
+            Instant::now(),
+        );
+        let answer = self.rpc(Message::Append(rpc), &option).await;
+        let accepted = matches!(
+            answer,
+            Ok(Reply::Append(Ok(AppendEntriesResponse::Success)))
+        );
+        self.commit_only.answered(vote, last, sent, accepted);
+        match answer {
             Ok(Reply::Append(Ok(AppendEntriesResponse::Success))) if cut.is_some() => {
                 Ok(AppendEntriesResponse::PartialSuccess(cut.flatten()))
             }

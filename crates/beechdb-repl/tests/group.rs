@@ -1049,3 +1049,35 @@ fn a_member_with_a_diverged_log_is_refused() {
     loner.shutdown().unwrap();
     stop_members(members);
 }
+
+/// A master answers the entry-less appends that only carry a commit index itself
+/// (`commit_only.rs`); the replicas must still learn the last commit at once, not at the
+/// next heartbeat.
+#[test]
+fn replicas_learn_the_last_commit_without_waiting_for_a_heartbeat() {
+    let dir = tempfile::tempdir().unwrap();
+    let net = Network::new();
+    let heartbeat = Duration::from_secs(2);
+    let members = group_with(dir.path(), &net, &[1, 2, 3], |mut c| {
+        c.heartbeat = heartbeat;
+        c.election_timeout = (Duration::from_secs(4), Duration::from_secs(6));
+        c
+    });
+    let master = master_of(&members);
+    let m = &members[&master];
+    for round in 0..3 {
+        let mut token = 0;
+        for i in 0..100 {
+            token = put(m, "t", &format!("{round}-{i}"), "v").unwrap();
+        }
+        let committed = Instant::now();
+        wait_all(&members, token);
+        let learned = committed.elapsed();
+        assert!(
+            learned < heartbeat / 2,
+            "round {round}: the replicas applied the last commit after {learned:?}"
+        );
+    }
+    converged(&members, master);
+    stop_members(members);
+}
