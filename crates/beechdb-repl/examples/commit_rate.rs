@@ -1,8 +1,12 @@
 //! Profiling aid: one thread committing NOSYNC transactions for 5 s on the master of an
-//! in-process group of N members (default 3), no TCP: the replication path's own cost.
-//! `cargo run --release -p beechdb-repl --example commit_rate -- 3`
+//! in-process group of N members (default 3), each with T runtime threads (default 1), no
+//! TCP: the replication path's own cost.
+//! `cargo run --release -p beechdb-repl --example commit_rate -- 3 1`
 //! (this machine, 2026-11-24: 3 members about 11,000 commits/s, 1 member about 52,000;
-//! `perf` shows the time mostly in the kernel's task switching between openraft's tasks).
+//! `perf` shows the time mostly in the kernel's task switching between openraft's tasks.
+//! 2026-11-27: 1 member 25,003-26,591/s with 1 runtime thread, 33,253-34,089/s with 2; the
+//! runtime's thread is busy three quarters of the time, a tenth of it in openraft's watch
+//! channels' notifications).
 
 use beechdb::Durability;
 use beechdb_repl::net::Network;
@@ -19,7 +23,13 @@ fn main() {
     let members: Vec<Member> = (1..=n as u64)
         .map(|id| {
             Member::start(
-                MemberConfig::new(id, dir.path().join(format!("m{id}"))),
+                MemberConfig {
+                    runtime_threads: std::env::args()
+                        .nth(2)
+                        .and_then(|a| a.parse().ok())
+                        .unwrap_or(1),
+                    ..MemberConfig::new(id, dir.path().join(format!("m{id}")))
+                },
                 Transport::Local(&net),
             )
             .unwrap()
