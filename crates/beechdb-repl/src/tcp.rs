@@ -769,6 +769,9 @@ impl RaftNetworkV2<TypeConfig> for TcpConnection {
         mut rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Rpc<AppendEntriesResponse<TypeConfig>> {
+        if self.commit_only.skip(&rpc) {
+            return Ok(AppendEntriesResponse::Success);
+        }
         // A request is cut to what a frame holds (every entry fits one alone): the member
         // then has the first entries, and says so.
         let mut bytes = 0;
@@ -784,9 +787,6 @@ impl RaftNetworkV2<TypeConfig> for TcpConnection {
             })
             .count()
             .max(1);
-        if self.commit_only.skip(&rpc) {
-            return Ok(AppendEntriesResponse::Success);
-        }
         let cut = (fits < rpc.entries.len()).then(|| {
             rpc.entries.truncate(fits);
             rpc.entries.last().map(|e| e.log_id)
