@@ -54,6 +54,9 @@ const BATCH_BYTES: usize = 1 << 20;
 /// The most writes a commit applies in one hold of the exclusive lock: a transaction with
 /// more commits in batches even if it never spilled.
 const LARGEST_HOLD: usize = 4 * BATCH_OPS;
+/// A commit with no more writes than this applies them in one hold whatever the cache:
+/// batching so few would save readers next to nothing, and deciding costs a read lock.
+const SMALL_COMMIT: usize = 16;
 
 /// Where a commit in batches takes its writes from: the merge of a spilled transaction's
 /// runs (and the runs, which its commit record names), or the write set it kept in memory
@@ -99,8 +102,7 @@ impl Shared {
     /// pages a commit loads before taking the lock (half the cache), so that neither a
     /// long hold nor loads under the lock stall every reader. A replicated commit cannot.
     pub(super) fn commits_in_batches(&self, writes: usize, ddl: &[Ddl]) -> bool {
-        // Few writes fit any cache: no need to look.
-        if writes <= 16 || self.replicator().is_some() || renamed(ddl).is_some() {
+        if writes <= SMALL_COMMIT || self.replicator().is_some() || renamed(ddl).is_some() {
             return false;
         }
         let prefetched = self.engine.read().pager.cache.capacity() / 2;
