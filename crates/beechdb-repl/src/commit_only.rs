@@ -5,9 +5,9 @@
 //! call: the member's Raft node, to trigger heartbeats. Used by both transports.
 //!
 //! openraft follows each commit with an append of no entries to every follower, only to tell
-//! it the new commit index. With one committer that is a second request per commit, and a
-//! follower spends on it about what it spends on the entry itself; the next entry's request
-//! carries the commit index anyway. So a replication connection answers such a request
+//! it the new commit index. With one committer that is a second request per commit per
+//! follower (two `sendto` per entry where the follower writes once), and the next entry's
+//! request carries the commit index anyway. So a replication connection answers such a request
 //! itself when:
 //! - it carries no entries and its previous log id is the last entry this connection sent
 //!   and had accepted, under the same vote (the follower holds it: it said so);
@@ -27,10 +27,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How recent the acceptance a skipped request rests on must be.
-pub(crate) const WINDOW: Duration = Duration::from_millis(1);
+const WINDOW: Duration = Duration::from_millis(1);
 
 /// How long after a skip the followers hear the commit index from a heartbeat round.
-pub(crate) const NUDGE_AFTER: Duration = Duration::from_millis(2);
+const NUDGE_AFTER: Duration = Duration::from_millis(2);
 
 /// Triggers a heartbeat round some time after commit indexes were left unsent.
 #[derive(Default)]
@@ -89,20 +89,32 @@ impl CommitOnly {
         skips
     }
 
-    /// Notes the answer to a request of `vote` sent at `sent` whose last entry was `last`
-    /// (`None`: it had none): accepted or not (refused, failed, unanswered).
-    pub(crate) fn answered(
-        &mut self,
-        vote: Vote,
-        last: Option<LogId>,
-        sent: Instant,
-        accepted: bool,
-    ) {
-        self.accepted = match (accepted, last) {
-            (true, Some(last)) => Some((vote, last, sent)),
+    /// Notes the answer to request `sent`: accepted or not (refused, failed, unanswered).
+    pub(crate) fn answered(&mut self, sent: Sent, accepted: bool) {
+        self.accepted = match (accepted, sent.last) {
+            (true, Some(last)) => Some((sent.vote, last, sent.at)),
             (true, None) => self.accepted.take(),
             (false, _) => None,
         };
+    }
+}
+
+/// What [`CommitOnly::answered`] needs of a request, taken as it leaves (as sent: a
+/// transport that cuts a request takes this after the cut).
+pub(crate) struct Sent {
+    vote: Vote,
+    /// Its last entry (`None`: it had none).
+    last: Option<LogId>,
+    at: Instant,
+}
+
+impl Sent {
+    pub(crate) fn of(rpc: &AppendEntriesRequest<TypeConfig>) -> Sent {
+        Sent {
+            vote: rpc.vote,
+            last: rpc.entries.last().map(|e| e.log_id),
+            at: Instant::now(),
+        }
     }
 }
 
@@ -116,6 +128,10 @@ mod tests {
 
     fn vote(term: u64) -> Vote {
         Vote::new_committed(term, 1)
+    }
+
+    fn sent(v: Vote, last: Option<LogId>, at: Instant) -> Sent {
+        Sent { vote: v, last, at }
     }
 
     fn commit_only(v: Vote, prev: LogId) -> AppendEntriesRequest<TypeConfig> {
@@ -132,15 +148,15 @@ mod tests {
         let mut c = CommitOnly::new(Some(Arc::new(Nudge::default())));
         let (v, at5) = (vote(2), log_id(2, 5));
         assert!(!c.skip(&commit_only(v, at5)), "nothing accepted yet");
-        c.answered(v, Some(at5), Instant::now(), true);
+        c.answered(sent(v, Some(at5), Instant::now()), true);
         assert!(c.skip(&commit_only(v, at5)));
         assert!(!c.skip(&commit_only(v, log_id(2, 4))), "another position");
         assert!(!c.skip(&commit_only(vote(3), at5)), "another vote");
         // An accepted request without entries keeps what the connection knew.
-        c.answered(v, None, Instant::now(), true);
+        c.answered(sent(v, None, Instant::now()), true);
         assert!(c.skip(&commit_only(v, at5)));
         // A failure forgets it: the follower may have restarted without it.
-        c.answered(v, Some(log_id(2, 6)), Instant::now(), false);
+        c.answered(sent(v, Some(log_id(2, 6)), Instant::now()), false);
         assert!(!c.skip(&commit_only(v, at5)));
         assert!(!c.skip(&commit_only(v, log_id(2, 6))));
     }
@@ -149,10 +165,10 @@ mod tests {
     fn an_old_acceptance_or_a_heartbeat_connection_never_skips() {
         let (v, at5) = (vote(2), log_id(2, 5));
         let mut c = CommitOnly::new(Some(Arc::new(Nudge::default())));
-        c.answered(v, Some(at5), Instant::now() - WINDOW, true);
+        c.answered(sent(v, Some(at5), Instant::now() - WINDOW), true);
         assert!(!c.skip(&commit_only(v, at5)));
         let mut heartbeats = CommitOnly::new(None);
-        heartbeats.answered(v, Some(at5), Instant::now(), true);
+        heartbeats.answered(sent(v, Some(at5), Instant::now()), true);
         assert!(!heartbeats.skip(&commit_only(v, at5)));
     }
 }

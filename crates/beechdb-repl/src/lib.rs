@@ -278,9 +278,9 @@ pub struct MemberConfig {
     pub storage: Option<Arc<dyn Storage>>,
     /// Threads of the member's runtime (openraft's tasks, the transport, the log's
     /// writes); at least 1. One by default: a replicated commit then costs its members
-    /// fewer wake-ups across threads (measured: about 1.3-1.6x the commits of two threads
-    /// with replicas on two cores, but about 0.75x in a group of one member; see
-    /// docs/benchmarks.md).
+    /// fewer wake-ups across threads (measured on two cores, one committing thread: 1.0-1.9x
+    /// the commits of two threads with one or two replicas, but 0.57-0.88x in a group of
+    /// one member; docs/benchmarks.md).
     pub runtime_threads: usize,
 }
 

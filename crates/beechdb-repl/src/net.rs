@@ -9,7 +9,7 @@
 //! is lost, as on a real network); a member that left is unreachable; nothing reaches or
 //! leaves a paused member until it is resumed.
 
-use crate::commit_only::{CommitOnly, Nudge};
+use crate::commit_only::{CommitOnly, Nudge, Sent};
 use crate::log_store::LogStore;
 use crate::snapshot::{read_chunk, Receiver, Shape};
 use crate::state::{SnapshotData, StateMachine};
@@ -24,7 +24,6 @@ use openraft::{BasicNode, RaftNetworkFactory, RaftNetworkV2, Snapshot};
 use parking_lot::RwLock;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::Instant;
 
 /// What the network reaches of a member.
 #[derive(Clone)]
@@ -349,14 +348,10 @@ impl RaftNetworkV2<TypeConfig> for Connection {
         if self.commit_only.skip(&rpc) {
             return Ok(AppendEntriesResponse::Success);
         }
-        let (vote, last, sent) = (
-            rpc.vote,
-            rpc.entries.last().map(|e| e.log_id),
-            Instant::now(),
-        );
+        let sent = Sent::of(&rpc);
         let answer = self.send_append(rpc).await;
         let accepted = matches!(answer, Ok(AppendEntriesResponse::Success));
-        self.commit_only.answered(vote, last, sent, accepted);
+        self.commit_only.answered(sent, accepted);
         answer
     }
 

@@ -14,7 +14,7 @@
 //! connection, one chunk a request, and a receiver whose connection ends before the last
 //! chunk removes what it wrote.
 
-use crate::commit_only::{CommitOnly, Nudge};
+use crate::commit_only::{CommitOnly, Nudge, Sent};
 use crate::log_store::LogStore;
 use crate::snapshot::{read_chunk, Receiver, Shape};
 use crate::state::{bincode_opts, SnapshotData, StateMachine};
@@ -31,7 +31,7 @@ use openraft::raft::{
 use openraft::{BasicNode, RaftNetworkFactory, RaftNetworkV2, Snapshot};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -791,17 +791,13 @@ impl RaftNetworkV2<TypeConfig> for TcpConnection {
             rpc.entries.truncate(fits);
             rpc.entries.last().map(|e| e.log_id)
         });
-        let (vote, last, sent) = (
-            rpc.vote,
-            rpc.entries.last().map(|e| e.log_id),
-            Instant::now(),
-        );
+        let sent = Sent::of(&rpc);
         let answer = self.rpc(Message::Append(rpc), &option).await;
         let accepted = matches!(
             answer,
             Ok(Reply::Append(Ok(AppendEntriesResponse::Success)))
         );
-        self.commit_only.answered(vote, last, sent, accepted);
+        self.commit_only.answered(sent, accepted);
         match answer {
             Ok(Reply::Append(Ok(AppendEntriesResponse::Success))) if cut.is_some() => {
                 Ok(AppendEntriesResponse::PartialSuccess(cut.flatten()))
