@@ -277,7 +277,7 @@ pub struct MemberConfig {
     /// member cannot be rebuilt from a copy of the master's environment.
     pub storage: Option<Arc<dyn Storage>>,
     /// Threads of the member's runtime (openraft's tasks, the transport, the log's
-    /// writes); at least 1. One by default: a replicated commit then costs its members
+    /// writes); at least 1 (0 is refused). One by default: a replicated commit then costs its members
     /// fewer wake-ups across threads (measured on two cores, one committing thread: 1.0-1.9x
     /// the commits of two threads with one or two replicas, but 0.57-0.88x in a group of
     /// one member; docs/benchmarks.md).
@@ -397,9 +397,14 @@ impl Member {
     /// `config.dir`, and joins the network. A new member knows no group until
     /// [`Member::initialize`] is called on one member, or a master adds it.
     pub fn start(config: MemberConfig, transport: Transport) -> Result<Member> {
+        if config.runtime_threads == 0 {
+            return Err(Error::InvalidArgument(
+                "a member's runtime needs at least 1 thread (runtime_threads is 0)".into(),
+            ));
+        }
         let runtime = Arc::new(
             tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(config.runtime_threads.max(1))
+                .worker_threads(config.runtime_threads)
                 .thread_name(format!("beechdb-repl-{}", config.id))
                 .enable_all()
                 .build()

@@ -285,6 +285,21 @@ fn a_member_added_after_the_log_was_removed_is_rebuilt_from_a_copy() {
 }
 
 #[test]
+fn a_member_without_runtime_threads_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let net = Network::new();
+    let config = MemberConfig {
+        runtime_threads: 0,
+        ..config(dir.path(), 1)
+    };
+    match Member::start(config, Transport::Local(&net)) {
+        Err(Error::InvalidArgument(msg)) => assert!(msg.contains("at least 1 thread"), "{msg}"),
+        Err(e) => panic!("runtime_threads 0 gave {e}"),
+        Ok(_) => panic!("runtime_threads 0 was accepted"),
+    }
+}
+
+#[test]
 fn a_member_refuses_an_environment_that_was_never_a_members() {
     let dir = tempfile::tempdir().unwrap();
     let env_dir = dir.path().join("m1/env");
