@@ -277,10 +277,10 @@ pub struct MemberConfig {
     /// member cannot be rebuilt from a copy of the master's environment.
     pub storage: Option<Arc<dyn Storage>>,
     /// Threads of the member's runtime (openraft's tasks, the transport, the log's
-    /// writes); at least 1 (0 is refused). One by default: a replicated commit then costs its members
-    /// fewer wake-ups across threads (measured on two cores, one committing thread: 1.0-1.9x
-    /// the commits of two threads with one or two replicas, but 0.57-0.88x in a group of
-    /// one member; docs/benchmarks.md).
+    /// writes); at least 1 (0 is refused). One by default: a replicated commit then costs
+    /// its members fewer wake-ups across threads (measured on two cores, one committing
+    /// thread: 1.0-1.9x the commits of two threads with one or two replicas, but
+    /// 0.57-0.88x in a group of one member; docs/benchmarks.md).
     pub runtime_threads: usize,
 }
 
