@@ -1,7 +1,7 @@
-//! Profiling aid: one thread committing NOSYNC transactions for 5 s on the master of an
+//! Profiling aid: one thread committing transactions (NOSYNC unless told) for 5 s on the master of an
 //! in-process group of N members (default 3), each with T runtime threads (default 1), no
-//! TCP: the replication path's own cost.
-//! `cargo run --release -p beechdb-repl --example commit_rate -- 3 1`
+//! TCP: the replication path's own cost. A third argument `sync` commits SYNC instead.
+//! `cargo run --release -p beechdb-repl --example commit_rate -- 3 1 [sync]`
 //! (this machine, 2026-11-24: 3 members about 11,000 commits/s, 1 member about 52,000;
 //! `perf` shows the time mostly in the kernel's task switching between openraft's tasks.
 //! 2026-11-27: 1 member 25,003-26,591/s with 1 runtime thread, 33,253-34,089/s with 2; the
@@ -45,17 +45,22 @@ fn main() {
     };
     let env = m.env();
     let db = env.open_or_create_db("x").unwrap();
+    let durability = match std::env::args().nth(3).as_deref() {
+        Some("sync") => Durability::Sync,
+        _ => Durability::NoSync,
+    };
     let started = Instant::now();
     let mut k = 0u64;
     while started.elapsed() < Duration::from_secs(5) {
         let t = env.begin_txn().unwrap();
         t.put(&db, &k.to_be_bytes(), &[0u8; 100]).unwrap();
-        t.commit_with(Durability::NoSync).unwrap();
+        t.commit_with(durability).unwrap();
         k += 1;
     }
     println!(
-        "{} members: {:.0} commits/s",
+        "{} members, {:?}: {:.0} commits/s",
         n,
+        durability,
         k as f64 / started.elapsed().as_secs_f64()
     );
 }

@@ -16,8 +16,10 @@
 //!   DDL of its own): then it waits for the apply, so an `Ok` is never taken back.
 
 use crate::log_store::{LogStore, Stored};
-use crate::{write_error, MemberConfig, NodeId, Raft, Request, TypeConfig};
-use beechdb::{AckPolicy, Durability, Error, GroupDurability, HeldLocks, Replicator, Result};
+use crate::{raft_error, write_error, MemberConfig, NodeId, Raft, Request, Stage, TypeConfig};
+use beechdb::{
+    AckPolicy, Durability, Error, GroupDurability, HeldLocks, Replicator, Result, Staged,
+};
 use openraft::async_runtime::WatchReceiver as _;
 use openraft::error::{ClientWriteError, ForwardReason};
 use openraft::raft::responder::Responder;
@@ -91,6 +93,9 @@ pub(crate) struct CommitPath {
     ordering: Mutex<()>,
     /// This member's DDL commits proposed and not yet applied.
     own_ddl: AtomicU64,
+    /// Writes beyond which a commit goes in parts, and the last number given to one.
+    part_bytes: usize,
+    last_staged: AtomicU64,
 }
 
 impl CommitPath {
@@ -112,6 +117,8 @@ impl CommitPath {
             next_notify: AtomicU64::new(0),
             ordering: Mutex::new(()),
             own_ddl: AtomicU64::new(0),
+            part_bytes: config.part_bytes,
+            last_staged: AtomicU64::new(0),
         }
     }
 
@@ -161,6 +168,18 @@ pub(crate) fn has_ddl(commit: &[u8]) -> bool {
     commit.get(..4).is_some_and(|c| c != [0; 4])
 }
 
+/// Refuses what one entry of the log cannot carry.
+fn fits_an_entry(commit: &[u8]) -> Result<()> {
+    match commit.len() > MAX_COMMIT {
+        true => Err(Error::InvalidArgument(format!(
+            "a replicated commit (or part of one) of {} bytes is larger than an entry of the \
+             group's log may be ({MAX_COMMIT} bytes): one write is too large to replicate",
+            commit.len()
+        ))),
+        false => Ok(()),
+    }
+}
+
 impl Replicator for CommitPath {
     fn check_begin(&self, ack: Option<AckPolicy>) -> Result<()> {
         let needs = |voters: usize| match ack.unwrap_or(self.ack) {
@@ -193,18 +212,12 @@ impl Replicator for CommitPath {
     fn replicate(
         &self,
         commit: &[u8],
+        staged: Option<Staged>,
         d: Durability,
         group: Option<GroupDurability>,
         locks: HeldLocks,
     ) -> Result<u64> {
-        if commit.len() > MAX_COMMIT {
-            return Err(Error::InvalidArgument(format!(
-                "a transaction of {} bytes is larger than a replicated commit may be ({} \
-                 bytes, one entry of the group's log): commit it in smaller transactions",
-                commit.len(),
-                MAX_COMMIT
-            )));
-        }
+        fits_an_entry(commit)?;
         let deadline = Instant::now() + self.ack_timeout;
         let policy = group.unwrap_or(GroupDurability {
             master: d,
@@ -217,7 +230,7 @@ impl Replicator for CommitPath {
         }
         let mut locks = locks;
         let outcome = loop {
-            match self.propose(commit, policy, ddl, locks, deadline) {
+            match self.propose(commit, staged, policy, ddl, locks, deadline) {
                 Attempt::Done(r) => break r,
                 // A master just elected, or just handed the role, whose lease a majority
                 // has not yet confirmed refuses entries; nothing was appended.
@@ -236,6 +249,72 @@ impl Replicator for CommitPath {
             self.own_ddl.fetch_sub(1, Relaxed);
         }
         outcome
+    }
+
+    fn part_bytes(&self) -> usize {
+        self.part_bytes
+    }
+
+    fn stage(&self, part: &[u8], staged: &mut Option<Staged>) -> Result<()> {
+        fits_an_entry(part)?;
+        let deadline = Instant::now() + self.ack_timeout;
+        let s = match staged {
+            Some(s) => s,
+            None => {
+                let metrics = self.raft.metrics();
+                let m = metrics.borrow_watched();
+                if m.state != ServerState::Leader {
+                    return Err(Error::NotMaster {
+                        master: m.current_leader,
+                    });
+                }
+                staged.insert(Staged {
+                    epoch: m.current_term,
+                    id: self.last_staged.fetch_add(1, Relaxed) + 1,
+                    parts: 0,
+                })
+            }
+        };
+        let request = Request {
+            commit: part.to_vec(),
+            master_sync: false,
+            replica_sync: false,
+            notify: 0,
+            proposer: self.id,
+            staged: Some(Stage::Part {
+                epoch: s.epoch,
+                id: s.id,
+                seq: s.parts,
+            }),
+        };
+        let not_committed =
+            |why: &str| Error::Replication(format!("{why}; the transaction was not committed"));
+        loop {
+            let (raft, request) = (self.raft.clone(), request.clone());
+            let left = deadline.saturating_duration_since(Instant::now());
+            let written = self.runtime.block_on(async move {
+                tokio::time::timeout(left, raft.client_write(request)).await
+            });
+            match written {
+                Ok(Ok(r)) if r.log_id.leader_id.term == s.epoch => {
+                    s.parts += 1;
+                    return Ok(());
+                }
+                Ok(Ok(_)) => return Err(not_committed("the master changed while sending it")),
+                Ok(Err(openraft::error::RaftError::APIError(
+                    ClientWriteError::ForwardToLeader(f),
+                ))) if f.reason == ForwardReason::LeaseExpired && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                Ok(Err(e)) => return Err(raft_error(e)),
+                Err(_) => {
+                    return Err(not_committed(&format!(
+                        "the group did not store a part of it within {:?}",
+                        self.ack_timeout
+                    )))
+                }
+            }
+        }
     }
 
     fn catch_up(&self) -> Result<()> {
@@ -268,6 +347,7 @@ impl CommitPath {
     fn propose(
         &self,
         commit: &[u8],
+        staged: Option<Staged>,
         policy: GroupDurability,
         ddl: bool,
         locks: HeldLocks,
@@ -301,6 +381,11 @@ impl CommitPath {
             replica_sync: policy.replicas == Durability::Sync,
             notify: 0,
             proposer: self.id,
+            staged: staged.map(|s| Stage::Commit {
+                epoch: s.epoch,
+                id: s.id,
+                parts: s.parts,
+            }),
         };
         let raft = self.raft.clone();
         let proposed = if ddl || policy.ack == AckPolicy::None {

@@ -102,6 +102,20 @@ pub(crate) struct Request {
     pub notify: u64,
     /// The member that proposed it (the master of its term).
     pub proposer: NodeId,
+    /// For a transaction replicated in parts: which part this is, or which parts this
+    /// commit completes.
+    pub staged: Option<Stage>,
+}
+
+/// Where an entry stands in a transaction replicated in parts (see
+/// `beechdb::Replicator::stage`): parts are numbered within the commit `id` of the master's
+/// term `epoch`, and stored by every member until the commit naming them is applied;
+/// parts of an earlier term than an applied entry's are dropped (that master's commit
+/// can no longer follow them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum Stage {
+    Part { epoch: u64, id: u64, seq: u32 },
+    Commit { epoch: u64, id: u64, parts: u32 },
 }
 
 impl std::fmt::Display for Request {
@@ -127,6 +141,8 @@ pub(crate) enum Refusal {
     DbExists(String),
     /// It creates a database with an id an earlier entry took.
     Conflict,
+    /// Its parts were dropped: its master lost its term while sending them.
+    PartsLost,
 }
 
 impl Refusal {
@@ -144,6 +160,11 @@ impl Refusal {
             Refusal::DbRemoved => Error::DbRemoved,
             Refusal::DbExists(n) => Error::DbExists(n),
             Refusal::Conflict => Error::Conflict,
+            Refusal::PartsLost => Error::Replication(
+                "the master changed while this transaction's parts were being replicated; \
+                 it was not committed"
+                    .into(),
+            ),
         }
     }
 }
@@ -282,6 +303,12 @@ pub struct MemberConfig {
     /// thread: 1.0-1.9x the commits of two threads with one or two replicas, but
     /// 0.57-0.88x in a group of one member; docs/benchmarks.md).
     pub runtime_threads: usize,
+    /// A transaction whose writes take more bytes than this (encoded), or that spilled
+    /// to its log, is replicated in parts of about this size, each an entry of the log,
+    /// which every member stores until the commit naming them is applied; smaller ones
+    /// are one entry each. 8 MiB by default; from 1 byte to half the largest entry
+    /// (16 MiB).
+    pub part_bytes: usize,
 }
 
 impl MemberConfig {
@@ -301,6 +328,7 @@ impl MemberConfig {
             replicas: None,
             storage: None,
             runtime_threads: 1,
+            part_bytes: 8 << 20,
         }
     }
 }
@@ -401,6 +429,13 @@ impl Member {
             return Err(Error::InvalidArgument(
                 "a member's runtime needs at least 1 thread (runtime_threads is 0)".into(),
             ));
+        }
+        if config.part_bytes == 0 || config.part_bytes > commit::MAX_COMMIT / 2 {
+            return Err(Error::InvalidArgument(format!(
+                "part_bytes is {}: it must be from 1 to {} bytes (half the largest entry)",
+                config.part_bytes,
+                commit::MAX_COMMIT / 2
+            )));
         }
         let runtime = Arc::new(
             tokio::runtime::Builder::new_multi_thread()

@@ -611,6 +611,7 @@ mod tests {
                 replica_sync: true,
                 notify: 0,
                 proposer: 1,
+                staged: None,
             }),
         }
     }

@@ -21,7 +21,7 @@
 //!   was already moved aside) or discarded, and `env.receiving-*` are removed.
 
 use crate::log_store::Pending;
-use crate::{Entry, LogId, Refusal, Response, SnapshotMeta, StoredMembership, TypeConfig};
+use crate::{Entry, LogId, Refusal, Response, SnapshotMeta, Stage, StoredMembership, TypeConfig};
 use beechdb::storage::Storage;
 use beechdb::{Config, Db, Durability, Env, Error, PinnedCheckpoint, Replicator, Result};
 use futures_util::StreamExt;
@@ -30,12 +30,37 @@ use openraft::{EntryPayload, RaftSnapshotBuilder};
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 /// The database holding the marker, in every member's environment.
 pub const MARKER_DB: &str = "__beechdb_repl";
 const APPLIED: &[u8] = b"applied";
+/// Keys of the stored parts of transactions replicated in parts, in the marker database:
+/// this prefix, then the part's epoch, commit id and number, big-endian (a term's parts
+/// sort together, in order).
+const STAGED: &[u8] = b"staged/";
+
+fn staged_key(epoch: u64, id: u64, seq: u32) -> Vec<u8> {
+    let mut key = STAGED.to_vec();
+    key.extend_from_slice(&epoch.to_be_bytes());
+    key.extend_from_slice(&id.to_be_bytes());
+    key.extend_from_slice(&seq.to_be_bytes());
+    key
+}
+
+fn last_index(marker: &Marker) -> u64 {
+    marker.last.map_or(0, |l| l.index)
+}
+
+/// Entries gathered for one local commit: their commits, each entry's commit among them
+/// (`None` for an entry without one), and writes to the marker database.
+#[derive(Default)]
+struct Batch {
+    commits: Vec<Vec<u8>>,
+    of_entry: Vec<Option<usize>>,
+    own: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+}
 
 /// What the environment holds of the log: the last entry applied, and the membership.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -66,6 +91,8 @@ pub(crate) struct StateMachine {
     pending: Arc<Pending>,
     /// Snapshots made and copies received, for their ids and directories.
     serial: AtomicU64,
+    /// Whether the marker database may hold parts of transactions replicated in parts.
+    maybe_staged: AtomicBool,
 }
 
 fn io(context: String) -> impl FnOnce(std::io::Error) -> Error {
@@ -201,6 +228,7 @@ impl StateMachine {
             applying: Mutex::new(()),
             pending,
             serial: AtomicU64::new(0),
+            maybe_staged: AtomicBool::new(true),
         })
     }
 
@@ -234,45 +262,171 @@ impl StateMachine {
         self.dir.join(format!("env.receiving-{n}"))
     }
 
-    /// Applies entries as one local commit with the marker; the response for each.
+    /// Applies entries, as few local commits as can be, each with the marker of its last
+    /// entry; the response for each. Entries of a transaction replicated in parts are
+    /// applied one to a commit: a part is stored in the marker database, and the commit
+    /// naming them applies them all (see [`Stage`]).
     fn apply_all(&self, entries: Vec<Entry>) -> Result<Vec<Response>> {
         let _applying = self.applying.lock();
         let (env, db) = self.handles()?;
         let mut marker = read_marker(&db)?;
-        let mut commits: Vec<Vec<u8>> = Vec::new();
-        // For each entry, the position of its commit among `commits`.
-        let mut of_entry: Vec<Option<usize>> = Vec::with_capacity(entries.len());
+        let mut responses = Vec::with_capacity(entries.len());
+        let mut batch = Batch::default();
         for entry in entries {
+            let staged = match &entry.payload {
+                EntryPayload::Normal(r) => r.staged,
+                _ => None,
+            };
+            if let Some(Stage::Commit { .. }) = staged {
+                self.commit_batch(&env, &db, &marker, &mut batch, &mut responses)?;
+            }
             marker.last = Some(entry.log_id);
             match entry.payload {
-                EntryPayload::Normal(r) => {
-                    of_entry.push(Some(commits.len()));
-                    commits.push(r.commit);
-                }
+                EntryPayload::Normal(r) => match r.staged {
+                    None => {
+                        batch.of_entry.push(Some(batch.commits.len()));
+                        batch.commits.push(r.commit);
+                    }
+                    Some(Stage::Part { epoch, id, seq }) => {
+                        batch.own.push((staged_key(epoch, id, seq), Some(r.commit)));
+                        batch.of_entry.push(None);
+                        self.maybe_staged.store(true, Relaxed);
+                        // A part is large: it goes alone.
+                        self.commit_batch(&env, &db, &marker, &mut batch, &mut responses)?;
+                    }
+                    Some(Stage::Commit { epoch, id, parts }) => {
+                        let done = self.apply_parts(&env, &db, &marker, (epoch, id, parts), r);
+                        responses.push(done?);
+                    }
+                },
                 EntryPayload::Membership(m) => {
                     marker.membership = StoredMembership::new(Some(entry.log_id), m);
-                    of_entry.push(None);
+                    batch.of_entry.push(None);
                 }
-                EntryPayload::Blank => of_entry.push(None),
+                EntryPayload::Blank => batch.of_entry.push(None),
             }
         }
-        let bytes = bincode::serialize(&marker).expect("the marker always serializes");
-        let slices: Vec<&[u8]> = commits.iter().map(Vec::as_slice).collect();
-        let (lsn, outcome) = env.apply_replicated(
-            &slices,
-            Some((&db, APPLIED, &bytes[..])),
-            Durability::NoSync,
-        )?;
+        self.commit_batch(&env, &db, &marker, &mut batch, &mut responses)?;
+        Ok(responses)
+    }
+
+    /// Applies the entries gathered in `batch` (the last of them `marker.last`) as one
+    /// local commit, and empties it; their responses go to `responses`.
+    fn commit_batch(
+        &self,
+        env: &Env,
+        db: &Db,
+        marker: &Marker,
+        batch: &mut Batch,
+        responses: &mut Vec<Response>,
+    ) -> Result<()> {
+        if batch.of_entry.is_empty() {
+            return Ok(());
+        }
+        self.drop_stale_parts(db, marker, &mut batch.own)?;
+        let bytes = bincode::serialize(marker).expect("the marker always serializes");
+        let mut own: Vec<(&[u8], Option<&[u8]>)> = batch
+            .own
+            .iter()
+            .map(|(k, v)| (&k[..], v.as_deref()))
+            .collect();
+        own.push((APPLIED, Some(&bytes)));
+        let slices: Vec<&[u8]> = batch.commits.iter().map(Vec::as_slice).collect();
+        let (lsn, outcome) = env.apply_replicated(&slices, Some((db, &own)), Durability::NoSync)?;
+        responses.extend(batch.of_entry.drain(..).map(|c| Response {
+            lsn,
+            refused: c.and_then(|c| outcome[c].as_ref().and_then(Refusal::of)),
+        }));
+        batch.commits.clear();
+        batch.own.clear();
         if let Some(last) = marker.last {
             self.pending.applied(last.index);
         }
-        Ok(of_entry
-            .into_iter()
-            .map(|c| Response {
-                lsn,
-                refused: c.and_then(|c| outcome[c].as_ref().and_then(Refusal::of)),
-            })
-            .collect())
+        Ok(())
+    }
+
+    /// Applies the commit `r` (entry `marker.last`) of a transaction replicated in parts:
+    /// its parts, stored by earlier entries, then its own writes, as one local commit that
+    /// also drops the parts. Refused alike on every member when a part is missing (its
+    /// master lost its term while sending them, and the parts were dropped, see
+    /// [`Stage`]) or a database it writes is gone.
+    fn apply_parts(
+        &self,
+        env: &Env,
+        db: &Db,
+        marker: &Marker,
+        (epoch, id, parts): (u64, u64, u32),
+        r: crate::Request,
+    ) -> Result<Response> {
+        let term = marker.last.map_or(0, |l| l.leader_id.term);
+        let mut own: Vec<(Vec<u8>, Option<Vec<u8>>)> = (0..parts)
+            .map(|seq| (staged_key(epoch, id, seq), None))
+            .collect();
+        self.drop_stale_parts(db, marker, &mut own)?;
+        let bytes = bincode::serialize(marker).expect("the marker always serializes");
+        let mut writes: Vec<(&[u8], Option<&[u8]>)> =
+            own.iter().map(|(k, v)| (&k[..], v.as_deref())).collect();
+        writes.push((APPLIED, Some(&bytes)));
+        let mut lost = epoch != term;
+        let applied = match lost {
+            true => Err(Error::Replication("parts lost".into())),
+            false => {
+                let (mut seq, mut last) = (0, Some(r.commit));
+                let mut next = || match seq < parts {
+                    true => {
+                        let part = db.get(&staged_key(epoch, id, seq))?;
+                        seq += 1;
+                        lost |= part.is_none();
+                        part.map(Some)
+                            .ok_or_else(|| Error::Replication("parts lost".into()))
+                    }
+                    false => Ok(last.take()),
+                };
+                env.apply_staged(&mut next, (db, &writes), Durability::NoSync)
+            }
+        };
+        let refused = match applied {
+            Ok(lsn) => {
+                self.pending.applied(last_index(marker));
+                return Ok(Response { lsn, refused: None });
+            }
+            Err(_) if lost => Refusal::PartsLost,
+            Err(e) => Refusal::of(&e).ok_or(e)?,
+        };
+        let (lsn, _) = env.apply_replicated(&[], Some((db, &writes)), Durability::NoSync)?;
+        self.pending.applied(last_index(marker));
+        Ok(Response {
+            lsn,
+            refused: Some(refused),
+        })
+    }
+
+    /// Adds to `own` the deletion of every stored part of an earlier term than entry
+    /// `marker.last`'s: the master that sent them can no longer commit them.
+    fn drop_stale_parts(
+        &self,
+        db: &Db,
+        marker: &Marker,
+        own: &mut Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    ) -> Result<()> {
+        if !self.maybe_staged.load(Relaxed) {
+            return Ok(());
+        }
+        let term = marker.last.map_or(0, |l| l.leader_id.term);
+        let mut kept = own
+            .iter()
+            .any(|(k, v)| k.starts_with(STAGED) && v.is_some());
+        for kv in db.range(STAGED.to_vec()..staged_key(u64::MAX, u64::MAX, u32::MAX)) {
+            let (key, _) = kv?;
+            let epoch = u64::from_be_bytes(key[STAGED.len()..][..8].try_into().unwrap());
+            match epoch < term {
+                true if !own.iter().any(|(k, _)| *k == key) => own.push((key, None)),
+                true => {}
+                false => kept = true,
+            }
+        }
+        self.maybe_staged.store(kept, Relaxed);
+        Ok(())
     }
 
     /// Installs the copy received in `received`: see the module comment.

@@ -818,40 +818,146 @@ fn random_link_faults_lose_no_acknowledged_write() {
     }
 }
 
+/// Parts of transactions replicated in parts still stored in `m`'s marker database.
+fn staged_parts(m: &Member) -> usize {
+    let env = m.env();
+    let db = env.open_db(beechdb_repl::MARKER_DB).unwrap();
+    db.range(&b"staged/"[..]..&b"staged0"[..]).count()
+}
+
 #[test]
-fn transactions_larger_than_their_memory_replicate_and_oversized_ones_are_refused() {
+fn transactions_larger_than_an_entry_replicate_in_parts() {
     let dir = tempfile::tempdir().unwrap();
     let net = Network::new();
     let members = group_with(dir.path(), &net, &[1, 2, 3], |c| MemberConfig {
         env: beechdb::Config::default().txn_memory(64 << 10),
+        part_bytes: 64 << 10,
         ..c
     });
     let master = master_of(&members);
     let env = members[&master].env();
     let db = env.open_or_create_db("big").unwrap();
-    // Past the memory budget, a transaction is one entry of the group's log all the same.
+    // Twenty times an entry's part size: sent in parts, applied as one commit everywhere,
+    // and the parts dropped once it is.
     let t = env.begin_txn().unwrap();
-    for i in 0..2000u32 {
+    for i in 0..6000u32 {
         t.put(&db, &i.to_be_bytes(), &[7u8; 200]).unwrap();
     }
+    let before = members[&master].status().last_log;
     let token = t.commit().unwrap();
+    assert!(
+        token - before > 15,
+        "a 1.2 MB transaction took {} entries of 64 KiB parts",
+        token - before
+    );
     wait_all(&members, token);
-    assert_eq!(converged(&members, master)["big"].len(), 2000);
-    // One larger than an entry may be is refused, and nothing of it is applied anywhere.
+    let got = converged(&members, master);
+    assert_eq!(got["big"].len(), 6000);
+    assert!(got["big"].iter().all(|(_, v)| v[..] == [7u8; 200]));
+    for m in members.values() {
+        assert_eq!(staged_parts(m), 0, "member {}", m.id());
+    }
+    // Deletes and overwrites in parts, then small commits, in order.
     let t = env.begin_txn().unwrap();
-    for i in 0..33u32 {
-        t.put(&db, &(10_000 + i).to_be_bytes(), &vec![1u8; 1 << 20])
-            .unwrap();
-    }
-    match t.commit() {
-        Err(Error::InvalidArgument(msg)) => {
-            assert!(msg.contains("larger than a replicated"), "{msg}")
+    for i in 0..3000u32 {
+        match i % 2 {
+            0 => drop(t.delete(&db, &i.to_be_bytes()).unwrap()),
+            _ => t.put(&db, &i.to_be_bytes(), &[8u8; 300]).unwrap(),
         }
-        other => panic!("an oversized transaction in a group gave {other:?}"),
     }
+    t.commit().unwrap();
     let token = put(&members[&master], "big", "small", "1").unwrap();
     wait_all(&members, token);
-    assert_eq!(converged(&members, master)["big"].len(), 2001);
+    let got = converged(&members, master);
+    assert_eq!(got["big"].len(), 6000 - 1500 + 1);
+    assert_eq!(got["big"][0], (1u32.to_be_bytes().to_vec(), vec![8u8; 300]));
+    // A large transaction that also creates a database is refused before anything is sent.
+    let t = env.begin_txn().unwrap();
+    let other = t.create_db("other").unwrap();
+    for i in 0..1000u32 {
+        t.put(&other, &i.to_be_bytes(), &[1u8; 200]).unwrap();
+    }
+    match t.commit() {
+        Err(Error::InvalidArgument(msg)) => assert!(msg.contains("creates or removes"), "{msg}"),
+        other => panic!("a large transaction with a new database gave {other:?}"),
+    }
+    // One write larger than an entry may be is refused, and nothing of it is applied.
+    let t = env.begin_txn().unwrap();
+    t.put(&db, b"huge", &vec![1u8; 33 << 20]).unwrap();
+    match t.commit() {
+        Err(Error::InvalidArgument(msg)) => assert!(msg.contains("larger than an entry"), "{msg}"),
+        other => panic!("an oversized write in a group gave {other:?}"),
+    }
+    let token = put(&members[&master], "big", "small", "2").unwrap();
+    wait_all(&members, token);
+    let got = converged(&members, master);
+    assert_eq!(got["big"].len(), 6000 - 1500 + 1);
+    assert!(!got.contains_key("other"));
+    stop_members(members);
+}
+
+/// A master cut off while it sends a transaction's parts: the commit fails, the parts the
+/// group stored are dropped once the next master's term begins, nothing of the transaction
+/// is applied anywhere, and the group goes on.
+#[test]
+fn parts_of_a_master_that_lost_its_term_are_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let net = Network::new();
+    let members = group_with(dir.path(), &net, &[1, 2, 3], |c| MemberConfig {
+        part_bytes: 16 << 10,
+        ack_timeout: Duration::from_secs(2),
+        ..c
+    });
+    let first = master_of(&members);
+    put(&members[&first], "kv", "before", "1").unwrap();
+    let replica = *members.keys().find(|&&id| id != first).unwrap();
+    let outcome = std::thread::scope(|s| {
+        let committer = s.spawn(|| {
+            let env = members[&first].env();
+            let db = env.open_db("kv").unwrap();
+            let t = env.begin_txn().unwrap();
+            for i in 0..20_000u32 {
+                t.put(&db, &i.to_be_bytes(), &[3u8; 100]).unwrap();
+            }
+            t.commit()
+        });
+        // Once a replica stores a part, the master is cut off from everyone.
+        let deadline = Instant::now() + WAIT;
+        while staged_parts(&members[&replica]) == 0 {
+            assert!(
+                Instant::now() < deadline,
+                "no part reached member {replica}"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        net.isolate(first);
+        committer.join().unwrap()
+    });
+    match outcome {
+        Err(Error::Replication(_)) | Err(Error::NotMaster { .. }) => {}
+        other => panic!("a transaction whose master was cut off gave {other:?}"),
+    }
+    let others: Vec<&Member> = members.values().filter(|m| m.id() != first).collect();
+    let deadline = Instant::now() + WAIT;
+    let second = loop {
+        if let Some(m) = others.iter().find(|m| m.is_master()) {
+            break m.id();
+        }
+        assert!(Instant::now() < deadline, "no new master");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let token = put(&members[&second], "kv", "after", "2").unwrap();
+    net.heal();
+    wait_all(&members, token);
+    let got = converged(&members, master_of(&members));
+    assert_eq!(
+        got["kv"].len(),
+        2,
+        "nothing of the cut-off transaction is applied"
+    );
+    for m in members.values() {
+        assert_eq!(staged_parts(m), 0, "member {} kept stale parts", m.id());
+    }
     stop_members(members);
 }
 

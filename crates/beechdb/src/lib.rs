@@ -56,7 +56,7 @@ pub use config::{
 pub use env::{Db, Env};
 pub use error::{codes, Error, Result};
 pub use pinned::{CheckpointCopy, PinnedCheckpoint};
-pub use replica::{HeldLocks, Replicator};
+pub use replica::{HeldLocks, OwnWrites, Replicator, Staged};
 pub use stats::{DbStat, EnvStat, LockCounts, LogCounts, TxnCounts, TxnStat};
 pub use txn::{Savepoint, Txn, TxnIter};
 pub use verify::{

@@ -1,8 +1,9 @@
 //! Replication hooks: how a replication layer (the `beechdb-repl` crate) takes over the
 //! commits of an environment and applies the commits of others.
 //!
-//! Owns: [`Replicator`], the encoding of a replicated commit, [`Env::set_replicator`] and
-//! [`Env::apply_replicated`]. May call: the commit pipeline (`txn::commit`). Invariants:
+//! Owns: [`Replicator`], the encoding of a replicated commit, [`Env::set_replicator`],
+//! [`Env::apply_replicated`] and [`Env::apply_staged`] (a commit that came in parts; the
+//! parts themselves are `txn::parts`). May call: the commit pipeline (`txn::commit`). Invariants:
 //! with a replicator installed, no commit reaches the trees except through
 //! [`Env::apply_replicated`], so every member applies the same commits in the same order;
 //! the transaction that made a commit keeps its locks until its commit is applied, so the
@@ -31,13 +32,29 @@ pub trait Replicator: Send + Sync {
     /// applied here (or surely never will be), so that no other transaction writes its
     /// keys in between, even when it returns earlier (ack policy
     /// [`AckPolicy::None`](crate::AckPolicy::None)).
+    ///
+    /// `staged` names the parts that went ahead of a commit too large for one piece (see
+    /// [`Replicator::stage`]); `commit` then holds the writes after them.
     fn replicate(
         &self,
         commit: &[u8],
+        staged: Option<Staged>,
         d: Durability,
         group: Option<GroupDurability>,
         locks: HeldLocks,
     ) -> Result<u64>;
+
+    /// The bytes of encoded writes beyond which a commit is sent in parts: a transaction
+    /// whose write set is larger (or that spilled to the log) stages its writes with
+    /// [`Replicator::stage`], in parts of about this size, before its commit.
+    fn part_bytes(&self) -> usize;
+
+    /// Stages one part of a large commit on the group (writes encoded as a commit is, with
+    /// no catalog changes), returning once this member has stored it: every member keeps
+    /// the parts, applying nothing, until the commit that names them is applied
+    /// ([`Env::apply_staged`]). `staged` is `None` for a commit's first part; the
+    /// replicator fills it in and counts each part, and the commit passes it on.
+    fn stage(&self, part: &[u8], staged: &mut Option<Staged>) -> Result<()>;
 
     /// Returns once this member has applied every commit the group made before now, or
     /// fails if it is not the master. Called before a commit that creates databases: the
@@ -49,6 +66,18 @@ pub trait Replicator: Send + Sync {
     /// with [`Error::InsufficientReplicas`](crate::Error::InsufficientReplicas) when fewer
     /// members than that are in contact (JE checks this when a transaction begins).
     fn check_begin(&self, ack: Option<crate::AckPolicy>) -> Result<()>;
+}
+
+/// The parts a replicator staged ahead of one commit (see [`Replicator::stage`]): the
+/// replicator's names for them (`epoch`, `id`) and how many there are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Staged {
+    /// The replicator's period the parts belong to (a replication group's term).
+    pub epoch: u64,
+    /// The commit's number within its epoch.
+    pub id: u64,
+    /// How many parts went ahead.
+    pub parts: u32,
 }
 
 /// The locks of a transaction whose commit a [`Replicator`] took: released when dropped.
@@ -192,7 +221,7 @@ impl Shared {
                 }
             }
         }
-        r.replicate(&encode_commit(ddl, ops), d, group, locks)
+        r.replicate(&encode_commit(ddl, ops), None, d, group, locks)
     }
 }
 
@@ -210,10 +239,11 @@ impl Env {
     }
 
     /// Applies commits that a [`Replicator`] was given (here or on another member), in
-    /// order, as one local commit with durability `d`, together with `marker`, a write of
-    /// the replication layer's own (its applied position, in a database of its own) that
-    /// becomes durable atomically with them. Takes no locks: the master's transactions that
-    /// made the commits still hold theirs, and a replica has no other writers.
+    /// order, as one local commit with durability `d`, together with `own`, writes of the
+    /// replication layer's own in a database of its own (its applied position, parts it
+    /// stages or drops; `None` values delete) that become durable atomically with them.
+    /// Takes no locks: the master's transactions that made the commits still hold theirs,
+    /// and a replica has no other writers.
     ///
     /// A commit that writes a database that does not exist by then (removed by an earlier
     /// commit, of this batch or before), or creates a name or id already taken, is left
@@ -222,7 +252,7 @@ impl Env {
     pub fn apply_replicated(
         &self,
         commits: &[&[u8]],
-        marker: Option<(&Db, &[u8], &[u8])>,
+        own: Option<OwnWrites>,
         d: Durability,
     ) -> Result<(u64, Vec<Option<Error>>)> {
         let shared = &self.shared;
@@ -297,19 +327,49 @@ impl Env {
                 all.push(op);
             }
         }
-        if let Some((db, key, value)) = marker {
+        if let Some((db, writes)) = own {
             if !dbs.contains(&db.id()) {
                 dbs.push(db.id());
             }
-            all.push(Op::Put {
-                db: db.id(),
-                key,
-                value,
-            });
+            for &(key, value) in writes {
+                all.push(own_op(db, key, value));
+            }
         }
         let id = tx.txns.new_id();
         let lsn = shared.commit_local(id, &ddl, all.ops(), &dbs, d)?;
         Ok((lsn, outcome))
+    }
+
+    /// Applies a commit that came in parts ([`Replicator::stage`]): `parts` yields its
+    /// staged parts in order, then the commit the replicator was given, each as the
+    /// replicator was given it. They are committed here as one local commit with durability
+    /// `d`, together with `own` (as in [`Env::apply_replicated`]), holding no more writes in
+    /// memory than the transaction budget ([`Config::txn_memory`](crate::Config::txn_memory)):
+    /// beyond it they spill to the log, as a transaction's do. Takes no locks. A part that
+    /// writes a database that does not exist fails the whole commit with
+    /// [`Error::DbRemoved`], nothing applied, as [`Env::apply_replicated`] refuses one.
+    pub fn apply_staged(
+        &self,
+        parts: &mut dyn FnMut() -> Result<Option<Vec<u8>>>,
+        own: OwnWrites,
+        d: Durability,
+    ) -> Result<u64> {
+        self.shared.apply_parts(parts, own, d)
+    }
+}
+
+/// Writes of a replication layer's own, in one database of its own: `(key, Some(value))`
+/// puts, `(key, None)` deletes.
+pub type OwnWrites<'a> = (&'a Db, &'a [(&'a [u8], Option<&'a [u8]>)]);
+
+pub(crate) fn own_op<'a>(db: &Db, key: &'a [u8], value: Option<&'a [u8]>) -> Op<'a> {
+    match value {
+        Some(value) => Op::Put {
+            db: db.id(),
+            key,
+            value,
+        },
+        None => Op::Delete { db: db.id(), key },
     }
 }
 
@@ -403,7 +463,11 @@ mod tests {
         ];
         let slices: Vec<&[u8]> = commits.iter().map(Vec::as_slice).collect();
         let (_, outcome) = env
-            .apply_replicated(&slices, Some((&marker, b"m", b"1")), Durability::NoSync)
+            .apply_replicated(
+                &slices,
+                Some((&marker, &[(&b"m"[..], Some(&b"1"[..]))])),
+                Durability::NoSync,
+            )
             .unwrap();
         let kinds: Vec<String> = outcome.iter().map(|o| format!("{o:?}")).collect();
         assert_eq!(kinds[..2], ["None", "None"]);
@@ -417,5 +481,62 @@ mod tests {
         );
         assert_eq!(marker.get(b"m").unwrap().as_deref(), Some(&b"1"[..]));
         env.close().unwrap();
+    }
+
+    /// A commit in parts applies whole, spilling past the transaction budget, with the
+    /// replication layer's writes; one that writes a missing database applies nothing.
+    #[test]
+    fn parts_apply_as_one_commit_spilling_past_the_budget() {
+        for in_memory_log in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let config = crate::Config::default()
+                .transactional(true)
+                .in_memory_log(in_memory_log)
+                .txn_memory(64 << 10);
+            let env = Env::open(dir.path(), config).unwrap();
+            let a = env.create_db("a").unwrap();
+            let marker = env.create_db("marker").unwrap();
+            a.put(b"gone", b"x").unwrap();
+            let part = |from: u32| {
+                let mut b = OpsBuilder::default();
+                let keys: Vec<[u8; 4]> = (from..from + 1000).map(u32::to_be_bytes).collect();
+                for k in &keys {
+                    b.push(Op::Put {
+                        db: a.id(),
+                        key: k,
+                        value: &[5u8; 100],
+                    });
+                }
+                b.push(Op::Delete {
+                    db: a.id(),
+                    key: b"gone",
+                });
+                encode_commit(&[], b.ops())
+            };
+            let mut parts = (0..10).map(|i| part(i * 1000));
+            let own = [(&b"m"[..], Some(&b"1"[..])), (&b"staged"[..], None)];
+            env.apply_staged(&mut || Ok(parts.next()), (&marker, &own), Durability::NoSync)
+                .unwrap();
+            assert_eq!(a.len().unwrap(), 10_000, "in-memory log: {in_memory_log}");
+            assert_eq!(marker.get(b"m").unwrap().as_deref(), Some(&b"1"[..]));
+            if !in_memory_log {
+                assert!(env.stat().unwrap().txn.unwrap().txns.spilled_commits > 0);
+            }
+            // A part naming a database that does not exist: nothing of the commit applies.
+            let mut b = OpsBuilder::default();
+            b.push(Op::Put {
+                db: 99,
+                key: b"k",
+                value: b"v",
+            });
+            let mut parts = [part(20_000), encode_commit(&[], b.ops())].into_iter();
+            let own = [(&b"m"[..], Some(&b"2"[..]))];
+            let refused =
+                env.apply_staged(&mut || Ok(parts.next()), (&marker, &own), Durability::NoSync);
+            assert!(matches!(refused, Err(Error::DbRemoved)), "{refused:?}");
+            assert_eq!(a.len().unwrap(), 10_000);
+            assert_eq!(marker.get(b"m").unwrap().as_deref(), Some(&b"1"[..]));
+            env.close().unwrap();
+        }
     }
 }

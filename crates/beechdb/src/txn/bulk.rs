@@ -100,9 +100,10 @@ impl Shared {
     /// catalog changes `ddl`, commits in batches all the same (see the module comment):
     /// when its writes are more than one exclusive hold should apply, or more than the
     /// pages a commit loads before taking the lock (half the cache), so that neither a
-    /// long hold nor loads under the lock stall every reader. A replicated commit cannot.
+    /// long hold nor loads under the lock stall every reader. (In a replication group, only
+    /// the local commit that applies a large replicated one does: see `txn::parts`.)
     pub(super) fn commits_in_batches(&self, writes: usize, ddl: &[Ddl]) -> bool {
-        if writes <= SMALL_COMMIT || self.replicator().is_some() || renamed(ddl).is_some() {
+        if writes <= SMALL_COMMIT || renamed(ddl).is_some() {
             return false;
         }
         let prefetched = self.engine.read().pager.cache.capacity() / 2;
@@ -115,14 +116,6 @@ impl Shared {
     /// the commit's LSN.
     pub(super) fn commit_in_batches(&self, txn: u64, st: &mut State, d: Durability) -> Result<u64> {
         self.live()?;
-        if self.replicator().is_some() {
-            return Err(Error::InvalidArgument(
-                "a transaction whose writes outgrew its memory budget (Config::txn_memory) \
-                 cannot be replicated yet: commit it in smaller transactions or raise the \
-                 budget"
-                    .into(),
-            ));
-        }
         let tx = self.tx()?;
         let wal = tx.wal.as_ref();
         let mut source = match st.writes.spilled() {

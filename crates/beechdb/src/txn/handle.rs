@@ -98,7 +98,7 @@ pub(super) struct State {
     pub(super) dbs: Vec<u32>,
     durability: Durability,
     /// In a replication group, how the commit is made durable, when set.
-    group: Option<GroupDurability>,
+    pub(super) group: Option<GroupDurability>,
     registered: Option<u64>,
     finished: bool,
 }
@@ -144,7 +144,7 @@ impl State {
         ops
     }
 
-    fn write(&mut self, db: u32, key: &[u8], value: Option<Vec<u8>>) {
+    pub(super) fn write(&mut self, db: u32, key: &[u8], value: Option<Vec<u8>>) {
         if !self.dbs.contains(&db) {
             self.dbs.push(db);
         }
@@ -222,6 +222,16 @@ impl Drop for TxnInner {
 }
 
 impl State {
+    /// The state of a transaction that applies a replicated commit here: it holds no
+    /// locks and has no handle (see `txn::parts`).
+    pub(super) fn applying(durability: Durability) -> State {
+        State {
+            durability,
+            finished: false,
+            ..State::empty()
+        }
+    }
+
     fn empty() -> State {
         State {
             writes: WriteSet::default(),
@@ -730,7 +740,19 @@ impl Txn {
                 tx.txns.unregister(s);
             }
             let (shared, id) = (&self.inner.shared, self.inner.id);
-            if st.writes.spilled() || shared.commits_in_batches(st.writes.mem_writes(), &st.ddl) {
+            let replicator = shared.replicator();
+            let in_parts = replicator
+                .as_ref()
+                .filter(|r| st.writes.spilled() || st.writes.mem_bytes() > r.part_bytes());
+            if let Some(r) = in_parts {
+                let keys = st.locked.drain().collect();
+                let dbs = std::mem::take(&mut st.escalated);
+                let locks = HeldLocks::new(shared.clone(), id, keys, dbs);
+                shared.commit_in_parts(r.as_ref(), id, &mut st, d, locks)
+            } else if replicator.is_none()
+                && (st.writes.spilled()
+                    || shared.commits_in_batches(st.writes.mem_writes(), &st.ddl))
+            {
                 shared.commit_in_batches(id, &mut st, d)
             } else {
                 let ops = st.commit_ops();

@@ -22,6 +22,7 @@ mod bulk;
 mod commit;
 mod handle;
 pub(crate) mod locks;
+mod parts;
 mod scan;
 mod undo;
 mod versions;
