@@ -317,6 +317,26 @@ impl Replicator for CommitPath {
         }
     }
 
+    fn abandon(&self, staged: Staged) {
+        let request = Request {
+            commit: Vec::new(),
+            master_sync: false,
+            replica_sync: false,
+            notify: 0,
+            proposer: self.id,
+            staged: Some(Stage::Drop {
+                epoch: staged.epoch,
+                id: staged.id,
+            }),
+        };
+        // Best effort: a master that cannot append it has lost its term, or will, and a
+        // later term's first entry drops the parts as well.
+        let raft = self.raft.clone();
+        let _ = self
+            .runtime
+            .block_on(async move { raft.client_write_ff(request, None).await });
+    }
+
     fn catch_up(&self) -> Result<()> {
         let raft = self.raft.clone();
         let read = self.runtime.block_on(async move {

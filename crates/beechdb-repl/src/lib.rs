@@ -109,13 +109,15 @@ pub(crate) struct Request {
 
 /// Where an entry stands in a transaction replicated in parts (see
 /// `beechdb::Replicator::stage`): parts are numbered within the commit `id` of the master's
-/// term `epoch`, and stored by every member until the commit naming them is applied;
-/// parts of an earlier term than an applied entry's are dropped (that master's commit
-/// can no longer follow them).
+/// term `epoch`, and stored by every member until the commit naming them is applied, or
+/// the master gives them up (`Drop`: its transaction failed after sending some); parts of
+/// an earlier term than an applied entry's are dropped too (that master's commit can no
+/// longer follow them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) enum Stage {
     Part { epoch: u64, id: u64, seq: u32 },
     Commit { epoch: u64, id: u64, parts: u32 },
+    Drop { epoch: u64, id: u64 },
 }
 
 impl std::fmt::Display for Request {
@@ -303,11 +305,12 @@ pub struct MemberConfig {
     /// thread: 1.0-1.9x the commits of two threads with one or two replicas, but
     /// 0.57-0.88x in a group of one member; docs/benchmarks.md).
     pub runtime_threads: usize,
-    /// A transaction whose writes take more bytes than this (encoded), or that spilled
-    /// to its log, is replicated in parts of about this size, each an entry of the log,
-    /// which every member stores until the commit naming them is applied; smaller ones
-    /// are one entry each. 8 MiB by default; from 1 byte to half the largest entry
-    /// (16 MiB).
+    /// A transaction whose writes take more bytes than this, or that spilled to its log,
+    /// is replicated in parts of about this size, each an entry of the log, which every
+    /// member stores until the commit naming them is applied; smaller ones are one entry
+    /// each, which is faster (a 22 MB transaction in parts took about 1.6x as long to
+    /// apply everywhere as in one entry; docs/benchmarks.md). From 1 byte to half the
+    /// largest entry, 16 MiB, which is the default.
     pub part_bytes: usize,
 }
 
@@ -328,7 +331,7 @@ impl MemberConfig {
             replicas: None,
             storage: None,
             runtime_threads: 1,
-            part_bytes: 8 << 20,
+            part_bytes: commit::MAX_COMMIT / 2,
         }
     }
 }

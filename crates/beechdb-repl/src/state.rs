@@ -298,6 +298,13 @@ impl StateMachine {
                         let done = self.apply_parts(&env, &db, &marker, (epoch, id, parts), r);
                         responses.push(done?);
                     }
+                    Some(Stage::Drop { epoch, id }) => {
+                        let prefix = &staged_key(epoch, id, 0)[..STAGED.len() + 16];
+                        for kv in db.range(prefix.to_vec()..staged_key(epoch, id, u32::MAX)) {
+                            batch.own.push((kv?.0, None));
+                        }
+                        batch.of_entry.push(None);
+                    }
                 },
                 EntryPayload::Membership(m) => {
                     marker.membership = StoredMembership::new(Some(entry.log_id), m);
@@ -464,6 +471,7 @@ impl StateMachine {
         let (env, db) = open_env(&env_dir, &self.config)?;
         env.set_replicator(self.replicator.lock().clone())?;
         *open = Some((env, db));
+        self.maybe_staged.store(true, Relaxed);
         Ok(())
     }
 

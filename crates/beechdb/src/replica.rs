@@ -56,6 +56,11 @@ pub trait Replicator: Send + Sync {
     /// replicator fills it in and counts each part, and the commit passes it on.
     fn stage(&self, part: &[u8], staged: &mut Option<Staged>) -> Result<()>;
 
+    /// Gives up the parts `staged` names: their transaction failed before its commit was
+    /// made, or its commit failed (a commit already in the group's log comes before this,
+    /// so is applied first). Best effort: the replicator drops them later if it cannot now.
+    fn abandon(&self, staged: Staged);
+
     /// Returns once this member has applied every commit the group made before now, or
     /// fails if it is not the master. Called before a commit that creates databases: the
     /// ids it took must not be taken by a commit of an earlier master still to be applied.
@@ -515,8 +520,12 @@ mod tests {
             };
             let mut parts = (0..10).map(|i| part(i * 1000));
             let own = [(&b"m"[..], Some(&b"1"[..])), (&b"staged"[..], None)];
-            env.apply_staged(&mut || Ok(parts.next()), (&marker, &own), Durability::NoSync)
-                .unwrap();
+            env.apply_staged(
+                &mut || Ok(parts.next()),
+                (&marker, &own),
+                Durability::NoSync,
+            )
+            .unwrap();
             assert_eq!(a.len().unwrap(), 10_000, "in-memory log: {in_memory_log}");
             assert_eq!(marker.get(b"m").unwrap().as_deref(), Some(&b"1"[..]));
             if !in_memory_log {
@@ -531,8 +540,11 @@ mod tests {
             });
             let mut parts = [part(20_000), encode_commit(&[], b.ops())].into_iter();
             let own = [(&b"m"[..], Some(&b"2"[..]))];
-            let refused =
-                env.apply_staged(&mut || Ok(parts.next()), (&marker, &own), Durability::NoSync);
+            let refused = env.apply_staged(
+                &mut || Ok(parts.next()),
+                (&marker, &own),
+                Durability::NoSync,
+            );
             assert!(matches!(refused, Err(Error::DbRemoved)), "{refused:?}");
             assert_eq!(a.len().unwrap(), 10_000);
             assert_eq!(marker.get(b"m").unwrap().as_deref(), Some(&b"1"[..]));

@@ -743,7 +743,7 @@ impl Txn {
             let replicator = shared.replicator();
             let in_parts = replicator
                 .as_ref()
-                .filter(|r| st.writes.spilled() || st.writes.mem_bytes() > r.part_bytes());
+                .filter(|r| st.writes.spilled() || st.writes.commit_bytes() > r.part_bytes());
             if let Some(r) = in_parts {
                 let keys = st.locked.drain().collect();
                 let dbs = std::mem::take(&mut st.escalated);

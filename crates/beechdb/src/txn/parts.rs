@@ -43,14 +43,31 @@ impl Shared {
                 r.part_bytes()
             )));
         }
+        let mut staged: Option<Staged> = None;
+        let result = self.send_parts(r, txn, st, &mut staged).and_then(|last| {
+            r.replicate(&encode_commit(&[], last.ops()), staged, d, st.group, locks)
+        });
+        if let (Err(_), Some(s)) = (&result, staged) {
+            r.abandon(s);
+        }
+        result
+    }
+
+    /// Stages the writes of transaction `txn` but the last part's, which it returns.
+    fn send_parts(
+        &self,
+        r: &dyn Replicator,
+        txn: u64,
+        st: &mut State,
+        staged: &mut Option<Staged>,
+    ) -> Result<OpsBuilder> {
         let tx = self.tx()?;
         let limit = r.part_bytes().max(1);
         let mut part = OpsBuilder::default();
-        let mut staged: Option<Staged> = None;
         let mut add = |op: Op, part: &mut OpsBuilder| -> Result<()> {
             part.push(op);
             if part.byte_len() >= limit {
-                r.stage(&encode_commit(&[], part.ops()), &mut staged)?;
+                r.stage(&encode_commit(&[], part.ops()), staged)?;
                 part.clear();
             }
             Ok(())
@@ -68,8 +85,7 @@ impl Shared {
                 add(op, &mut part)?;
             }
         }
-        let commit = encode_commit(&[], part.ops());
-        r.replicate(&commit, staged, d, st.group, locks)
+        Ok(part)
     }
 
     /// Commits here the writes of `parts` (encoded commits with no catalog changes, yielded

@@ -26,6 +26,8 @@ const RECORD_BYTES: usize = 64 << 10;
 const FLUSH_EVERY: usize = 16;
 /// What an entry of an in-memory part costs beyond its key and value (map node, vectors).
 const ENTRY_OVERHEAD: usize = 64;
+/// What an encoded operation takes beyond its scoped key and value (its kind and lengths).
+const OP_HEADER: usize = 9;
 
 /// A write: `Some(value)` puts, `None` deletes.
 pub(crate) type Write = Option<Vec<u8>>;
@@ -108,6 +110,15 @@ impl WriteSet {
 
     pub(crate) fn mem_bytes(&self) -> usize {
         self.mem_bytes
+    }
+
+    /// About the bytes the writes held in memory take encoded as a commit: each takes its
+    /// scoped key, its value and [`OP_HEADER`] more (a key written in several layers is
+    /// counted in each, so this is never less).
+    pub(crate) fn commit_bytes(&self) -> usize {
+        let per_write = ENTRY_OVERHEAD - OP_HEADER;
+        self.mem_bytes
+            .saturating_sub(self.mem_writes().saturating_mul(per_write))
     }
 
     /// Writes held in memory, a key counted once per layer that wrote it (so at least the
