@@ -1,8 +1,8 @@
 //! Measuring aid: one transaction of N records (10-byte keys, 100-byte values) committed on
 //! the master of an in-process group of 3 members, sent in parts of P KiB; prints the time
-//! to commit, the time until every member applied it, the entries it took, and the
-//! process's peak memory (all three members live in this process).
-//! `cargo run --release -p beechdb-repl --example large_commit -- 1000000 8192`
+//! to commit, the time until every member applied it, the entries it took, the process's
+//! peak memory (all three members live in this process) and the elections meanwhile.
+//! `cargo run --release -p beechdb-repl --example large_commit -- 1000000 16384`
 
 use beechdb_repl::net::Network;
 use beechdb_repl::{Member, MemberConfig, Transport};
@@ -24,7 +24,7 @@ fn main() {
             .and_then(|a| a.parse().ok())
             .unwrap_or(default)
     };
-    let (records, part_kib) = (arg(1, 1_000_000), arg(2, 8192));
+    let (records, part_kib) = (arg(1, 1_000_000), arg(2, 16384));
     let dir = tempfile::tempdir().unwrap();
     let net = Network::new();
     let members: Vec<Member> = (1..=3)
@@ -47,7 +47,7 @@ fn main() {
     let env = master.env();
     let db = env.open_or_create_db("big").unwrap();
     let before = peak_rss_mib();
-    let first = master.status().last_log;
+    let (first, term) = (master.status().last_log, master.status().term);
     let started = Instant::now();
     let t = env.begin_txn().unwrap();
     for k in 0..records as u64 {
@@ -61,13 +61,20 @@ fn main() {
         m.wait_applied(token, Duration::from_secs(300)).unwrap();
     }
     let everywhere = started.elapsed();
+    let elections = members
+        .iter()
+        .map(|m| m.status().term)
+        .max()
+        .unwrap_or(term)
+        - term;
     for m in &members {
         let n = m.env().open_db("big").unwrap().len().unwrap();
         assert_eq!(n, records as u64, "member {} holds {n} records", m.id());
     }
     println!(
         "{records} records ({:.0} MB) in parts of {part_kib} KiB: {} entries; written {:.2} s, \
-         committed {:.2} s, applied everywhere {:.2} s; peak memory {} MiB (before {} MiB)",
+         committed {:.2} s, applied everywhere {:.2} s; peak memory {} MiB (before {} MiB); \
+         elections meanwhile: {elections}",
         records as f64 * 110.0 / 1e6,
         token - first,
         written.as_secs_f64(),

@@ -49,6 +49,24 @@ fn staged_key(epoch: u64, id: u64, seq: u32) -> Vec<u8> {
     key
 }
 
+/// Entries carrying more bytes than this, or the commit of a transaction replicated in
+/// parts, are applied with the runtime's thread handed over to another meanwhile (tokio's
+/// `block_in_place`), so that heartbeats, elections and the transport go on: a 110 MB
+/// commit applied on the runtime's own thread held a master's heartbeats long enough for
+/// an election. Smaller ones stay on it, which costs no hand-over.
+const HEAVY_APPLY: usize = 1 << 20;
+
+fn heavy(entries: &[Entry]) -> bool {
+    let mut bytes = 0;
+    entries.iter().any(|e| match &e.payload {
+        EntryPayload::Normal(r) => {
+            bytes += r.commit.len();
+            bytes > HEAVY_APPLY || matches!(r.staged, Some(Stage::Commit { .. }))
+        }
+        _ => false,
+    })
+}
+
 fn last_index(marker: &Marker) -> u64 {
     marker.last.map_or(0, |l| l.index)
 }
@@ -552,7 +570,11 @@ impl RaftStateMachine<TypeConfig> for Arc<StateMachine> {
             all.push(e?);
         }
         let (entries, responders): (Vec<Entry>, Vec<_>) = all.into_iter().unzip();
-        let responses = self.apply_all(entries).map_err(io_err)?;
+        let responses = match heavy(&entries) {
+            true => tokio::task::block_in_place(|| self.apply_all(entries)),
+            false => self.apply_all(entries),
+        }
+        .map_err(io_err)?;
         for (responder, response) in responders.into_iter().zip(responses) {
             if let Some(r) = responder {
                 r.send(response);

@@ -903,6 +903,45 @@ fn transactions_larger_than_an_entry_replicate_in_parts() {
     stop_members(members);
 }
 
+/// Applying a large transaction takes longer than an election timeout (the 150-300 ms
+/// default), yet no election follows: the apply hands the runtime's thread over, so the
+/// master's heartbeats go on meanwhile.
+#[test]
+fn a_long_apply_does_not_hold_heartbeats() {
+    let dir = tempfile::tempdir().unwrap();
+    let net = Network::new();
+    let members = group_with(dir.path(), &net, &[1, 2, 3], |c| MemberConfig {
+        part_bytes: 1 << 20,
+        ..c
+    });
+    let master = master_of(&members);
+    let term = members[&master].status().term;
+    let env = members[&master].env();
+    let db = env.open_or_create_db("big").unwrap();
+    let t = env.begin_txn().unwrap();
+    for i in 0..300_000u32 {
+        t.put(&db, &i.to_be_bytes(), &[9u8; 100]).unwrap();
+    }
+    let started = Instant::now();
+    let token = t.commit().unwrap();
+    wait_all(&members, token);
+    let took = started.elapsed();
+    assert!(
+        took > Duration::from_millis(300),
+        "the apply took {took:?}, no longer than an election timeout: the test shows nothing"
+    );
+    for m in members.values() {
+        assert_eq!(
+            m.status().term,
+            term,
+            "member {}: an election during {took:?}",
+            m.id()
+        );
+    }
+    assert_eq!(converged(&members, master)["big"].len(), 300_000);
+    stop_members(members);
+}
+
 /// A master cut off while it sends a transaction's parts: the commit fails, the parts the
 /// group stored are dropped once the next master's term begins, nothing of the transaction
 /// is applied anywhere, and the group goes on.
