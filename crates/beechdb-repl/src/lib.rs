@@ -308,9 +308,11 @@ pub struct MemberConfig {
     /// A transaction whose writes take more bytes than this, or that spilled to its log,
     /// is replicated in parts of about this size, each an entry of the log, which every
     /// member stores until the commit naming them is applied; smaller ones are one entry
-    /// each, which is faster (a 22 MB transaction in parts took about 1.6x as long to
-    /// apply everywhere as in one entry; docs/benchmarks.md). From 1 byte to half the
-    /// largest entry, 16 MiB, which is the default.
+    /// each. 4 MiB by default, from 1 byte to half the largest entry (16 MiB). Larger
+    /// entries are faster in one process (a 22 MB transaction in parts took about 1.6x as
+    /// long to apply everywhere as in one entry) but hold each member's runtime thread
+    /// longer: over TCP, one entry of 12 MB caused an election in 2 runs of 3, 6 MB none
+    /// (docs/benchmarks.md).
     pub part_bytes: usize,
 }
 
@@ -331,7 +333,7 @@ impl MemberConfig {
             replicas: None,
             storage: None,
             runtime_threads: 1,
-            part_bytes: commit::MAX_COMMIT / 2,
+            part_bytes: 4 << 20,
         }
     }
 }

@@ -903,6 +903,45 @@ fn transactions_larger_than_an_entry_replicate_in_parts() {
     stop_members(members);
 }
 
+/// Over TCP, with the default part size: a transaction of about 40 MB (more than an entry
+/// may carry) reaches every member whole.
+#[test]
+fn a_transaction_larger_than_an_entry_crosses_tcp_in_parts() {
+    let dir = tempfile::tempdir().unwrap();
+    let addrs: Vec<String> = (0..3).map(|_| free_port()).collect();
+    let members: BTreeMap<NodeId, Member> = (1..=3u64)
+        .map(|id| {
+            let listen = &addrs[id as usize - 1];
+            let t = Transport::Tcp { listen, group: "g" };
+            (id, Member::start(config(dir.path(), id), t).unwrap())
+        })
+        .collect();
+    let nodes: Vec<(NodeId, &str)> = (1..=3u64)
+        .map(|id| (id, addrs[id as usize - 1].as_str()))
+        .collect();
+    members[&1].initialize(&nodes).unwrap();
+    let master = master_of(&members);
+    let env = members[&master].env();
+    let db = env.open_or_create_db("big").unwrap();
+    let before = members[&master].status().last_log;
+    let t = env.begin_txn().unwrap();
+    for i in 0..40_000u32 {
+        t.put(&db, &i.to_be_bytes(), &vec![(i % 251) as u8; 1000])
+            .unwrap();
+    }
+    let token = t.commit().unwrap();
+    assert!(token - before >= 3, "40 MB in {} entries", token - before);
+    wait_all(&members, token);
+    let got = converged(&members, master);
+    assert_eq!(got["big"].len(), 40_000);
+    assert!(got["big"].iter().all(|(k, v)| v[..]
+        == vec![(u32::from_be_bytes(k[..].try_into().unwrap()) % 251) as u8; 1000][..]));
+    for m in members.values() {
+        assert_eq!(staged_parts(m), 0, "member {}", m.id());
+    }
+    stop_members(members);
+}
+
 /// Applying a large transaction takes longer than an election timeout (the 150-300 ms
 /// default), yet no election follows: the apply hands the runtime's thread over, so the
 /// master's heartbeats go on meanwhile.
