@@ -600,6 +600,30 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
 #[cfg(test)]
 mod tests {
+    /// A commit serialized as one run of bytes (`serde_bytes`) is the very encoding it had
+    /// byte by byte, in the log's options and the transport's: logs written before read
+    /// alike.
+    #[test]
+    fn a_commit_is_encoded_as_it_was_byte_by_byte() {
+        use bincode::Options;
+        let commit: Vec<u8> = (0..1000u32).map(|i| (i * 7) as u8).collect();
+        assert_eq!(
+            bincode::serialize(serde_bytes::Bytes::new(&commit)).unwrap(),
+            bincode::serialize(&commit).unwrap()
+        );
+        let opts = || crate::state::bincode_opts(1 << 20);
+        assert_eq!(
+            opts().serialize(serde_bytes::Bytes::new(&commit)).unwrap(),
+            opts().serialize(&commit).unwrap()
+        );
+        let e = entry(3, 9);
+        let bytes = bincode::serialize(&Frame::Entry(e.clone())).unwrap();
+        let Frame::Entry(back) = bincode::deserialize(&bytes).unwrap() else {
+            panic!("not an entry")
+        };
+        assert_eq!(format!("{back:?}"), format!("{e:?}"));
+    }
+
     use super::*;
 
     fn entry(term: u64, index: u64) -> Entry {

@@ -67,7 +67,7 @@ pub(crate) enum Message {
         shape: Shape,
     },
     /// The next pages of the snapshot.
-    SnapshotChunk(Vec<u8>),
+    SnapshotChunk(#[serde(with = "serde_bytes")] Vec<u8>),
     /// Every page is sent: install the copy.
     SnapshotEnd,
     /// Client: commit `key = value` in database `db` (created if missing) on the master.
