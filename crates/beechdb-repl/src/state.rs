@@ -30,7 +30,7 @@ use openraft::{EntryPayload, RaftSnapshotBuilder};
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 /// The database holding the marker, in every member's environment.
@@ -109,8 +109,9 @@ pub(crate) struct StateMachine {
     pending: Arc<Pending>,
     /// Snapshots made and copies received, for their ids and directories.
     serial: AtomicU64,
-    /// Whether the marker database may hold parts of transactions replicated in parts.
-    maybe_staged: AtomicBool,
+    /// The term up to which stored parts of earlier terms are known to be dropped (0: not
+    /// known since the environment was opened or installed).
+    swept_term: AtomicU64,
 }
 
 fn io(context: String) -> impl FnOnce(std::io::Error) -> Error {
@@ -246,7 +247,7 @@ impl StateMachine {
             applying: Mutex::new(()),
             pending,
             serial: AtomicU64::new(0),
-            maybe_staged: AtomicBool::new(true),
+            swept_term: AtomicU64::new(0),
         })
     }
 
@@ -306,9 +307,11 @@ impl StateMachine {
                         batch.commits.push(r.commit);
                     }
                     Some(Stage::Part { epoch, id, seq }) => {
-                        batch.own.push((staged_key(epoch, id, seq), Some(r.commit)));
+                        // One of an earlier term than its entry's is dropped already.
+                        if epoch == entry.log_id.leader_id.term {
+                            batch.own.push((staged_key(epoch, id, seq), Some(r.commit)));
+                        }
                         batch.of_entry.push(None);
-                        self.maybe_staged.store(true, Relaxed);
                         // A part is large: it goes alone.
                         self.commit_batch(&env, &db, &marker, &mut batch, &mut responses)?;
                     }
@@ -427,30 +430,25 @@ impl StateMachine {
     }
 
     /// Adds to `own` the deletion of every stored part of an earlier term than entry
-    /// `marker.last`'s: the master that sent them can no longer commit them.
+    /// `marker.last`'s: the master that sent them can no longer commit them. Looks once
+    /// per term: every part stored later is of that term or a later one.
     fn drop_stale_parts(
         &self,
         db: &Db,
         marker: &Marker,
         own: &mut Vec<(Vec<u8>, Option<Vec<u8>>)>,
     ) -> Result<()> {
-        if !self.maybe_staged.load(Relaxed) {
+        let term = marker.last.map_or(0, |l| l.leader_id.term);
+        if term <= self.swept_term.load(Relaxed) {
             return Ok(());
         }
-        let term = marker.last.map_or(0, |l| l.leader_id.term);
-        let mut kept = own
-            .iter()
-            .any(|(k, v)| k.starts_with(STAGED) && v.is_some());
-        for kv in db.range(STAGED.to_vec()..staged_key(u64::MAX, u64::MAX, u32::MAX)) {
+        for kv in db.range(STAGED.to_vec()..staged_key(term, 0, 0)) {
             let (key, _) = kv?;
-            let epoch = u64::from_be_bytes(key[STAGED.len()..][..8].try_into().unwrap());
-            match epoch < term {
-                true if !own.iter().any(|(k, _)| *k == key) => own.push((key, None)),
-                true => {}
-                false => kept = true,
+            if !own.iter().any(|(k, _)| *k == key) {
+                own.push((key, None));
             }
         }
-        self.maybe_staged.store(kept, Relaxed);
+        self.swept_term.store(term, Relaxed);
         Ok(())
     }
 
@@ -489,7 +487,7 @@ impl StateMachine {
         let (env, db) = open_env(&env_dir, &self.config)?;
         env.set_replicator(self.replicator.lock().clone())?;
         *open = Some((env, db));
-        self.maybe_staged.store(true, Relaxed);
+        self.swept_term.store(0, Relaxed);
         Ok(())
     }
 

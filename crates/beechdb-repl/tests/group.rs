@@ -313,6 +313,23 @@ fn a_member_refuses_an_environment_that_was_never_a_members() {
     }
 }
 
+/// Three members in `dir`, over TCP on loopback as group `g`, formed; their addresses.
+fn tcp_group(dir: &Path) -> (Vec<String>, BTreeMap<NodeId, Member>) {
+    let addrs: Vec<String> = (0..3).map(|_| free_port()).collect();
+    let members: BTreeMap<NodeId, Member> = (1..=3u64)
+        .map(|id| {
+            let listen = &addrs[id as usize - 1];
+            let t = Transport::Tcp { listen, group: "g" };
+            (id, Member::start(config(dir, id), t).unwrap())
+        })
+        .collect();
+    let nodes: Vec<(NodeId, &str)> = (1..=3u64)
+        .map(|id| (id, addrs[id as usize - 1].as_str()))
+        .collect();
+    members[&1].initialize(&nodes).unwrap();
+    (addrs, members)
+}
+
 fn free_port() -> String {
     beechdb_repl::tcp::spare_loopback_addr().unwrap()
 }
@@ -322,18 +339,7 @@ fn members_over_tcp_serve_clients_and_refuse_strangers_and_garbage() {
     use beechdb_repl::tcp::Client;
     use std::io::Write;
     let dir = tempfile::tempdir().unwrap();
-    let addrs: Vec<String> = (0..3).map(|_| free_port()).collect();
-    let members: BTreeMap<NodeId, Member> = (1..=3u64)
-        .map(|id| {
-            let listen = &addrs[id as usize - 1];
-            let t = Transport::Tcp { listen, group: "g" };
-            (id, Member::start(config(dir.path(), id), t).unwrap())
-        })
-        .collect();
-    let nodes: Vec<(NodeId, &str)> = (1..=3u64)
-        .map(|id| (id, addrs[id as usize - 1].as_str()))
-        .collect();
-    members[&1].initialize(&nodes).unwrap();
+    let (addrs, members) = tcp_group(dir.path());
     let master = master_of(&members);
     // A client that starts at any member finds the master.
     let mut client = Client::new("g", &addrs).unwrap();
@@ -908,18 +914,7 @@ fn transactions_larger_than_an_entry_replicate_in_parts() {
 #[test]
 fn a_transaction_larger_than_an_entry_crosses_tcp_in_parts() {
     let dir = tempfile::tempdir().unwrap();
-    let addrs: Vec<String> = (0..3).map(|_| free_port()).collect();
-    let members: BTreeMap<NodeId, Member> = (1..=3u64)
-        .map(|id| {
-            let listen = &addrs[id as usize - 1];
-            let t = Transport::Tcp { listen, group: "g" };
-            (id, Member::start(config(dir.path(), id), t).unwrap())
-        })
-        .collect();
-    let nodes: Vec<(NodeId, &str)> = (1..=3u64)
-        .map(|id| (id, addrs[id as usize - 1].as_str()))
-        .collect();
-    members[&1].initialize(&nodes).unwrap();
+    let (_, members) = tcp_group(dir.path());
     let master = master_of(&members);
     let env = members[&master].env();
     let db = env.open_or_create_db("big").unwrap();
