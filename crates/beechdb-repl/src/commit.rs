@@ -12,8 +12,11 @@
 //!   surely never will be), whatever its ack policy, so no later transaction writes its
 //!   keys against a state that lacks it;
 //! - an ack-NONE commit returns once this member's log holds its entry, except when it
-//!   could still be refused at apply (a database removal ahead of it not yet applied, or
-//!   DDL of its own): then it waits for the apply, so an `Ok` is never taken back.
+//!   could still be refused at apply (a database removal ahead of it not yet applied, DDL
+//!   of its own, or parts sent ahead of it): then it waits for the apply, so an `Ok` is
+//!   never taken back;
+//! - a transaction too large for one entry sends its parts one at a time, each once the
+//!   one before is applied here, and gives them up (a `Drop` entry) if it fails after.
 
 use crate::log_store::{LogStore, Stored};
 use crate::{raft_error, write_error, MemberConfig, NodeId, Raft, Request, Stage, TypeConfig};
@@ -275,22 +278,23 @@ impl Replicator for CommitPath {
                 })
             }
         };
-        let request = Request {
-            commit: part.to_vec(),
-            master_sync: false,
-            replica_sync: false,
-            notify: 0,
-            proposer: self.id,
-            staged: Some(Stage::Part {
-                epoch: s.epoch,
-                id: s.id,
-                seq: s.parts,
-            }),
+        let stage = Stage::Part {
+            epoch: s.epoch,
+            id: s.id,
+            seq: s.parts,
         };
         let not_committed =
             |why: &str| Error::Replication(format!("{why}; the transaction was not committed"));
         loop {
-            let (raft, request) = (self.raft.clone(), request.clone());
+            let request = Request {
+                commit: part.to_vec(),
+                master_sync: false,
+                replica_sync: false,
+                notify: 0,
+                proposer: self.id,
+                staged: Some(stage),
+            };
+            let raft = self.raft.clone();
             let left = deadline.saturating_duration_since(Instant::now());
             let written = self.runtime.block_on(async move {
                 tokio::time::timeout(left, raft.client_write(request)).await
@@ -410,7 +414,10 @@ impl CommitPath {
         let raft = self.raft.clone();
         let proposed = if ddl || policy.ack == AckPolicy::None {
             let _order = self.ordering.lock();
-            if !ddl && self.own_ddl.load(Relaxed) == 0 && !self.log.ddl_pending() {
+            // A commit made of parts may yet be refused at apply (its parts dropped): it
+            // waits for the apply, as one with DDL does.
+            let refusable = ddl || staged.is_some();
+            if !refusable && self.own_ddl.load(Relaxed) == 0 && !self.log.ddl_pending() {
                 request.notify = self.next_notify.fetch_add(1, Relaxed) + 1;
                 let to = Stored(events.take().expect("not yet given"));
                 self.log.await_stored(request.notify, to);
