@@ -272,9 +272,12 @@ fn commit_larger_than_the_cache(cfg: Config) {
         unlocked > 1_000,
         "the commits' random writes miss the cache"
     );
+    // Each batch is loaded before the lock, and a hold whose first write's pages went
+    // meanwhile loads them again with no lock (10-46 loads under it before it did); a
+    // reader that loses 64 races in a row with writers may still load under it.
     assert!(
-        locked * 50 < unlocked,
-        "each batch is loaded before the lock"
+        locked <= 4,
+        "{locked} loads under the exclusive lock ({unlocked} without)"
     );
     for k in &keys {
         assert_eq!(db.get(&k.to_be_bytes()).unwrap().unwrap(), b"round 3");

@@ -48,6 +48,9 @@ use crate::wal::reader::RunMerge;
 use crate::wal::{Op, OpsBuilder, Record, RunsBuilder};
 use std::sync::atomic::Ordering::{Relaxed, Release};
 
+/// Times in a row a hold may find its first write's pages evicted since they were loaded
+/// (by others' loads meanwhile) and give the lock up to load them again with none held.
+const RELOADS: u32 = 4;
 /// Writes applied per hold of the exclusive lock, and their bytes at most.
 const BATCH_OPS: usize = 512;
 const BATCH_BYTES: usize = 1 << 20;
@@ -274,8 +277,9 @@ impl Shared {
     /// Step 3: the merge applied in batches. A batch's pages are loaded with no lock first;
     /// a hold that finds the pages of its next write gone (evicted by others' loads
     /// meanwhile, or by the batch's own) ends there, and the rest of the batch is loaded
-    /// again, fewer writes at a time, before the next hold. Only a hold's first write loads
-    /// under the lock, when its pages went at once.
+    /// again, fewer writes at a time, before the next hold. A hold whose first write's pages
+    /// went too applies nothing and loads it again, up to [`RELOADS`] times in a row; only
+    /// then does it load under the lock.
     fn apply_batches(
         &self,
         next_write: &mut dyn FnMut() -> Result<Option<OwnedWrite>>,
@@ -285,8 +289,10 @@ impl Shared {
         // No more writes than the pages a prefetch keeps (see `Shared::prefetch`).
         let ops = (self.engine.read().pager.cache.capacity() / 2).clamp(1, BATCH_OPS);
         let mut batch: Vec<OwnedWrite> = Vec::with_capacity(ops);
-        // The writes loaded and applied per hold.
+        // The writes loaded and applied per hold, and the holds in a row that found even
+        // their first write's pages evicted since they were loaded.
         let mut window = ops;
+        let mut missed = 0;
         loop {
             if batch.is_empty() {
                 let mut bytes = 0;
@@ -320,7 +326,7 @@ impl Shared {
                         Some(_) => e.locate(*db, key).is_ok(),
                         None => e.locate_for_delete(*db, key).is_ok(),
                     };
-                    if applied > 0 && !resident(&e) {
+                    if (applied > 0 || missed < RELOADS) && !resident(&e) {
                         break;
                     }
                     let before = e.read_tree_loading(*db, key)?;
@@ -336,7 +342,10 @@ impl Shared {
                 applied
             };
             // A window whose pages did not all stay (each write may need its leaf, a
-            // sibling and branches) shrinks to what did; one that did grows back.
+            // sibling and branches) shrinks to what did; one that did grows back. A hold
+            // that applied nothing loads its first write again, with no lock, up to
+            // `RELOADS` times in a row before it loads under the lock.
+            missed = if applied == 0 { missed + 1 } else { 0 };
             window = match applied < window.min(batch.len()) {
                 true => applied.max(1),
                 false => (window * 2).min(ops),
