@@ -360,9 +360,12 @@ fn deletes_load_the_siblings_branches_merge_with_before_taking_the_exclusive_loc
         "branches merged as their leaves did"
     );
     assert!(unlocked > 10_000, "random deletes miss the cache");
+    // 174 loads under the lock before a hold that found its first write's pages gone
+    // loaded them again with none held; none since.
     assert!(
-        locked * 200 < unlocked,
-        "the siblings of merging leaves and branches are loaded before the lock"
+        locked <= 4,
+        "{locked} loads under the exclusive lock ({unlocked} without): the siblings of \
+         merging leaves and branches are loaded before the lock"
     );
     assert_eq!(db.iter().count(), 120_000 / 64);
     assert!(env.verify().unwrap().is_clean());
