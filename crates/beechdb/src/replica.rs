@@ -200,7 +200,8 @@ impl Shared {
         self.replicator.read().clone()
     }
 
-    /// Hands a commit to the replicator `r` (see [`Shared::commit_txn`]).
+    /// Hands a commit (its catalog changes `ddl`, then its writes `ops`) to the replicator
+    /// `r`, with durability `d` or `group`, and the transaction's `locks`.
     pub(crate) fn commit_replicated(
         &self,
         r: &dyn Replicator,

@@ -1,7 +1,7 @@
 //! The commit pipeline: log a transaction's records, apply them to the trees, wait for the
 //! durability asked for; and auto-commit of single operations.
 //!
-//! Owns: [`Shared::commit_txn`], [`Shared::autocommit`], applying a committed operation
+//! Owns: [`Shared::commit_local`], [`Shared::autocommit`], applying a committed operation
 //! ([`Engine::apply_op`]). May call: `engine` (under the environment's exclusive lock),
 //! `wal`, the key-lock table. An auto-commit outside a replication group takes no key lock:
 //! it checks that no transaction holds its key, decides whether the key is present, logs
@@ -15,11 +15,11 @@
 
 use super::scoped_key;
 use crate::config::Duplicates;
-use crate::config::{Durability, GroupDurability};
+use crate::config::Durability;
 use crate::engine::Engine;
 use crate::env::{Shared, Tx};
 use crate::error::{Error, Result};
-use crate::replica::HeldLocks;
+use crate::replica::{HeldLocks, Replicator};
 use crate::wal::reader::TxnOp;
 use crate::wal::{Op, Ops, OpsBuilder, Record};
 use std::cell::RefCell;
@@ -136,30 +136,11 @@ fn with_single_op<R>(db: u32, key: &[u8], value: Option<&[u8]>, f: impl FnOnce(O
 }
 
 impl Shared {
-    /// Commits transaction `txn`: its databases created or removed (`ddl`, in order), then
-    /// its writes `ops`, which touch the databases `dbs`, with durability `d` (or `group` in
-    /// a replication group, when the transaction set one). Returns the commit's LSN; in a
-    /// replication group, the replicator's commit token. In a group the transaction's locks
-    /// go with the commit: `locks` gives them up, and the replicator releases them once the
-    /// commit is applied.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn commit_txn(
-        &self,
-        txn: u64,
-        ddl: &[Ddl],
-        ops: Ops,
-        dbs: &[u32],
-        d: Durability,
-        group: Option<GroupDurability>,
-        locks: impl FnOnce() -> HeldLocks,
-    ) -> Result<u64> {
-        match self.replicator() {
-            Some(r) => self.commit_replicated(r.as_ref(), ddl, ops, d, group, locks()),
-            None => self.commit_local(txn, ddl, ops, dbs, d),
-        }
-    }
-
-    /// Logs and applies a commit here (see [`Shared::commit_txn`]); returns its LSN.
+    /// Logs and applies transaction `txn`'s commit here: its databases created or removed
+    /// (`ddl`, in order), then its writes `ops`, which touch the databases `dbs`, with
+    /// durability `d`; returns its LSN. (In a replication group a commit goes to the
+    /// replicator instead, `Shared::commit_replicated`, and comes back here through
+    /// `Env::apply_replicated`.)
     pub(crate) fn commit_local(
         &self,
         txn: u64,
@@ -316,7 +297,8 @@ impl Shared {
             self.check_sizes(key, v)?;
         }
         let id = tx.txns.new_id();
-        let local = self.replicator().is_none();
+        let replicator = self.replicator();
+        let local = replicator.is_none();
         if local {
             if let Some(existed) = self.autocommit_local(tx, id, db, key, value, no_overwrite)? {
                 return Ok(existed);
@@ -326,13 +308,13 @@ impl Shared {
         // key lock until it is applied): take the lock, waiting for it.
         let sk = scoped_key(db, key);
         tx.txns.locks.lock(id, &sk, tx.lock_timeout, true)?;
-        let result = if local {
+        let result = match replicator {
             // Holding the key, no other transaction does (nor its database: escalation
             // waits for this lock), so the check in `autocommit_local` passes.
-            self.autocommit_local(tx, id, db, key, value, no_overwrite)
-                .and_then(|r| r.ok_or(Error::Conflict))
-        } else {
-            self.autocommit_replicated(tx, id, db, key, value, no_overwrite)
+            None => self
+                .autocommit_local(tx, id, db, key, value, no_overwrite)
+                .and_then(|r| r.ok_or(Error::Conflict)),
+            Some(r) => self.autocommit_replicated(r.as_ref(), tx, id, db, key, value, no_overwrite),
         };
         tx.txns.locks.release(id, &[sk]);
         result
@@ -376,8 +358,10 @@ impl Shared {
 
     /// An auto-commit in a replication group, holding the key's lock, which goes with the
     /// commit and is released once it is applied.
+    #[allow(clippy::too_many_arguments)]
     fn autocommit_replicated(
         self: &Arc<Self>,
+        r: &dyn Replicator,
         tx: &Tx,
         id: u64,
         db: u32,
@@ -394,9 +378,8 @@ impl Shared {
             return Ok(false);
         }
         with_single_op(db, key, value, |ops| {
-            self.commit_txn(id, &[], ops, &[db], tx.durability, None, || {
-                HeldLocks::new(self.clone(), id, vec![scoped_key(db, key)], Vec::new())
-            })
+            let locks = HeldLocks::new(self.clone(), id, vec![scoped_key(db, key)], Vec::new());
+            self.commit_replicated(r, &[], ops, tx.durability, None, locks)
         })?;
         tx.txns.stats.commits.fetch_add(1, Relaxed);
         Ok(existed)

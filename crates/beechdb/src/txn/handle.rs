@@ -740,30 +740,32 @@ impl Txn {
                 tx.txns.unregister(s);
             }
             let (shared, id) = (&self.inner.shared, self.inner.id);
-            let replicator = shared.replicator();
-            let in_parts = replicator
-                .as_ref()
-                .filter(|r| st.writes.spilled() || st.writes.commit_bytes() > r.part_bytes());
-            if let Some(r) = in_parts {
-                let keys = st.locked.drain().collect();
-                let dbs = std::mem::take(&mut st.escalated);
-                let locks = HeldLocks::new(shared.clone(), id, keys, dbs);
-                shared.commit_in_parts(r.as_ref(), id, &mut st, d, locks)
-            } else if replicator.is_none()
-                && (st.writes.spilled()
-                    || shared.commits_in_batches(st.writes.mem_writes(), &st.ddl))
-            {
-                shared.commit_in_batches(id, &mut st, d)
-            } else {
-                let ops = st.commit_ops();
-                let dbs: Vec<u32> = st.dbs.iter().copied().filter(|&d| !st.removed(d)).collect();
-                let st: &mut State = &mut st;
-                let (locked, escalated) = (&mut st.locked, &mut st.escalated);
-                let locks = || {
-                    let keys = locked.drain().collect();
-                    HeldLocks::new(shared.clone(), id, keys, std::mem::take(escalated))
-                };
-                shared.commit_txn(id, &st.ddl, ops.ops(), &dbs, d, st.group, locks)
+            match shared.replicator() {
+                // The transaction's locks go with its commit; the replicator releases them
+                // once the commit is applied.
+                Some(r) => {
+                    let keys = st.locked.drain().collect();
+                    let dbs = std::mem::take(&mut st.escalated);
+                    let locks = HeldLocks::new(shared.clone(), id, keys, dbs);
+                    if st.writes.spilled() || st.writes.commit_bytes() > r.part_bytes() {
+                        shared.commit_in_parts(r.as_ref(), id, &mut st, d, locks)
+                    } else {
+                        let ops = st.commit_ops();
+                        let (ddl, group) = (&st.ddl, st.group);
+                        shared.commit_replicated(r.as_ref(), ddl, ops.ops(), d, group, locks)
+                    }
+                }
+                None if st.writes.spilled()
+                    || shared.commits_in_batches(st.writes.mem_writes(), &st.ddl) =>
+                {
+                    shared.commit_in_batches(id, &mut st, d)
+                }
+                None => {
+                    let ops = st.commit_ops();
+                    let dbs: Vec<u32> =
+                        st.dbs.iter().copied().filter(|&d| !st.removed(d)).collect();
+                    shared.commit_local(id, &st.ddl, ops.ops(), &dbs, d)
+                }
             }
         };
         self.inner.finish(&mut st, result.is_ok());
