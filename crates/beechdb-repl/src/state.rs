@@ -67,6 +67,21 @@ fn heavy(entries: &[Entry]) -> bool {
     })
 }
 
+fn encode_marker(marker: &Marker) -> Vec<u8> {
+    bincode::serialize(marker).expect("the marker always serializes")
+}
+
+/// Writes to the marker database as the engine takes them: `own`, then the marker's bytes.
+fn own_writes<'a>(
+    own: &'a [(Vec<u8>, Option<Vec<u8>>)],
+    marker: &'a [u8],
+) -> Vec<(&'a [u8], Option<&'a [u8]>)> {
+    own.iter()
+        .map(|(k, v)| (&k[..], v.as_deref()))
+        .chain([(APPLIED, Some(marker))])
+        .collect()
+}
+
 fn last_index(marker: &Marker) -> u64 {
     marker.last.map_or(0, |l| l.index)
 }
@@ -352,13 +367,8 @@ impl StateMachine {
             return Ok(());
         }
         self.drop_stale_parts(db, marker, &mut batch.own)?;
-        let bytes = bincode::serialize(marker).expect("the marker always serializes");
-        let mut own: Vec<(&[u8], Option<&[u8]>)> = batch
-            .own
-            .iter()
-            .map(|(k, v)| (&k[..], v.as_deref()))
-            .collect();
-        own.push((APPLIED, Some(&bytes)));
+        let bytes = encode_marker(marker);
+        let own = own_writes(&batch.own, &bytes);
         let slices: Vec<&[u8]> = batch.commits.iter().map(Vec::as_slice).collect();
         let (lsn, outcome) = env.apply_replicated(&slices, Some((db, &own)), Durability::NoSync)?;
         responses.extend(batch.of_entry.drain(..).map(|c| Response {
@@ -367,9 +377,7 @@ impl StateMachine {
         }));
         batch.commits.clear();
         batch.own.clear();
-        if let Some(last) = marker.last {
-            self.pending.applied(last.index);
-        }
+        self.pending.applied(last_index(marker));
         Ok(())
     }
 
@@ -391,10 +399,8 @@ impl StateMachine {
             .map(|seq| (staged_key(epoch, id, seq), None))
             .collect();
         self.drop_stale_parts(db, marker, &mut own)?;
-        let bytes = bincode::serialize(marker).expect("the marker always serializes");
-        let mut writes: Vec<(&[u8], Option<&[u8]>)> =
-            own.iter().map(|(k, v)| (&k[..], v.as_deref())).collect();
-        writes.push((APPLIED, Some(&bytes)));
+        let bytes = encode_marker(marker);
+        let writes = own_writes(&own, &bytes);
         let mut lost = epoch != term;
         let applied = match lost {
             true => Err(Error::Replication("parts lost".into())),
@@ -413,20 +419,24 @@ impl StateMachine {
                 env.apply_staged(&mut next, (db, &writes), Durability::NoSync)
             }
         };
-        let refused = match applied {
-            Ok(lsn) => {
-                self.pending.applied(last_index(marker));
-                return Ok(Response { lsn, refused: None });
+        let response = match applied {
+            Ok(lsn) => Response { lsn, refused: None },
+            // Refused: only the parts go, and the marker moves on.
+            Err(e) => {
+                let refusal = match lost {
+                    true => Refusal::PartsLost,
+                    false => Refusal::of(&e).ok_or(e)?,
+                };
+                let (lsn, _) =
+                    env.apply_replicated(&[], Some((db, &writes)), Durability::NoSync)?;
+                Response {
+                    lsn,
+                    refused: Some(refusal),
+                }
             }
-            Err(_) if lost => Refusal::PartsLost,
-            Err(e) => Refusal::of(&e).ok_or(e)?,
         };
-        let (lsn, _) = env.apply_replicated(&[], Some((db, &writes)), Durability::NoSync)?;
         self.pending.applied(last_index(marker));
-        Ok(Response {
-            lsn,
-            refused: Some(refused),
-        })
+        Ok(response)
     }
 
     /// Adds to `own` the deletion of every stored part of an earlier term than entry
@@ -614,5 +624,191 @@ impl RaftStateMachine<TypeConfig> for Arc<StateMachine> {
             .map_err(std::io::Error::other)?
             .map_err(io_err)?;
         Ok(Some(made))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Request;
+    use beechdb::{AckPolicy, GroupDurability, HeldLocks, Staged};
+    use openraft::EntryPayload;
+
+    /// Takes an environment's commits as the engine hands them over, in parts of 256
+    /// bytes, keeping the parts and the last piece.
+    #[derive(Default)]
+    struct Capture {
+        parts: Mutex<Vec<Vec<u8>>>,
+        last: Mutex<Vec<u8>>,
+    }
+
+    impl Replicator for Capture {
+        fn replicate(
+            &self,
+            commit: &[u8],
+            _: Option<Staged>,
+            _: Durability,
+            _: Option<GroupDurability>,
+            _: HeldLocks,
+        ) -> Result<u64> {
+            *self.last.lock() = commit.to_vec();
+            Ok(1)
+        }
+        fn part_bytes(&self) -> usize {
+            256
+        }
+        fn stage(&self, part: &[u8], staged: &mut Option<Staged>) -> Result<()> {
+            let s = staged.get_or_insert(Staged {
+                epoch: 0,
+                id: 0,
+                parts: 0,
+            });
+            s.parts += 1;
+            self.parts.lock().push(part.to_vec());
+            Ok(())
+        }
+        fn abandon(&self, _: Staged) {}
+        fn catch_up(&self) -> Result<()> {
+            Ok(())
+        }
+        fn check_begin(&self, _: Option<AckPolicy>) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    /// The parts and last piece of a transaction writing `n` keys of database `t` (made
+    /// second, after the marker database, as on a member), as a master's engine sends them.
+    fn pieces(n: u32) -> (Vec<Vec<u8>>, Vec<u8>) {
+        let dir = tempfile::tempdir().unwrap();
+        let env = Env::open(dir.path(), Config::default().transactional(true)).unwrap();
+        env.create_db(MARKER_DB).unwrap();
+        let t = env.create_db("t").unwrap();
+        let capture = Arc::new(Capture::default());
+        env.set_replicator(Some(capture.clone())).unwrap();
+        let txn = env.begin_txn().unwrap();
+        for k in 0..n {
+            txn.put(&t, &k.to_be_bytes(), &[7u8; 40]).unwrap();
+        }
+        txn.commit().unwrap();
+        let parts = std::mem::take(&mut *capture.parts.lock());
+        let last = std::mem::take(&mut *capture.last.lock());
+        (parts, last)
+    }
+
+    fn entry(term: u64, index: u64, commit: Vec<u8>, staged: Option<Stage>) -> Entry {
+        Entry {
+            log_id: LogId::new(crate::Term::new(term), index),
+            payload: EntryPayload::Normal(Request {
+                commit,
+                master_sync: false,
+                replica_sync: false,
+                notify: 0,
+                proposer: 1,
+                staged,
+            }),
+        }
+    }
+
+    fn blank(term: u64, index: u64) -> Entry {
+        Entry {
+            log_id: LogId::new(crate::Term::new(term), index),
+            payload: EntryPayload::Blank,
+        }
+    }
+
+    /// The entries sending `parts` as commit `id` of term `epoch`, from log index `first`,
+    /// in entries of term `term`.
+    fn sent(parts: &[Vec<u8>], (epoch, id): (u64, u64), term: u64, first: u64) -> Vec<Entry> {
+        let part = |seq: usize| {
+            Some(Stage::Part {
+                epoch,
+                id,
+                seq: seq as u32,
+            })
+        };
+        let at = |seq: usize| first + seq as u64;
+        parts
+            .iter()
+            .enumerate()
+            .map(|(seq, p)| entry(term, at(seq), p.clone(), part(seq)))
+            .collect()
+    }
+
+    fn staged(sm: &StateMachine) -> usize {
+        let (_, db) = sm.handles().unwrap();
+        db.range(STAGED.to_vec()..staged_key(u64::MAX, 0, 0))
+            .count()
+    }
+
+    /// The rules of parts at apply, entry by entry: a commit applies its parts whole and
+    /// drops them; a later term's entry drops an earlier term's parts, and their commit is
+    /// then refused with nothing applied; a part of an earlier term than its entry's is not
+    /// kept; a `Drop` entry drops its commit's parts.
+    #[test]
+    fn parts_apply_with_their_commit_or_are_dropped_alike() {
+        let dir = tempfile::tempdir().unwrap();
+        let pending = Arc::new(Pending::default());
+        let sm = StateMachine::open(dir.path(), Config::default(), pending, None).unwrap();
+        let t = sm.env().create_db("t").unwrap();
+        let (parts, last) = pieces(40);
+        assert!(parts.len() >= 4, "{} parts", parts.len());
+        let n = parts.len() as u32;
+        let commit = |term, index, id| {
+            let stage = Stage::Commit {
+                epoch: 1,
+                id,
+                parts: n,
+            };
+            entry(term, index, last.clone(), Some(stage))
+        };
+
+        // Term 1: the parts, then their commit.
+        let mut entries = sent(&parts, (1, 1), 1, 1);
+        let at = entries.len() as u64 + 1;
+        entries.push(commit(1, at, 1));
+        let responses = sm.apply_all(entries).unwrap();
+        assert!(responses.iter().all(|r| r.refused.is_none()));
+        assert_eq!(t.len().unwrap(), 40);
+        assert_eq!(staged(&sm), 0, "applied parts are dropped");
+
+        // Parts of term 1 whose commit comes in term 2: dropped at term 2's first entry,
+        // and the commit refused.
+        let mut index = at + 1;
+        let entries = sent(&parts, (1, 2), 1, index);
+        index += entries.len() as u64;
+        sm.apply_all(entries).unwrap();
+        assert_eq!(staged(&sm), parts.len());
+        sm.apply_all(vec![blank(2, index)]).unwrap();
+        assert_eq!(staged(&sm), 0, "an earlier term's parts are dropped");
+        let refused = sm.apply_all(vec![commit(2, index + 1, 2)]).unwrap();
+        assert!(
+            matches!(refused[0].refused, Some(Refusal::PartsLost)),
+            "{:?}",
+            refused[0]
+        );
+        assert_eq!(t.len().unwrap(), 40);
+        index += 2;
+
+        // A part of term 1 in an entry of term 2 is not kept; a Drop entry drops parts.
+        sm.apply_all(sent(&parts[..1], (1, 3), 2, index)).unwrap();
+        assert_eq!(staged(&sm), 0, "a part of an earlier term than its entry's");
+        index += 1;
+        let entries = sent(&parts, (2, 4), 2, index);
+        index += entries.len() as u64;
+        sm.apply_all(entries).unwrap();
+        assert_eq!(staged(&sm), parts.len());
+        let drop = entry(2, index, Vec::new(), Some(Stage::Drop { epoch: 2, id: 4 }));
+        sm.apply_all(vec![drop]).unwrap();
+        assert_eq!(staged(&sm), 0, "a Drop entry drops its commit's parts");
+        assert_eq!(t.len().unwrap(), 40);
+        assert_eq!(
+            read_marker(&sm.handles().unwrap().1)
+                .unwrap()
+                .last
+                .unwrap()
+                .index,
+            index
+        );
+        sm.close().unwrap();
     }
 }
