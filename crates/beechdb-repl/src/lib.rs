@@ -92,8 +92,9 @@ pub type NodeId = u64;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Request {
     /// The encoded write set (see `beechdb::Replicator`), serialized as one run of bytes
-    /// rather than byte by byte: the same encoding, 2-3x faster to write and read in a
-    /// release build (12 MB: 17 ms instead of 42), about 10x in the tests' build.
+    /// rather than byte by byte: the same encoding (a unit test checks it), and about a
+    /// third of the time on the runtime's thread (docs/benchmarks.md, "Transactions larger
+    /// than an entry").
     #[serde(with = "serde_bytes")]
     pub commit: Vec<u8>,
     /// Whether the master's log, and each replica's, must reach disk (fsync) before that
@@ -311,7 +312,7 @@ pub struct MemberConfig {
     /// A transaction whose writes take more bytes than this, or that spilled to its log,
     /// is replicated in parts of about this size, each an entry of the log, which every
     /// member stores until the commit naming them is applied; smaller ones are one entry
-    /// each, which is faster (a 22 MB transaction in parts took about 1.6x as long to
+    /// each, which is faster (a 22 MB transaction in parts took about 1.4x as long to
     /// apply everywhere as in one entry). 4 MiB by default, from 1 byte to half the
     /// largest entry (16 MiB): a member's runtime thread encodes, checks and writes each
     /// entry whole, so larger entries hold it for longer stretches (docs/benchmarks.md).

@@ -285,17 +285,30 @@ fn a_member_added_after_the_log_was_removed_is_rebuilt_from_a_copy() {
 }
 
 #[test]
-fn a_member_without_runtime_threads_is_refused() {
+fn a_member_without_runtime_threads_or_with_parts_out_of_range_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let net = Network::new();
-    let config = MemberConfig {
-        runtime_threads: 0,
-        ..config(dir.path(), 1)
+    let refused = |c: MemberConfig, what: &str| match Member::start(c, Transport::Local(&net)) {
+        Err(Error::InvalidArgument(msg)) => assert!(msg.contains(what), "{msg}"),
+        Err(e) => panic!("gave {e}, not one about {what:?}"),
+        Ok(_) => panic!("was accepted, with {what:?} out of range"),
     };
-    match Member::start(config, Transport::Local(&net)) {
-        Err(Error::InvalidArgument(msg)) => assert!(msg.contains("at least 1 thread"), "{msg}"),
-        Err(e) => panic!("runtime_threads 0 gave {e}"),
-        Ok(_) => panic!("runtime_threads 0 was accepted"),
+    let base = || config(dir.path(), 1);
+    refused(
+        MemberConfig {
+            runtime_threads: 0,
+            ..base()
+        },
+        "at least 1 thread",
+    );
+    for part_bytes in [0, (16 << 20) + 1] {
+        refused(
+            MemberConfig {
+                part_bytes,
+                ..base()
+            },
+            "part_bytes",
+        );
     }
 }
 
