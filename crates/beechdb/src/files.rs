@@ -13,6 +13,9 @@ use std::path::Path;
 
 pub(crate) const DB_FILE: &str = "beech.db";
 pub(crate) const DB_FILE_TMP: &str = "beech.db.tmp";
+/// The names of scratch files (`storage::scratch`): where transactions spill with the log
+/// in memory.
+pub(crate) const SCRATCH_PREFIX: &str = "spill.";
 
 /// What a directory holds.
 #[derive(Debug, Default)]
@@ -59,6 +62,7 @@ impl Listing {
             } else if let Some(n) = segment_number(&name) {
                 l.segments.insert(n);
             } else if name == crate::wal::SPARE_SEGMENT
+                || name.starts_with(SCRATCH_PREFIX)
                 || (name.ends_with(".tmp")
                     && (name.starts_with("log.")
                         || name.starts_with("undo.")

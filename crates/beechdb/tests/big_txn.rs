@@ -465,8 +465,95 @@ fn an_aborted_spill_leaves_nothing() {
     assert_eq!(contents(&env.open_db("d").unwrap()), expected_before(100));
 }
 
+/// Names of the scratch files in `storage`.
+fn scratch_files(storage: &MemStorage) -> Vec<String> {
+    let names = beechdb::storage::Storage::list(storage).unwrap();
+    names
+        .into_iter()
+        .filter(|n| n.starts_with("spill."))
+        .collect()
+}
+
+/// With the log in memory, a transaction past its budget spills to scratch files: it
+/// commits whole (readers see it all or nothing), an abort leaves nothing, the files go as
+/// soon as no transaction holds them and at close, and a reopen removes any left behind.
+#[test]
+fn with_the_log_in_memory_writes_spill_to_scratch_files() {
+    let storage = MemStorage::new();
+    let cfg = config().in_memory_log(true);
+    let env = Env::open_with_storage(Arc::new(storage.clone()), cfg.clone()).unwrap();
+    let db = load(&env, 100);
+    assert!(
+        scratch_files(&storage).is_empty(),
+        "made at the first spill"
+    );
+    let t = big_rewrite(&env, &db, 20_000);
+    let stat = env.stat().unwrap().txn.unwrap();
+    assert!(stat.txns.spills > 10, "{:?}", stat.txns);
+    assert!(!scratch_files(&storage).is_empty());
+    assert_eq!(
+        contents(&db),
+        expected_before(100),
+        "nothing seen before the commit"
+    );
+    let reader = {
+        let (db, first, last) = (db.clone(), key(0), key(20_000 - 1));
+        std::thread::spawn(move || {
+            for _ in 0..2_000 {
+                let l = db.get(&last).unwrap();
+                let f = db.get(&first).unwrap().unwrap();
+                assert!(l.is_none() || f == b"new", "read a half-applied commit");
+            }
+        })
+    };
+    t.commit().unwrap();
+    reader.join().unwrap();
+    assert_eq!(contents(&db), expected_after(20_000));
+    let stat = env.stat().unwrap().txn.unwrap();
+    assert_eq!(stat.txns.spilled_commits, 1);
+    // The runs' segments went with the commit: one (the one being appended to) is left.
+    assert!(
+        scratch_files(&storage).len() <= 1,
+        "{:?}",
+        scratch_files(&storage)
+    );
+
+    let t = big_rewrite(&env, &db, 30_000);
+    assert!(
+        scratch_files(&storage).len() > 1,
+        "a spill past one scratch segment"
+    );
+    t.abort();
+    assert_eq!(contents(&db), expected_after(20_000));
+    assert!(scratch_files(&storage).len() <= 1);
+    env.close().unwrap();
+    assert!(scratch_files(&storage).is_empty(), "removed at close");
+
+    // A process killed while a transaction spills: its files are removed at the next open,
+    // and the environment holds its last checkpoint.
+    let env = Env::open_with_storage(Arc::new(storage.clone()), cfg.clone()).unwrap();
+    let db = env.open_db("d").unwrap();
+    let t = big_rewrite(&env, &db, 5_000);
+    assert!(!scratch_files(&storage).is_empty());
+    drop(t);
+    let storage = common::kill(&storage, env);
+    assert!(!scratch_files(&storage).is_empty());
+    let env = Env::open_with_storage(Arc::new(storage.clone()), cfg).unwrap();
+    assert!(scratch_files(&storage).is_empty(), "removed at open");
+    assert_eq!(contents(&env.open_db("d").unwrap()), expected_after(20_000));
+    assert!(env.verify().unwrap().is_clean());
+}
+
 const ROWS: &str = "BEECH_BIG_ROWS";
 const DIR: &str = "BEECH_BIG_DIR";
+/// Set: the load's environment keeps its log in memory.
+const IN_MEMORY_LOG: &str = "BEECH_BIG_IN_MEMORY_LOG";
+
+fn big_config(in_memory_log: bool) -> Config {
+    Config::new()
+        .transactional(true)
+        .in_memory_log(in_memory_log)
+}
 
 /// The child of the tests below: loads `BEECH_BIG_ROWS` rows in one transaction into the
 /// environment in `BEECH_BIG_DIR` (8 MiB of transaction memory, 8 MiB of cache), reporting
@@ -477,8 +564,7 @@ fn child_big_load() {
     let Some(mut acks) = Acks::open() else { return };
     let rows = count_from_env(ROWS, 0) as u32;
     let dir = std::env::var(DIR).unwrap();
-    let cfg = Config::new()
-        .transactional(true)
+    let cfg = big_config(std::env::var(IN_MEMORY_LOG).is_ok())
         .cache_size(8 << 20)
         .txn_memory(count_from_env("BEECH_BIG_TXN_MEMORY", 8 << 20) as usize);
     let env = Env::open(&dir, cfg).unwrap();
@@ -503,9 +589,65 @@ fn child_big_load() {
     env.close().unwrap();
 }
 
-/// Counts the rows of the environment in `dir` and checks each one.
-fn check_rows(dir: &std::path::Path, rows: u32) -> u64 {
-    let env = Env::open(dir, Config::new().transactional(true)).unwrap();
+/// The child of the test below: in the environment in `BEECH_BIG_DIR` (8 MiB of cache and
+/// of transaction memory), stores 2,000 values of 100 KiB, then deletes them all in one
+/// transaction, reporting `deleted` and then its peak resident memory in kB.
+#[test]
+#[ignore = "run by the test below as a child process"]
+fn child_long_values() {
+    let Some(mut acks) = Acks::open() else { return };
+    let dir = std::env::var(DIR).unwrap();
+    let cfg = big_config(false).cache_size(8 << 20).txn_memory(8 << 20);
+    let env = Env::open(&dir, cfg).unwrap();
+    let db = env.open_or_create_db("long").unwrap();
+    let value = vec![0x5a; 100 << 10];
+    for chunk in 0..20u32 {
+        let t = env.begin_txn().unwrap();
+        for i in chunk * 100..(chunk + 1) * 100 {
+            t.put(&db, &i.to_be_bytes(), &value).unwrap();
+        }
+        t.commit().unwrap();
+    }
+    let t = env.begin_txn().unwrap();
+    for i in 0..2000u32 {
+        t.delete(&db, &i.to_be_bytes()).unwrap();
+    }
+    t.commit().unwrap();
+    acks.report("deleted");
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let peak = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .unwrap();
+    acks.report(&format!("peak {}", peak.trim().trim_end_matches(" kB")));
+    env.close().unwrap();
+}
+
+/// A commit that deletes 200 MB of long values keeps the values before (what readers see
+/// until it is done) in memory only up to its budget: past it they go to a file, each hold
+/// of the exclusive lock ending once it has a batch of them to write.
+#[test]
+fn deleting_long_values_in_one_commit_keeps_their_values_before_on_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let acks = dir.path().join("acks");
+    let envdir = dir.path().join("env");
+    let vars = [(DIR, envdir.display().to_string())];
+    let mut child = common::spawn_self("child_long_values", &acks, &vars);
+    assert!(child.wait().unwrap().success());
+    let lines = Acks::read(&acks);
+    assert_eq!(lines[0], "deleted");
+    let peak_kb: u64 = lines[1].strip_prefix("peak ").unwrap().parse().unwrap();
+    eprintln!("2,000 values of 100 KiB deleted in one commit: peak resident memory {peak_kb} kB");
+    assert!(peak_kb < 64_000, "peak resident memory {peak_kb} kB");
+    let env = Env::open(&envdir, big_config(false)).unwrap();
+    assert_eq!(env.open_db("long").unwrap().len().unwrap(), 0);
+    assert!(env.verify().unwrap().is_clean());
+}
+
+/// Counts the rows of the environment in `dir` (its log in memory with `in_memory_log`)
+/// and checks each one.
+fn check_rows(dir: &std::path::Path, rows: u32, in_memory_log: bool) -> u64 {
+    let env = Env::open(dir, big_config(in_memory_log)).unwrap();
     let Ok(db) = env.open_db("rows") else {
         return 0;
     };
@@ -526,27 +668,40 @@ fn check_rows(dir: &std::path::Path, rows: u32) -> u64 {
 
 #[test]
 fn ten_million_rows_in_one_transaction_in_bounded_memory() {
-    let rows = count_from_env(ROWS, 10_000_000) as u32;
+    big_load_in_bounded_memory(count_from_env(ROWS, 10_000_000) as u32, false);
+}
+
+/// With the log in memory the writes spill to scratch files (fewer rows: the same path).
+#[test]
+fn a_big_load_with_the_log_in_memory_runs_in_bounded_memory() {
+    big_load_in_bounded_memory(
+        count_from_env("BEECH_BIG_IN_MEMORY_ROWS", 3_000_000) as u32,
+        true,
+    );
+}
+
+fn big_load_in_bounded_memory(rows: u32, in_memory_log: bool) {
     let dir = tempfile::tempdir().unwrap();
     let acks = dir.path().join("acks");
     let envdir = dir.path().join("env");
-    let mut child = common::spawn_self(
-        "child_big_load",
-        &acks,
-        &[
-            (ROWS, rows.to_string()),
-            (DIR, envdir.display().to_string()),
-        ],
-    );
+    let mut vars = vec![
+        (ROWS, rows.to_string()),
+        (DIR, envdir.display().to_string()),
+    ];
+    if in_memory_log {
+        vars.push((IN_MEMORY_LOG, "1".to_string()));
+    }
+    let mut child = common::spawn_self("child_big_load", &acks, &vars);
     assert!(child.wait().unwrap().success());
     let lines = Acks::read(&acks);
     assert_eq!(lines[..2], ["writes done", "committed"]);
     let peak_kb: u64 = lines[2].strip_prefix("peak ").unwrap().parse().unwrap();
-    // The rows take 80 MB as keys and values alone, and their write set in memory about
-    // 800 MB; the process stays within its budgets (8 MiB each) plus a fixed allowance.
-    eprintln!("{rows} rows in one transaction: peak resident memory {peak_kb} kB");
+    // Ten million rows take 80 MB as keys and values alone, and their write set in memory
+    // about 800 MB; the process stays within its budgets (8 MiB each) plus a fixed
+    // allowance.
+    eprintln!("{rows} rows in one transaction (log in memory: {in_memory_log}): peak resident memory {peak_kb} kB");
     assert!(peak_kb < 48_000, "peak resident memory {peak_kb} kB");
-    assert_eq!(check_rows(&envdir, rows), rows as u64);
+    assert_eq!(check_rows(&envdir, rows, in_memory_log), rows as u64);
 }
 
 #[test]
@@ -580,7 +735,7 @@ fn a_big_load_killed_at_random_moments_is_all_or_nothing() {
         let _ = child.kill();
         child.wait().unwrap();
         let committed = Acks::read(&acks).iter().any(|l| l == "committed");
-        let count = check_rows(&envdir, rows);
+        let count = check_rows(&envdir, rows, false);
         assert!(
             count == rows as u64 || !committed,
             "kill {k}: committed load lost"

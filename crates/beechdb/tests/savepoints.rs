@@ -83,6 +83,15 @@ fn savepoints_match_a_model_when_writes_spill() {
     assert!(merges > 10, "runs merged {merges} times");
 }
 
+/// The same with the log in memory: writes spill to scratch files instead.
+#[test]
+fn savepoints_match_a_model_when_writes_spill_with_the_log_in_memory() {
+    let config = config().in_memory_log(true).txn_memory(16 << 10);
+    let (spills, merges, _) = model_run(config, 4000, 800, 40);
+    assert!(spills > 100, "writes spilled {spills} times");
+    assert!(merges > 3, "runs merged {merges} times");
+}
+
 /// Runs `seeds` random transactions of up to `steps` steps, with values up to `max_value`
 /// bytes; returns how many times writes spilled to the log, runs were merged, and
 /// transactions that did not spill committed in batches.
@@ -178,7 +187,10 @@ fn model_run(config: Config, max_value: usize, steps: usize, seeds: u64) -> (u64
         let counts = env.stat().unwrap().txn.unwrap().txns;
         (spills, merges) = (spills + counts.spills, merges + counts.run_merges);
         large += counts.large_commits;
-        // And the log says the same.
+        // And the log says the same (a log in memory: the checkpoint).
+        if config().mode() == beechdb::Mode::TransactionalInMemoryLog {
+            env.sync().unwrap();
+        }
         drop(main);
         let storage = beechdb::storage::MemStorage::restart_process(&storage);
         drop(env);

@@ -17,7 +17,7 @@ use crate::wal::{self, segment_name, Wal};
 use parking_lot::Mutex;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 impl Env {
     pub(super) fn open_inner(storage: Arc<dyn Storage>, config: Config) -> Result<Env> {
@@ -162,6 +162,9 @@ impl Env {
         let start_lsn = engine.commit_lsn;
         let tx = (engine.mode != Mode::DataStore).then(|| Tx {
             wal,
+            scratch: OnceLock::new(),
+            scratch_making: Mutex::new(()),
+            log_segment_size: config.log_segment_size,
             txns: TxnManager::default(),
             durability: config.durability,
             isolation: config.isolation,

@@ -12,6 +12,8 @@ use super::checkpointer::CheckpointSignal;
 use crate::config::{Durability, Isolation};
 use crate::engine::{Engine, Need, NeedResult, WriteBack};
 use crate::error::{Error, Result};
+use crate::files::SCRATCH_PREFIX;
+use crate::storage::scratch::Scratch;
 use crate::storage::Storage;
 use crate::sync::{OwnLine, ReadMostlyLock, WriteGuard};
 use crate::txn::TxnManager;
@@ -19,7 +21,7 @@ use crate::wal::{Record, Wal};
 use parking_lot::Mutex;
 use std::any::Any;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// What every handle of one environment shares.
 ///
@@ -92,6 +94,12 @@ pub(super) const READ_ATTEMPTS: usize = 64;
 pub(crate) struct Tx {
     /// `None` with an in-memory log.
     pub wal: Option<Wal>,
+    /// With an in-memory log: the scratch log transactions spill to, made by the first
+    /// spill ([`Shared::spill_log`]), and held while it is made.
+    pub scratch: OnceLock<Wal>,
+    pub scratch_making: Mutex<()>,
+    /// The size of a log segment (of the scratch log too).
+    pub log_segment_size: u64,
     pub txns: TxnManager,
     pub durability: Durability,
     pub isolation: Isolation,
@@ -117,6 +125,30 @@ impl Shared {
                 "transactions need an environment opened with Config::transactional(true)".into(),
             )
         })
+    }
+
+    /// The log a transaction spills its writes to when they outgrow its memory: the
+    /// environment's, or, with the log in memory, a scratch log of files named
+    /// `spill.*` in the environment's storage (`Wal::scratch`), made at the first spill.
+    pub(crate) fn spill_log(&self) -> Result<&Wal> {
+        let tx = self.tx()?;
+        if let Some(w) = tx.wal.as_ref().or(tx.scratch.get()) {
+            return Ok(w);
+        }
+        let _making = tx.scratch_making.lock();
+        if tx.scratch.get().is_none() {
+            let files = Scratch::new(self.storage.clone(), SCRATCH_PREFIX);
+            let env_id = self.engine.read().env_id;
+            let wal = Wal::scratch(Arc::new(files), tx.log_segment_size, env_id)?;
+            let _ = tx.scratch.set(wal);
+        }
+        Ok(tx.scratch.get().expect("made above"))
+    }
+
+    /// The log transactions spill to, if one exists yet (see [`Shared::spill_log`]).
+    pub(crate) fn spill_log_made(&self) -> Option<&Wal> {
+        let tx = self.tx.as_ref()?;
+        tx.wal.as_ref().or(tx.scratch.get())
     }
 
     pub(crate) fn check_sizes(&self, key: &[u8], value: &[u8]) -> Result<()> {

@@ -1,9 +1,9 @@
 //! The storage seam: every byte BeechDB reads or writes goes through [`Storage`] and
 //! [`StorageFile`].
 //!
-//! Owns: the two traits, the real implementation ([`OsStorage`]) and the simulating one
+//! Owns: the two traits, the real implementation ([`OsStorage`]), the simulating one
 //! (`MemStorage`: power loss, fault injection, process restarts; behind the `mem-storage`
-//! feature). May call: the operating system, nothing
+//! feature) and a namespace of unsynced scratch files inside either (`scratch`). May call: the operating system, nothing
 //! else in the crate. Invariant: implementations keep the promises written on each method;
 //! the engine's crash safety rests on exactly those promises and no others (see
 //! `docs/architecture.md`, "What BeechDB assumes of storage").
@@ -15,6 +15,7 @@ mod mem;
 pub(crate) mod meta;
 mod os;
 pub(crate) mod page;
+pub(crate) mod scratch;
 
 #[cfg(any(test, feature = "mem-storage"))]
 pub use mem::{FaultKind, MemStorage};

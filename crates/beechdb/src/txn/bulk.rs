@@ -18,11 +18,12 @@
 //!    store is being applied: one would capture writes that no logged commit explains.
 //! 3. Batches of the writes are loaded with no lock held (no more writes than the pages
 //!    half the cache holds), then applied under it, each key's value before recorded
-//!    first; a hold that finds the next write's pages evicted meanwhile ends there. A
-//!    spilled commit's store writes its new entries to its file outside the lock; the
-//!    store of one from memory stays in memory (no larger than the write set was). Other
-//!    transactions cannot write these keys meanwhile: this one holds their locks (or their
-//!    databases' locks).
+//!    first; a hold that finds the next write's pages evicted meanwhile ends there, as
+//!    does one whose values before reach a batch's bytes in the store's file-bound entries.
+//!    The store writes its new entries to its file outside the lock: a spilled commit's
+//!    all of them, one from memory those past the transaction budget (its values before
+//!    stay in memory up to it). Other transactions cannot write these keys meanwhile: this
+//!    one holds their locks (or their databases' locks).
 //! 4. Under the exclusive lock: the databases it removes are removed, its records (the
 //!    databases created and removed, in order, then `commit-runs` naming the runs, or a
 //!    `commit` holding the writes) appended to the log (with the log in memory, given their
@@ -123,8 +124,7 @@ impl Shared {
         let wal = tx.wal.as_ref();
         let mut source = match st.writes.spilled() {
             true => {
-                let wal = wal.expect("only a logged transaction spills");
-                let (runs, reader) = st.writes.runs(wal, txn, &tx.txns.stats)?;
+                let (runs, reader) = st.writes.runs(self.spill_log()?, txn, &tx.txns.stats)?;
                 Source::Runs(RunMerge::new(reader, txn, runs.iter().copied()), runs)
             }
             false => Source::Memory(st.commit_ops()),
@@ -161,11 +161,18 @@ impl Shared {
         }
         let mut touched: Vec<u32> = st.dbs.clone();
         touched.extend(creates.iter().map(|(db, _, _)| *db));
-        let store = match &source {
-            Source::Runs(..) => UndoStore::create(self.storage.clone(), touched, removed.clone())?,
-            // Its values before are no larger than the write set it kept in memory.
-            Source::Memory(_) => UndoStore::in_memory(touched, removed.clone()),
+        // The values before of a commit from memory stay in memory as its writes did, up
+        // to the same budget (deletes and overwrites of long values can take far more).
+        let keep_in_memory = match &source {
+            Source::Runs(..) => 0,
+            Source::Memory(_) => tx.txn_memory,
         };
+        let store = UndoStore::new(
+            self.storage.clone(),
+            keep_in_memory,
+            touched,
+            removed.clone(),
+        );
 
         // Step 2.
         {
@@ -257,7 +264,7 @@ impl Shared {
         drop(e);
         drop(garbage);
         self.bulk_done.wake_all();
-        st.writes.end_hold(wal, Some(lsn));
+        st.writes.end_hold(self.spill_log_made(), Some(lsn));
         let counter = match source {
             Source::Runs(..) => &tx.txns.stats.spilled_commits,
             Source::Memory(_) => &tx.txns.stats.large_commits,
@@ -320,7 +327,7 @@ impl Shared {
                 self.live()?;
                 let mut e = self.exclusive();
                 e.check_writable()?;
-                let mut applied = 0;
+                let (mut applied, mut undo_full) = (0, false);
                 for (db, key, w) in batch.iter().take(window) {
                     let resident = |e: &Engine| match w {
                         Some(_) => e.locate(*db, key).is_ok(),
@@ -330,23 +337,30 @@ impl Shared {
                         break;
                     }
                     let before = e.read_tree_loading(*db, key)?;
-                    store.push(scoped_key(*db, key), before);
+                    let to_write = store.push(scoped_key(*db, key), before);
                     match w {
                         Some(v) => drop(e.put(*db, key, v, false)?),
                         None => drop(e.delete(*db, key)?),
                     }
                     applied += 1;
+                    // Long values before (deletes and overwrites of them): the hold ends,
+                    // so the store writes them with no lock held before it takes more.
+                    if to_write >= BATCH_BYTES {
+                        undo_full = true;
+                        break;
+                    }
                 }
                 self.data_version.fetch_add(1, Release);
                 e.shrink_cache();
-                applied
+                (applied, undo_full)
             };
+            let (applied, undo_full) = applied;
             // A window whose pages did not all stay (each write may need its leaf, a
             // sibling and branches) shrinks to what did; one that did grows back. A hold
             // that applied nothing loads its first write again, with no lock, up to
             // `RELOADS` times in a row before it loads under the lock.
             missed = if applied == 0 { missed + 1 } else { 0 };
-            window = match applied < window.min(batch.len()) {
+            window = match applied < window.min(batch.len()) && !undo_full {
                 true => applied.max(1),
                 false => (window * 2).min(ops),
             };

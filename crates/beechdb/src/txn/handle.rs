@@ -103,6 +103,18 @@ pub(super) struct State {
     finished: bool,
 }
 
+impl Shared {
+    /// Spills the write set of transaction `txn` (state `st`) when it outgrows the
+    /// transaction budget.
+    pub(super) fn spill_if_over(&self, txn: u64, st: &mut State) -> Result<()> {
+        let tx = self.tx()?;
+        if st.writes.mem_bytes() <= tx.txn_memory {
+            return Ok(());
+        }
+        st.writes.spill(self.spill_log()?, txn, &tx.txns.stats)
+    }
+}
+
 /// Where a savepoint was taken: the lengths of the DDL list and the written databases at
 /// that moment (its writes go to a write-set layer of their own).
 struct Mark {
@@ -200,7 +212,7 @@ impl TxnInner {
             tx.txns
                 .locks
                 .release_databases(self.id, &std::mem::take(&mut st.escalated));
-            st.writes.end_hold(tx.wal.as_ref(), None);
+            st.writes.end_hold(self.shared.spill_log_made(), None);
             if let Some(s) = st.registered.take() {
                 tx.txns.unregister(s);
             }
@@ -559,13 +571,7 @@ impl Txn {
 
     /// Spills the write set to the log when it outgrows the transaction's memory.
     fn spill_if_over(&self, st: &mut State) -> Result<()> {
-        let tx = self.inner.shared.tx()?;
-        match &tx.wal {
-            Some(w) if st.writes.mem_bytes() > tx.txn_memory => {
-                st.writes.spill(w, self.inner.id, &tx.txns.stats)
-            }
-            _ => Ok(()),
-        }
+        self.inner.shared.spill_if_over(self.inner.id, st)
     }
 
     /// Deletes `key` from `db` when the transaction commits (with duplicates: all its

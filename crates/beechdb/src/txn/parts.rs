@@ -73,8 +73,7 @@ impl Shared {
             Ok(())
         };
         if st.writes.spilled() {
-            let wal = tx.wal.as_ref().expect("only a logged transaction spills");
-            let (runs, reader) = st.writes.runs(wal, txn, &tx.txns.stats)?;
+            let (runs, reader) = st.writes.runs(self.spill_log()?, txn, &tx.txns.stats)?;
             let mut merge = RunMerge::new(reader, txn, runs.iter().copied());
             while let Some(op) = merge.next()? {
                 add(op, &mut part)?;
@@ -104,12 +103,7 @@ impl Shared {
         let result = (|| {
             let write = |st: &mut State, op: Op| -> Result<()> {
                 st.write(op.db(), op.key(), op.value().map(<[u8]>::to_vec));
-                match &tx.wal {
-                    Some(w) if st.writes.mem_bytes() > tx.txn_memory => {
-                        st.writes.spill(w, txn, &tx.txns.stats)
-                    }
-                    _ => Ok(()),
-                }
+                self.spill_if_over(txn, st)
             };
             while let Some(part) = parts()? {
                 let (ddl, ops) = decode_commit(&part)?;
@@ -135,7 +129,7 @@ impl Shared {
             }
         })();
         st.writes
-            .end_hold(tx.wal.as_ref(), result.as_ref().ok().copied());
+            .end_hold(self.spill_log_made(), result.as_ref().ok().copied());
         result
     }
 }

@@ -1,9 +1,10 @@
-//! The values a spilled transaction's commit replaced, kept on disk: what readers see of the
-//! keys it wrote while its commit is applied in batches, and what older snapshots see once
-//! it is done.
+//! The values a large transaction's commit replaced, kept in memory up to a budget and on
+//! disk past it: what readers see of the keys it wrote while its commit is applied in
+//! batches, and what older snapshots see once it is done.
 //!
-//! Owns: [`UndoStore`] and its temporary file (`undo.N.tmp`, removed when the store goes,
-//! and at open as a leftover). May call: `storage`. Invariants:
+//! Owns: [`UndoStore`] and its temporary file (`undo.N.tmp`, made when its entries outgrow
+//! the memory it may keep, removed when the store goes, and at open as a leftover). May
+//! call: `storage`. Invariants:
 //! - entries are appended in scoped-key order, one per key the commit wrote (the value the
 //!   key had before it, `None`: absent), and a key at or before the frontier that the
 //!   commit wrote has its entry here; so for a key at or before the frontier, "in the store"
@@ -21,7 +22,7 @@ use crate::storage::{Storage, StorageFile};
 use parking_lot::Mutex;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 pub(crate) struct UndoStore {
     /// The commit's LSN; 0 while it is being applied.
@@ -29,15 +30,14 @@ pub(crate) struct UndoStore {
     /// Databases the commit writes or creates, and those it removes.
     pub(crate) dbs: Vec<u32>,
     pub(crate) removes: Vec<u32>,
-    /// The file written blocks go to, and its storage and name; `None` for a store kept
-    /// in memory (the commit of a write set that was held in memory: its values before
-    /// take about as much).
-    file: Option<UndoFile>,
+    storage: Arc<dyn Storage>,
+    /// Bytes of entries kept in memory before they go to a file (0: every flush writes).
+    keep_in_memory: usize,
+    /// The file written blocks go to, made by the first flush that writes: its name, the
+    /// open file.
+    file: OnceLock<(String, Box<dyn StorageFile>)>,
     inner: Mutex<Inner>,
 }
-
-/// A store's temporary file: where it lives, its name, the open file.
-type UndoFile = (Arc<dyn Storage>, String, Box<dyn StorageFile>);
 
 /// A written block: its first and last keys, offset and length in the file.
 struct Block {
@@ -52,8 +52,9 @@ struct Inner {
     /// The last key the commit has applied: the store covers every key up to it.
     frontier: Option<Vec<u8>>,
     blocks: Vec<Block>,
-    /// Entries not yet written, after every block's.
+    /// Entries not yet written, after every block's, and the bytes they take encoded.
     tail: Entries,
+    tail_bytes: usize,
     file_len: u64,
     /// The block read last, decoded.
     cached: Option<(usize, Arc<Entries>)>,
@@ -70,6 +71,11 @@ fn encode(entries: &[(Vec<u8>, Write)]) -> Vec<u8> {
         out.extend_from_slice(v);
     }
     out
+}
+
+/// What an entry takes encoded.
+fn entry_bytes(key: &[u8], w: &Write) -> usize {
+    9 + key.len() + w.as_ref().map_or(0, Vec::len)
 }
 
 fn decode(mut buf: &[u8]) -> Option<Entries> {
@@ -95,36 +101,42 @@ const BLOCK_BYTES: usize = 64 << 10;
 
 impl UndoStore {
     /// A new, empty store for a commit that writes or creates databases `dbs` and removes
-    /// `removes`.
-    pub(crate) fn create(
+    /// `removes`, in `storage`: its entries are kept in memory up to `keep_in_memory` bytes
+    /// (0 for a spilled commit, whose values before are as unbounded as its writes; the
+    /// transaction budget for one whose writes stayed in memory), then written to a file
+    /// of their own (`undo.N.tmp`) at each flush.
+    pub(crate) fn new(
         storage: Arc<dyn Storage>,
+        keep_in_memory: usize,
         dbs: Vec<u32>,
         removes: Vec<u32>,
-    ) -> Result<Arc<UndoStore>> {
-        static NEXT: AtomicU64 = AtomicU64::new(1);
-        let name = format!("undo.{}.tmp", NEXT.fetch_add(1, Ordering::Relaxed));
-        let file = storage
-            .open(&name, true)
-            .and_then(|f| f.set_len(0).map(|()| f))
-            .map_err(|e| Error::io(format!("creating {name}"), e))?;
-        Ok(Arc::new(UndoStore {
-            lsn: AtomicU64::new(0),
-            dbs,
-            removes,
-            file: Some((storage, name, file)),
-            inner: Mutex::default(),
-        }))
-    }
-
-    /// A new, empty store kept in memory (see [`UndoStore::create`]).
-    pub(crate) fn in_memory(dbs: Vec<u32>, removes: Vec<u32>) -> Arc<UndoStore> {
+    ) -> Arc<UndoStore> {
         Arc::new(UndoStore {
             lsn: AtomicU64::new(0),
             dbs,
             removes,
-            file: None,
+            storage,
+            keep_in_memory,
+            file: OnceLock::new(),
             inner: Mutex::default(),
         })
+    }
+
+    /// The store's file, made the first time (only the committer writes, so only it
+    /// makes it).
+    fn file(&self) -> Result<&(String, Box<dyn StorageFile>)> {
+        if let Some(f) = self.file.get() {
+            return Ok(f);
+        }
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        let name = format!("undo.{}.tmp", NEXT.fetch_add(1, Ordering::Relaxed));
+        let file = self
+            .storage
+            .open(&name, true)
+            .and_then(|f| f.set_len(0).map(|()| f))
+            .map_err(|e| Error::io(format!("creating {name}"), e))?;
+        let _ = self.file.set((name, file));
+        Ok(self.file.get().expect("set above"))
     }
 
     /// The commit's LSN, once its record is logged.
@@ -149,29 +161,39 @@ impl UndoStore {
 
     /// Records the value scoped key `key` had before the commit wrote it; keys come in
     /// order. Call under the engine's exclusive lock, before the write is applied.
-    pub(crate) fn push(&self, key: Vec<u8>, before: Write) {
+    /// Returns the bytes the next [`UndoStore::flush`] will write.
+    pub(crate) fn push(&self, key: Vec<u8>, before: Write) -> usize {
         let mut g = self.inner.lock();
         g.frontier = Some(key.clone());
+        g.tail_bytes += entry_bytes(&key, &before);
         g.tail.push((key, before));
+        match self.keeps(&g) {
+            true => 0,
+            false => g.tail_bytes,
+        }
+    }
+
+    /// Whether the unwritten entries stay in memory at a flush.
+    fn keeps(&self, g: &Inner) -> bool {
+        self.file.get().is_none() && g.tail_bytes <= self.keep_in_memory
     }
 
     /// Writes the entries pushed so far to the file (no engine lock needed; only the
     /// committer writes).
     pub(crate) fn flush(&self) -> Result<()> {
-        let Some((_, name, file)) = &self.file else {
-            return Ok(());
-        };
         let (bytes, n, off) = {
             let g = self.inner.lock();
-            if g.tail.is_empty() {
+            if g.tail.is_empty() || self.keeps(&g) {
                 return Ok(());
             }
             (encode(&g.tail), g.tail.len(), g.file_len)
         };
+        let (name, file) = self.file()?;
         file.write_at(&bytes, off)
             .map_err(|e| Error::io(format!("writing {name}"), e))?;
         let mut g = self.inner.lock();
         let rest = g.tail.split_off(n);
+        g.tail_bytes = rest.iter().map(|(k, w)| entry_bytes(k, w)).sum();
         let written = std::mem::replace(&mut g.tail, rest);
         // Blocks of about BLOCK_BYTES each, so a lookup reads little.
         let mut at = off;
@@ -181,7 +203,7 @@ impl UndoStore {
             let mut len = 0;
             while i < written.len() && (len < BLOCK_BYTES || i == start) {
                 let (k, w) = &written[i];
-                len += 9 + k.len() + w.as_ref().map_or(0, Vec::len);
+                len += entry_bytes(k, w);
                 i += 1;
             }
             g.blocks.push(Block {
@@ -206,9 +228,9 @@ impl UndoStore {
             }
             (g.blocks[i].off, g.blocks[i].len)
         };
-        let (_, name, file) = self
+        let (name, file) = self
             .file
-            .as_ref()
+            .get()
             .expect("only a store with a file has blocks");
         let mut buf = vec![0u8; len];
         file.read_at(&mut buf, off)
@@ -327,8 +349,8 @@ impl UndoStore {
 impl Drop for UndoStore {
     fn drop(&mut self) {
         // A leftover is removed at the next open.
-        if let Some((storage, name, _)) = &self.file {
-            let _ = storage.remove(name);
+        if let Some((name, _)) = self.file.get() {
+            let _ = self.storage.remove(name);
         }
     }
 }
@@ -344,14 +366,14 @@ mod tests {
 
     #[test]
     fn lookups_and_ranges_cover_written_and_pending_entries_up_to_the_frontier() {
-        let store = UndoStore::create(Arc::new(MemStorage::new()), vec![1], vec![]).unwrap();
+        let store = UndoStore::new(Arc::new(MemStorage::new()), 0, vec![1], vec![]);
         lookups_and_ranges(&store);
         assert!(store.inner.lock().blocks.len() > 2);
     }
 
     #[test]
     fn a_store_in_memory_answers_the_same_from_its_entries() {
-        let store = UndoStore::in_memory(vec![1], vec![]);
+        let store = UndoStore::new(Arc::new(MemStorage::new()), usize::MAX, vec![1], vec![]);
         lookups_and_ranges(&store);
         assert!(store.inner.lock().blocks.is_empty());
         // A capped range takes its entries from the end it starts at.
@@ -375,6 +397,28 @@ mod tests {
             assert_eq!((got.len(), cut), (want, None), "{lo:?}..{hi:?}");
             assert!(got.iter().all(|(k, _)| crate::txn::in_bounds(k, &lo, &hi)));
         }
+    }
+
+    /// A store in memory past its budget writes everything to a file at the next flush,
+    /// and every flush after that, answering the same; under it, no file is made.
+    #[test]
+    fn a_store_in_memory_moves_to_a_file_past_its_budget() {
+        let storage = Arc::new(MemStorage::new());
+        let files = || {
+            let names = storage.list().unwrap();
+            names.into_iter().filter(|n| n.starts_with("undo.")).count()
+        };
+        let store = UndoStore::new(storage.clone(), 1 << 20, vec![1], vec![]);
+        assert_eq!(store.push(key(0), Some(vec![1; 1000])), 0, "kept in memory");
+        store.flush().unwrap();
+        assert_eq!(files(), 0);
+        let store = UndoStore::new(storage.clone(), 200_000, vec![1], vec![]);
+        lookups_and_ranges(&store);
+        assert!(store.inner.lock().blocks.len() > 2);
+        assert_eq!(files(), 1);
+        assert!(store.push(key(5000), None) > 0, "written at the next flush");
+        drop(store);
+        assert_eq!(files(), 0, "removed with the store");
     }
 
     fn lookups_and_ranges(store: &UndoStore) {

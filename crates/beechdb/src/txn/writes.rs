@@ -243,8 +243,7 @@ impl WriteSet {
         stats.spills.fetch_add(1, Relaxed);
         if self.spill.is_none() {
             // Held before anything is appended, so that no checkpoint releases it first.
-            let first = wal.end();
-            let hold = wal.retain(first);
+            let (hold, first) = wal.retain_from_end();
             let reader = wal
                 .reader(first, None)
                 .inspect_err(|_| wal.unretain(hold))?;

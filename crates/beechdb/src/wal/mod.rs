@@ -182,12 +182,14 @@ impl Segment {
     /// Creates, zero-fills (so later syncs change no file size or allocation) and makes
     /// durable a new segment. It is built under a temporary name and renamed into place, so
     /// a segment file that exists always has a valid header.
+    /// Without `fill` (a scratch log's) the file is only given its length.
     pub(crate) fn create(
         storage: &dyn Storage,
         (no, start, cap, env_id): (u64, u64, u64, u64),
+        fill: bool,
     ) -> Result<Segment> {
         let tmp = format!("{}.tmp", segment_name(no));
-        let file = zero_filled(storage, &tmp, cap)
+        let file = sized(storage, &tmp, cap, fill)
             .map_err(|e| Error::io(format!("creating log segment {}", segment_name(no)), e))?;
         Segment::install(storage, file, &tmp, (no, start, cap, env_id))
     }
@@ -211,16 +213,22 @@ impl Segment {
     }
 }
 
-/// A file `name` of a segment's size (header and `cap` bytes), zero-filled and synced.
-fn zero_filled(
+/// A file `name` of a segment's size (header and `cap` bytes), zero-filled (with `fill`)
+/// and synced.
+fn sized(
     storage: &dyn Storage,
     name: &str,
     cap: u64,
+    fill: bool,
 ) -> std::io::Result<Box<dyn StorageFile>> {
     let file = storage.open(name, true)?;
     file.set_len(0)?;
-    let zeros = vec![0u8; 1 << 20];
     let total = SEG_HDR as u64 + cap;
+    if !fill {
+        file.set_len(total)?;
+        return Ok(file);
+    }
+    let zeros = vec![0u8; 1 << 20];
     let mut at = 0;
     while at < total {
         let n = (total - at).min(zeros.len() as u64) as usize;
@@ -345,6 +353,8 @@ pub(crate) struct Wal {
     closing: AtomicBool,
     /// Log kept for transactions that spilled writes ahead of their commit.
     retained: Mutex<Retained>,
+    /// A scratch log ([`Wal::scratch`]).
+    scratch: bool,
     pub stats: crate::stats::LogCounters,
 }
 
@@ -413,8 +423,36 @@ impl Wal {
             background_request: AtomicBool::new(false),
             closing: AtomicBool::new(false),
             retained: Mutex::default(),
+            scratch: false,
             stats: Default::default(),
         }
+    }
+
+    /// A log that holds only the runs of transactions that spill their writes in an
+    /// environment whose log is in memory: in `storage`, a namespace of scratch files
+    /// (`storage::scratch`, never synced), segments given their length but not zero-filled,
+    /// each removed as soon as no transaction holds it (there is no checkpoint of this log,
+    /// and nothing is ever recovered from it).
+    pub(crate) fn scratch(
+        storage: Arc<dyn Storage>,
+        segment_size: u64,
+        env_id: u64,
+    ) -> Result<Wal> {
+        let first = Segment::create(
+            storage.as_ref(),
+            (1, FIRST_LSN, segment_size, env_id),
+            false,
+        )?;
+        let mut wal = Wal::new(
+            storage,
+            segment_size,
+            env_id,
+            vec![first],
+            (FIRST_LSN, 0),
+            FIRST_LSN,
+        );
+        wal.scratch = true;
+        Ok(wal)
     }
 
     fn poisoned(cause: &str) -> Error {
@@ -487,27 +525,37 @@ impl Wal {
         Ok(lsns)
     }
 
-    /// Keeps the log from `from` on (segments holding it are not released) until
-    /// [`Wal::retain_until`] or [`Wal::unretain`]; returns the hold's id.
-    pub(crate) fn retain(&self, from: u64) -> u64 {
+    /// Keeps the log from its end on (segments holding it are not released) until
+    /// [`Wal::retain_until`] or [`Wal::unretain`]; returns the hold's id and where it
+    /// begins. (The end is read under the holds' lock, so no release in between can take
+    /// the segment it is in.)
+    pub(crate) fn retain_from_end(&self) -> (u64, u64) {
         let mut r = self.retained.lock();
+        let from = self.end();
         r.next_id += 1;
         let id = r.next_id;
         r.holds.push((id, from, None));
-        id
+        (id, from)
     }
 
-    /// Ends hold `id` at the first checkpoint at or after `lsn`.
+    /// Ends hold `id` at the first checkpoint at or after `lsn` (a scratch log's: now).
     pub(crate) fn retain_until(&self, id: u64, lsn: u64) {
+        if self.scratch {
+            return self.unretain(id);
+        }
         let mut r = self.retained.lock();
         if let Some(h) = r.holds.iter_mut().find(|h| h.0 == id) {
             h.2 = Some(lsn);
         }
     }
 
-    /// Ends hold `id` now.
+    /// Ends hold `id` now. A scratch log then removes the segments no hold needs (a
+    /// failure to is left to the next open, which removes every scratch file).
     pub(crate) fn unretain(&self, id: u64) {
         self.retained.lock().holds.retain(|h| h.0 != id);
+        if self.scratch {
+            let _ = self.release_before(self.end(), false);
+        }
     }
 
     /// The segment a checkpoint at `lsn` needs kept from (its own, or an earlier one that
@@ -730,8 +778,13 @@ impl Wal {
     fn prepare_spare(&self) -> Result<()> {
         let mut spare = self.spare.lock();
         if spare.is_none() && !self.closing.load(Relaxed) {
-            let file = zero_filled(self.storage.as_ref(), SPARE_SEGMENT, self.segment_size)
-                .map_err(|e| Error::io("preparing the next log segment", e))?;
+            let file = sized(
+                self.storage.as_ref(),
+                SPARE_SEGMENT,
+                self.segment_size,
+                true,
+            )
+            .map_err(|e| Error::io("preparing the next log segment", e))?;
             *spare = Some(file);
         }
         Ok(())
@@ -743,7 +796,7 @@ impl Wal {
         let header = (seg.no, seg.start, seg.cap, self.env_id);
         // Held until the spare is renamed: until then its name is `log.spare`, which the
         // background thread would otherwise open to prepare the next one.
-        let mut slot = (seg.cap == self.segment_size).then(|| self.spare.lock());
+        let mut slot = (seg.cap == self.segment_size && !self.scratch).then(|| self.spare.lock());
         let installed = match slot.as_mut().and_then(|s| s.take()) {
             Some(file) => {
                 self.stats.segments_prepared.fetch_add(1, Relaxed);
@@ -754,6 +807,7 @@ impl Wal {
                 Segment::create(
                     self.storage.as_ref(),
                     (seg.no, seg.start, seg.cap, self.env_id),
+                    !self.scratch,
                 )?
             }
         };

@@ -150,7 +150,7 @@ pub(crate) fn recover(
             Vec::new()
         } else {
             let header = (1, from.lsn, segment_size, env_id);
-            vec![Segment::create(storage, header)?]
+            vec![Segment::create(storage, header, true)?]
         };
         return Ok(Recovered {
             end: from.lsn,
