@@ -16,6 +16,10 @@
 //! sync) before anything is stored in it. A log that has grown well past what it keeps is
 //! rewritten to a new file, synced, and renamed into place.
 //!
+//! Entries are kept in memory, but those whose frame is larger than [`KEEP_WHOLE_UP_TO`]:
+//! of those only where the frame is in the file, read back (checksum and entry id checked)
+//! when asked for, so memory does not grow with the large transactions the log holds.
+//!
 //! Appends are group-committed: an append is written at once, and its completion (which
 //! tells openraft the entries are stored) is handed to the flusher thread, which fsyncs
 //! once for every append waiting and then completes them in order, so openraft goes on
@@ -58,9 +62,62 @@ enum Frame {
     History(u64),
 }
 
+/// Entries whose frame is larger than this are not kept in memory: the log keeps where
+/// the frame is in its file and reads it back when asked (a large transaction's parts).
+const KEEP_WHOLE_UP_TO: u64 = 64 << 10;
+
+/// An entry as the log keeps it: whole, or where its frame is in the file (and whether it
+/// creates or removes databases).
+enum Kept {
+    /// The entry, and the length of its frame.
+    Whole(Entry, u64),
+    OnFile {
+        log_id: LogId,
+        at: u64,
+        len: u64,
+        ddl: bool,
+    },
+}
+
+impl Kept {
+    /// Entry `e`, whose frame is at byte `at` of the file and takes `len` bytes there.
+    fn new(e: Entry, at: u64, len: u64) -> Kept {
+        match len <= KEEP_WHOLE_UP_TO {
+            true => Kept::Whole(e, len),
+            false => Kept::OnFile {
+                log_id: e.log_id,
+                at,
+                len,
+                ddl: creates_or_removes(&e),
+            },
+        }
+    }
+
+    fn log_id(&self) -> LogId {
+        match self {
+            Kept::Whole(e, _) => e.log_id,
+            Kept::OnFile { log_id, .. } => *log_id,
+        }
+    }
+
+    fn ddl(&self) -> bool {
+        match self {
+            Kept::Whole(e, _) => creates_or_removes(e),
+            Kept::OnFile { ddl, .. } => *ddl,
+        }
+    }
+
+    /// The length of its frame.
+    fn len(&self) -> u64 {
+        match self {
+            Kept::Whole(_, len) | Kept::OnFile { len, .. } => *len,
+        }
+    }
+}
+
 #[derive(Default)]
 struct State {
-    entries: BTreeMap<u64, Entry>,
+    entries: BTreeMap<u64, Kept>,
     vote: Option<Vote>,
     last_purged: Option<LogId>,
     committed: Option<LogId>,
@@ -68,30 +125,38 @@ struct State {
 }
 
 impl State {
-    fn replay(&mut self, f: Frame) {
+    /// Applies frame `f`, found at byte `at` of the file, where it takes `len` bytes.
+    fn replay(&mut self, f: Frame, at: u64, len: u64) {
         match f {
             Frame::Entry(e) => {
-                self.entries.insert(e.log_id.index, e);
+                self.entries.insert(e.log_id.index, Kept::new(e, at, len));
             }
-            Frame::Truncate(from) => drop(self.entries.split_off(&from)),
-            Frame::Purge(upto) => {
-                self.entries = self.entries.split_off(&(upto.index + 1));
-                self.last_purged = Some(upto);
-            }
+            Frame::Truncate(from) => self.truncate(from),
+            Frame::Purge(upto) => self.purge(upto),
             Frame::Vote(v) => self.vote = Some(v),
             Frame::Committed(c) => self.committed = Some(c),
             Frame::History(h) => self.history = Some(h),
         }
     }
 
-    /// The frames that rebuild this state.
-    fn frames(&self) -> Vec<Frame> {
-        let mut out = Vec::with_capacity(self.entries.len() + 3);
+    /// Entries from index `from` on are gone.
+    fn truncate(&mut self, from: u64) {
+        drop(self.entries.split_off(&from));
+    }
+
+    /// Entries up to `upto` are gone.
+    fn purge(&mut self, upto: LogId) {
+        self.entries = self.entries.split_off(&(upto.index + 1));
+        self.last_purged = Some(upto);
+    }
+
+    /// The frames that rebuild this state but its entries'.
+    fn marks(&self) -> Vec<Frame> {
+        let mut out = Vec::with_capacity(4);
         out.extend(self.vote.map(Frame::Vote));
         out.extend(self.last_purged.map(Frame::Purge));
         out.extend(self.committed.map(Frame::Committed));
         out.extend(self.history.map(Frame::History));
-        out.extend(self.entries.values().cloned().map(Frame::Entry));
         out
     }
 }
@@ -218,31 +283,80 @@ fn encode(f: &Frame, out: &mut Vec<u8>) {
     out.extend_from_slice(&payload);
 }
 
-/// The whole frames at the start of `bytes`, and the length they take.
-/// A frame whose checksum holds but whose contents do not decode was written whole by
-/// something that is not this code: damage, reported, never cut as a torn tail.
-fn decode_all(bytes: &[u8]) -> Result<(Vec<Frame>, usize)> {
-    let mut frames = Vec::new();
-    let mut at = 0;
-    while bytes.len() - at >= FRAME_HDR {
-        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
-        let crc = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().unwrap());
-        let Some(payload) = bytes.get(at + FRAME_HDR..at + FRAME_HDR + len) else {
-            break;
-        };
-        if crc32c::crc32c(payload) != crc {
+/// The frame whose payload is `payload`, found at byte `at` with checksum `crc`: `None`
+/// when the checksum fails, an error when it holds but the payload does not decode.
+fn checked_frame(payload: &[u8], crc: u32, at: u64) -> Result<Option<Frame>> {
+    if crc32c::crc32c(payload) != crc {
+        return Ok(None);
+    }
+    let f = crate::state::bincode_opts(payload.len())
+        .deserialize::<Frame>(payload)
+        .map_err(|e| Error::Corrupt {
+            page: None,
+            detail: format!("the replication log's frame at byte {at} does not decode: {e}"),
+        })?;
+    Ok(Some(f))
+}
+
+/// Bytes read at a time when frames are read back in order.
+const READ_CHUNK: usize = 4 << 20;
+
+/// Reads the frames of a file of `len` bytes from its start through `read_at`, a chunk at a
+/// time, handing each whole one to `each` with where it is and the bytes it takes; returns
+/// the length the whole frames take. Reading stops at the first frame cut short or failing
+/// its checksum (a torn tail). A frame whose checksum holds but whose contents do not
+/// decode was written whole by something that is not this code: damage, reported, never
+/// cut as a torn tail.
+fn read_frames(
+    len: u64,
+    read_at: impl FnMut(&mut [u8], u64) -> std::io::Result<()>,
+    mut each: impl FnMut(Frame, u64, u64),
+) -> Result<u64> {
+    let mut file = Window {
+        read_at,
+        len,
+        buf: Vec::new(),
+        at: 0,
+    };
+    let mut at = 0u64;
+    while len - at >= FRAME_HDR as u64 {
+        let h = file.bytes(at, FRAME_HDR)?;
+        let n = u32::from_le_bytes(h[..4].try_into().unwrap()) as usize;
+        let crc = u32::from_le_bytes(h[4..8].try_into().unwrap());
+        if len - at - (FRAME_HDR as u64) < n as u64 {
             break;
         }
-        let f = crate::state::bincode_opts(len)
-            .deserialize::<Frame>(payload)
-            .map_err(|e| Error::Corrupt {
-                page: None,
-                detail: format!("the replication log's frame at byte {at} does not decode: {e}"),
-            })?;
-        frames.push(f);
-        at += FRAME_HDR + len;
+        let frame = file.bytes(at, FRAME_HDR + n)?;
+        let Some(f) = checked_frame(&frame[FRAME_HDR..], crc, at)? else {
+            break;
+        };
+        each(f, at, (FRAME_HDR + n) as u64);
+        at += (FRAME_HDR + n) as u64;
     }
-    Ok((frames, at))
+    Ok(at)
+}
+
+/// A file of `len` bytes read through `read_at` a chunk at a time: holds its bytes from `at`.
+struct Window<R> {
+    read_at: R,
+    len: u64,
+    buf: Vec<u8>,
+    at: u64,
+}
+
+impl<R: FnMut(&mut [u8], u64) -> std::io::Result<()>> Window<R> {
+    /// The file's `n` bytes from `from` (within its length).
+    fn bytes(&mut self, from: u64, n: usize) -> Result<&[u8]> {
+        if from < self.at || from + n as u64 > self.at + self.buf.len() as u64 {
+            let take = (n.max(READ_CHUNK) as u64).min(self.len - from) as usize;
+            self.buf.resize(take, 0);
+            (self.read_at)(&mut self.buf, from)
+                .map_err(|e| io(format!("reading the log at byte {from}"), e))?;
+            self.at = from;
+        }
+        let start = (from - self.at) as usize;
+        Ok(&self.buf[start..start + n])
+    }
 }
 
 impl LogStore {
@@ -263,19 +377,17 @@ impl LogStore {
                 .map_err(|e| io(format!("creating {at}"), e))?;
         }
         let len = file.len().map_err(|e| io(format!("reading {at}"), e))?;
-        let mut bytes = vec![0u8; len as usize];
-        file.read_at(&mut bytes, 0)
-            .map_err(|e| io(format!("reading {at}"), e))?;
-        let (frames, whole) = decode_all(&bytes)?;
-        if whole < bytes.len() {
+        let mut state = State::default();
+        let whole = read_frames(
+            len,
+            |buf, off| file.read_at(buf, off),
+            |f, at, n| state.replay(f, at, n),
+        )?;
+        if whole < len {
             // A torn tail: the write never completed, so nothing in it was acknowledged.
-            file.set_len(whole as u64)
+            file.set_len(whole)
                 .and_then(|()| file.sync_all())
                 .map_err(|e| io(format!("cutting the torn tail of {at}"), e))?;
-        }
-        let mut state = State::default();
-        for f in frames {
-            state.replay(f);
         }
         let flusher = Arc::new(Flusher::default());
         let f = flusher.clone();
@@ -287,9 +399,9 @@ impl LogStore {
         pending.ddl.lock().extend(
             state
                 .entries
-                .values()
-                .filter(|e| creates_or_removes(e))
-                .map(|e| e.log_id.index),
+                .iter()
+                .filter(|(_, k)| k.ddl())
+                .map(|(&i, _)| i),
         );
         let mut inner = Inner {
             id,
@@ -298,7 +410,7 @@ impl LogStore {
             name: name.to_string(),
             file,
             flusher,
-            len: whole as u64,
+            len: whole,
             live: 0,
             state,
         };
@@ -344,6 +456,7 @@ impl LogStore {
                 inner.state.history = Some(h);
                 inner
                     .write(&[Frame::History(h)], true)
+                    .map(drop)
                     .map_err(|e| io("recording the group's history".into(), e))
             }
         }
@@ -377,11 +490,17 @@ pub struct LogSummary {
 
 /// Reads the log file `path` without changing it.
 pub fn summarize(path: &std::path::Path) -> Result<LogSummary> {
-    let bytes = std::fs::read(path).map_err(|e| io(format!("reading {}", path.display()), e))?;
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::File::open(path);
+    let (file, len) = file
+        .and_then(|f| f.metadata().map(|m| (f, m.len())))
+        .map_err(|e| io(format!("reading {}", path.display()), e))?;
     let mut state = State::default();
-    for f in decode_all(&bytes)?.0 {
-        state.replay(f);
-    }
+    read_frames(
+        len,
+        |buf, off| file.read_exact_at(buf, off),
+        |f, at, n| state.replay(f, at, n),
+    )?;
     let vote = state.vote;
     Ok(LogSummary {
         vote_term: vote.map_or(0, |v| v.leader_id.term),
@@ -391,11 +510,11 @@ pub fn summarize(path: &std::path::Path) -> Result<LogSummary> {
             .entries
             .values()
             .next_back()
-            .map(|e| (e.log_id.leader_id.term, e.log_id.index)),
+            .map(|k| (k.log_id().leader_id.term, k.log_id().index)),
         committed: state.committed.map(|c| c.index),
         purged: state.last_purged.map(|p| p.index),
         entries: state.entries.len(),
-        file_bytes: bytes.len() as u64,
+        file_bytes: len,
         history: state.history,
     })
 }
@@ -414,24 +533,28 @@ impl Drop for Inner {
 }
 
 impl Inner {
+    /// The bytes the live frames would take rewritten.
     fn frames_len(&self) -> u64 {
         let mut buf = Vec::new();
-        for f in self.state.frames() {
+        for f in self.state.marks() {
             encode(&f, &mut buf);
         }
-        buf.len() as u64
+        buf.len() as u64 + self.state.entries.values().map(Kept::len).sum::<u64>()
     }
 
-    /// Appends frames (already applied to the state), reaching disk if `sync`.
-    fn write(&mut self, frames: &[Frame], sync: bool) -> std::io::Result<()> {
+    /// Appends frames, reaching disk if `sync`; returns where each went and its length.
+    fn write(&mut self, frames: &[Frame], sync: bool) -> std::io::Result<Vec<(u64, u64)>> {
         let mut buf = Vec::new();
         if std::mem::take(&mut self.committed_unwritten) {
             if let Some(c) = self.state.committed {
                 encode(&Frame::Committed(c), &mut buf);
             }
         }
+        let mut placed = Vec::with_capacity(frames.len());
         for f in frames {
+            let start = buf.len();
             encode(f, &mut buf);
+            placed.push((self.len + start as u64, (buf.len() - start) as u64));
         }
         self.file.write_at(&buf, self.len)?;
         if sync {
@@ -439,29 +562,96 @@ impl Inner {
         }
         self.len += buf.len() as u64;
         self.live += buf.len() as u64;
-        Ok(())
+        Ok(placed)
+    }
+
+    /// The entry `k` keeps, read back from the file if it is there.
+    fn entry(&self, k: &Kept) -> std::io::Result<Entry> {
+        let (log_id, at, len) = match k {
+            Kept::Whole(e, _) => return Ok(e.clone()),
+            Kept::OnFile {
+                log_id, at, len, ..
+            } => (*log_id, *at, *len as usize),
+        };
+        let mut buf = vec![0u8; len];
+        self.file.read_at(&mut buf, at)?;
+        let crc = u32::from_le_bytes(buf[4..8].try_into().expect("a frame has a header"));
+        match checked_frame(&buf[FRAME_HDR..], crc, at) {
+            Ok(Some(Frame::Entry(e))) if e.log_id == log_id => Ok(e),
+            _ => Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "entry {} of the replication log, at byte {at}, is damaged",
+                    log_id.index
+                ),
+            )),
+        }
     }
 
     /// Rewrites the file with only its live frames, when it has grown far past them.
     fn maybe_rewrite(&mut self) -> std::io::Result<()> {
-        if self.len < self.live + REWRITE_SLACK {
-            return Ok(());
+        match self.len < self.live + REWRITE_SLACK {
+            true => Ok(()),
+            false => self.rewrite(),
         }
-        let mut buf = Vec::new();
-        for f in self.state.frames() {
-            encode(&f, &mut buf);
-        }
+    }
+
+    /// Rewrites the file with only its live frames, in chunks, entries kept on file copied
+    /// from the old one.
+    fn rewrite(&mut self) -> std::io::Result<()> {
         let tmp = format!("{}.rewrite", self.name);
         let f = self.storage.open(&tmp, true)?;
         f.set_len(0)?;
-        f.write_at(&buf, 0)?;
+        let mut buf = Vec::new();
+        for m in self.state.marks() {
+            encode(&m, &mut buf);
+        }
+        let (mut written, mut moved) = (0u64, BTreeMap::new());
+        for (&index, k) in &self.state.entries {
+            let at = written + buf.len() as u64;
+            let kept = match k {
+                Kept::Whole(e, len) => {
+                    let frame = Frame::Entry(e.clone());
+                    encode(&frame, &mut buf);
+                    let Frame::Entry(e) = frame else {
+                        unreachable!("made above")
+                    };
+                    Kept::Whole(e, *len)
+                }
+                &Kept::OnFile {
+                    log_id,
+                    at: from,
+                    len,
+                    ddl,
+                } => {
+                    let start = buf.len();
+                    buf.resize(start + len as usize, 0);
+                    self.file.read_at(&mut buf[start..], from)?;
+                    Kept::OnFile {
+                        log_id,
+                        at,
+                        len,
+                        ddl,
+                    }
+                }
+            };
+            moved.insert(index, kept);
+            if buf.len() >= READ_CHUNK {
+                f.write_at(&buf, written)?;
+                written += buf.len() as u64;
+                buf.clear();
+            }
+        }
+        f.write_at(&buf, written)?;
+        written += buf.len() as u64;
         f.sync_all()?;
         drop(f);
         self.storage.rename(&tmp, &self.name)?;
         self.storage.sync_dir()?;
         self.file = self.storage.open(&self.name, false)?.into();
-        self.len = buf.len() as u64;
-        self.live = self.len;
+        self.state.entries = moved;
+        self.len = written;
+        self.live = written;
         Ok(())
     }
 }
@@ -472,12 +662,8 @@ impl RaftLogReader<TypeConfig> for LogStore {
         range: RB,
     ) -> std::io::Result<Vec<Entry>> {
         let inner = self.inner.lock();
-        Ok(inner
-            .state
-            .entries
-            .range(range)
-            .map(|(_, e)| e.clone())
-            .collect())
+        let entries = inner.state.entries.range(range);
+        entries.map(|(_, k)| inner.entry(k)).collect()
     }
 
     async fn read_vote(&mut self) -> std::io::Result<Option<Vote>> {
@@ -491,7 +677,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn get_log_state(&mut self) -> std::io::Result<LogState<TypeConfig>> {
         let inner = self.inner.lock();
         let last_purged = inner.state.last_purged;
-        let last = inner.state.entries.values().next_back().map(|e| e.log_id);
+        let last = inner.state.entries.values().next_back().map(Kept::log_id);
         Ok(LogState {
             last_purged_log_id: last_purged,
             last_log_id: last.or(last_purged),
@@ -505,7 +691,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn save_vote(&mut self, vote: &Vote) -> std::io::Result<()> {
         let mut inner = self.inner.lock();
         inner.state.vote = Some(*vote);
-        inner.write(&[Frame::Vote(*vote)], true)
+        inner.write(&[Frame::Vote(*vote)], true).map(drop)
     }
 
     async fn save_committed(&mut self, committed: Option<LogId>) -> std::io::Result<()> {
@@ -554,12 +740,17 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             if creates_or_removes(&e) {
                 self.pending.ddl.lock().insert(index);
             }
-            inner.state.entries.insert(index, e.clone());
             frames.push(Frame::Entry(e));
         }
-        if let Err(e) = inner.write(&frames, false) {
-            callback.io_completed(Err(std::io::Error::new(e.kind(), e.to_string())));
-            return Err(e);
+        let placed = match inner.write(&frames, false) {
+            Ok(placed) => placed,
+            Err(e) => {
+                callback.io_completed(Err(std::io::Error::new(e.kind(), e.to_string())));
+                return Err(e);
+            }
+        };
+        for (f, (at, len)) in frames.into_iter().zip(placed) {
+            inner.state.replay(f, at, len);
         }
         let mut q = inner.flusher.queue.lock();
         if !sync && q.waiting.is_empty() && !q.busy {
@@ -583,14 +774,14 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn truncate_after(&mut self, last: Option<LogId>) -> std::io::Result<()> {
         let from = last.map_or(0, |l| l.index + 1);
         let mut inner = self.inner.lock();
-        inner.state.replay(Frame::Truncate(from));
+        inner.state.truncate(from);
         drop(self.pending.ddl.lock().split_off(&from));
-        inner.write(&[Frame::Truncate(from)], true)
+        inner.write(&[Frame::Truncate(from)], true).map(drop)
     }
 
     async fn purge(&mut self, log_id: LogId) -> std::io::Result<()> {
         let mut inner = self.inner.lock();
-        inner.state.replay(Frame::Purge(log_id));
+        inner.state.purge(log_id);
         // Not synced: entries found again after a crash are only kept longer.
         inner.write(&[Frame::Purge(log_id)], false)?;
         inner.live = inner.frames_len();
@@ -675,11 +866,100 @@ mod tests {
         encode(&Frame::Entry(entry(1, 2)), &mut buf);
         buf[first + FRAME_HDR + 2] ^= 0x40;
         let (frames, whole) = decode_all(&buf).unwrap();
-        assert_eq!((frames.len(), whole), (1, first));
+        assert_eq!((frames.len(), whole), (1, first as u64));
         // Garbage of every length decodes to nothing, never a panic.
         for n in 0..64 {
             let junk: Vec<u8> = (0..n).map(|i| (i * 37 + 11) as u8).collect();
             assert!(decode_all(&junk).unwrap().0.is_empty());
         }
+    }
+
+    /// The frames of `bytes`, and the length the whole ones take.
+    fn decode_all(bytes: &[u8]) -> Result<(Vec<Frame>, u64)> {
+        let mut frames = Vec::new();
+        let read = |buf: &mut [u8], at: u64| {
+            buf.copy_from_slice(&bytes[at as usize..at as usize + buf.len()]);
+            Ok(())
+        };
+        let whole = read_frames(bytes.len() as u64, read, |f, _, _| frames.push(f))?;
+        Ok((frames, whole))
+    }
+
+    fn entry_of(term: u64, index: u64, bytes: usize) -> Entry {
+        let mut e = entry(term, index);
+        if let EntryPayload::Normal(r) = &mut e.payload {
+            r.commit = (0..bytes).map(|i| (i as u64 * 31 + index) as u8).collect();
+        }
+        e
+    }
+
+    /// Appends `entries` as `append` does, without its completion.
+    fn add(store: &LogStore, entries: Vec<Entry>) {
+        let mut inner = store.inner.lock();
+        let frames: Vec<Frame> = entries.into_iter().map(Frame::Entry).collect();
+        let placed = inner.write(&frames, false).unwrap();
+        for (f, (at, len)) in frames.into_iter().zip(placed) {
+            inner.state.replay(f, at, len);
+        }
+    }
+
+    /// Every entry `store` keeps, read back, as text; and how many it keeps on file only.
+    fn read_back(store: &LogStore) -> (Vec<String>, usize) {
+        let inner = store.inner.lock();
+        let all = inner.state.entries.values();
+        let text = all
+            .map(|k| format!("{:?}", inner.entry(k).unwrap()))
+            .collect();
+        let on_file = inner.state.entries.values();
+        let on_file = on_file.filter(|k| matches!(k, Kept::OnFile { .. })).count();
+        (text, on_file)
+    }
+
+    /// Entries larger than [`KEEP_WHOLE_UP_TO`] stay on file only and read back as they were
+    /// appended, after a reopen, a truncation, a purge and a rewrite; one damaged on file is
+    /// an error to its reader, never another entry.
+    #[test]
+    fn large_entries_stay_on_file_and_read_back_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = Arc::new(beechdb::storage::OsStorage::new(dir.path()).unwrap());
+        let open = || LogStore::open(storage.clone(), "log", 1).unwrap();
+        let store = open();
+        let entries: Vec<Entry> = (1..=12)
+            .map(|i| entry_of(1, i, if i % 3 == 0 { 300_000 } else { 100 }))
+            .collect();
+        let want: Vec<String> = entries.iter().map(|e| format!("{e:?}")).collect();
+        add(&store, entries);
+        assert_eq!(read_back(&store), (want.clone(), 4));
+        drop(store);
+        let store = open();
+        assert_eq!(read_back(&store), (want.clone(), 4), "reopened");
+        {
+            let mut inner = store.inner.lock();
+            inner.state.truncate(10);
+            inner.write(&[Frame::Truncate(10)], false).unwrap();
+            let upto = entry(1, 3).log_id;
+            inner.state.purge(upto);
+            inner.write(&[Frame::Purge(upto)], false).unwrap();
+            let before = inner.len;
+            inner.rewrite().unwrap();
+            assert!(
+                inner.len < before,
+                "rewritten smaller: {} of {before}",
+                inner.len
+            );
+        }
+        let kept = want[3..9].to_vec();
+        assert_eq!(read_back(&store), (kept.clone(), 2), "rewritten");
+        drop(store);
+        let store = open();
+        assert_eq!(read_back(&store), (kept, 2), "rewritten and reopened");
+        let inner = store.inner.lock();
+        let k = &inner.state.entries[&6];
+        let Kept::OnFile { at, .. } = k else {
+            panic!("entry 6 is large")
+        };
+        inner.file.write_at(&[0xff], at + 1000).unwrap();
+        let err = inner.entry(k).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidData, "{err}");
     }
 }
