@@ -102,6 +102,52 @@ pub(crate) struct CommitPath {
 }
 
 impl CommitPath {
+    /// Proposes `part` as the next part of `s`, returning once this member has stored it.
+    fn stage_one(&self, part: Vec<u8>, s: &mut Staged) -> Result<()> {
+        let deadline = Instant::now() + self.ack_timeout;
+        let stage = Stage::Part {
+            epoch: s.epoch,
+            id: s.id,
+            seq: s.parts,
+        };
+        let not_committed =
+            |why: &str| Error::Replication(format!("{why}; the transaction was not committed"));
+        loop {
+            let request = Request {
+                commit: part.clone(),
+                master_sync: false,
+                replica_sync: false,
+                notify: 0,
+                proposer: self.id,
+                staged: Some(stage),
+            };
+            let raft = self.raft.clone();
+            let left = deadline.saturating_duration_since(Instant::now());
+            let written = self.runtime.block_on(async move {
+                tokio::time::timeout(left, raft.client_write(request)).await
+            });
+            match written {
+                Ok(Ok(r)) if r.log_id.leader_id.term == s.epoch => {
+                    s.parts += 1;
+                    return Ok(());
+                }
+                Ok(Ok(_)) => return Err(not_committed("the master changed while sending it")),
+                Ok(Err(openraft::error::RaftError::APIError(
+                    ClientWriteError::ForwardToLeader(f),
+                ))) if f.reason == ForwardReason::LeaseExpired && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                Ok(Err(e)) => return Err(raft_error(e)),
+                Err(_) => {
+                    return Err(not_committed(&format!(
+                        "the group did not store a part of it within {:?}",
+                        self.ack_timeout
+                    )))
+                }
+            }
+        }
+    }
+
     pub(crate) fn new(
         raft: Raft,
         runtime: tokio::runtime::Handle,
@@ -169,6 +215,31 @@ fn acked_by(m: &openraft::RaftMetrics<TypeConfig>, index: u64) -> (usize, usize)
 /// Whether an encoded commit creates or removes databases (its DDL count, first, is not 0).
 pub(crate) fn has_ddl(commit: &[u8]) -> bool {
     commit.get(..4).is_some_and(|c| c != [0; 4])
+}
+
+/// The first bytes of a part that is a piece of a longer one (see [`pieces`]), more to
+/// come or the last: a part proper begins with its count of catalog changes, always 0.
+const PIECE: [u8; 4] = [0xff; 4];
+const LAST_PIECE: [u8; 4] = [0xff, 0xff, 0xff, 0xfe];
+
+/// A part longer than an entry should carry (one long write) cut into pieces of `size`
+/// bytes, each behind its mark.
+fn pieces(part: &[u8], size: usize) -> impl Iterator<Item = Vec<u8>> + '_ {
+    let n = part.len().div_ceil(size);
+    part.chunks(size).enumerate().map(move |(i, chunk)| {
+        let mark = if i + 1 == n { LAST_PIECE } else { PIECE };
+        [&mark[..], chunk].concat()
+    })
+}
+
+/// What a stored part is: `None` a part proper, else a piece of one (whether more pieces
+/// follow, and its bytes).
+pub(crate) fn piece_of(part: &[u8]) -> Option<(bool, &[u8])> {
+    match part.split_first_chunk::<4>() {
+        Some((&PIECE, bytes)) => Some((true, bytes)),
+        Some((&LAST_PIECE, bytes)) => Some((false, bytes)),
+        _ => None,
+    }
 }
 
 /// Refuses what one entry of the log cannot carry.
@@ -259,8 +330,6 @@ impl Replicator for CommitPath {
     }
 
     fn stage(&self, part: &[u8], staged: &mut Option<Staged>) -> Result<()> {
-        fits_an_entry(part)?;
-        let deadline = Instant::now() + self.ack_timeout;
         let s = match staged {
             Some(s) => s,
             None => {
@@ -278,47 +347,13 @@ impl Replicator for CommitPath {
                 })
             }
         };
-        let stage = Stage::Part {
-            epoch: s.epoch,
-            id: s.id,
-            seq: s.parts,
-        };
-        let not_committed =
-            |why: &str| Error::Replication(format!("{why}; the transaction was not committed"));
-        loop {
-            let request = Request {
-                commit: part.to_vec(),
-                master_sync: false,
-                replica_sync: false,
-                notify: 0,
-                proposer: self.id,
-                staged: Some(stage),
-            };
-            let raft = self.raft.clone();
-            let left = deadline.saturating_duration_since(Instant::now());
-            let written = self.runtime.block_on(async move {
-                tokio::time::timeout(left, raft.client_write(request)).await
-            });
-            match written {
-                Ok(Ok(r)) if r.log_id.leader_id.term == s.epoch => {
-                    s.parts += 1;
-                    return Ok(());
-                }
-                Ok(Ok(_)) => return Err(not_committed("the master changed while sending it")),
-                Ok(Err(openraft::error::RaftError::APIError(
-                    ClientWriteError::ForwardToLeader(f),
-                ))) if f.reason == ForwardReason::LeaseExpired && Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(2));
-                }
-                Ok(Err(e)) => return Err(raft_error(e)),
-                Err(_) => {
-                    return Err(not_committed(&format!(
-                        "the group did not store a part of it within {:?}",
-                        self.ack_timeout
-                    )))
-                }
-            }
+        if part.len() <= self.part_bytes {
+            return self.stage_one(part.to_vec(), s);
         }
+        for piece in pieces(part, self.part_bytes) {
+            self.stage_one(piece, s)?;
+        }
+        Ok(())
     }
 
     fn abandon(&self, staged: Staged) {
@@ -490,5 +525,28 @@ impl CommitPath {
             }
         }
         Attempt::Done(Ok(index))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A long part cut into pieces is whole again put back together, and told apart from a
+    /// part proper (which begins with a count of catalog changes of 0).
+    #[test]
+    fn pieces_put_back_together_make_the_part() {
+        let part: Vec<u8> = (0..25u8).collect();
+        let cut: Vec<Vec<u8>> = pieces(&part, 10).collect();
+        assert_eq!(cut.len(), 3);
+        let mut whole = Vec::new();
+        for (i, p) in cut.iter().enumerate() {
+            let (more, bytes) = piece_of(p).unwrap();
+            assert_eq!(more, i < 2);
+            whole.extend_from_slice(bytes);
+        }
+        assert_eq!(whole, part);
+        assert_eq!(piece_of(&[0, 0, 0, 0, 7, 7]), None);
+        assert_eq!(piece_of(&[0xff, 0xff]), None);
     }
 }

@@ -521,7 +521,8 @@ pub fn summarize(path: &std::path::Path) -> Result<LogSummary> {
 
 /// Whether entry `e` holds a commit that creates or removes databases.
 fn creates_or_removes(e: &Entry) -> bool {
-    matches!(&e.payload, EntryPayload::Normal(r) if crate::commit::has_ddl(&r.commit))
+    matches!(&e.payload, EntryPayload::Normal(r)
+        if !matches!(r.staged, Some(crate::Stage::Part { .. })) && crate::commit::has_ddl(&r.commit))
 }
 
 impl Drop for Inner {

@@ -20,6 +20,7 @@
 //!   directories; at start, a leftover `env.incoming/` is either finished (the environment
 //!   was already moved aside) or discarded, and `env.receiving-*` are removed.
 
+use crate::commit::piece_of;
 use crate::log_store::Pending;
 use crate::{Entry, LogId, Refusal, Response, SnapshotMeta, Stage, StoredMembership, TypeConfig};
 use beechdb::storage::Storage;
@@ -144,6 +145,14 @@ pub(crate) fn bincode_opts(limit: usize) -> impl bincode::Options {
     bincode::DefaultOptions::new()
         .with_fixint_encoding()
         .with_limit(limit as u64)
+}
+
+/// Damage: the pieces of a long part stop before its last one.
+fn unfinished() -> Error {
+    Error::Corrupt {
+        page: None,
+        detail: "a replicated commit's parts end inside a long part's pieces".into(),
+    }
 }
 
 fn decode_marker(bytes: &[u8]) -> Result<Marker> {
@@ -406,15 +415,32 @@ impl StateMachine {
             true => Err(Error::Replication("parts lost".into())),
             false => {
                 let (mut seq, mut last) = (0, Some(r.commit));
-                let mut next = || match seq < parts {
-                    true => {
+                let lost_parts = || Error::Replication("parts lost".into());
+                // Each part in turn, a long one's pieces put together (see `pieces`).
+                let mut next = || -> Result<Option<Vec<u8>>> {
+                    let mut whole: Option<Vec<u8>> = None;
+                    while seq < parts {
                         let part = db.get(&staged_key(epoch, id, seq))?;
                         seq += 1;
-                        lost |= part.is_none();
-                        part.map(Some)
-                            .ok_or_else(|| Error::Replication("parts lost".into()))
+                        let Some(part) = part else {
+                            lost = true;
+                            return Err(lost_parts());
+                        };
+                        match (piece_of(&part), &mut whole) {
+                            (None, None) => return Ok(Some(part)),
+                            (Some((more, bytes)), w) => {
+                                w.get_or_insert_with(Vec::new).extend_from_slice(bytes);
+                                if !more {
+                                    return Ok(whole);
+                                }
+                            }
+                            (None, Some(_)) => return Err(unfinished()),
+                        }
                     }
-                    false => Ok(last.take()),
+                    match whole {
+                        Some(_) => Err(unfinished()),
+                        None => Ok(last.take()),
+                    }
                 };
                 env.apply_staged(&mut next, (db, &writes), Durability::NoSync)
             }
@@ -640,6 +666,9 @@ mod tests {
     struct Capture {
         parts: Mutex<Vec<Vec<u8>>>,
         last: Mutex<Vec<u8>>,
+        /// Refuse the part of this number, and what was given up then.
+        refuse: Option<usize>,
+        abandoned: Mutex<Option<Staged>>,
     }
 
     impl Replicator for Capture {
@@ -663,11 +692,16 @@ mod tests {
                 id: 0,
                 parts: 0,
             });
+            if self.refuse == Some(s.parts as usize) {
+                return Err(Error::Replication("refused".into()));
+            }
             s.parts += 1;
             self.parts.lock().push(part.to_vec());
             Ok(())
         }
-        fn abandon(&self, _: Staged) {}
+        fn abandon(&self, staged: Staged) {
+            *self.abandoned.lock() = Some(staged);
+        }
         fn catch_up(&self) -> Result<()> {
             Ok(())
         }
@@ -693,6 +727,30 @@ mod tests {
         let parts = std::mem::take(&mut *capture.parts.lock());
         let last = std::mem::take(&mut *capture.last.lock());
         (parts, last)
+    }
+
+    /// A transaction whose third part is refused fails, commits nothing, and gives up the
+    /// two parts it sent.
+    #[test]
+    fn a_transaction_refused_after_its_first_parts_gives_them_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = Env::open(dir.path(), Config::default().transactional(true)).unwrap();
+        let t = env.create_db("t").unwrap();
+        let capture = Arc::new(Capture {
+            refuse: Some(2),
+            ..Capture::default()
+        });
+        env.set_replicator(Some(capture.clone())).unwrap();
+        let txn = env.begin_txn().unwrap();
+        for k in 0..40u32 {
+            txn.put(&t, &k.to_be_bytes(), &[7u8; 40]).unwrap();
+        }
+        let refused = txn.commit();
+        assert!(matches!(refused, Err(Error::Replication(_))), "{refused:?}");
+        let abandoned = *capture.abandoned.lock();
+        assert_eq!(abandoned.map(|s| s.parts), Some(2));
+        assert!(capture.last.lock().is_empty(), "no commit was sent");
+        assert_eq!(t.len().unwrap(), 0);
     }
 
     fn entry(term: u64, index: u64, commit: Vec<u8>, staged: Option<Stage>) -> Entry {

@@ -53,7 +53,9 @@ pub trait Replicator: Send + Sync {
     /// no catalog changes), returning once this member has stored it: every member keeps
     /// the parts, applying nothing, until the commit that names them is applied
     /// ([`Env::apply_staged`]). `staged` is `None` for a commit's first part; the
-    /// replicator fills it in and counts each part, and the commit passes it on.
+    /// replicator fills it in and counts each part, and the commit passes it on. A part may
+    /// be longer than [`Replicator::part_bytes`] (one long write): the replicator then
+    /// sends it in pieces, and its apply yields it whole.
     fn stage(&self, part: &[u8], staged: &mut Option<Staged>) -> Result<()>;
 
     /// Gives up the parts `staged` names: their transaction failed before its commit was

@@ -9,8 +9,9 @@
 //! - the transaction's locks go with its last piece, as any replicated commit's do, so no
 //!   other transaction writes its keys until the whole commit is applied;
 //! - a part holds about the replicator's `part_bytes` of encoded writes (more only by its
-//!   last write), none of them catalog changes: a transaction that changes the catalog
-//!   and is too large for one entry is refused before anything is sent;
+//!   last write, and then the replicator sends it in pieces), none of them catalog
+//!   changes: a transaction that changes the catalog and is too large for one entry is
+//!   refused before anything is sent; the commit carries less than `part_bytes` of writes;
 //! - applying takes no key locks (the master's transaction holds them, and a replica has no
 //!   other writers) and keeps no more writes in memory than the transaction budget.
 
