@@ -347,7 +347,9 @@ impl Replicator for CommitPath {
                 })
             }
         };
-        if part.len() <= self.part_bytes {
+        // The engine's parts pass `part_bytes` by their last write: one that passes it
+        // twice over holds a long write, and goes in pieces.
+        if part.len() <= 2 * self.part_bytes {
             return self.stage_one(part.to_vec(), s);
         }
         for piece in pieces(part, self.part_bytes) {

@@ -54,8 +54,8 @@ pub trait Replicator: Send + Sync {
     /// the parts, applying nothing, until the commit that names them is applied
     /// ([`Env::apply_staged`]). `staged` is `None` for a commit's first part; the
     /// replicator fills it in and counts each part, and the commit passes it on. A part may
-    /// be longer than [`Replicator::part_bytes`] (one long write): the replicator then
-    /// sends it in pieces, and its apply yields it whole.
+    /// be far longer than [`Replicator::part_bytes`] (one long write): the replicator may
+    /// then send it in pieces, and its apply yields it whole.
     fn stage(&self, part: &[u8], staged: &mut Option<Staged>) -> Result<()>;
 
     /// Gives up the parts `staged` names: their transaction failed before its commit was
