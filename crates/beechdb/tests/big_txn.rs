@@ -577,16 +577,15 @@ fn child_big_load() {
     acks.report("writes done");
     t.commit().unwrap();
     acks.report("committed");
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let peak = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .unwrap()
-        .trim()
-        .trim_end_matches(" kB")
-        .to_string();
-    acks.report(&format!("peak {peak}"));
+    report_peak(&mut acks);
     env.close().unwrap();
+}
+
+/// Reports `peak N`: the process's peak resident memory in kB.
+fn report_peak(acks: &mut Acks) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let peak = status.lines().find_map(|l| l.strip_prefix("VmHWM:")).unwrap();
+    acks.report(&format!("peak {}", peak.trim().trim_end_matches(" kB")));
 }
 
 /// The child of the test below: in the environment in `BEECH_BIG_DIR` (8 MiB of cache and
@@ -614,12 +613,7 @@ fn child_long_values() {
     }
     t.commit().unwrap();
     acks.report("deleted");
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let peak = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .unwrap();
-    acks.report(&format!("peak {}", peak.trim().trim_end_matches(" kB")));
+    report_peak(&mut acks);
     env.close().unwrap();
 }
 
