@@ -1064,6 +1064,19 @@ fn parts_of_a_master_that_lost_its_term_are_dropped() {
 /// SIMPLE_MAJORITY is then on every member, and the members converge.
 #[test]
 fn power_cuts_lose_no_commit_a_majority_acknowledged() {
+    power_cuts_lose_nothing_acknowledged(false, 2);
+}
+
+/// The same with a transaction larger than an entry in every round: sent in parts (kept on
+/// file in the members' logs), spilled to scratch files on the master and in each apply.
+/// Every one acknowledged is on every member whole.
+#[test]
+fn power_cuts_lose_no_large_transaction_a_majority_acknowledged() {
+    power_cuts_lose_nothing_acknowledged(true, 1);
+}
+
+/// `seeds` runs unless `BEECH_REPL_POWER_SEEDS` says otherwise.
+fn power_cuts_lose_nothing_acknowledged(large: bool, seeds: u64) {
     use beechdb::storage::MemStorage;
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
@@ -1071,7 +1084,7 @@ fn power_cuts_lose_no_commit_a_majority_acknowledged() {
     let seeds: u64 = std::env::var("BEECH_REPL_POWER_SEEDS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(2);
+        .unwrap_or(seeds);
     for seed in 0..seeds {
         let dir = tempfile::tempdir().unwrap();
         let net = Network::new();
@@ -1083,7 +1096,10 @@ fn power_cuts_lose_no_commit_a_majority_acknowledged() {
                 // rebuilt from a copy.
                 snapshot_every: 1 << 40,
                 ack_timeout: Duration::from_secs(2),
-                env: beechdb::Config::default().durability(Durability::Sync),
+                env: beechdb::Config::default()
+                    .durability(Durability::Sync)
+                    .txn_memory(64 << 10),
+                part_bytes: 64 << 10,
                 ..config(dir.path(), id)
             };
             Member::start(c, Transport::Local(&net)).unwrap()
@@ -1096,7 +1112,7 @@ fn power_cuts_lose_no_commit_a_majority_acknowledged() {
         members[&1].initialize(&nodes).unwrap();
         master_of(&members);
         let mut rng = StdRng::seed_from_u64(seed);
-        let mut acked = Vec::new();
+        let (mut acked, mut acked_large) = (Vec::new(), Vec::new());
         for round in 0..5 {
             let victims: Vec<NodeId> = match round % 3 {
                 2 => ids.to_vec(),
@@ -1107,7 +1123,11 @@ fn power_cuts_lose_no_commit_a_majority_acknowledged() {
             }
             for i in 0..25 {
                 let key = format!("s{seed}-r{round}-{i:02}");
-                if put_on_any(&members, &key, Duration::from_secs(3)) {
+                if large && i == 12 {
+                    if put_large_on_any(&members, &key) {
+                        acked_large.push(key);
+                    }
+                } else if put_on_any(&members, &key, Duration::from_secs(3)) {
                     acked.push(key);
                 }
             }
@@ -1134,8 +1154,60 @@ fn power_cuts_lose_no_commit_a_majority_acknowledged() {
             "seed {seed}: only {} acknowledged",
             acked.len()
         );
+        for prefix in &acked_large {
+            let n = want["big"]
+                .iter()
+                .filter(|(k, _)| k.starts_with(prefix.as_bytes()))
+                .count();
+            assert_eq!(
+                n, LARGE_RECORDS,
+                "seed {seed}: acknowledged {prefix} not whole"
+            );
+        }
+        assert!(
+            !large || !acked_large.is_empty(),
+            "seed {seed}: no large one acknowledged"
+        );
+        for m in members.values() {
+            assert_eq!(
+                staged_parts(m),
+                0,
+                "seed {seed}: member {} kept parts",
+                m.id()
+            );
+        }
         stop_members(members);
     }
+}
+
+/// Records of the large transactions of the power-cut test: about 170 KB, three entries'
+/// worth of parts of 64 KiB.
+const LARGE_RECORDS: usize = 1500;
+
+/// Commits one transaction of [`LARGE_RECORDS`] records under keys `prefix/N` of database
+/// `big` on whichever member is master; whether it was acknowledged.
+fn put_large_on_any(members: &BTreeMap<NodeId, Member>, prefix: &str) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        for m in members.values().filter(|m| m.is_master()) {
+            let env = m.env();
+            let written = (|| {
+                let db = env.open_or_create_db("big")?;
+                let t = env.begin_txn()?;
+                for i in 0..LARGE_RECORDS {
+                    t.put(&db, format!("{prefix}/{i:04}").as_bytes(), &[9u8; 100])?;
+                }
+                t.commit()
+            })();
+            match written {
+                Ok(_) => return true,
+                Err(Error::NotMaster { .. }) | Err(Error::Conflict) => {}
+                Err(_) => return false,
+            }
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    false
 }
 
 /// Commits `key` on whichever member is master, for at most `patience`; whether a commit

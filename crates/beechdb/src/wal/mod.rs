@@ -2,7 +2,9 @@
 //! commit.
 //!
 //! Owns: log segments (`log.NNNNNNNNNN`), record framing, the buffer, durability waits, and
-//! the recovery scan. May call: `storage`. Invariants:
+//! the recovery scan; and scratch logs ([`Wal::scratch`]: the same segments, never synced
+//! nor recovered, where transactions spill when the environment keeps its log in memory).
+//! May call: `storage`. Invariants:
 //! - LSNs are byte positions in one continuous log stream; a record's header repeats its own
 //!   LSN, so a stale record (from a reused file position) never passes for a live one;
 //! - the buffer is written in LSN order, so whatever is durable is a prefix of the log;
@@ -181,8 +183,8 @@ impl Segment {
 
     /// Creates, zero-fills (so later syncs change no file size or allocation) and makes
     /// durable a new segment. It is built under a temporary name and renamed into place, so
-    /// a segment file that exists always has a valid header.
-    /// Without `fill` (a scratch log's) the file is only given its length.
+    /// a segment file that exists always has a valid header. Without `fill` (a scratch
+    /// log's) the file is only given its length.
     pub(crate) fn create(
         storage: &dyn Storage,
         (no, start, cap, env_id): (u64, u64, u64, u64),
