@@ -277,20 +277,10 @@ impl Env {
             // No file of this environment may change once its directory is released.
             w.stop_preparing();
         }
-        if self
-            .shared
-            .tx
-            .as_ref()
-            .is_some_and(|tx| tx.scratch.get().is_some())
-        {
+        if let Some(w) = self.shared.tx.as_ref().and_then(|tx| tx.scratch.get()) {
             // Transactions spilled to scratch files, which hold nothing now. One left
             // behind (a failure here, or no close) is removed by the next open.
-            let storage = self.shared.storage.as_ref();
-            for name in storage.list().unwrap_or_default() {
-                if name.starts_with(crate::files::SCRATCH_PREFIX) {
-                    let _ = storage.remove(&name);
-                }
-            }
+            w.remove_files();
         }
         self.shared.lock.lock().take();
         r

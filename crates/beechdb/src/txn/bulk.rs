@@ -173,6 +173,11 @@ impl Shared {
             touched,
             removed.clone(),
         );
+        if keep_in_memory == 0 {
+            // Its file is made now, so that failing to make it fails the commit before
+            // anything is applied, not by poisoning the environment halfway.
+            store.make_file()?;
+        }
 
         // Step 2.
         {
@@ -323,7 +328,7 @@ impl Shared {
                     .take(window)
                     .map(|(db, key, w)| (*db, key.as_slice(), w.is_none())),
             );
-            let applied = {
+            let (applied, undo_full) = {
                 self.live()?;
                 let mut e = self.exclusive();
                 e.check_writable()?;
@@ -354,7 +359,6 @@ impl Shared {
                 e.shrink_cache();
                 (applied, undo_full)
             };
-            let (applied, undo_full) = applied;
             // A window whose pages did not all stay (each write may need its leaf, a
             // sibling and branches) shrinks to what did; one that did grows back. A hold
             // that applied nothing loads its first write again, with no lock, up to

@@ -122,6 +122,11 @@ impl UndoStore {
         })
     }
 
+    /// Makes the store's file ahead of its first flush.
+    pub(crate) fn make_file(&self) -> Result<()> {
+        self.file().map(drop)
+    }
+
     /// The store's file, made the first time (only the committer writes, so only it
     /// makes it).
     fn file(&self) -> Result<&(String, Box<dyn StorageFile>)> {

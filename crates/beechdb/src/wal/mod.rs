@@ -527,6 +527,15 @@ impl Wal {
         Ok(lsns)
     }
 
+    /// Removes every file of the log's storage, best effort: for a scratch log, whose
+    /// storage is a namespace of its own, once no transaction can use it.
+    pub(crate) fn remove_files(&self) {
+        debug_assert!(self.scratch, "only a scratch log's files may all go");
+        for name in self.storage.list().unwrap_or_default() {
+            let _ = self.storage.remove(&name);
+        }
+    }
+
     /// Keeps the log from its end on (segments holding it are not released) until
     /// [`Wal::retain_until`] or [`Wal::unretain`]; returns the hold's id and where it
     /// begins. (The end is read under the holds' lock, so no release in between can take
