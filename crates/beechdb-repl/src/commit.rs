@@ -102,8 +102,9 @@ pub(crate) struct CommitPath {
 }
 
 impl CommitPath {
-    /// Proposes `part` as the next part of `s`, returning once this member has stored it.
-    fn stage_one(&self, part: Vec<u8>, s: &mut Staged) -> Result<()> {
+    /// Proposes `mark` and `part` as the next part of `s`, returning once this member has
+    /// stored it.
+    fn stage_one(&self, (mark, part): (&[u8], &[u8]), s: &mut Staged) -> Result<()> {
         let deadline = Instant::now() + self.ack_timeout;
         let stage = Stage::Part {
             epoch: s.epoch,
@@ -114,7 +115,8 @@ impl CommitPath {
             |why: &str| Error::Replication(format!("{why}; the transaction was not committed"));
         loop {
             let request = Request {
-                commit: part.clone(),
+                // One copy per attempt: the request is consumed by it.
+                commit: [mark, part].concat(),
                 master_sync: false,
                 replica_sync: false,
                 notify: 0,
@@ -223,12 +225,12 @@ const PIECE: [u8; 4] = [0xff; 4];
 const LAST_PIECE: [u8; 4] = [0xff, 0xff, 0xff, 0xfe];
 
 /// A part longer than an entry should carry (one long write) cut into pieces of `size`
-/// bytes, each behind its mark.
-fn pieces(part: &[u8], size: usize) -> impl Iterator<Item = Vec<u8>> + '_ {
+/// bytes, each with the mark it goes behind.
+pub(crate) fn pieces(part: &[u8], size: usize) -> impl Iterator<Item = (&[u8], &[u8])> {
     let n = part.len().div_ceil(size);
     part.chunks(size).enumerate().map(move |(i, chunk)| {
-        let mark = if i + 1 == n { LAST_PIECE } else { PIECE };
-        [&mark[..], chunk].concat()
+        let mark: &[u8] = if i + 1 == n { &LAST_PIECE } else { &PIECE };
+        (mark, chunk)
     })
 }
 
@@ -350,7 +352,7 @@ impl Replicator for CommitPath {
         // The engine's parts pass `part_bytes` by their last write: one that passes it
         // twice over holds a long write, and goes in pieces.
         if part.len() <= 2 * self.part_bytes {
-            return self.stage_one(part.to_vec(), s);
+            return self.stage_one((&[], part), s);
         }
         for piece in pieces(part, self.part_bytes) {
             self.stage_one(piece, s)?;
@@ -539,7 +541,7 @@ mod tests {
     #[test]
     fn pieces_put_back_together_make_the_part() {
         let part: Vec<u8> = (0..25u8).collect();
-        let cut: Vec<Vec<u8>> = pieces(&part, 10).collect();
+        let cut: Vec<Vec<u8>> = pieces(&part, 10).map(|(m, c)| [m, c].concat()).collect();
         assert_eq!(cut.len(), 3);
         let mut whole = Vec::new();
         for (i, p) in cut.iter().enumerate() {

@@ -607,36 +607,18 @@ impl Inner {
         for m in self.state.marks() {
             encode(&m, &mut buf);
         }
-        let (mut written, mut moved) = (0u64, BTreeMap::new());
+        // Where each entry kept on file goes; entries kept whole stay as they are.
+        let (mut written, mut moved) = (0u64, Vec::new());
         for (&index, k) in &self.state.entries {
-            let at = written + buf.len() as u64;
-            let kept = match k {
-                Kept::Whole(e, len) => {
-                    let frame = Frame::Entry(e.clone());
-                    encode(&frame, &mut buf);
-                    let Frame::Entry(e) = frame else {
-                        unreachable!("made above")
-                    };
-                    Kept::Whole(e, *len)
-                }
-                &Kept::OnFile {
-                    log_id,
-                    at: from,
-                    len,
-                    ddl,
-                } => {
+            match k {
+                Kept::Whole(e, _) => encode(&Frame::Entry(e.clone()), &mut buf),
+                &Kept::OnFile { at, len, .. } => {
+                    moved.push((index, written + buf.len() as u64));
                     let start = buf.len();
                     buf.resize(start + len as usize, 0);
-                    self.file.read_at(&mut buf[start..], from)?;
-                    Kept::OnFile {
-                        log_id,
-                        at,
-                        len,
-                        ddl,
-                    }
+                    self.file.read_at(&mut buf[start..], at)?;
                 }
-            };
-            moved.insert(index, kept);
+            }
             if buf.len() >= READ_CHUNK {
                 f.write_at(&buf, written)?;
                 written += buf.len() as u64;
@@ -650,7 +632,11 @@ impl Inner {
         self.storage.rename(&tmp, &self.name)?;
         self.storage.sync_dir()?;
         self.file = self.storage.open(&self.name, false)?.into();
-        self.state.entries = moved;
+        for (index, to) in moved {
+            if let Some(Kept::OnFile { at, .. }) = self.state.entries.get_mut(&index) {
+                *at = to;
+            }
+        }
         self.len = written;
         self.live = written;
         Ok(())

@@ -147,11 +147,41 @@ pub(crate) fn bincode_opts(limit: usize) -> impl bincode::Options {
         .with_limit(limit as u64)
 }
 
-/// Damage: the pieces of a long part stop before its last one.
-fn unfinished() -> Error {
-    Error::Corrupt {
+/// The next of the `parts` parts of commit (`epoch`, `id`) stored in the marker database
+/// `db`, from number `*seq` on, a long one's pieces put together (see
+/// `commit::pieces`); `None` past the last. A missing part sets `lost` and is an
+/// `Error::Replication`; pieces that stop before their last are damage.
+fn next_part(
+    db: &Db,
+    (epoch, id, parts): (u64, u64, u32),
+    seq: &mut u32,
+    lost: &mut bool,
+) -> Result<Option<Vec<u8>>> {
+    let unfinished = || Error::Corrupt {
         page: None,
         detail: "a replicated commit's parts end inside a long part's pieces".into(),
+    };
+    let mut whole: Option<Vec<u8>> = None;
+    while *seq < parts {
+        let Some(part) = db.get(&staged_key(epoch, id, *seq))? else {
+            *lost = true;
+            return Err(Error::Replication("parts lost".into()));
+        };
+        *seq += 1;
+        match (piece_of(&part), &mut whole) {
+            (None, None) => return Ok(Some(part)),
+            (None, Some(_)) => return Err(unfinished()),
+            (Some((more, bytes)), w) => {
+                w.get_or_insert_with(Vec::new).extend_from_slice(bytes);
+                if !more {
+                    return Ok(whole);
+                }
+            }
+        }
+    }
+    match whole {
+        Some(_) => Err(unfinished()),
+        None => Ok(None),
     }
 }
 
@@ -415,32 +445,9 @@ impl StateMachine {
             true => Err(Error::Replication("parts lost".into())),
             false => {
                 let (mut seq, mut last) = (0, Some(r.commit));
-                let lost_parts = || Error::Replication("parts lost".into());
-                // Each part in turn, a long one's pieces put together (see `pieces`).
-                let mut next = || -> Result<Option<Vec<u8>>> {
-                    let mut whole: Option<Vec<u8>> = None;
-                    while seq < parts {
-                        let part = db.get(&staged_key(epoch, id, seq))?;
-                        seq += 1;
-                        let Some(part) = part else {
-                            lost = true;
-                            return Err(lost_parts());
-                        };
-                        match (piece_of(&part), &mut whole) {
-                            (None, None) => return Ok(Some(part)),
-                            (Some((more, bytes)), w) => {
-                                w.get_or_insert_with(Vec::new).extend_from_slice(bytes);
-                                if !more {
-                                    return Ok(whole);
-                                }
-                            }
-                            (None, Some(_)) => return Err(unfinished()),
-                        }
-                    }
-                    match whole {
-                        Some(_) => Err(unfinished()),
-                        None => Ok(last.take()),
-                    }
+                let mut next = || match next_part(db, (epoch, id, parts), &mut seq, &mut lost)? {
+                    None => Ok(last.take()),
+                    part => Ok(part),
                 };
                 env.apply_staged(&mut next, (db, &writes), Durability::NoSync)
             }
@@ -868,6 +875,56 @@ mod tests {
             index
         );
         sm.close().unwrap();
+    }
+
+    /// A long part sent in pieces applies whole; pieces that stop before their last, at
+    /// the end of the parts or interrupted by a part proper, are damage: the apply fails
+    /// with `Error::Corrupt` and applies nothing.
+    #[test]
+    fn pieces_apply_whole_and_unfinished_ones_are_damage() {
+        let (parts, last) = pieces(40);
+        let cut = |p: &[u8]| -> Vec<Vec<u8>> {
+            let pieces = crate::commit::pieces(p, 50);
+            pieces.map(|(m, c)| [m, c].concat()).collect()
+        };
+        let (first, rest) = parts.split_first().unwrap();
+        let (final_part, middle) = rest.split_last().unwrap();
+        let whole: Vec<Vec<u8>> = cut(first).into_iter().chain(rest.iter().cloned()).collect();
+        let mut head = cut(first);
+        head.pop();
+        let interrupted: Vec<Vec<u8>> = head.into_iter().chain(rest.iter().cloned()).collect();
+        let mut tail = cut(final_part);
+        tail.pop();
+        let unfinished: Vec<Vec<u8>> = std::iter::once(first.clone())
+            .chain(middle.iter().cloned())
+            .chain(tail)
+            .collect();
+        for (sent_parts, ok) in [(whole, true), (interrupted, false), (unfinished, false)] {
+            let dir = tempfile::tempdir().unwrap();
+            let pending = Arc::new(Pending::default());
+            let sm = StateMachine::open(dir.path(), Config::default(), pending, None).unwrap();
+            let t = sm.env().create_db("t").unwrap();
+            let mut entries = sent(&sent_parts, (1, 1), 1, 1);
+            let stage = Stage::Commit {
+                epoch: 1,
+                id: 1,
+                parts: sent_parts.len() as u32,
+            };
+            entries.push(entry(
+                1,
+                entries.len() as u64 + 1,
+                last.clone(),
+                Some(stage),
+            ));
+            let applied = sm.apply_all(entries);
+            match ok {
+                true => assert_eq!((applied.is_ok(), t.len().unwrap()), (true, 40)),
+                false => {
+                    assert!(matches!(applied, Err(Error::Corrupt { .. })), "{applied:?}");
+                    assert_eq!(t.len().unwrap(), 0);
+                }
+            }
+        }
     }
 
     /// A member that stops without closing (a crash) comes back at its last checkpoint and
