@@ -557,6 +557,118 @@ fn with_the_log_in_memory_writes_spill_to_scratch_files() {
     assert!(env.verify().unwrap().is_clean());
 }
 
+/// With the log in memory, a failed write of a scratch file (a full disk) fails the
+/// transactions whose writes are in that scratch log, cleanly (nothing of them applied), and
+/// only them: once the disk has room, the next transaction spills to a new scratch log and
+/// commits, and the failed log's files go with the last transaction that spilled to it.
+#[test]
+fn a_failed_scratch_write_fails_only_the_transactions_that_spilled_there() {
+    let inner = MemStorage::new();
+    let full = Arc::new(AtomicBool::new(false));
+    let disk = full.clone();
+    let storage = common::hook::HookStorage {
+        inner: inner.clone(),
+        hook: Arc::new(move |name: &str, _, _| match disk.load(Ordering::SeqCst) {
+            true if name.starts_with("spill.") => Err(std::io::Error::from_raw_os_error(28)),
+            _ => Ok(()),
+        }),
+    };
+    let env = Env::open_with_storage(Arc::new(storage), config().in_memory_log(true)).unwrap();
+    let db = load(&env, 100);
+    let other = env.create_db("e").unwrap();
+    // One transaction spills before the disk fills, one (on another database) while it is.
+    let before = big_rewrite(&env, &db, 5_000);
+    assert!(!scratch_files(&inner).is_empty());
+    full.store(true, Ordering::SeqCst);
+    let during = env.begin_txn().unwrap();
+    let err = (0..5_000)
+        .find_map(|i| during.put(&other, &key(i), b"during").err())
+        .expect("a spill fails on the full disk");
+    assert!(matches!(err, Error::Io { .. }), "{err:?}");
+    during.abort();
+    full.store(false, Ordering::SeqCst);
+    // The first one's writes are in the failed log: its commit fails and applies nothing.
+    let err = before
+        .commit()
+        .expect_err("its remaining writes cannot spill there");
+    assert!(matches!(err, Error::Poisoned { .. }), "{err:?}");
+    assert_eq!(contents(&db), expected_before(100));
+    assert!(
+        scratch_files(&inner)
+            .iter()
+            .all(|n| n.starts_with("spill.0.")),
+        "{:?}",
+        scratch_files(&inner)
+    );
+    // The disk has room again: a new scratch log, and the failed one's files are gone.
+    let after = big_rewrite(&env, &db, 5_000);
+    let files = scratch_files(&inner);
+    assert!(
+        !files.is_empty() && files.iter().all(|n| n.starts_with("spill.1.")),
+        "{files:?}"
+    );
+    after.commit().unwrap();
+    assert_eq!(contents(&db), expected_after(5_000));
+    env.close().unwrap();
+    assert!(scratch_files(&inner).is_empty());
+}
+
+/// A transaction still spilled when its environment closes changes no file after the close:
+/// dropped later, it leaves alone the scratch files of the next opener of the directory
+/// (which are named as its own were).
+#[test]
+fn a_spilled_transaction_outliving_its_environment_leaves_the_next_opener_alone() {
+    let storage = MemStorage::new();
+    let cfg = config().in_memory_log(true);
+    let env = Env::open_with_storage(Arc::new(storage.clone()), cfg.clone()).unwrap();
+    let db = load(&env, 100);
+    let stale = big_rewrite(&env, &db, 5_000);
+    env.close().unwrap();
+    assert!(scratch_files(&storage).is_empty(), "removed at close");
+    let env = Env::open_with_storage(Arc::new(storage.clone()), cfg).unwrap();
+    let db = env.open_db("d").unwrap();
+    let t = big_rewrite(&env, &db, 5_000);
+    let files = scratch_files(&storage);
+    assert!(!files.is_empty());
+    drop(stale);
+    assert_eq!(scratch_files(&storage), files);
+    t.commit().unwrap();
+    assert_eq!(contents(&db), expected_after(5_000));
+}
+
+/// A spilled commit that cannot make the file for its values before (a full disk) fails
+/// before anything is applied: nothing of it is seen, no file is left, and the environment
+/// goes on taking commits, large ones too once the disk has room.
+#[test]
+fn a_spilled_commit_that_cannot_make_its_undo_file_fails_cleanly() {
+    let inner = MemStorage::new();
+    let full = Arc::new(AtomicBool::new(false));
+    let disk = full.clone();
+    let storage = common::hook::HookStorage {
+        inner: inner.clone(),
+        hook: Arc::new(move |name: &str, _, _| match disk.load(Ordering::SeqCst) {
+            true if name.starts_with("undo.") => Err(std::io::Error::from_raw_os_error(28)),
+            _ => Ok(()),
+        }),
+    };
+    let env = Env::open_with_storage(Arc::new(storage), config()).unwrap();
+    let db = load(&env, 100);
+    let t = big_rewrite(&env, &db, 5_000);
+    full.store(true, Ordering::SeqCst);
+    let err = t.commit().expect_err("no room for its undo file");
+    assert!(matches!(err, Error::Io { .. }), "{err:?}");
+    assert_eq!(contents(&db), expected_before(100));
+    let names = beechdb::storage::Storage::list(&inner).unwrap();
+    assert!(!names.iter().any(|n| n.starts_with("undo.")), "{names:?}");
+    let small = env.begin_txn().unwrap();
+    small.put(&db, &key(0), b"small").unwrap();
+    small.commit().unwrap();
+    full.store(false, Ordering::SeqCst);
+    big_rewrite(&env, &db, 5_000).commit().unwrap();
+    assert_eq!(contents(&db), expected_after(5_000));
+    assert!(env.verify().unwrap().is_clean());
+}
+
 const ROWS: &str = "BEECH_BIG_ROWS";
 const DIR: &str = "BEECH_BIG_DIR";
 /// Set: the load's environment keeps its log in memory.

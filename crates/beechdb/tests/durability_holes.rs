@@ -165,6 +165,7 @@ fn s02_archive_during_a_checkpoint_then_a_power_cut() {
                 drop(env); // a clone: the test holds the environment
             }
         }
+        Ok(())
     });
     let storage = HookStorage {
         inner: inner.clone(),

@@ -277,11 +277,7 @@ impl Env {
             // No file of this environment may change once its directory is released.
             w.stop_preparing();
         }
-        if let Some(w) = self.shared.tx.as_ref().and_then(|tx| tx.scratch.get()) {
-            // Transactions spilled to scratch files, which hold nothing now. One left
-            // behind (a failure here, or no close) is removed by the next open.
-            w.remove_files();
-        }
+        self.shared.close_scratch_logs();
         self.shared.lock.lock().take();
         r
     }

@@ -17,7 +17,7 @@ use crate::wal::{self, segment_name, Wal};
 use parking_lot::Mutex;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 impl Env {
     pub(super) fn open_inner(storage: Arc<dyn Storage>, config: Config) -> Result<Env> {
@@ -130,14 +130,14 @@ impl Env {
                 engine.free_doomed_now()?;
             }
             wal = (!read_only).then(|| {
-                Wal::new(
+                Arc::new(Wal::new(
                     storage.clone(),
                     config.log_segment_size,
                     engine.env_id,
                     rec.segments,
                     (rec.end, rec.chain),
                     from.lsn,
-                )
+                ))
             });
         } else if let Some(&n) = listing.segments.iter().next() {
             return Err(Error::Corrupt {
@@ -162,8 +162,7 @@ impl Env {
         let start_lsn = engine.commit_lsn;
         let tx = (engine.mode != Mode::DataStore).then(|| Tx {
             wal,
-            scratch: OnceLock::new(),
-            scratch_making: Mutex::new(()),
+            scratch: Default::default(),
             log_segment_size: config.log_segment_size,
             txns: TxnManager::default(),
             durability: config.durability,

@@ -21,7 +21,7 @@ use crate::wal::{Record, Wal};
 use parking_lot::Mutex;
 use std::any::Any;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 /// What every handle of one environment shares.
 ///
@@ -93,11 +93,9 @@ pub(super) const READ_ATTEMPTS: usize = 64;
 /// What a transactional environment adds.
 pub(crate) struct Tx {
     /// `None` with an in-memory log.
-    pub wal: Option<Wal>,
-    /// With an in-memory log: the scratch log transactions spill to, made by the first
-    /// spill ([`Shared::spill_log`]), and held while it is made.
-    pub scratch: OnceLock<Wal>,
-    pub scratch_making: Mutex<()>,
+    pub wal: Option<Arc<Wal>>,
+    /// With an in-memory log: where transactions spill ([`Shared::spill_log`]).
+    pub scratch: Mutex<ScratchLogs>,
     /// The size of a log segment (of the scratch log too).
     pub log_segment_size: u64,
     pub txns: TxnManager,
@@ -118,6 +116,20 @@ pub(crate) struct Tx {
     pub recovered_commits: u64,
 }
 
+/// With the log in memory, the scratch logs transactions spill to. A failed write or sync
+/// poisons a log for good; a scratch log holds nothing to lose, so the next spill starts a
+/// new one (the old one stays with the transactions that spilled to it, and its files go
+/// with the last of them), and a full disk stops large transactions only while it is full.
+#[derive(Default)]
+pub(crate) struct ScratchLogs {
+    /// The one new spills go to: made by the first, replaced once poisoned.
+    current: Option<Arc<Wal>>,
+    /// How many were made: each one's files are named `spill.N.*` by its number.
+    made: u64,
+    /// Set at close: no scratch file changes after that (`storage::scratch`).
+    closed: Arc<AtomicBool>,
+}
+
 impl Shared {
     pub(crate) fn tx(&self) -> Result<&Tx> {
         self.tx.as_ref().ok_or_else(|| {
@@ -128,27 +140,38 @@ impl Shared {
     }
 
     /// The log a transaction spills its writes to when they outgrow its memory: the
-    /// environment's, or, with the log in memory, a scratch log of files named
-    /// `spill.*` in the environment's storage (`Wal::scratch`), made at the first spill.
-    pub(crate) fn spill_log(&self) -> Result<&Wal> {
+    /// environment's, or, with the log in memory, a scratch log of files named `spill.*` in
+    /// the environment's storage (`Wal::scratch`, see [`ScratchLogs`]).
+    pub(crate) fn spill_log(&self) -> Result<Arc<Wal>> {
         let tx = self.tx()?;
-        if let Some(w) = tx.wal.as_ref().or(tx.scratch.get()) {
-            return Ok(w);
+        if let Some(w) = &tx.wal {
+            return Ok(w.clone());
         }
-        let _making = tx.scratch_making.lock();
-        if tx.scratch.get().is_none() {
-            let files = Scratch::new(self.storage.clone(), SCRATCH_PREFIX);
-            let env_id = self.engine.read().env_id;
-            let wal = Wal::scratch(Arc::new(files), tx.log_segment_size, env_id)?;
-            let _ = tx.scratch.set(wal);
+        let mut logs = tx.scratch.lock();
+        if let Some(w) = logs.current.as_ref().filter(|w| !w.is_poisoned()) {
+            return Ok(w.clone());
         }
-        Ok(tx.scratch.get().expect("made above"))
+        let prefix = format!("{SCRATCH_PREFIX}{}.", logs.made);
+        logs.made += 1;
+        let files = Scratch::new(self.storage.clone(), prefix, logs.closed.clone());
+        let env_id = self.engine.read().env_id;
+        let wal = Arc::new(Wal::scratch(Arc::new(files), tx.log_segment_size, env_id)?);
+        logs.current = Some(wal.clone());
+        Ok(wal)
     }
 
-    /// The log transactions spill to, if one exists yet (see [`Shared::spill_log`]).
-    pub(crate) fn spill_log_made(&self) -> Option<&Wal> {
-        let tx = self.tx.as_ref()?;
-        tx.wal.as_ref().or(tx.scratch.get())
+    /// At close: no scratch file may change once the directory is released, and none is
+    /// left (one a failure leaves behind is removed by the next open).
+    pub(super) fn close_scratch_logs(&self) {
+        let Some(tx) = &self.tx else { return };
+        let mut logs = tx.scratch.lock();
+        logs.closed.store(true, Ordering::Release);
+        logs.current = None;
+        for name in self.storage.list().unwrap_or_default() {
+            if name.starts_with(SCRATCH_PREFIX) {
+                let _ = self.storage.remove(&name);
+            }
+        }
     }
 
     pub(crate) fn check_sizes(&self, key: &[u8], value: &[u8]) -> Result<()> {

@@ -124,7 +124,7 @@ impl Shared {
         let wal = tx.wal.as_ref();
         let mut source = match st.writes.spilled() {
             true => {
-                let (runs, reader) = st.writes.runs(self.spill_log()?, txn, &tx.txns.stats)?;
+                let (runs, reader) = st.writes.runs(txn, &tx.txns.stats)?;
                 Source::Runs(RunMerge::new(reader, txn, runs.iter().copied()), runs)
             }
             false => Source::Memory(st.commit_ops()),
@@ -269,7 +269,7 @@ impl Shared {
         drop(e);
         drop(garbage);
         self.bulk_done.wake_all();
-        st.writes.end_hold(self.spill_log_made(), Some(lsn));
+        st.writes.end_hold(Some(lsn));
         let counter = match source {
             Source::Runs(..) => &tx.txns.stats.spilled_commits,
             Source::Memory(_) => &tx.txns.stats.large_commits,

@@ -111,7 +111,7 @@ impl Shared {
         if st.writes.mem_bytes() <= tx.txn_memory {
             return Ok(());
         }
-        st.writes.spill(self.spill_log()?, txn, &tx.txns.stats)
+        st.writes.spill(|| self.spill_log(), txn, &tx.txns.stats)
     }
 }
 
@@ -212,7 +212,7 @@ impl TxnInner {
             tx.txns
                 .locks
                 .release_databases(self.id, &std::mem::take(&mut st.escalated));
-            st.writes.end_hold(self.shared.spill_log_made(), None);
+            st.writes.end_hold(None);
             if let Some(s) = st.registered.take() {
                 tx.txns.unregister(s);
             }

@@ -74,7 +74,7 @@ impl Shared {
             Ok(())
         };
         if st.writes.spilled() {
-            let (runs, reader) = st.writes.runs(self.spill_log()?, txn, &tx.txns.stats)?;
+            let (runs, reader) = st.writes.runs(txn, &tx.txns.stats)?;
             let mut merge = RunMerge::new(reader, txn, runs.iter().copied());
             while let Some(op) = merge.next()? {
                 add(op, &mut part)?;
@@ -129,8 +129,7 @@ impl Shared {
                 self.commit_local(txn, &[], ops.ops(), &st.dbs, d)
             }
         })();
-        st.writes
-            .end_hold(self.spill_log_made(), result.as_ref().ok().copied());
+        st.writes.end_hold(result.as_ref().ok().copied());
         result
     }
 }

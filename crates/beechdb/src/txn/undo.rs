@@ -139,7 +139,10 @@ impl UndoStore {
             .storage
             .open(&name, true)
             .and_then(|f| f.set_len(0).map(|()| f))
-            .map_err(|e| Error::io(format!("creating {name}"), e))?;
+            .map_err(|e| {
+                let _ = self.storage.remove(&name);
+                Error::io(format!("creating {name}"), e)
+            })?;
         let _ = self.file.set((name, file));
         Ok(self.file.get().expect("set above"))
     }

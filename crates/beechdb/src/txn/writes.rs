@@ -19,6 +19,7 @@ use crate::wal::{Op, OpsBuilder, Record, Wal};
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 
 /// Bytes of operations per `txn-data` record of a run.
 const RECORD_BYTES: usize = 64 << 10;
@@ -54,6 +55,9 @@ const FAN_IN: usize = 16;
 
 /// The log behind the runs of a transaction that spilled.
 struct Spill {
+    /// The log its runs are in (kept: with the log in memory, a scratch log the
+    /// environment may have replaced for later spills since).
+    wal: Arc<Wal>,
     reader: LogReader,
     /// The log's hold on the runs (see [`Wal::retain`]), from the first run's first record.
     hold: u64,
@@ -233,14 +237,25 @@ impl WriteSet {
     /// in memory, then merges runs where a layer has gathered [`FAN_IN`] of one size (so a
     /// commit's merge reads few runs at once: about `FAN_IN` per size, sizes growing by
     /// `FAN_IN` each). The records are written to the segment files (not synced) before this
-    /// returns, so that reading them back needs no copy of the log's buffer.
-    pub(crate) fn spill(&mut self, wal: &Wal, txn: u64, stats: &TxnCounters) -> Result<()> {
+    /// returns, so that reading them back needs no copy of the log's buffer. The first
+    /// spill writes to the log `log` gives; later ones to the same log.
+    pub(crate) fn spill(
+        &mut self,
+        log: impl FnOnce() -> Result<Arc<Wal>>,
+        txn: u64,
+        stats: &TxnCounters,
+    ) -> Result<()> {
         self.mem_bytes = 0;
         let has_mem = |p: &Part| matches!(p, Part::Mem(m) if !m.is_empty());
         if !self.layers.iter().flatten().any(has_mem) {
             return Ok(());
         }
         stats.spills.fetch_add(1, Relaxed);
+        let log = match &self.spill {
+            Some(s) => s.wal.clone(),
+            None => log()?,
+        };
+        let wal = log.as_ref();
         if self.spill.is_none() {
             // Held before anything is appended, so that no checkpoint releases it first.
             let (hold, first) = wal.retain_from_end();
@@ -248,6 +263,7 @@ impl WriteSet {
                 .reader(first, None)
                 .inspect_err(|_| wal.unretain(hold))?;
             self.spill = Some(Spill {
+                wal: log.clone(),
                 reader,
                 hold,
                 first,
@@ -332,11 +348,11 @@ impl WriteSet {
     /// log holding them.
     pub(crate) fn runs(
         &mut self,
-        wal: &Wal,
         txn: u64,
         stats: &TxnCounters,
     ) -> Result<(Vec<(u64, u32)>, &LogReader)> {
-        self.spill(wal, txn, stats)?;
+        let spilled = self.spill.as_ref().map(|s| s.wal.clone());
+        self.spill(|| spilled.ok_or_else(unspilled), txn, stats)?;
         let runs = self
             .layers
             .iter()
@@ -450,14 +466,18 @@ impl WriteSet {
 
     /// Ends the log's hold on this transaction's runs: at once (it aborted), or, once it
     /// committed at `committed`, with the first checkpoint after that.
-    pub(crate) fn end_hold(&mut self, wal: Option<&Wal>, committed: Option<u64>) {
-        if let (Some(s), Some(w)) = (self.spill.take(), wal) {
+    pub(crate) fn end_hold(&mut self, committed: Option<u64>) {
+        if let Some(s) = self.spill.take() {
             match committed {
-                Some(lsn) => w.retain_until(s.hold, lsn),
-                None => w.unretain(s.hold),
+                Some(lsn) => s.wal.retain_until(s.hold, lsn),
+                None => s.wal.unretain(s.hold),
             }
         }
     }
+}
+
+fn unspilled() -> crate::error::Error {
+    crate::error::Error::InvalidArgument("the runs of a transaction that never spilled".into())
 }
 
 fn clone_entry((k, w): (&Vec<u8>, &Write)) -> (Vec<u8>, Write) {

@@ -82,6 +82,18 @@ impl Drop for Arrival<'_> {
     }
 }
 
+/// A scratch log's files go with it: the last transaction that could read them let go of
+/// it (best effort: the next open removes any left).
+impl Drop for Wal {
+    fn drop(&mut self) {
+        if self.scratch {
+            for name in self.storage.list().unwrap_or_default() {
+                let _ = self.storage.remove(&name);
+            }
+        }
+    }
+}
+
 pub(crate) fn segment_name(no: u64) -> String {
     format!("log.{no:010}")
 }
@@ -457,6 +469,11 @@ impl Wal {
         Ok(wal)
     }
 
+    /// A write or sync failed: nothing more is appended or acknowledged.
+    pub(crate) fn is_poisoned(&self) -> bool {
+        self.failed.load(Acquire)
+    }
+
     fn poisoned(cause: &str) -> Error {
         Error::Poisoned {
             cause: cause.to_string(),
@@ -525,15 +542,6 @@ impl Wal {
             lsns.push(self.push(&mut g, &rec, synced)?);
         }
         Ok(lsns)
-    }
-
-    /// Removes every file of the log's storage, best effort: for a scratch log, whose
-    /// storage is a namespace of its own, once no transaction can use it.
-    pub(crate) fn remove_files(&self) {
-        debug_assert!(self.scratch, "only a scratch log's files may all go");
-        for name in self.storage.list().unwrap_or_default() {
-            let _ = self.storage.remove(&name);
-        }
     }
 
     /// Keeps the log from its end on (segments holding it are not released) until

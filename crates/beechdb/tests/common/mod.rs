@@ -84,7 +84,9 @@ pub mod hook {
     use std::io;
     use std::sync::Arc;
 
-    pub type Hook = Arc<dyn Fn(&str, u64, usize) + Send + Sync>;
+    /// Called before every write with the file's name, the offset and the length (a
+    /// change of length: the new length and 0); an error fails the write.
+    pub type Hook = Arc<dyn Fn(&str, u64, usize) -> io::Result<()> + Send + Sync>;
 
     #[derive(Clone)]
     pub struct HookStorage {
@@ -141,13 +143,14 @@ pub mod hook {
             self.file.read_at(buf, offset)
         }
         fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-            (self.hook)(&self.name, offset, buf.len());
+            (self.hook)(&self.name, offset, buf.len())?;
             self.file.write_at(buf, offset)
         }
         fn len(&self) -> io::Result<u64> {
             self.file.len()
         }
         fn set_len(&self, len: u64) -> io::Result<()> {
+            (self.hook)(&self.name, len, 0)?;
             self.file.set_len(len)
         }
         fn sync_data(&self) -> io::Result<()> {
