@@ -1,5 +1,5 @@
 //! Auto-committed puts from several threads at one durability, to profile the write path:
-//! `cargo run --release --example write_threads -- THREADS [OPS_PER_THREAD] [nosync|write-nosync|sync]`.
+//! `cargo run --release --example write_threads -- THREADS [OPS_PER_THREAD] [nosync|write-nosync|sync|in-memory]`.
 //! Each thread writes its own batches of 100 sequential keys, as the key/value benchmark
 //! does; prints the rate of the timed part (not the open or the close) and the statistics
 //! (with `sync`, the log's: commits per fsync shows group commit at work), and the latency
@@ -11,7 +11,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let threads: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(2);
     let per_thread: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(500_000);
-    let durability = match args.next().as_deref() {
+    let mode = args.next();
+    let durability = match mode.as_deref() {
         Some("sync") => Durability::Sync,
         Some("write-nosync") => Durability::WriteNoSync,
         _ => Durability::NoSync,
@@ -20,7 +21,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let cfg = Config::new()
         .transactional(true)
         .durability(durability)
-        .cache_size(512 << 20);
+        .cache_size(512 << 20)
+        .in_memory_log(mode.as_deref() == Some("in-memory"));
     let env = Env::open(dir.path(), cfg)?;
     let db = env.create_db("d")?;
     let start = Instant::now();
