@@ -557,22 +557,29 @@ fn with_the_log_in_memory_writes_spill_to_scratch_files() {
     assert!(env.verify().unwrap().is_clean());
 }
 
-/// With the log in memory, a failed write of a scratch file (a full disk) fails the
-/// transactions whose writes are in that scratch log, cleanly (nothing of them applied), and
-/// only them: once the disk has room, the next transaction spills to a new scratch log and
-/// commits, and the failed log's files go with the last transaction that spilled to it.
-#[test]
-fn a_failed_scratch_write_fails_only_the_transactions_that_spilled_there() {
+/// A storage whose writes to files named `prefix*` fail with ENOSPC while the flag is set:
+/// the memory under it, the flag, and the storage.
+fn disk_full_for(prefix: &'static str) -> (MemStorage, Arc<AtomicBool>, common::hook::HookStorage) {
     let inner = MemStorage::new();
     let full = Arc::new(AtomicBool::new(false));
     let disk = full.clone();
     let storage = common::hook::HookStorage {
         inner: inner.clone(),
         hook: Arc::new(move |name: &str, _, _| match disk.load(Ordering::SeqCst) {
-            true if name.starts_with("spill.") => Err(std::io::Error::from_raw_os_error(28)),
+            true if name.starts_with(prefix) => Err(std::io::Error::from_raw_os_error(28)),
             _ => Ok(()),
         }),
     };
+    (inner, full, storage)
+}
+
+/// With the log in memory, a failed write of a scratch file (a full disk) fails the
+/// transactions whose writes are in that scratch log, cleanly (nothing of them applied), and
+/// only them: once the disk has room, the next transaction spills to a new scratch log and
+/// commits, and the failed log's files go with the last transaction that spilled to it.
+#[test]
+fn a_failed_scratch_write_fails_only_the_transactions_that_spilled_there() {
+    let (inner, full, storage) = disk_full_for("spill.");
     let env = Env::open_with_storage(Arc::new(storage), config().in_memory_log(true)).unwrap();
     let db = load(&env, 100);
     let other = env.create_db("e").unwrap();
@@ -641,16 +648,7 @@ fn a_spilled_transaction_outliving_its_environment_leaves_the_next_opener_alone(
 /// goes on taking commits, large ones too once the disk has room.
 #[test]
 fn a_spilled_commit_that_cannot_make_its_undo_file_fails_cleanly() {
-    let inner = MemStorage::new();
-    let full = Arc::new(AtomicBool::new(false));
-    let disk = full.clone();
-    let storage = common::hook::HookStorage {
-        inner: inner.clone(),
-        hook: Arc::new(move |name: &str, _, _| match disk.load(Ordering::SeqCst) {
-            true if name.starts_with("undo.") => Err(std::io::Error::from_raw_os_error(28)),
-            _ => Ok(()),
-        }),
-    };
+    let (inner, full, storage) = disk_full_for("undo.");
     let env = Env::open_with_storage(Arc::new(storage), config()).unwrap();
     let db = load(&env, 100);
     let t = big_rewrite(&env, &db, 5_000);
