@@ -18,7 +18,10 @@
 //!
 //! Entries are kept in memory, but those whose frame is larger than [`KEEP_WHOLE_UP_TO`]:
 //! of those only where the frame is in the file, read back (checksum and entry id checked)
-//! when asked for, so memory does not grow with the large transactions the log holds.
+//! when asked for, with the mutex released, so memory does not grow with the large
+//! transactions the log holds and appends do not wait for those reads. The file is only
+//! ever appended to (a rewrite makes a new one), so the bytes at a place read under the
+//! mutex stay what they were in the file taken with it.
 //!
 //! Appends are group-committed: an append is written at once, and its completion (which
 //! tells openraft the entries are stored) is handed to the flusher thread, which fsyncs
@@ -566,26 +569,28 @@ impl Inner {
         Ok(placed)
     }
 
-    /// The entry `k` keeps, read back from the file if it is there.
-    fn entry(&self, k: &Kept) -> std::io::Result<Entry> {
-        let (log_id, at, len) = match k {
-            Kept::Whole(e, _) => return Ok(e.clone()),
-            Kept::OnFile {
-                log_id, at, len, ..
-            } => (*log_id, *at, *len as usize),
-        };
-        let mut buf = vec![0u8; len];
-        self.file.read_at(&mut buf, at)?;
-        let crc = u32::from_le_bytes(buf[4..8].try_into().expect("a frame has a header"));
-        match checked_frame(&buf[FRAME_HDR..], crc, at) {
-            Ok(Some(Frame::Entry(e))) if e.log_id == log_id => Ok(e),
-            _ => Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                format!(
-                    "entry {} of the replication log, at byte {at}, is damaged",
-                    log_id.index
-                ),
-            )),
+    /// What reading the entries `range` keeps takes: those kept whole, cloned now; the
+    /// places of those kept on file, read by [`Reads::read`] with the mutex released. (The
+    /// file is only ever appended to; a rewrite makes a new one, so the bytes at a place
+    /// taken here stay as they are in the file taken with it.)
+    fn reads(&self, range: impl RangeBounds<u64>) -> Reads {
+        let mut whole = Vec::new();
+        let mut on_file = Vec::new();
+        for k in self.state.entries.range(range).map(|(_, k)| k) {
+            match k {
+                Kept::Whole(e, _) => whole.push(Some(e.clone())),
+                &Kept::OnFile {
+                    log_id, at, len, ..
+                } => {
+                    on_file.push((whole.len(), log_id, at, len));
+                    whole.push(None);
+                }
+            }
+        }
+        Reads {
+            whole,
+            on_file,
+            file: self.file.clone(),
         }
     }
 
@@ -643,14 +648,46 @@ impl Inner {
     }
 }
 
+/// Entries to read (see [`Inner::reads`]): in order, each whole or `None` where the entry at
+/// `on_file`'s place (slot, entry id, byte, length) goes.
+struct Reads {
+    whole: Vec<Option<Entry>>,
+    on_file: Vec<(usize, LogId, u64, u64)>,
+    file: Arc<dyn StorageFile>,
+}
+
+impl Reads {
+    fn read(mut self) -> std::io::Result<Vec<Entry>> {
+        for &(slot, log_id, at, len) in &self.on_file {
+            let mut buf = vec![0u8; len as usize];
+            self.file.read_at(&mut buf, at)?;
+            let crc = u32::from_le_bytes(buf[4..8].try_into().expect("a frame has a header"));
+            self.whole[slot] = match checked_frame(&buf[FRAME_HDR..], crc, at) {
+                Ok(Some(Frame::Entry(e))) if e.log_id == log_id => Some(e),
+                _ => {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        format!(
+                            "entry {} of the replication log, at byte {at}, is damaged",
+                            log_id.index
+                        ),
+                    ))
+                }
+            };
+        }
+        Ok(self.whole.into_iter().flatten().collect())
+    }
+}
+
 impl RaftLogReader<TypeConfig> for LogStore {
     async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + Send>(
         &mut self,
         range: RB,
     ) -> std::io::Result<Vec<Entry>> {
-        let inner = self.inner.lock();
-        let entries = inner.state.entries.range(range);
-        entries.map(|(_, k)| inner.entry(k)).collect()
+        // Entries kept on file (up to an entry's 32 MiB) are read with the mutex released:
+        // appends and the core's other calls do not wait for them.
+        let reads = self.inner.lock().reads(range);
+        reads.read()
     }
 
     async fn read_vote(&mut self) -> std::io::Result<Option<Vote>> {
@@ -893,10 +930,8 @@ mod tests {
     /// Every entry `store` keeps, read back, as text; and how many it keeps on file only.
     fn read_back(store: &LogStore) -> (Vec<String>, usize) {
         let inner = store.inner.lock();
-        let all = inner.state.entries.values();
-        let text = all
-            .map(|k| format!("{:?}", inner.entry(k).unwrap()))
-            .collect();
+        let all = inner.reads(..).read().unwrap();
+        let text = all.iter().map(|e| format!("{e:?}")).collect();
         let on_file = inner.state.entries.values();
         let on_file = on_file.filter(|k| matches!(k, Kept::OnFile { .. })).count();
         (text, on_file)
@@ -941,12 +976,43 @@ mod tests {
         let store = open();
         assert_eq!(read_back(&store), (kept, 2), "rewritten and reopened");
         let inner = store.inner.lock();
-        let k = &inner.state.entries[&6];
-        let Kept::OnFile { at, .. } = k else {
+        let Kept::OnFile { at, .. } = inner.state.entries[&6] else {
             panic!("entry 6 is large")
         };
         inner.file.write_at(&[0xff], at + 1000).unwrap();
-        let err = inner.entry(k).unwrap_err();
+        let err = inner.reads(6..=6).read().unwrap_err();
         assert_eq!(err.kind(), std::io::ErrorKind::InvalidData, "{err}");
+    }
+
+    /// Entries kept on file are read with the mutex released, from the places and the file
+    /// taken under it: a rewrite (a new file, entries at new places) and appends in between
+    /// change nothing of what is read.
+    #[test]
+    fn entries_read_after_the_mutex_is_released_are_those_asked_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = Arc::new(beechdb::storage::OsStorage::new(dir.path()).unwrap());
+        let store = LogStore::open(storage, "log", 1).unwrap();
+        let entries: Vec<Entry> = (1..=8)
+            .map(|i| entry_of(1, i, if i % 2 == 0 { 200_000 } else { 100 }))
+            .collect();
+        let want: Vec<String> = entries[2..].iter().map(|e| format!("{e:?}")).collect();
+        add(&store, entries);
+        let reads = store.inner.lock().reads(3..);
+        {
+            let mut inner = store.inner.lock();
+            let upto = entry(1, 2).log_id;
+            inner.state.purge(upto);
+            inner.write(&[Frame::Purge(upto)], false).unwrap();
+            inner.rewrite().unwrap();
+        }
+        add(&store, vec![entry_of(1, 9, 300_000)]);
+        let read: Vec<String> = reads
+            .read()
+            .unwrap()
+            .iter()
+            .map(|e| format!("{e:?}"))
+            .collect();
+        assert_eq!(read, want);
+        assert_eq!(read_back(&store).0[..6], want[..]);
     }
 }
