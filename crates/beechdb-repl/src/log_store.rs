@@ -574,22 +574,14 @@ impl Inner {
     /// file is only ever appended to; a rewrite makes a new one, so the bytes at a place
     /// taken here stay as they are in the file taken with it.)
     fn reads(&self, range: impl RangeBounds<u64>) -> Reads {
-        let mut whole = Vec::new();
-        let mut on_file = Vec::new();
-        for k in self.state.entries.range(range).map(|(_, k)| k) {
-            match k {
-                Kept::Whole(e, _) => whole.push(Some(e.clone())),
-                &Kept::OnFile {
-                    log_id, at, len, ..
-                } => {
-                    on_file.push((whole.len(), log_id, at, len));
-                    whole.push(None);
-                }
-            }
-        }
+        let entries = self.state.entries.range(range).map(|(_, k)| match k {
+            Kept::Whole(e, _) => ToRead::Whole(e.clone()),
+            &Kept::OnFile {
+                log_id, at, len, ..
+            } => ToRead::OnFile(log_id, at, len),
+        });
         Reads {
-            whole,
-            on_file,
+            entries: entries.collect(),
             file: self.file.clone(),
         }
     }
@@ -648,34 +640,41 @@ impl Inner {
     }
 }
 
-/// Entries to read (see [`Inner::reads`]): in order, each whole or `None` where the entry at
-/// `on_file`'s place (slot, entry id, byte, length) goes.
+/// An entry to read: kept whole, or its frame's place in the file (entry id, byte, length).
+enum ToRead {
+    Whole(Entry),
+    OnFile(LogId, u64, u64),
+}
+
+/// Entries to read, in order, and the file those kept there are in (see [`Inner::reads`]).
 struct Reads {
-    whole: Vec<Option<Entry>>,
-    on_file: Vec<(usize, LogId, u64, u64)>,
+    entries: Vec<ToRead>,
     file: Arc<dyn StorageFile>,
 }
 
 impl Reads {
-    fn read(mut self) -> std::io::Result<Vec<Entry>> {
-        for &(slot, log_id, at, len) in &self.on_file {
+    fn read(self) -> std::io::Result<Vec<Entry>> {
+        let file = self.file;
+        let from_file = |log_id: LogId, at: u64, len: u64| {
             let mut buf = vec![0u8; len as usize];
-            self.file.read_at(&mut buf, at)?;
+            file.read_at(&mut buf, at)?;
             let crc = u32::from_le_bytes(buf[4..8].try_into().expect("a frame has a header"));
-            self.whole[slot] = match checked_frame(&buf[FRAME_HDR..], crc, at) {
-                Ok(Some(Frame::Entry(e))) if e.log_id == log_id => Some(e),
-                _ => {
-                    return Err(std::io::Error::new(
-                        std::io::ErrorKind::InvalidData,
-                        format!(
-                            "entry {} of the replication log, at byte {at}, is damaged",
-                            log_id.index
-                        ),
-                    ))
-                }
-            };
-        }
-        Ok(self.whole.into_iter().flatten().collect())
+            match checked_frame(&buf[FRAME_HDR..], crc, at) {
+                Ok(Some(Frame::Entry(e))) if e.log_id == log_id => Ok(e),
+                _ => Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!(
+                        "entry {} of the replication log, at byte {at}, is damaged",
+                        log_id.index
+                    ),
+                )),
+            }
+        };
+        let entries = self.entries.into_iter().map(|r| match r {
+            ToRead::Whole(e) => Ok(e),
+            ToRead::OnFile(log_id, at, len) => from_file(log_id, at, len),
+        });
+        entries.collect()
     }
 }
 

@@ -351,8 +351,13 @@ impl WriteSet {
         txn: u64,
         stats: &TxnCounters,
     ) -> Result<(Vec<(u64, u32)>, &LogReader)> {
-        let spilled = self.spill.as_ref().map(|s| s.wal.clone());
-        self.spill(|| spilled.ok_or_else(unspilled), txn, stats)?;
+        let wal = self
+            .spill
+            .as_ref()
+            .expect("runs of a transaction that spilled")
+            .wal
+            .clone();
+        self.spill(|| Ok(wal), txn, stats)?;
         let runs = self
             .layers
             .iter()
@@ -474,10 +479,6 @@ impl WriteSet {
             }
         }
     }
-}
-
-fn unspilled() -> crate::error::Error {
-    crate::error::Error::InvalidArgument("the runs of a transaction that never spilled".into())
 }
 
 fn clone_entry((k, w): (&Vec<u8>, &Write)) -> (Vec<u8>, Write) {
