@@ -16,7 +16,8 @@
 //!   of its own, or parts sent ahead of it): then it waits for the apply, so an `Ok` is
 //!   never taken back;
 //! - a transaction too large for one entry sends its parts one at a time, each once the
-//!   one before is applied here, and gives them up (a `Drop` entry) if it fails after.
+//!   one before is applied here, and gives them up (a `Drop` entry) if it fails after;
+//! - a committer polls for its outcome only while no other committer waits (see [`Waits`]).
 
 use crate::log_store::{LogStore, Stored};
 use crate::{raft_error, write_error, MemberConfig, NodeId, Raft, Request, Stage, TypeConfig};
@@ -29,7 +30,7 @@ use openraft::raft::responder::Responder;
 use openraft::raft::ClientWriteResponse;
 use openraft::ServerState;
 use parking_lot::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -99,6 +100,95 @@ pub(crate) struct CommitPath {
     /// Writes beyond which a commit goes in parts, and the last number given to one.
     part_bytes: usize,
     last_staged: AtomicU64,
+    waits: Waits,
+}
+
+/// How committers wait for their outcomes. A committer asleep costs the member's runtime
+/// thread a wake-up (a futex call, about a tenth of its time with one committer) and itself
+/// a switch back in, which on loopback take as long as the rest of a commit. So a committer
+/// that waits alone polls for its outcome (yielding its core between polls) for up to
+/// `poll_for` before it sleeps, when waits have lately been shorter than that. Committers
+/// that wait together get their outcomes in batches and sleep: one that begins to wait
+/// while another does marks them crowded for [`CROWDED_FOR`], and none polls meanwhile.
+struct Waits {
+    poll_for: Duration,
+    waiting: AtomicUsize,
+    /// A moving average of waits, in nanoseconds.
+    lately: AtomicU64,
+    /// Nanoseconds after `epoch` until which committers count as crowded.
+    crowded_until: AtomicU64,
+    epoch: Instant,
+}
+
+/// How long committers count as crowded after two waited at once.
+const CROWDED_FOR: Duration = Duration::from_millis(10);
+
+impl Waits {
+    fn new(poll_for: Duration) -> Waits {
+        Waits {
+            poll_for,
+            waiting: AtomicUsize::new(0),
+            lately: AtomicU64::new(0),
+            crowded_until: AtomicU64::new(0),
+            epoch: Instant::now(),
+        }
+    }
+
+    /// Counts a committer in that begins to wait at `now`, and says whether it polls.
+    fn begin(&self, now: Instant) -> bool {
+        let now = now.duration_since(self.epoch).as_nanos() as u64;
+        if self.waiting.fetch_add(1, Relaxed) > 0 {
+            let until = now + CROWDED_FOR.as_nanos() as u64;
+            self.crowded_until.fetch_max(until, Relaxed);
+            return false;
+        }
+        self.crowded_until.load(Relaxed) <= now
+            && self.lately.load(Relaxed) < self.poll_for.as_nanos() as u64
+    }
+
+    /// Counts out a committer whose wait took `took`.
+    fn end(&self, took: Duration) {
+        self.waiting.fetch_sub(1, Relaxed);
+        let took = took.as_nanos().min(u64::MAX as u128) as u64;
+        let lately = self.lately.load(Relaxed);
+        self.lately.store(lately - lately / 8 + took / 8, Relaxed);
+    }
+
+    /// Waits on `events` until `deadline`, polling first when [`Waits::begin`] says so.
+    fn wait(
+        &self,
+        events: &mpsc::Receiver<Event>,
+        poll: bool,
+        deadline: Instant,
+    ) -> std::result::Result<Event, mpsc::RecvTimeoutError> {
+        let started = Instant::now();
+        let polled = match self.begin(started) && poll {
+            true => poll_until(events, deadline.min(started + self.poll_for)),
+            false => None,
+        };
+        let got = polled.unwrap_or_else(|| {
+            events.recv_timeout(deadline.saturating_duration_since(Instant::now()))
+        });
+        self.end(started.elapsed());
+        got
+    }
+}
+
+/// What `events` brings before `until`, polled, or `None`.
+fn poll_until(
+    events: &mpsc::Receiver<Event>,
+    until: Instant,
+) -> Option<std::result::Result<Event, mpsc::RecvTimeoutError>> {
+    loop {
+        match events.try_recv() {
+            Ok(e) => return Some(Ok(e)),
+            Err(mpsc::TryRecvError::Disconnected) => {
+                return Some(Err(mpsc::RecvTimeoutError::Disconnected))
+            }
+            Err(mpsc::TryRecvError::Empty) if Instant::now() >= until => return None,
+            Err(mpsc::TryRecvError::Empty) => std::thread::yield_now(),
+        }
+    }
 }
 
 impl CommitPath {
@@ -170,6 +260,7 @@ impl CommitPath {
             own_ddl: AtomicU64::new(0),
             part_bytes: config.part_bytes,
             last_staged: AtomicU64::new(0),
+            waits: Waits::new(config.commit_poll),
         }
     }
 
@@ -490,8 +581,9 @@ impl CommitPath {
 
     /// Waits for what the commit's ack policy asks for.
     fn wait(&self, events: &mpsc::Receiver<Event>, ack: AckPolicy, deadline: Instant) -> Attempt {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let index = match events.recv_timeout(left) {
+        // An ack-NONE commit waits for this member's append alone: polling gained nothing
+        // there, and took a core from the runtime that replicates it (docs/benchmarks.md).
+        let index = match self.waits.wait(events, ack != AckPolicy::None, deadline) {
             Ok(Event::Stored(index)) => return Attempt::Done(Ok(index)),
             Ok(Event::Again(locks)) => return Attempt::Again(locks),
             Ok(Event::Done(Ok(r))) => match r.data.refused {
@@ -535,6 +627,70 @@ impl CommitPath {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lone_committer_polls_until_others_wait_beside_it() {
+        let waits = Waits::new(Duration::from_micros(200));
+        let t0 = Instant::now();
+        assert!(waits.begin(t0));
+        assert!(!waits.begin(t0), "a second waiter sleeps");
+        waits.end(Duration::from_micros(10));
+        waits.end(Duration::from_micros(10));
+        assert!(!waits.begin(t0), "crowded for a while after");
+        waits.end(Duration::from_micros(10));
+        assert!(waits.begin(t0 + CROWDED_FOR + Duration::from_millis(1)));
+        waits.end(Duration::from_micros(10));
+    }
+
+    #[test]
+    fn committers_poll_only_while_waits_are_short() {
+        let waits = Waits::new(Duration::from_micros(200));
+        let t0 = Instant::now();
+        assert!(waits.begin(t0));
+        waits.end(Duration::from_millis(1));
+        for _ in 0..20 {
+            waits.begin(t0);
+            waits.end(Duration::from_millis(1));
+        }
+        assert!(!waits.begin(t0), "waits of 1 ms are not polled for");
+        waits.end(Duration::from_millis(1));
+        for _ in 0..40 {
+            waits.begin(t0);
+            waits.end(Duration::from_micros(20));
+        }
+        assert!(waits.begin(t0), "short waits again: polled for again");
+        waits.end(Duration::from_micros(20));
+        let never = Waits::new(Duration::ZERO);
+        assert!(!never.begin(t0));
+    }
+
+    #[test]
+    fn a_polling_committer_gets_its_outcome_or_its_deadline() {
+        let waits = Waits::new(Duration::from_millis(50));
+        let (send, events) = mpsc::channel();
+        let sender = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(5));
+            send.send(Event::Stored(7)).unwrap();
+            send
+        });
+        let deadline = Instant::now() + Duration::from_secs(10);
+        assert!(matches!(
+            waits.wait(&events, true, deadline),
+            Ok(Event::Stored(7))
+        ));
+        let send = sender.join().unwrap();
+        let short = Instant::now() + Duration::from_millis(5);
+        assert!(matches!(
+            waits.wait(&events, true, short),
+            Err(mpsc::RecvTimeoutError::Timeout)
+        ));
+        drop(send);
+        assert!(matches!(
+            waits.wait(&events, true, deadline),
+            Err(mpsc::RecvTimeoutError::Disconnected)
+        ));
+        assert_eq!(waits.waiting.load(Relaxed), 0);
+    }
 
     /// A long part cut into pieces is whole again put back together, and told apart from a
     /// part proper (which begins with a count of catalog changes of 0).
