@@ -364,6 +364,44 @@ mod tests {
         assert!(c.contains(99));
     }
 
+    /// Images that readers loaded stay readable through the references handed out while
+    /// other readers add more (the side table grows and moves its boxes, never their
+    /// buffers), and become frames at the next change. Run under Miri in CI, which checks
+    /// the `unsafe` of `get_loaded`.
+    #[test]
+    fn loaded_images_stay_readable_while_others_are_loaded() {
+        let mut c = Cache::new(64, 1024);
+        let image = |pid: u64| vec![pid as u8; 64].into_boxed_slice();
+        std::thread::scope(|s| {
+            let c = &c;
+            for t in 0..4u64 {
+                s.spawn(move || {
+                    let mut held: Vec<(u64, &[u8])> = Vec::new();
+                    for i in 0..40u64 {
+                        let pid = t * 1000 + i;
+                        assert!(c.add_loaded(pid, image(pid), c.epoch(pid)));
+                        held.push((pid, c.get(pid).unwrap()));
+                        for &(pid, data) in &held {
+                            assert!(data.iter().all(|&b| b == pid as u8));
+                        }
+                    }
+                    assert!(!c.add_loaded(t * 1000, image(0), c.epoch(t * 1000)));
+                });
+            }
+        });
+        assert_eq!(c.len(), 160);
+        assert!(c
+            .frame_mut(3005)
+            .is_some_and(|f| f.data[0] == 3005u64 as u8));
+        let pid = 2000;
+        let epoch = c.epoch(pid);
+        c.discard(pid);
+        assert!(
+            !c.add_loaded(pid, image(pid), epoch),
+            "a change since the epoch"
+        );
+    }
+
     /// Pages evicted and discarded keep at most `SPARES` buffers for reuse, however many go:
     /// the spares once grew by a page per eviction when loads took no buffer from them
     /// (a reader's load does not), holding hundreds of megabytes beside a 1 MiB cache.
