@@ -30,8 +30,9 @@ use openraft::raft::responder::Responder;
 use openraft::raft::ClientWriteResponse;
 use openraft::ServerState;
 use parking_lot::Mutex;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::mpsc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The largest encoded commit a member proposes: one entry must fit a frame of the TCP
@@ -103,15 +104,75 @@ pub(crate) struct CommitPath {
     waits: Waits,
 }
 
+/// Keeps the member's runtime thread from sleeping while a lone committer polls: asleep, it
+/// is woken by each commit's proposal (an eventfd write, then a switch back in). A task on
+/// the runtime yields to the runtime's other work in a loop until no committer has polled
+/// for [`AWAKE_FOR`], then sleeps until one polls again.
+pub(crate) struct KeepAwake {
+    /// Nanoseconds after `epoch` when a committer last began to poll.
+    last_poll: AtomicU64,
+    epoch: Instant,
+    /// The task is looping (not asleep on `wake`).
+    looping: AtomicBool,
+    wake: tokio::sync::Notify,
+}
+
+/// How long the runtime stays awake after a committer last polled.
+const AWAKE_FOR: Duration = Duration::from_millis(1);
+
+impl KeepAwake {
+    fn new() -> KeepAwake {
+        KeepAwake {
+            last_poll: AtomicU64::new(0),
+            epoch: Instant::now(),
+            looping: AtomicBool::new(false),
+            wake: tokio::sync::Notify::new(),
+        }
+    }
+
+    fn polled_lately(&self) -> bool {
+        let now = self.epoch.elapsed().as_nanos() as u64;
+        now.saturating_sub(self.last_poll.load(SeqCst)) < AWAKE_FOR.as_nanos() as u64
+    }
+
+    /// A committer begins to poll.
+    fn polling(&self) {
+        let now = self.epoch.elapsed().as_nanos() as u64;
+        self.last_poll.store(now, SeqCst);
+        if !self.looping.load(SeqCst) {
+            self.wake.notify_one();
+        }
+    }
+
+    /// The task: runs until the runtime stops.
+    async fn run(self: Arc<Self>) {
+        loop {
+            self.looping.store(true, SeqCst);
+            while self.polled_lately() {
+                tokio::task::yield_now().await;
+            }
+            self.looping.store(false, SeqCst);
+            // A committer that polled after the check above and saw `looping` still set
+            // did not notify: look again before sleeping (both sides store, then load the
+            // other's, all SeqCst, so one of them sees the other).
+            if !self.polled_lately() {
+                self.wake.notified().await;
+            }
+        }
+    }
+}
+
 /// How committers wait for their outcomes. A committer asleep costs the member's runtime
 /// thread a wake-up (a futex call, about a tenth of its time with one committer) and itself
 /// a switch back in, which on loopback take as long as the rest of a commit. So a committer
 /// that waits alone polls for its outcome (yielding its core between polls) for up to
-/// `poll_for` before it sleeps, when waits have lately been shorter than that. Committers
-/// that wait together get their outcomes in batches and sleep: one that begins to wait
-/// while another does marks them crowded for [`CROWDED_FOR`], and none polls meanwhile.
+/// `poll_for` before it sleeps, when waits have lately been shorter than that, and keeps the
+/// runtime awake meanwhile (see [`KeepAwake`]). Committers that wait together get their
+/// outcomes in batches and sleep: one that begins to wait while another does marks them
+/// crowded for [`CROWDED_FOR`], and none polls meanwhile.
 struct Waits {
     poll_for: Duration,
+    runtime: Arc<KeepAwake>,
     waiting: AtomicUsize,
     /// A moving average of waits, in nanoseconds.
     lately: AtomicU64,
@@ -127,6 +188,7 @@ impl Waits {
     fn new(poll_for: Duration) -> Waits {
         Waits {
             poll_for,
+            runtime: Arc::new(KeepAwake::new()),
             waiting: AtomicUsize::new(0),
             lately: AtomicU64::new(0),
             crowded_until: AtomicU64::new(0),
@@ -163,7 +225,10 @@ impl Waits {
     ) -> std::result::Result<Event, mpsc::RecvTimeoutError> {
         let started = Instant::now();
         let polled = match self.begin(started) && poll {
-            true => poll_until(events, deadline.min(started + self.poll_for)),
+            true => {
+                self.runtime.polling();
+                poll_until(events, deadline.min(started + self.poll_for))
+            }
             false => None,
         };
         let got = polled.unwrap_or_else(|| {
@@ -246,6 +311,10 @@ impl CommitPath {
         log: LogStore,
         config: &MemberConfig,
     ) -> CommitPath {
+        let waits = Waits::new(config.commit_poll);
+        if !config.commit_poll.is_zero() {
+            runtime.spawn(waits.runtime.clone().run());
+        }
         CommitPath {
             raft,
             runtime,
@@ -260,7 +329,7 @@ impl CommitPath {
             own_ddl: AtomicU64::new(0),
             part_bytes: config.part_bytes,
             last_staged: AtomicU64::new(0),
-            waits: Waits::new(config.commit_poll),
+            waits,
         }
     }
 
@@ -662,6 +731,37 @@ mod tests {
         waits.end(Duration::from_micros(20));
         let never = Waits::new(Duration::ZERO);
         assert!(!never.begin(t0));
+    }
+
+    /// The runtime loops while committers poll, and sleeps again once they stop.
+    #[test]
+    fn the_runtime_stays_awake_only_while_committers_poll() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let awake = Arc::new(KeepAwake::new());
+        runtime.spawn(awake.clone().run());
+        // Waits until the task loops (`want`, committers polling all along, as they do
+        // while they commit) or sleeps (no committer polling).
+        let until = |want: bool| {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while awake.looping.load(SeqCst) != want {
+                assert!(Instant::now() < deadline, "never {want}");
+                if want {
+                    awake.polling();
+                }
+                std::thread::sleep(Duration::from_micros(100));
+            }
+        };
+        until(false);
+        until(true);
+        // Other tasks still run on the one thread meanwhile.
+        awake.polling();
+        assert_eq!(runtime.block_on(runtime.spawn(async { 7 })).unwrap(), 7);
+        until(false);
+        until(true);
     }
 
     #[test]

@@ -319,11 +319,14 @@ pub struct MemberConfig {
     pub part_bytes: usize,
     /// How long a committer on this member, when master, that waits alone for its commit's
     /// outcome polls for it (yielding its core between polls) before it sleeps, when
-    /// commits have lately taken less than this: a sleeping committer costs a wake-up on
-    /// each side, as long as the rest of a commit on loopback (measured on two cores, one
-    /// committing thread: 3.0-4.8x the commits of a group of one member, 1.4-1.8x with two
-    /// replicas, the same with eight; docs/benchmarks.md). 200 us by default; zero never
-    /// polls.
+    /// commits have lately taken less than this; meanwhile the member's runtime thread is
+    /// kept from sleeping too. A sleeping committer and a sleeping runtime each cost a
+    /// wake-up, as long as the rest of a commit on loopback (measured on two cores, one
+    /// committing thread: polling gave 3.0-4.8x the commits of a group of one member and
+    /// 1.4-1.8x with two replicas, the runtime kept awake another 2.6-2.8x and 1.3-1.6x;
+    /// nothing changed with eight replicas; docs/benchmarks.md). It costs CPU:
+    /// the committer's core while it polls, the runtime's while a lone committer commits.
+    /// 200 us by default; zero never polls.
     pub commit_poll: Duration,
 }
 
