@@ -17,7 +17,8 @@
 //!   never taken back;
 //! - a transaction too large for one entry sends its parts one at a time, each once the
 //!   one before is applied here, and gives them up (a `Drop` entry) if it fails after;
-//! - a committer polls for its outcome only while no other committer waits (see [`Waits`]).
+//! - a committer polls for its outcome only while no other committer waits, and the
+//!   runtime is kept from sleeping only while one polls (see [`Waits`]).
 
 use crate::log_store::{LogStore, Stored};
 use crate::{raft_error, write_error, MemberConfig, NodeId, Raft, Request, Stage, TypeConfig};
@@ -108,7 +109,7 @@ pub(crate) struct CommitPath {
 /// is woken by each commit's proposal (an eventfd write, then a switch back in). A task on
 /// the runtime yields to the runtime's other work in a loop until no committer has polled
 /// for [`AWAKE_FOR`], then sleeps until one polls again.
-pub(crate) struct KeepAwake {
+struct KeepAwake {
     /// Nanoseconds after `epoch` when a committer last began to poll.
     last_poll: AtomicU64,
     epoch: Instant,
@@ -224,12 +225,11 @@ impl Waits {
         deadline: Instant,
     ) -> std::result::Result<Event, mpsc::RecvTimeoutError> {
         let started = Instant::now();
-        let polled = match self.begin(started) && poll {
-            true => {
-                self.runtime.polling();
-                poll_until(events, deadline.min(started + self.poll_for))
-            }
-            false => None,
+        let polled = if self.begin(started) && poll {
+            self.runtime.polling();
+            poll_until(events, deadline.min(started + self.poll_for))
+        } else {
+            None
         };
         let got = polled.unwrap_or_else(|| {
             events.recv_timeout(deadline.saturating_duration_since(Instant::now()))
