@@ -21,7 +21,9 @@
 //!   runtime is kept from sleeping only while one polls (see [`Waits`]).
 
 use crate::log_store::{LogStore, Stored};
-use crate::{raft_error, write_error, MemberConfig, NodeId, Raft, Request, Stage, TypeConfig};
+use crate::{
+    nanos, raft_error, write_error, MemberConfig, NodeId, Raft, Request, Stage, TypeConfig,
+};
 use beechdb::{
     AckPolicy, Durability, Error, GroupDurability, HeldLocks, Replicator, Result, Staged,
 };
@@ -110,9 +112,8 @@ pub(crate) struct CommitPath {
 /// the runtime yields to the runtime's other work in a loop until no committer has polled
 /// for [`AWAKE_FOR`], then sleeps until one polls again.
 struct KeepAwake {
-    /// Nanoseconds after `epoch` when a committer last began to poll.
+    /// When a committer last began to poll, as [`nanos`] gives it.
     last_poll: AtomicU64,
-    epoch: Instant,
     /// The task is looping (not asleep on `wake`).
     looping: AtomicBool,
     wake: tokio::sync::Notify,
@@ -125,21 +126,19 @@ impl KeepAwake {
     fn new() -> KeepAwake {
         KeepAwake {
             last_poll: AtomicU64::new(0),
-            epoch: Instant::now(),
             looping: AtomicBool::new(false),
             wake: tokio::sync::Notify::new(),
         }
     }
 
     fn polled_lately(&self) -> bool {
-        let now = self.epoch.elapsed().as_nanos() as u64;
+        let now = nanos(Instant::now());
         now.saturating_sub(self.last_poll.load(SeqCst)) < AWAKE_FOR.as_nanos() as u64
     }
 
     /// A committer begins to poll.
     fn polling(&self) {
-        let now = self.epoch.elapsed().as_nanos() as u64;
-        self.last_poll.store(now, SeqCst);
+        self.last_poll.store(nanos(Instant::now()), SeqCst);
         if !self.looping.load(SeqCst) {
             self.wake.notify_one();
         }
@@ -177,9 +176,8 @@ struct Waits {
     waiting: AtomicUsize,
     /// A moving average of waits, in nanoseconds.
     lately: AtomicU64,
-    /// Nanoseconds after `epoch` until which committers count as crowded.
+    /// Until when committers count as crowded, as [`nanos`] gives it.
     crowded_until: AtomicU64,
-    epoch: Instant,
 }
 
 /// How long committers count as crowded after two waited at once.
@@ -193,13 +191,12 @@ impl Waits {
             waiting: AtomicUsize::new(0),
             lately: AtomicU64::new(0),
             crowded_until: AtomicU64::new(0),
-            epoch: Instant::now(),
         }
     }
 
     /// Counts a committer in that begins to wait at `now`, and says whether it polls.
     fn begin(&self, now: Instant) -> bool {
-        let now = now.duration_since(self.epoch).as_nanos() as u64;
+        let now = nanos(now);
         if self.waiting.fetch_add(1, Relaxed) > 0 {
             let until = now + CROWDED_FOR.as_nanos() as u64;
             self.crowded_until.fetch_max(until, Relaxed);
@@ -700,7 +697,7 @@ mod tests {
     #[test]
     fn a_lone_committer_polls_until_others_wait_beside_it() {
         let waits = Waits::new(Duration::from_micros(200));
-        let t0 = Instant::now();
+        let t0 = Instant::now() + Duration::from_secs(1);
         assert!(waits.begin(t0));
         assert!(!waits.begin(t0), "a second waiter sleeps");
         waits.end(Duration::from_micros(10));

@@ -236,25 +236,28 @@ pub enum Consistency {
     Linearizable,
 }
 
+/// Nanoseconds from the process's first call to `at` (0 for earlier instants): a time an
+/// atomic can hold.
+pub(crate) fn nanos(at: Instant) -> u64 {
+    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    let epoch = *EPOCH.get_or_init(Instant::now);
+    at.saturating_duration_since(epoch).as_nanos() as u64
+}
+
 /// When a member last heard from a master that accepted it, and the commit index that
 /// master had then (for [`Consistency::TimeLag`]).
 #[derive(Default)]
 pub(crate) struct Heard {
-    /// Nanoseconds since [`Heard::epoch`]; 0: never.
+    /// As [`nanos`] gives it; 0: never.
     at: std::sync::atomic::AtomicU64,
     commit: std::sync::atomic::AtomicU64,
 }
 
 impl Heard {
-    fn epoch() -> Instant {
-        static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-        *EPOCH.get_or_init(Instant::now)
-    }
-
     /// Records an append from the master that the member accepted.
     pub(crate) fn record(&self, leader_commit: Option<LogId>) {
         use std::sync::atomic::Ordering::Relaxed;
-        let now = Heard::epoch().elapsed().as_nanos() as u64;
+        let now = nanos(Instant::now());
         self.commit
             .fetch_max(leader_commit.map_or(0, |l| l.index), Relaxed);
         self.at.fetch_max(now.max(1), Relaxed);
@@ -265,9 +268,7 @@ impl Heard {
         use std::sync::atomic::Ordering::Relaxed;
         let at = self.at.load(Relaxed);
         (at > 0).then(|| {
-            let ago = Heard::epoch()
-                .elapsed()
-                .saturating_sub(Duration::from_nanos(at));
+            let ago = Duration::from_nanos(nanos(Instant::now()).saturating_sub(at));
             (ago, self.commit.load(Relaxed))
         })
     }
