@@ -44,6 +44,10 @@ pub struct Options {
         default_value = "scenarios,series,failover,recovery"
     )]
     pub parts: Vec<String>,
+    /// Run only the scenarios (and series points) whose name contains this text, e.g.
+    /// "NOSYNC, 2 replicas".
+    #[arg(long)]
+    pub only: Option<String>,
     /// Failover measurements per kind (SIGKILL, SIGSTOP of the master).
     #[arg(long, default_value_t = 3)]
     pub failovers: usize,
@@ -643,11 +647,14 @@ pub fn run(o: Options) -> BenchResult<()> {
             points.push((s, t));
         }
     }
-    for &r in o.replicas.iter().filter(|_| part("series")) {
-        points.push((
-            scenario("replica series, NOSYNC", Some(r), nosync, ms, je_nosync),
-            1,
-        ));
+    for &t in o.threads.iter().filter(|_| part("series")) {
+        for &r in &o.replicas {
+            let s = scenario("replica series, NOSYNC", Some(r), nosync, ms, je_nosync);
+            points.push((s, t));
+        }
+    }
+    if let Some(only) = &o.only {
+        points.retain(|(s, _)| s.name.contains(only.as_str()));
     }
     if !points.is_empty() {
         println!("| scenario | threads | replicas | BeechDB inserts/s: mean ± sd (median, min-max) | JE HA inserts/s | BeechDB / JE (medians) |");
