@@ -254,9 +254,26 @@ fn poll_until(
 }
 
 impl CommitPath {
+    /// The durability of a commit with durability `d` and, if given, `group`.
+    fn policy(&self, d: Durability, group: Option<GroupDurability>) -> GroupDurability {
+        group.unwrap_or(GroupDurability {
+            master: d,
+            replicas: self.replicas.unwrap_or(d),
+            ack: self.ack,
+        })
+    }
+
     /// Proposes `mark` and `part` as the next part of `s`, returning once this member has
-    /// stored it.
-    fn stage_one(&self, (mark, part): (&[u8], &[u8]), s: &mut Staged) -> Result<()> {
+    /// stored it, as durably as `policy` makes the commit it goes ahead of: a part a
+    /// member acknowledged must not vanish from its log in a power cut that commit
+    /// survives (openraft counts it replicated, and a log that lost it would no longer
+    /// match the master's).
+    fn stage_one(
+        &self,
+        (mark, part): (&[u8], &[u8]),
+        s: &mut Staged,
+        policy: GroupDurability,
+    ) -> Result<()> {
         let deadline = Instant::now() + self.ack_timeout;
         let stage = Stage::Part {
             epoch: s.epoch,
@@ -269,8 +286,8 @@ impl CommitPath {
             let request = Request {
                 // One copy per attempt: the request is consumed by it.
                 commit: [mark, part].concat(),
-                master_sync: false,
-                replica_sync: false,
+                master_sync: policy.master == Durability::Sync,
+                replica_sync: policy.replicas == Durability::Sync,
                 notify: 0,
                 proposer: self.id,
                 staged: Some(stage),
@@ -452,11 +469,7 @@ impl Replicator for CommitPath {
     ) -> Result<u64> {
         fits_an_entry(commit)?;
         let deadline = Instant::now() + self.ack_timeout;
-        let policy = group.unwrap_or(GroupDurability {
-            master: d,
-            replicas: self.replicas.unwrap_or(d),
-            ack: self.ack,
-        });
+        let policy = self.policy(d, group);
         let ddl = has_ddl(commit);
         if ddl {
             self.own_ddl.fetch_add(1, Relaxed);
@@ -488,7 +501,14 @@ impl Replicator for CommitPath {
         self.part_bytes
     }
 
-    fn stage(&self, part: &[u8], staged: &mut Option<Staged>) -> Result<()> {
+    fn stage(
+        &self,
+        part: &[u8],
+        staged: &mut Option<Staged>,
+        d: Durability,
+        group: Option<GroupDurability>,
+    ) -> Result<()> {
+        let policy = self.policy(d, group);
         let s = match staged {
             Some(s) => s,
             None => {
@@ -509,10 +529,10 @@ impl Replicator for CommitPath {
         // The engine's parts pass `part_bytes` by their last write: one that passes it
         // twice over holds a long write, and goes in pieces.
         if part.len() <= 2 * self.part_bytes {
-            return self.stage_one((&[], part), s);
+            return self.stage_one((&[], part), s, policy);
         }
         for piece in pieces(part, self.part_bytes) {
-            self.stage_one(piece, s)?;
+            self.stage_one(piece, s, policy)?;
         }
         Ok(())
     }
@@ -549,6 +569,22 @@ impl Replicator for CommitPath {
             ) => Error::NotMaster {
                 master: f.leader_id,
             },
+            // No majority answered the read index: nothing was proposed.
+            openraft::error::RaftError::APIError(
+                openraft::error::LinearizableReadError::QuorumNotEnough(q),
+            ) => {
+                let metrics = self.raft.metrics();
+                let voters = metrics
+                    .borrow_watched()
+                    .membership_config
+                    .membership()
+                    .voter_ids()
+                    .count();
+                Error::InsufficientReplicas {
+                    live: q.got.len(),
+                    needed: voters / 2 + 1,
+                }
+            }
             e => Error::Replication(format!("{e}; the commit was not made")),
         })
     }

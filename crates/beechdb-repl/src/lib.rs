@@ -501,6 +501,13 @@ impl Member {
             // entries it had not yet flushed, and entries it proposed afresh under the old
             // term would take the same log ids as ones other members may hold.
             enable_leader_restore: Some(false),
+            // A member's log may lose entries it acknowledged when the commits asked it for
+            // no fsync (NOSYNC, WRITE_NOSYNC) and its power is cut. The master then finds
+            // that log shorter than what it acknowledged and searches again for where the
+            // two agree, rather than sending the refused request forever. (Entries whose
+            // commits asked for SYNC, and every part of a large commit that did, reach the
+            // disk before they are acknowledged: they are never lost this way.)
+            allow_log_reversion: Some(true),
             ..Default::default()
         }
         .validate()

@@ -8,8 +8,9 @@
 //! stored (ack policy NONE). May call: the engine's storage traits, so that the simulated
 //! storage's power cuts and faults reach the log as they reach the environment. Invariants: a
 //! frame is `[length u32][crc32c u32][payload]`, payload a bincode [`Frame`]; replay stops
-//! at the first frame cut short or failing its checksum and cuts the file there (a torn
-//! tail is a write that never completed, never acknowledged); the vote, every membership
+//! at the first frame cut short, failing its checksum or of length zero (a region left
+//! zeroed), and cuts the file there (a torn tail is a write that never completed, never
+//! acknowledged); the vote, every membership
 //! entry and every entry whose commit asked this member for SYNC reach disk (fsync) before
 //! openraft is told they are stored, so a vote is never forgotten and an acknowledged
 //! durable commit survives power loss; a new log file's name is made durable (directory
@@ -307,9 +308,12 @@ const READ_CHUNK: usize = 4 << 20;
 /// Reads the frames of a file of `len` bytes from its start through `read_at`, a chunk at a
 /// time, handing each whole one to `each` with where it is and the bytes it takes; returns
 /// the length the whole frames take. Reading stops at the first frame cut short or failing
-/// its checksum (a torn tail). A frame whose checksum holds but whose contents do not
-/// decode was written whole by something that is not this code: damage, reported, never
-/// cut as a torn tail.
+/// its checksum (a torn tail), or at a frame of length zero, which this code never writes:
+/// a file system may leave a region that was never synced zeroed after a power cut (a later
+/// write's data reached the disk, this one's did not), and a zeroed header's checksum
+/// would hold (the CRC of no bytes is zero). A frame whose checksum holds but whose
+/// contents do not decode was written whole by something that is not this code: damage,
+/// reported, never cut as a torn tail.
 fn read_frames(
     len: u64,
     read_at: impl FnMut(&mut [u8], u64) -> std::io::Result<()>,
@@ -326,7 +330,7 @@ fn read_frames(
         let h = file.bytes(at, FRAME_HDR)?;
         let n = u32::from_le_bytes(h[..4].try_into().unwrap()) as usize;
         let crc = u32::from_le_bytes(h[4..8].try_into().unwrap());
-        if len - at - (FRAME_HDR as u64) < n as u64 {
+        if n == 0 || len - at - (FRAME_HDR as u64) < n as u64 {
             break;
         }
         let frame = file.bytes(at, FRAME_HDR + n)?;
@@ -889,6 +893,13 @@ mod tests {
         encode(&Frame::Entry(entry(1, 2)), &mut buf);
         buf[first + FRAME_HDR + 2] ^= 0x40;
         let (frames, whole) = decode_all(&buf).unwrap();
+        assert_eq!((frames.len(), whole), (1, first as u64));
+        // A region a power cut left zeroed ends the log too, and what follows it: its
+        // header's checksum holds (the CRC of no bytes is zero), its length is zero.
+        let mut holed = buf[..first].to_vec();
+        holed.extend_from_slice(&[0u8; 4096]);
+        encode(&Frame::Entry(entry(1, 3)), &mut holed);
+        let (frames, whole) = decode_all(&holed).unwrap();
         assert_eq!((frames.len(), whole), (1, first as u64));
         // Garbage of every length decodes to nothing, never a panic.
         for n in 0..64 {

@@ -693,7 +693,13 @@ mod tests {
         fn part_bytes(&self) -> usize {
             256
         }
-        fn stage(&self, part: &[u8], staged: &mut Option<Staged>) -> Result<()> {
+        fn stage(
+            &self,
+            part: &[u8],
+            staged: &mut Option<Staged>,
+            _: Durability,
+            _: Option<GroupDurability>,
+        ) -> Result<()> {
             let s = staged.get_or_insert(Staged {
                 epoch: 0,
                 id: 0,

@@ -108,7 +108,10 @@ fn put(m: &Member, db: &str, key: &str, value: &str) -> beechdb::Result<u64> {
 
 fn wait_all(members: &BTreeMap<NodeId, Member>, token: u64) {
     for m in members.values() {
-        m.wait_applied(token, WAIT).unwrap();
+        if let Err(e) = m.wait_applied(token, WAIT) {
+            let statuses: Vec<_> = members.values().map(|m| m.status()).collect();
+            panic!("{e}\nthe members: {statuses:#?}");
+        }
     }
 }
 
@@ -472,6 +475,31 @@ fn ack_all_waits_for_every_member_and_says_when_one_is_missing() {
 }
 
 #[test]
+fn a_master_cut_off_from_every_member_refuses_to_create_a_database_with_a_typed_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let net = Network::new();
+    let members = group(dir.path(), &net, &[1, 2, 3]);
+    let master = master_of(&members);
+    put(&members[&master], "kv", "a", "1").unwrap();
+    for &other in members.keys().filter(|&&id| id != master) {
+        net.cut(master, other);
+        net.cut(other, master);
+    }
+    // Creating a database first asks a majority whether this member is still the master
+    // (a read index): nobody answers, so nothing is proposed. It is refused as a member
+    // without its replicas (or, once it has stepped down, as a replica).
+    let env = members[&master].env();
+    match env.create_db("new").map(drop) {
+        Err(Error::InsufficientReplicas { live: 1, needed: 2 } | Error::NotMaster { .. }) => {}
+        other => panic!("a master cut off created a database: {other:?}"),
+    }
+    net.heal();
+    let master = master_of(&members);
+    members[&master].env().create_db("new").unwrap();
+    stop_members(members);
+}
+
+#[test]
 fn ack_none_returns_before_the_replicas_hold_the_commit_and_keeps_its_locks_until_applied() {
     let dir = tempfile::tempdir().unwrap();
     let net = Network::new();
@@ -762,7 +790,10 @@ fn put_anywhere(members: &BTreeMap<NodeId, Member>, key: &str) -> bool {
         for m in members.values() {
             match put(m, "kv", key, "v") {
                 Ok(_) => return true,
-                Err(Error::NotMaster { .. }) | Err(Error::Conflict) => {}
+                // Nothing was done: try again.
+                Err(
+                    Error::NotMaster { .. } | Error::Conflict | Error::InsufficientReplicas { .. },
+                ) => {}
                 Err(Error::Replication(msg)) if msg.contains("may still") => return false,
                 Err(e) => panic!("{key}: {e}"),
             }
@@ -819,7 +850,8 @@ fn random_link_faults_lose_no_acknowledged_write() {
         masters.check();
         net.heal();
         let master = master_of(&members);
-        let token = put(&members[&master], "kv", "end", "v").unwrap();
+        let token = put(&members[&master], "kv", "end", "v")
+            .unwrap_or_else(|e| panic!("seed {seed}: the last put, on member {master}: {e}"));
         wait_all(&members, token);
         let want = converged(&members, master);
         for key in &acked {
@@ -1075,6 +1107,61 @@ fn power_cuts_lose_no_large_transaction_a_majority_acknowledged() {
     power_cuts_lose_nothing_acknowledged(true, 1);
 }
 
+/// NOSYNC commits may be lost by a member in a power cut (that is what NOSYNC allows), but
+/// the group heals: a replica whose log lost entries it had acknowledged is brought level
+/// by the master again, not sent the same refused request forever.
+#[test]
+fn a_replica_whose_log_lost_acknowledged_nosync_entries_catches_up() {
+    use beechdb::storage::MemStorage;
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let net = Network::new();
+    let ids = [1, 2, 3];
+    let start = |id: NodeId, storage: &MemStorage| {
+        let c = MemberConfig {
+            storage: Some(Arc::new(storage.clone())),
+            snapshot_every: 1 << 40,
+            env: beechdb::Config::default().durability(Durability::NoSync),
+            ..config(dir.path(), id)
+        };
+        Member::start(c, Transport::Local(&net)).unwrap()
+    };
+    let mut disks: BTreeMap<NodeId, MemStorage> =
+        ids.iter().map(|&id| (id, MemStorage::new())).collect();
+    let mut members: BTreeMap<NodeId, Member> =
+        ids.iter().map(|&id| (id, start(id, &disks[&id]))).collect();
+    let nodes: Vec<(NodeId, &str)> = ids.iter().map(|&id| (id, "")).collect();
+    members[&1].initialize(&nodes).unwrap();
+    let master = master_of(&members);
+    let replica = ids.into_iter().find(|&id| id != master).unwrap();
+    let mut reverted = 0;
+    for round in 0..4u64 {
+        let mut token = 0;
+        for i in 0..40 {
+            let key = format!("r{round}-{i:02}");
+            token = put(&members[&master], "kv", &key, "v").unwrap();
+        }
+        wait_all(&members, token);
+        let held = members[&replica].status().last_log;
+        disks[&replica].cut_power_after(0);
+        let _ = members.remove(&replica).unwrap().shutdown();
+        let image = disks[&replica].crash_image(round);
+        disks.insert(replica, image);
+        members.insert(replica, start(replica, &disks[&replica]));
+        if members[&replica].status().last_log < held {
+            reverted += 1;
+        }
+        let token = put(&members[&master], "kv", &format!("r{round}-end"), "v").unwrap();
+        wait_all(&members, token);
+        converged(&members, master);
+    }
+    assert!(
+        reverted > 0,
+        "no power cut took entries from the replica's log"
+    );
+    stop_members(members);
+}
+
 /// `seeds` runs unless `BEECH_REPL_POWER_SEEDS` says otherwise.
 fn power_cuts_lose_nothing_acknowledged(large: bool, seeds: u64) {
     use beechdb::storage::MemStorage;
@@ -1086,6 +1173,7 @@ fn power_cuts_lose_nothing_acknowledged(large: bool, seeds: u64) {
         .and_then(|s| s.parse().ok())
         .unwrap_or(seeds);
     for seed in 0..seeds {
+        eprintln!("seed {seed}");
         let dir = tempfile::tempdir().unwrap();
         let net = Network::new();
         let ids = [1, 2, 3];
@@ -1140,7 +1228,8 @@ fn power_cuts_lose_nothing_acknowledged(large: bool, seeds: u64) {
             }
         }
         let master = master_of(&members);
-        let token = put(&members[&master], "kv", "end", "v").unwrap();
+        let token = put(&members[&master], "kv", "end", "v")
+            .unwrap_or_else(|e| panic!("seed {seed}: the last put, on member {master}: {e}"));
         wait_all(&members, token);
         let want = converged(&members, master);
         for key in &acked {

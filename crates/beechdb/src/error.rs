@@ -131,7 +131,8 @@ pub enum Error {
         needed: usize,
     },
     /// A transaction in a replication group began while fewer members than its ack policy
-    /// needs were in contact with the master; nothing was done (JE:
+    /// needs were in contact with the master, or a commit that creates databases found fewer
+    /// than a majority answering the master; nothing was done (JE:
     /// `InsufficientReplicasException`; Berkeley DB: `DB_REP_UNAVAIL`).
     InsufficientReplicas {
         /// Members in contact, the master included.

@@ -55,8 +55,17 @@ pub trait Replicator: Send + Sync {
     /// ([`Env::apply_staged`]). `staged` is `None` for a commit's first part; the
     /// replicator fills it in and counts each part, and the commit passes it on. A part may
     /// be far longer than [`Replicator::part_bytes`] (one long write): the replicator may
-    /// then send it in pieces, and its apply yields it whole.
-    fn stage(&self, part: &[u8], staged: &mut Option<Staged>) -> Result<()>;
+    /// then send it in pieces, and its apply yields it whole. A part is made durable as
+    /// the commit it goes ahead of will be (`d` and `group`, as [`Replicator::replicate`]
+    /// takes them): a member that acknowledged it keeps it through what that commit
+    /// survives, so no member's log loses an entry it acknowledged.
+    fn stage(
+        &self,
+        part: &[u8],
+        staged: &mut Option<Staged>,
+        d: Durability,
+        group: Option<GroupDurability>,
+    ) -> Result<()>;
 
     /// Gives up the parts `staged` names: their transaction failed before its commit was
     /// made, or its commit failed (a commit already in the group's log comes before this,
@@ -64,7 +73,9 @@ pub trait Replicator: Send + Sync {
     fn abandon(&self, staged: Staged);
 
     /// Returns once this member has applied every commit the group made before now, or
-    /// fails if it is not the master. Called before a commit that creates databases: the
+    /// fails if it is not the master ([`Error::NotMaster`](crate::Error::NotMaster)) or no
+    /// majority answers it ([`Error::InsufficientReplicas`](crate::Error::InsufficientReplicas)).
+    /// Called before a commit that creates databases: the
     /// ids it took must not be taken by a commit of an earlier master still to be applied.
     fn catch_up(&self) -> Result<()>;
 

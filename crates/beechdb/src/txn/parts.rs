@@ -45,30 +45,35 @@ impl Shared {
             )));
         }
         let mut staged: Option<Staged> = None;
-        let result = self.send_parts(r, txn, st, &mut staged).and_then(|last| {
-            r.replicate(&encode_commit(&[], last.ops()), staged, d, st.group, locks)
-        });
+        let result = self
+            .send_parts(r, txn, st, d, &mut staged)
+            .and_then(|last| {
+                r.replicate(&encode_commit(&[], last.ops()), staged, d, st.group, locks)
+            });
         if let (Err(_), Some(s)) = (&result, staged) {
             r.abandon(s);
         }
         result
     }
 
-    /// Stages the writes of transaction `txn` but the last part's, which it returns.
+    /// Stages the writes of transaction `txn` but the last part's, which it returns; the
+    /// parts as durable as its commit with durability `d` will be.
     fn send_parts(
         &self,
         r: &dyn Replicator,
         txn: u64,
         st: &mut State,
+        d: Durability,
         staged: &mut Option<Staged>,
     ) -> Result<OpsBuilder> {
         let tx = self.tx()?;
         let limit = r.part_bytes().max(1);
+        let group = st.group;
         let mut part = OpsBuilder::default();
         let mut add = |op: Op, part: &mut OpsBuilder| -> Result<()> {
             part.push(op);
             if part.byte_len() >= limit {
-                r.stage(&encode_commit(&[], part.ops()), staged)?;
+                r.stage(&encode_commit(&[], part.ops()), staged, d, group)?;
                 part.clear();
             }
             Ok(())
