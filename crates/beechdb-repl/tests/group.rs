@@ -2,6 +2,7 @@
 //! writes on the master only, replicas converging, failover, a member rejoining, a replica
 //! rebuilt from a copy, partitions, and the bank invariant read on every member.
 
+use beechdb::storage::MemStorage;
 use beechdb::{AckPolicy, Durability, Env, Error, GroupDurability};
 use beechdb_repl::net::Network;
 use beechdb_repl::{Member, MemberConfig, NodeId, Transport};
@@ -1107,98 +1108,116 @@ fn power_cuts_lose_no_large_transaction_a_majority_acknowledged() {
     power_cuts_lose_nothing_acknowledged(true, 1);
 }
 
+/// Members 1, 2 and 3 of a group formed over an in-process network, each on a simulated
+/// disk of its own (`MemStorage`), configured by `tune`; every entry stays in the log (a
+/// member on its own storage cannot be rebuilt from a copy).
+struct OnDisks<F: Fn(MemberConfig) -> MemberConfig> {
+    dir: tempfile::TempDir,
+    net: Network,
+    tune: F,
+    disks: BTreeMap<NodeId, MemStorage>,
+    members: BTreeMap<NodeId, Member>,
+}
+
+impl<F: Fn(MemberConfig) -> MemberConfig> OnDisks<F> {
+    /// The group, formed, once it has a master.
+    fn form(tune: F) -> Self {
+        let mut g = OnDisks {
+            dir: tempfile::tempdir().unwrap(),
+            net: Network::new(),
+            tune,
+            disks: BTreeMap::new(),
+            members: BTreeMap::new(),
+        };
+        for id in 1..=3 {
+            g.disks.insert(id, MemStorage::new());
+            g.members.insert(id, g.start(id));
+        }
+        let nodes: Vec<(NodeId, &str)> = g.members.keys().map(|&id| (id, "")).collect();
+        g.members[&1].initialize(&nodes).unwrap();
+        master_of(&g.members);
+        g
+    }
+
+    fn start(&self, id: NodeId) -> Member {
+        let c = (self.tune)(MemberConfig {
+            storage: Some(std::sync::Arc::new(self.disks[&id].clone())),
+            snapshot_every: 1 << 40,
+            ..config(self.dir.path(), id)
+        });
+        Member::start(c, Transport::Local(&self.net)).unwrap()
+    }
+
+    /// Stops member `id` and starts it again on the disk `next` makes of its disk.
+    fn restart_on(&mut self, id: NodeId, next: impl FnOnce(&MemStorage) -> MemStorage) {
+        let _ = self.members.remove(&id).unwrap().shutdown();
+        let disk = next(&self.disks[&id]);
+        self.disks.insert(id, disk);
+        let m = self.start(id);
+        self.members.insert(id, m);
+    }
+
+    /// Cuts member `id`'s power now and starts it again from crash image `seed` of its disk.
+    fn cut_power(&mut self, id: NodeId, seed: u64) {
+        self.disks[&id].cut_power_after(0);
+        self.restart_on(id, |d| d.crash_image(seed));
+    }
+}
+
 /// NOSYNC commits may be lost by a member in a power cut (that is what NOSYNC allows), but
 /// the group heals: a replica whose log lost entries it had acknowledged is brought level
 /// by the master again, not sent the same refused request forever.
 #[test]
 fn a_replica_whose_log_lost_acknowledged_nosync_entries_catches_up() {
-    use beechdb::storage::MemStorage;
-    use std::sync::Arc;
-    let dir = tempfile::tempdir().unwrap();
-    let net = Network::new();
-    let ids = [1, 2, 3];
-    let start = |id: NodeId, storage: &MemStorage| {
-        let c = MemberConfig {
-            storage: Some(Arc::new(storage.clone())),
-            snapshot_every: 1 << 40,
-            env: beechdb::Config::default().durability(Durability::NoSync),
-            ..config(dir.path(), id)
-        };
-        Member::start(c, Transport::Local(&net)).unwrap()
-    };
-    let mut disks: BTreeMap<NodeId, MemStorage> =
-        ids.iter().map(|&id| (id, MemStorage::new())).collect();
-    let mut members: BTreeMap<NodeId, Member> =
-        ids.iter().map(|&id| (id, start(id, &disks[&id]))).collect();
-    let nodes: Vec<(NodeId, &str)> = ids.iter().map(|&id| (id, "")).collect();
-    members[&1].initialize(&nodes).unwrap();
-    let master = master_of(&members);
-    let replica = ids.into_iter().find(|&id| id != master).unwrap();
+    let mut g = OnDisks::form(|c| MemberConfig {
+        env: beechdb::Config::default().durability(Durability::NoSync),
+        ..c
+    });
+    let master = master_of(&g.members);
+    let replica = (1..=3).find(|&id| id != master).unwrap();
     let mut reverted = 0;
     for round in 0..4u64 {
         let mut token = 0;
         for i in 0..40 {
             let key = format!("r{round}-{i:02}");
-            token = put(&members[&master], "kv", &key, "v").unwrap();
+            token = put(&g.members[&master], "kv", &key, "v").unwrap();
         }
-        wait_all(&members, token);
-        let held = members[&replica].status().last_log;
-        disks[&replica].cut_power_after(0);
-        let _ = members.remove(&replica).unwrap().shutdown();
-        let image = disks[&replica].crash_image(round);
-        disks.insert(replica, image);
-        members.insert(replica, start(replica, &disks[&replica]));
-        if members[&replica].status().last_log < held {
+        wait_all(&g.members, token);
+        let held = g.members[&replica].status().last_log;
+        g.cut_power(replica, round);
+        if g.members[&replica].status().last_log < held {
             reverted += 1;
         }
-        let token = put(&members[&master], "kv", &format!("r{round}-end"), "v").unwrap();
-        wait_all(&members, token);
-        converged(&members, master);
+        let token = put(&g.members[&master], "kv", &format!("r{round}-end"), "v").unwrap();
+        wait_all(&g.members, token);
+        converged(&g.members, master);
     }
     assert!(
         reverted > 0,
         "no power cut took entries from the replica's log"
     );
-    stop_members(members);
+    stop_members(g.members);
 }
 
 /// `seeds` runs unless `BEECH_REPL_POWER_SEEDS` says otherwise.
 fn power_cuts_lose_nothing_acknowledged(large: bool, seeds: u64) {
-    use beechdb::storage::MemStorage;
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
-    use std::sync::Arc;
     let seeds: u64 = std::env::var("BEECH_REPL_POWER_SEEDS")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(seeds);
     for seed in 0..seeds {
         eprintln!("seed {seed}");
-        let dir = tempfile::tempdir().unwrap();
-        let net = Network::new();
+        let mut g = OnDisks::form(|c| MemberConfig {
+            ack_timeout: Duration::from_secs(2),
+            env: beechdb::Config::default()
+                .durability(Durability::Sync)
+                .txn_memory(64 << 10),
+            part_bytes: 64 << 10,
+            ..c
+        });
         let ids = [1, 2, 3];
-        let start = |id: NodeId, storage: &MemStorage| {
-            let c = MemberConfig {
-                storage: Some(Arc::new(storage.clone())),
-                // Every entry stays in the log: a member on its own storage cannot be
-                // rebuilt from a copy.
-                snapshot_every: 1 << 40,
-                ack_timeout: Duration::from_secs(2),
-                env: beechdb::Config::default()
-                    .durability(Durability::Sync)
-                    .txn_memory(64 << 10),
-                part_bytes: 64 << 10,
-                ..config(dir.path(), id)
-            };
-            Member::start(c, Transport::Local(&net)).unwrap()
-        };
-        let mut disks: BTreeMap<NodeId, MemStorage> =
-            ids.iter().map(|&id| (id, MemStorage::new())).collect();
-        let mut members: BTreeMap<NodeId, Member> =
-            ids.iter().map(|&id| (id, start(id, &disks[&id]))).collect();
-        let nodes: Vec<(NodeId, &str)> = ids.iter().map(|&id| (id, "")).collect();
-        members[&1].initialize(&nodes).unwrap();
-        master_of(&members);
         let mut rng = StdRng::seed_from_u64(seed);
         let (mut acked, mut acked_large) = (Vec::new(), Vec::new());
         for round in 0..5 {
@@ -1207,26 +1226,23 @@ fn power_cuts_lose_nothing_acknowledged(large: bool, seeds: u64) {
                 _ => vec![ids[rng.gen_range(0..3)]],
             };
             for v in &victims {
-                disks[v].cut_power_after(rng.gen_range(0..60));
+                g.disks[v].cut_power_after(rng.gen_range(0..60));
             }
             for i in 0..25 {
                 let key = format!("s{seed}-r{round}-{i:02}");
                 if large && i == 12 {
-                    if put_large_on_any(&members, &key) {
+                    if put_large_on_any(&g.members, &key) {
                         acked_large.push(key);
                     }
-                } else if put_on_any(&members, &key, Duration::from_secs(3)) {
+                } else if put_on_any(&g.members, &key, Duration::from_secs(3)) {
                     acked.push(key);
                 }
             }
             for v in victims {
-                disks[&v].cut_power_after(0);
-                let _ = members.remove(&v).unwrap().shutdown();
-                let image = disks[&v].crash_image(seed * 1000 + round * 10 + v);
-                disks.insert(v, image);
-                members.insert(v, start(v, &disks[&v]));
+                g.cut_power(v, seed * 1000 + round * 10 + v);
             }
         }
+        let members = g.members;
         let master = master_of(&members);
         let token = put(&members[&master], "kv", "end", "v")
             .unwrap_or_else(|e| panic!("seed {seed}: the last put, on member {master}: {e}"));
@@ -1321,45 +1337,30 @@ fn put_on_any(members: &BTreeMap<NodeId, Member>, key: &str, patience: Duration)
 /// acknowledged is lost, and once space is free again it restarts and catches up.
 #[test]
 fn a_member_whose_disk_fills_stops_and_catches_up_once_freed() {
-    use beechdb::storage::{FaultKind, MemStorage};
-    use std::sync::Arc;
+    use beechdb::storage::FaultKind;
     for full_master in [false, true] {
-        let dir = tempfile::tempdir().unwrap();
-        let net = Network::new();
-        let ids = [1, 2, 3];
-        let start = |id: NodeId, storage: &MemStorage| {
-            let c = MemberConfig {
-                storage: Some(Arc::new(storage.clone())),
-                snapshot_every: 1 << 40,
-                ack_timeout: Duration::from_secs(2),
-                ..config(dir.path(), id)
-            };
-            Member::start(c, Transport::Local(&net)).unwrap()
-        };
-        let mut disks: BTreeMap<NodeId, MemStorage> =
-            ids.iter().map(|&id| (id, MemStorage::new())).collect();
-        let mut members: BTreeMap<NodeId, Member> =
-            ids.iter().map(|&id| (id, start(id, &disks[&id]))).collect();
-        let nodes: Vec<(NodeId, &str)> = ids.iter().map(|&id| (id, "")).collect();
-        members[&1].initialize(&nodes).unwrap();
-        let master = master_of(&members);
+        let mut g = OnDisks::form(|c| MemberConfig {
+            ack_timeout: Duration::from_secs(2),
+            ..c
+        });
+        let master = master_of(&g.members);
         let full = match full_master {
             true => master,
-            false => ids.into_iter().find(|&id| id != master).unwrap(),
+            false => (1..=3).find(|&id| id != master).unwrap(),
         };
         let mut acked = Vec::new();
         for i in 0..20 {
             let key = format!("before-{i:02}");
-            assert!(put_on_any(&members, &key, WAIT), "{key}");
+            assert!(put_on_any(&g.members, &key, WAIT), "{key}");
             acked.push(key);
         }
         // From now on every write to its disk fails.
         for nth in 1..=100_000 {
-            disks[&full].inject_fault(FaultKind::Write, nth, libc::ENOSPC);
+            g.disks[&full].inject_fault(FaultKind::Write, nth, libc::ENOSPC);
         }
         for i in 0..40 {
             let key = format!("full-{i:02}");
-            if put_on_any(&members, &key, Duration::from_secs(5)) {
+            if put_on_any(&g.members, &key, Duration::from_secs(5)) {
                 acked.push(key);
             }
         }
@@ -1368,16 +1369,14 @@ fn a_member_whose_disk_fills_stops_and_catches_up_once_freed() {
             "the others stopped too: {} acknowledged",
             acked.len()
         );
-        let stopped = members[&full].status();
+        let stopped = g.members[&full].status();
         assert_eq!(stopped.state, "shutdown", "{stopped:?}");
         let why = stopped.stopped.unwrap_or_default();
         assert!(why.contains("No space left"), "{why}");
         // Space is freed: the member starts again (a new process on the same disk).
-        let _ = members.remove(&full).unwrap().shutdown();
-        disks[&full].clear_faults();
-        let freed = disks[&full].restart_process();
-        disks.insert(full, freed);
-        members.insert(full, start(full, &disks[&full]));
+        g.disks[&full].clear_faults();
+        g.restart_on(full, MemStorage::restart_process);
+        let members = g.members;
         let master = master_of(&members);
         let token = put(&members[&master], "kv", "end", "v").unwrap();
         wait_all(&members, token);
