@@ -358,14 +358,29 @@ fn a_member_killed_while_it_is_rebuilt_from_a_copy_recovers() {
 /// (member id 0) always pass.
 struct Proxy {
     addr: String,
+    /// Raised when the proxy is dropped: it then stops accepting, and its listener closes.
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        // Wakes the accepting thread, which then sees the flag.
+        let _ = std::net::TcpStream::connect(&self.addr);
+    }
+}
+
+/// A connection through a proxy: its number, its link, and its two ends.
+type OpenConnection = (u64, (u64, u64), [std::net::TcpStream; 2]);
 
 #[derive(Default)]
 struct Links {
     /// Directed links that are down: (from, to).
     down: std::sync::Mutex<std::collections::HashSet<(u64, u64)>>,
-    /// Open connections: their link and a handle to close them.
-    open: std::sync::Mutex<Vec<((u64, u64), std::net::TcpStream)>>,
+    /// Open connections: their number, their link and handles to close them (each
+    /// connection's own, removed when it ends: a long run opens many thousands).
+    open: std::sync::Mutex<Vec<OpenConnection>>,
+    opened: std::sync::atomic::AtomicU64,
 }
 
 impl Links {
@@ -376,11 +391,18 @@ impl Links {
     /// Takes link `from` -> `to` down, closing its connections.
     fn cut(&self, from: u64, to: u64) {
         self.down.lock().unwrap().insert((from, to));
-        for (link, s) in self.open.lock().unwrap().iter() {
+        for (_, link, ends) in self.open.lock().unwrap().iter() {
             if *link == (from, to) {
-                let _ = s.shutdown(std::net::Shutdown::Both);
+                for s in ends {
+                    let _ = s.shutdown(std::net::Shutdown::Both);
+                }
             }
         }
+    }
+
+    /// Connection `n` has ended.
+    fn closed(&self, n: u64) {
+        self.open.lock().unwrap().retain(|(m, _, _)| *m != n);
     }
 
     fn heal(&self) {
@@ -394,8 +416,13 @@ impl Proxy {
         use std::io::{Read, Write};
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap().to_string();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopping = stop.clone();
         std::thread::spawn(move || {
             for inbound in listener.incoming() {
+                if stopping.load(std::sync::atomic::Ordering::SeqCst) {
+                    break;
+                }
                 let Ok(mut inbound) = inbound else { continue };
                 let (links, target) = (links.clone(), target.clone());
                 std::thread::spawn(move || -> std::io::Result<()> {
@@ -416,11 +443,11 @@ impl Proxy {
                     inbound.set_nodelay(true)?;
                     outbound.write_all(&hdr)?;
                     outbound.write_all(&hello)?;
-                    {
-                        let mut open = links.open.lock().unwrap();
-                        open.push(((from, to), inbound.try_clone()?));
-                        open.push(((from, to), outbound.try_clone()?));
-                    }
+                    let n = links
+                        .opened
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let ends = [inbound.try_clone()?, outbound.try_clone()?];
+                    links.open.lock().unwrap().push((n, (from, to), ends));
                     let (mut a, mut b) = (inbound.try_clone()?, outbound.try_clone()?);
                     std::thread::spawn(move || {
                         let _ = std::io::copy(&mut a, &mut b);
@@ -428,11 +455,12 @@ impl Proxy {
                     });
                     let _ = std::io::copy(&mut outbound, &mut inbound);
                     let _ = inbound.shutdown(std::net::Shutdown::Both);
+                    links.closed(n);
                     Ok(())
                 });
             }
         });
-        Proxy { addr }
+        Proxy { addr, stop }
     }
 }
 
