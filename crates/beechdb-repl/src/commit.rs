@@ -430,13 +430,19 @@ fn fits_an_entry(commit: &[u8]) -> Result<()> {
     }
 }
 
+/// The members, the master included, that must hold a commit under `ack` in a group of
+/// `voters` voting members.
+fn needed(ack: AckPolicy, voters: usize) -> usize {
+    match ack {
+        AckPolicy::All => voters,
+        AckPolicy::SimpleMajority => voters / 2 + 1,
+        AckPolicy::None => 1,
+    }
+}
+
 impl Replicator for CommitPath {
     fn check_begin(&self, ack: Option<AckPolicy>) -> Result<()> {
-        let needs = |voters: usize| match ack.unwrap_or(self.ack) {
-            AckPolicy::All => voters,
-            AckPolicy::SimpleMajority => voters / 2 + 1,
-            AckPolicy::None => 1,
-        };
+        let needs = |voters: usize| needed(ack.unwrap_or(self.ack), voters);
         let metrics = self.raft.metrics();
         let m = metrics.borrow_watched();
         if m.state != ServerState::Leader {
@@ -582,7 +588,7 @@ impl Replicator for CommitPath {
                     .count();
                 Error::InsufficientReplicas {
                     live: q.got.len(),
-                    needed: voters / 2 + 1,
+                    needed: needed(AckPolicy::SimpleMajority, voters),
                 }
             }
             e => Error::Replication(format!("{e}; the commit was not made")),

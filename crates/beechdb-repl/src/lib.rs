@@ -505,8 +505,8 @@ impl Member {
             // no fsync (NOSYNC, WRITE_NOSYNC) and its power is cut. The master then finds
             // that log shorter than what it acknowledged and searches again for where the
             // two agree, rather than sending the refused request forever. (Entries whose
-            // commits asked for SYNC, and every part of a large commit that did, reach the
-            // disk before they are acknowledged: they are never lost this way.)
+            // commits asked that member for SYNC, parts of large commits included, reach
+            // its disk before it acknowledges them: they are never lost this way.)
             allow_log_reversion: Some(true),
             ..Default::default()
         }

@@ -10,10 +10,9 @@
 //! frame is `[length u32][crc32c u32][payload]`, payload a bincode [`Frame`]; replay stops
 //! at the first frame cut short, failing its checksum or of length zero (a region left
 //! zeroed), and cuts the file there (a torn tail is a write that never completed, never
-//! acknowledged); the vote, every membership
-//! entry and every entry whose commit asked this member for SYNC reach disk (fsync) before
-//! openraft is told they are stored, so a vote is never forgotten and an acknowledged
-//! durable commit survives power loss; a new log file's name is made durable (directory
+//! acknowledged); the vote, every membership entry and every entry whose commit asked this
+//! member for SYNC reach disk (fsync) before openraft is told they are stored, so a vote is
+//! never forgotten and an acknowledged durable commit survives power loss; a new log file's name is made durable (directory
 //! sync) before anything is stored in it. A log that has grown well past what it keeps is
 //! rewritten to a new file, synced, and renamed into place.
 //!
