@@ -1,6 +1,6 @@
 //! The in-process network between the members of a group, with faults a test controls:
-//! links cut one way or both, delayed (by a random time up to a bound, so messages pass
-//! each other) or lossy, members isolated or paused (as under SIGSTOP), healed again.
+//! links cut one way or both, delayed (by a random time between two bounds, so messages
+//! pass each other) or lossy, members isolated or paused (as under SIGSTOP), healed again.
 //!
 //! Owns: [`Network`] and openraft's network traits over it. May call: the members' Raft
 //! nodes and state machines (a snapshot is written straight into the receiver's directory,
@@ -39,8 +39,8 @@ struct Links {
     members: HashMap<NodeId, Peer>,
     /// Directed links that are down: (from, to).
     down: HashSet<(NodeId, NodeId)>,
-    /// Directed links' largest delay, and the share of messages they lose.
-    delay: HashMap<(NodeId, NodeId), std::time::Duration>,
+    /// Directed links' least and largest delays, and the share of messages they lose.
+    delay: HashMap<(NodeId, NodeId), (std::time::Duration, std::time::Duration)>,
     loss: HashMap<(NodeId, NodeId), f64>,
     paused: HashSet<NodeId>,
 }
@@ -109,7 +109,18 @@ impl Network {
 
     /// Delays every message from `from` to `to` by a random time up to `most`.
     pub fn delay(&self, from: NodeId, to: NodeId, most: std::time::Duration) {
-        self.links.write().delay.insert((from, to), most);
+        self.delay_between(from, to, std::time::Duration::ZERO, most);
+    }
+
+    /// Delays every message from `from` to `to` by a random time from `least` to `most`.
+    pub fn delay_between(
+        &self,
+        from: NodeId,
+        to: NodeId,
+        least: std::time::Duration,
+        most: std::time::Duration,
+    ) {
+        self.links.write().delay.insert((from, to), (least, most));
     }
 
     /// Loses the share `p` (0 to 1) of the messages from `from` to `to`.
@@ -173,8 +184,8 @@ impl Network {
                 "a message from {from} to {to} was lost"
             )));
         }
-        if let Some(most) = delay {
-            tokio::time::sleep(most.mul_f64(self.roll())).await;
+        if let Some((least, most)) = delay {
+            tokio::time::sleep(least + most.saturating_sub(least).mul_f64(self.roll())).await;
         }
         Ok(())
     }

@@ -504,9 +504,15 @@ fn a_master_cut_off_from_every_member_refuses_to_create_a_database_with_a_typed_
 fn ack_none_returns_before_the_replicas_hold_the_commit_and_keeps_its_locks_until_applied() {
     let dir = tempfile::tempdir().unwrap();
     let net = Network::new();
-    let members = group(dir.path(), &net, &[1, 2, 3]);
+    // Elections slower than the delays below: the master stays master throughout (a new
+    // one would not hold the commit, which ack NONE lets it lose).
+    let members = group_with(dir.path(), &net, &[1, 2, 3], |mut c| {
+        c.election_timeout = (Duration::from_secs(2), Duration::from_secs(3));
+        c
+    });
     let master = master_of(&members);
     let m = &members[&master];
+    let term = m.status().term;
     let env = m.env();
     let db = env.open_or_create_db("kv").unwrap();
     let none = GroupDurability {
@@ -515,8 +521,14 @@ fn ack_none_returns_before_the_replicas_hold_the_commit_and_keeps_its_locks_unti
         ack: AckPolicy::None,
     };
     // With both replicas slow, an ack-NONE commit returns long before a majority holds it.
+    // (At least 100 ms: the second transaction below must begin before the commit applies.)
     for r in members.keys().copied().filter(|&id| id != master) {
-        net.delay(master, r, Duration::from_millis(300));
+        net.delay_between(
+            master,
+            r,
+            Duration::from_millis(100),
+            Duration::from_millis(300),
+        );
     }
     let t = m.begin_txn(Some(none)).unwrap();
     t.put(&db, b"k", b"1").unwrap();
@@ -553,6 +565,7 @@ fn ack_none_returns_before_the_replicas_hold_the_commit_and_keeps_its_locks_unti
     }
     wait_all(&members, last);
     assert_eq!(converged(&members, master)["kv"].len(), 201);
+    assert_eq!(m.status().term, term, "an election came in between");
     stop_members(members);
 }
 
