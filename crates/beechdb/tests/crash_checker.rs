@@ -12,7 +12,8 @@
 //! WRITE_NOSYNC commit. Every open of the crash image succeeds, verifies clean, and holds a
 //! state of the history at or after that point.
 //!
-//! `BEECH_CHECKER_SEEDS` sets the number of seeds per mode (default 2000).
+//! `BEECH_CHECKER_SEEDS` sets the number of seeds per mode (default 2000), and
+//! `BEECH_CHECKER_FIRST_SEED` the first (default 0).
 
 mod common;
 
@@ -404,14 +405,18 @@ fn run_seed(kind: Kind, seed: u64) -> (u64, u64) {
 
 fn check(kind: Kind) {
     let seeds = common::count_from_env("BEECH_CHECKER_SEEDS", 2000);
+    let first = common::count_from_env("BEECH_CHECKER_FIRST_SEED", 0);
     let (mut kills, mut cuts) = (0, 0);
-    for seed in 0..seeds {
+    for seed in first..first + seeds {
         let (k, c) = run_seed(kind, seed);
         kills += k;
         cuts += c;
     }
     eprintln!("{kind:?}: {seeds} seeds, {kills} process kills, {cuts} power cuts");
-    assert!(cuts * 2 > seeds, "most seeds should end in a power cut");
+    assert!(
+        seeds < 100 || cuts * 2 > seeds,
+        "most seeds should end in a power cut"
+    );
 }
 
 #[test]

@@ -27,7 +27,7 @@ use std::sync::Arc;
 ///
 /// Lock order (docs/architecture.md, "Lock order"): `checkpoint_mutex`, then `freeing`, then
 /// `engine`, then the transaction registry and the log's `retained`, then the log's
-/// `inner`; the key-lock table, the log's `spare`, the background signal and `replicator`
+/// `syncs`, then its `inner`; the key-lock table, the log's `spare`, the background signal and `replicator`
 /// are leaves.
 pub(crate) struct Shared {
     pub(crate) engine: ReadMostlyLock<Engine>,
