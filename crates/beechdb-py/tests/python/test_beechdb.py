@@ -1,0 +1,168 @@
+"""The `beechdb` module as Python programs use it; run by tests/python.rs with the built
+extension on PYTHONPATH and a scratch directory as the first argument."""
+
+import os
+import sys
+import threading
+import unittest
+
+import beechdb
+
+SCRATCH = sys.argv.pop(1)
+
+
+def fresh(name):
+    path = os.path.join(SCRATCH, name)
+    assert not os.path.exists(path), path
+    return path
+
+
+class KeyValue(unittest.TestCase):
+    def test_put_get_insert_delete_and_the_mapping_protocol(self):
+        with beechdb.Env(fresh("kv")) as env:
+            db = env.open_db("inventory")
+            self.assertEqual(db.name, "inventory")
+            db.put(b"apple", b"12")
+            db[b"banana"] = b"7"
+            self.assertEqual(db.get(b"apple"), b"12")
+            self.assertEqual(db[b"banana"], b"7")
+            self.assertIsNone(db.get(b"cherry"))
+            with self.assertRaises(KeyError):
+                db[b"cherry"]
+            with self.assertRaises(beechdb.KeyExistsError) as caught:
+                db.insert(b"apple", b"13")
+            self.assertEqual(caught.exception.code, -30994)
+            self.assertEqual(caught.exception.code_name, "DB_KEYEXIST")
+            self.assertIsInstance(caught.exception, beechdb.Error)
+            db.insert(b"cherry", b"")
+            self.assertEqual(db[b"cherry"], b"")
+            self.assertIn(b"apple", db)
+            self.assertNotIn(b"date", db)
+            self.assertEqual(len(db), 3)
+            self.assertTrue(db.delete(b"banana"))
+            self.assertFalse(db.delete(b"banana"))
+            del db[b"cherry"]
+            with self.assertRaises(KeyError):
+                del db[b"cherry"]
+            self.assertEqual(list(db), [b"apple"])
+        self.assertTrue(env.closed)
+
+    def test_ranges_in_both_directions(self):
+        with beechdb.Env(fresh("ranges")) as env:
+            db = env.open_db("d")
+            for i in range(100):
+                db.put(b"k%03d" % i, b"v%d" % i)
+            items = list(db.items(start=b"k010", stop=b"k015"))
+            self.assertEqual(items, [(b"k%03d" % i, b"v%d" % i) for i in range(10, 15)])
+            self.assertEqual(list(db.keys(stop=b"k003", reverse=True)), [b"k002", b"k001", b"k000"])
+            self.assertEqual(len(list(db.items())), 100)
+
+    def test_bad_input_is_a_clear_error(self):
+        with beechdb.Env(fresh("bad")) as env:
+            db = env.open_db("d")
+            with self.assertRaises(TypeError):
+                db.put("text", b"v")
+            with self.assertRaises(beechdb.InvalidArgumentError) as caught:
+                db.put(b"k" * (32 << 20), b"v")
+            self.assertEqual(caught.exception.code_name, "EINVAL")
+            with self.assertRaises(beechdb.NoSuchDatabaseError):
+                env.open_db("missing", create=False)
+            with self.assertRaises(beechdb.LockedError):
+                beechdb.Env(os.path.join(SCRATCH, "bad"))
+        with self.assertRaises(ValueError):
+            beechdb.Env(fresh("bad2"), durability="sometimes")
+        with self.assertRaises(beechdb.ClosedError):
+            db.get(b"k")
+        with self.assertRaises(beechdb.ClosedError):
+            env.open_db("d")
+        env.close()  # closing twice does nothing
+
+    def test_everything_is_there_after_a_reopen(self):
+        path = fresh("reopen")
+        with beechdb.Env(path) as env:
+            env.open_db("a")[b"x"] = b"1"
+            env.open_db("b")[b"y"] = b"2"
+            env.sync()
+        with beechdb.Env(path, create=False) as env:
+            self.assertEqual(sorted(env.db_names()), ["a", "b"])
+            self.assertEqual(env.open_db("a")[b"x"], b"1")
+            env.remove_db("b")
+            self.assertEqual(env.db_names(), ["a"])
+            self.assertIn("pages", env.stat())
+
+
+class Transactions(unittest.TestCase):
+    def test_a_block_commits_and_an_exception_aborts(self):
+        with beechdb.Env(fresh("txn"), transactional=True, durability="write_nosync") as env:
+            db = env.open_db("accounts")
+            with env.begin() as txn:
+                txn.put(db, b"alice", b"100")
+                self.assertEqual(txn.get(db, b"alice"), b"100")
+                self.assertIsNone(db.get(b"alice"))
+            self.assertEqual(db[b"alice"], b"100")
+            with self.assertRaises(RuntimeError):
+                with env.begin() as txn:
+                    txn.put(db, b"bob", b"50")
+                    raise RuntimeError("changed my mind")
+            self.assertNotIn(b"bob", db)
+            txn = env.begin()
+            txn.delete(db, b"alice")
+            self.assertGreater(txn.commit(), 0)
+            with self.assertRaises(beechdb.ClosedError):
+                txn.put(db, b"carol", b"1")
+            self.assertNotIn(b"alice", db)
+
+    def test_savepoints_and_iteration_over_own_writes(self):
+        with beechdb.Env(fresh("savepoints"), transactional=True, durability="nosync") as env:
+            db = env.open_db("d")
+            db[b"a"] = b"1"
+            with env.begin() as txn:
+                txn.put(db, b"b", b"2")
+                sp = txn.savepoint()
+                txn.put(db, b"c", b"3")
+                txn.delete(db, b"a")
+                txn.rollback_to(sp)
+                self.assertEqual(list(txn.items(db)), [(b"a", b"1"), (b"b", b"2")])
+                txn.release(sp)
+                with self.assertRaises(beechdb.ClosedError):
+                    txn.rollback_to(sp)
+            self.assertEqual(list(db.items()), [(b"a", b"1"), (b"b", b"2")])
+
+    def test_two_writers_of_one_key_conflict(self):
+        with beechdb.Env(fresh("conflict"), transactional=True, durability="nosync") as env:
+            db = env.open_db("d")
+            db[b"k"] = b"0"
+            first, second = env.begin(), env.begin()
+            self.assertEqual(second.get(db, b"k"), b"0")
+            first.put(db, b"k", b"1")
+            first.commit()
+            with self.assertRaises(beechdb.DeadlockError) as caught:
+                second.put(db, b"k", b"2")
+            self.assertEqual(caught.exception.code_name, "DB_LOCK_DEADLOCK")
+            second.abort()
+            self.assertEqual(db[b"k"], b"1")
+
+    def test_threads_write_at_once(self):
+        with beechdb.Env(fresh("threads"), transactional=True, durability="nosync") as env:
+            db = env.open_db("d")
+            failures = []
+
+            def work(t):
+                try:
+                    for i in range(500):
+                        with env.begin() as txn:
+                            txn.put(db, b"t%d-%03d" % (t, i), b"v")
+                except Exception as e:  # reported below
+                    failures.append(e)
+
+            threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            self.assertEqual(failures, [])
+            self.assertEqual(len(db), 2000)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
