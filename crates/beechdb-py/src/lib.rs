@@ -24,6 +24,9 @@
 //! - a handle holds what it needs (the engine's handles are reference-counted), so Python
 //!   may drop them in any order.
 
+// pyo3 0.22's `#[pymethods]` expansion converts each `PyResult` into itself.
+#![allow(clippy::useless_conversion)]
+
 use beechdb::{Config, Durability, Error as DbError, Isolation};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyKeyError, PyValueError};
