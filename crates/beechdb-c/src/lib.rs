@@ -153,6 +153,16 @@ unsafe fn give(bytes: &[u8], data: *mut *mut c_void, len: *mut usize) -> Result<
     Ok(())
 }
 
+/// Sets the caller's handle pointer `out` to NULL, so that a failure leaves it so; `EINVAL`
+/// when `out` itself is null.
+unsafe fn clear_out<T>(out: *mut *mut T, what: &str) -> Result<(), Failure> {
+    if out.is_null() {
+        return Err(invalid(format!("{what} is NULL")));
+    }
+    unsafe { *out = ptr::null_mut() };
+    Ok(())
+}
+
 /// Moves a new handle to the caller through `out`.
 unsafe fn hand_out<T>(out: *mut *mut T, value: T) {
     unsafe { *out = Box::into_raw(Box::new(value)) };
@@ -170,10 +180,7 @@ pub unsafe extern "C" fn beech_env_open(
     envp: *mut *mut beech_env,
 ) -> c_int {
     guard(|| {
-        if envp.is_null() {
-            return Err(invalid("envp is NULL"));
-        }
-        unsafe { *envp = ptr::null_mut() };
+        unsafe { clear_out(envp, "envp") }?;
         let path = unsafe { text(path, "path") }?;
         let known = BEECH_TRANSACTIONAL
             | BEECH_READ_ONLY
@@ -228,10 +235,7 @@ pub unsafe extern "C" fn beech_db_open(
     dbp: *mut *mut beech_db,
 ) -> c_int {
     guard(|| {
-        if dbp.is_null() {
-            return Err(invalid("dbp is NULL"));
-        }
-        unsafe { *dbp = ptr::null_mut() };
+        unsafe { clear_out(dbp, "dbp") }?;
         let env = &unsafe { handle(env, "env") }?.0;
         let name = unsafe { text(name, "name") }?;
         let db = match flags {
@@ -343,10 +347,7 @@ pub unsafe extern "C" fn beech_txn_begin(
     txnp: *mut *mut beech_txn,
 ) -> c_int {
     guard(|| {
-        if txnp.is_null() {
-            return Err(invalid("txnp is NULL"));
-        }
-        unsafe { *txnp = ptr::null_mut() };
+        unsafe { clear_out(txnp, "txnp") }?;
         let env = &unsafe { handle(env, "env") }?.0;
         let txn = match flags {
             0 => env.begin_txn()?,
@@ -387,10 +388,7 @@ pub unsafe extern "C" fn beech_cursor_open(
     cursorp: *mut *mut beech_cursor,
 ) -> c_int {
     guard(|| {
-        if cursorp.is_null() {
-            return Err(invalid("cursorp is NULL"));
-        }
-        unsafe { *cursorp = ptr::null_mut() };
+        unsafe { clear_out(cursorp, "cursorp") }?;
         let db = &unsafe { handle(db, "db") }?.0;
         let kind = match unsafe { in_txn(txn) } {
             None => CursorKind::Plain(db.cursor()),
