@@ -12,7 +12,9 @@
 //! zeroed), and cuts the file there (a torn tail is a write that never completed, never
 //! acknowledged); the vote, every membership entry and every entry whose commit asked this
 //! member for SYNC reach disk (fsync) before openraft is told they are stored, so a vote is
-//! never forgotten and an acknowledged durable commit survives power loss; a new log file's name is made durable (directory
+//! never forgotten and an acknowledged durable commit survives power loss; after a sync of
+//! the log fails, every later one fails (a failed fsync drops what any thread wrote before
+//! it); a new log file's name is made durable (directory
 //! sync) before anything is stored in it. A log that has grown well past what it keeps is
 //! rewritten to a new file, synced, and renamed into place.
 //!
@@ -204,9 +206,26 @@ struct Queue {
 struct Flusher {
     queue: parking_lot::Mutex<Queue>,
     wake: parking_lot::Condvar,
+    /// Held across every sync of the log; the first failure, once one has failed.
+    sync_failed: parking_lot::Mutex<Option<String>>,
 }
 
 impl Flusher {
+    /// Syncs `file`, the log's. Syncs are serialised, and once one fails every later one
+    /// fails too: a failed fsync drops the pending writes of every thread (the core's votes
+    /// and truncations, the flusher's appends), so a later sync that succeeds proves
+    /// nothing about what was written before it, and must acknowledge nothing.
+    fn sync(&self, file: &dyn StorageFile) -> std::io::Result<()> {
+        let mut failed = self.sync_failed.lock();
+        if let Some(cause) = &*failed {
+            return Err(std::io::Error::other(format!(
+                "an earlier sync of the log failed: {cause}"
+            )));
+        }
+        file.sync_data()
+            .inspect_err(|e| *failed = Some(e.to_string()))
+    }
+
     /// Completes queued appends in order, one fsync per file for each batch that needs one.
     fn run(&self) {
         loop {
@@ -227,7 +246,7 @@ impl Flusher {
             for w in batch.iter().filter(|w| w.sync) {
                 let f = Arc::as_ptr(&w.file) as *const ();
                 if !synced.contains(&f) && outcome.is_ok() {
-                    outcome = w.file.sync_data();
+                    outcome = self.sync(w.file.as_ref());
                     synced.push(f);
                 }
             }
@@ -565,7 +584,7 @@ impl Inner {
         }
         self.file.write_at(&buf, self.len)?;
         if sync {
-            self.file.sync_data()?;
+            self.flusher.sync(self.file.as_ref())?;
         }
         self.len += buf.len() as u64;
         self.live += buf.len() as u64;
@@ -842,6 +861,25 @@ mod tests {
     }
 
     use super::*;
+
+    /// A failed fsync drops what was written before it, so no later sync may succeed: the
+    /// vote or entries it would then claim durable could be gone after a power cut.
+    #[test]
+    fn after_a_failed_sync_no_later_sync_of_the_log_succeeds() {
+        use beechdb::storage::{FaultKind, MemStorage};
+        let storage = MemStorage::new();
+        let log = LogStore::open(Arc::new(storage.clone()), "raft.log", 1).unwrap();
+        let mut inner = log.inner.lock();
+        inner.write(&[Frame::Entry(entry(1, 1))], false).unwrap();
+        storage.inject_fault(FaultKind::Sync, 1, 5);
+        assert!(inner.write(&[Frame::Truncate(2)], true).is_err());
+        let later = inner.write(&[Frame::Truncate(3)], true);
+        assert!(later.is_err(), "a sync after a failed one succeeded");
+        let flusher = inner.flusher.clone();
+        drop(inner);
+        let file = log.inner.lock().file.clone();
+        assert!(flusher.sync(file.as_ref()).is_err(), "the flusher's too");
+    }
 
     fn entry(term: u64, index: u64) -> Entry {
         Entry {
