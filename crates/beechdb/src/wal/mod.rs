@@ -991,7 +991,6 @@ impl Wal {
         if !data.is_empty() {
             self.stats.writes.fetch_add(1, Relaxed);
         }
-        let sync_segment = |s: &Segment| self.sync_segment(s);
         // `segs[..synced]` are durable: a segment whose successor starts at or before
         // `durable` (its capacity may reach past its segment-end record).
         let mut synced = segs
@@ -1005,7 +1004,9 @@ impl Wal {
                 continue;
             }
             if durable < s.start {
-                segs[synced..i].iter().try_for_each(|e| sync_segment(e))?;
+                segs[synced..i]
+                    .iter()
+                    .try_for_each(|e| self.sync_segment(e))?;
                 synced = i;
                 durable = s.start;
             }
@@ -1017,7 +1018,7 @@ impl Wal {
             segs[synced..]
                 .iter()
                 .filter(|s| s.start < to)
-                .try_for_each(|s| sync_segment(s))?;
+                .try_for_each(|s| self.sync_segment(s))?;
             durable = to;
         }
         Ok(durable)
@@ -1029,9 +1030,8 @@ mod tests {
     use super::*;
     use crate::storage::{FaultKind, MemStorage};
     use std::any::Any;
-    use std::sync::{OnceLock, Weak};
 
-    /// Storage whose log segments call `after_write` after each write.
+    /// Storage whose files call `after_write` (once, when set) after a write.
     #[derive(Debug, Clone)]
     struct AfterWrite {
         inner: MemStorage,
@@ -1131,12 +1131,11 @@ mod tests {
         let written = append(1);
         wal.wait(written, Durability::WriteNoSync).unwrap();
         let end = append(2);
-        let background: Arc<OnceLock<Weak<Wal>>> = Arc::default();
-        background.set(Arc::downgrade(&wal)).unwrap();
+        let background = Arc::downgrade(&wal);
         let faults = storage.inner.clone();
         *storage.after_write.0.lock() = Some(Box::new(move || {
             faults.inject_fault(FaultKind::Sync, 1, libc::EIO);
-            let wal = background.get().unwrap().upgrade().unwrap();
+            let wal = background.upgrade().unwrap();
             assert!(wal.sync_written().is_err(), "the injected fault");
         }));
         let acknowledged = wal.wait(end, Durability::Sync);
