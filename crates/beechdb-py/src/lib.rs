@@ -498,7 +498,7 @@ enum Scan {
 }
 
 /// An iterator over pairs (or keys) of a database.
-#[pyclass(module = "beechdb", unsendable)]
+#[pyclass(module = "beechdb")]
 struct Items {
     scan: Scan,
     keys_only: bool,
@@ -517,10 +517,11 @@ impl Items {
     }
 
     fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<PyObject>> {
-        let next = match &mut self.scan {
+        let scan = &mut self.scan;
+        let next = py.allow_threads(|| match scan {
             Scan::Db(it) => it.next(),
             Scan::Txn(it) => it.next(),
-        };
+        });
         let Some(pair) = next else {
             return Ok(None);
         };
