@@ -693,3 +693,71 @@ fn s14_damage_in_a_middle_segment_is_an_error_that_changes_nothing() {
         assert_eq!(snapshot(&image), before, "{what}: recovery changed files");
     }
 }
+
+/// Found by the crash checker (seed 39111): the commit that switches to a new segment syncs
+/// the old one before writing into the new, and that sync fails, dropping the old segment's
+/// tail (visible, never written). The next process recovers the tail through the page cache,
+/// and its first records (the reopening checkpoint's) go into the new segment. Syncing the
+/// old segment again does not save a tail a failed sync dropped: unless the tail is written
+/// again, a power cut can keep the new segment's records without it, and the log no longer
+/// opens ("damaged in the middle"). At every power-cut point of the reopen, the crash image
+/// must open and hold every SYNC commit.
+#[test]
+fn s15_a_tail_a_failed_fsync_dropped_at_a_segment_switch_is_written_again_on_reopen() {
+    let switched = |st: &MemStorage| st.exists("log.0000000002").unwrap();
+    // The commit that switches segments, found on a probe.
+    let probe = MemStorage::new();
+    let env = open(&probe, tds()).unwrap();
+    env.create_db("d").unwrap();
+    let switch = (0..1000)
+        .find(|&i| {
+            commit(&env, i, Durability::Sync).unwrap();
+            switched(&probe)
+        })
+        .expect("the log switches segments");
+    drop(env);
+    // Commits before it SYNC; the switching one fails at the sync of the old segment. The
+    // syncs before that one install the next segment, and the background thread syncs
+    // files of its own (the spare), so the failure is placed by trying.
+    let before_reopen = || {
+        (0..50)
+            .flat_map(|_| 1..=4)
+            .find_map(|nth| {
+                let storage = MemStorage::new();
+                let env = open(&storage, tds()).unwrap();
+                env.create_db("d").unwrap();
+                for i in 0..switch {
+                    commit(&env, i, Durability::Sync).unwrap();
+                }
+                storage.inject_fault(FaultKind::Sync, nth, libc::EIO);
+                let failed = commit(&env, switch, Durability::Sync).err();
+                let storage = common::kill(&storage, env);
+                let at_switch = failed
+                    .is_some_and(|e| e.to_string().contains("syncing log segment log.0000000001"));
+                (at_switch && switched(&storage)).then_some(storage)
+            })
+            .expect("the switching commit fails at the old segment's sync")
+    };
+    let reopen_calls = {
+        let storage = before_reopen();
+        let before = storage.mutation_count();
+        drop(open(&storage, tds()).unwrap());
+        storage.mutation_count() - before
+    };
+    for cut in 1..=reopen_calls {
+        let storage = before_reopen();
+        storage.cut_power_after(cut);
+        drop(open(&storage, tds()));
+        for seed in 0..4 {
+            let context = format!("cut {cut} seed {seed}");
+            let env = open(&storage.crash_image(seed), tds())
+                .unwrap_or_else(|e| panic!("{context}: the crash image does not open: {e}"));
+            let seen = state(&env);
+            assert!(
+                seen == model(0..switch) || seen == model(0..switch + 1),
+                "{context}: {} keys",
+                seen.len()
+            );
+        }
+    }
+}

@@ -129,16 +129,18 @@ impl Env {
                 // Trees of databases the replayed commits removed.
                 engine.free_doomed_now()?;
             }
-            wal = (!read_only).then(|| {
-                Arc::new(Wal::new(
+            if !read_only {
+                let w = Wal::new(
                     storage.clone(),
                     config.log_segment_size,
                     engine.env_id,
                     rec.segments,
                     (rec.end, rec.chain),
                     from.lsn,
-                ))
-            });
+                );
+                w.rewrite_recovered()?;
+                wal = Some(Arc::new(w));
+            }
         } else if let Some(&n) = listing.segments.iter().next() {
             return Err(Error::Corrupt {
                 page: None,

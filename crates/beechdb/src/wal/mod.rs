@@ -789,6 +789,46 @@ impl Wal {
         Ok(())
     }
 
+    /// Makes the log durable to its end as recovery left it. The records after the durable
+    /// checkpoint were read through the page cache, and a sync of this process proves
+    /// nothing of them: an earlier process's failed fsync may have dropped them from the
+    /// writes the disk will get, leaving them visible and never written. So each byte is
+    /// written again, then synced, before anything is appended (into a later segment
+    /// above all, which would otherwise reach the disk without them and make the log look
+    /// damaged in the middle, where it is only torn at the end).
+    pub(crate) fn rewrite_recovered(&self) -> Result<()> {
+        const CHUNK: u64 = 1 << 20;
+        let (segs, end) = {
+            let g = self.inner.lock();
+            (g.segments.clone(), g.next_lsn)
+        };
+        let from = self.flushed.load(Acquire);
+        for (i, s) in segs.iter().enumerate() {
+            // A segment's records end where the next begins (its capacity may reach past).
+            let stop = segs.get(i + 1).map_or(s.end(), |n| n.start).min(end);
+            let mut at = from.max(s.start);
+            if at >= stop {
+                continue;
+            }
+            let fail = |e| {
+                Error::io(
+                    format!("rewriting the recovered log in {}", segment_name(s.no)),
+                    e,
+                )
+            };
+            let mut buf = Vec::new();
+            while at < stop {
+                buf.resize((stop - at).min(CHUNK) as usize, 0);
+                s.file().read_at(&mut buf, s.offset(at)).map_err(fail)?;
+                s.file().write_at(&buf, s.offset(at)).map_err(fail)?;
+                at += buf.len() as u64;
+            }
+            self.sync_segment(s)?;
+        }
+        self.flushed.fetch_max(end, Release);
+        Ok(())
+    }
+
     /// Syncs the bytes written into segment `s`. Syncs of the log are serialised, and one
     /// that fails poisons the log before the next begins: a failed fsync drops the pending
     /// writes of every thread (Linux marks the dirty pages clean), so a sync that succeeds
