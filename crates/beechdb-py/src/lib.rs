@@ -33,7 +33,6 @@ use pyo3::exceptions::{PyException, PyKeyError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 use std::ops::Bound as Edge;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 create_exception!(
@@ -42,63 +41,36 @@ create_exception!(
     PyException,
     "Any BeechDB failure; `code` is Berkeley DB's number for it (or an errno value)."
 );
-create_exception!(
-    beechdb,
-    KeyExistsError,
-    Error,
-    "insert found the key there."
-);
-create_exception!(
-    beechdb,
-    DeadlockError,
-    Error,
-    "A deadlock, or a write conflict under snapshot isolation: abort and retry."
-);
-create_exception!(
-    beechdb,
-    LockTimeoutError,
-    Error,
-    "A key lock wait timed out."
-);
-create_exception!(
-    beechdb,
-    NoSuchDatabaseError,
-    Error,
-    "No database of that name."
-);
-create_exception!(
-    beechdb,
-    DatabaseExistsError,
-    Error,
-    "A database of that name exists."
-);
-create_exception!(beechdb, CorruptError, Error, "Stored data failed a check.");
-create_exception!(
-    beechdb,
-    RunRecoveryError,
-    Error,
-    "A write or sync failed: reopen the environment (it recovers)."
-);
-create_exception!(
-    beechdb,
-    ReadOnlyError,
-    Error,
-    "A write where none is allowed."
-);
-create_exception!(
-    beechdb,
-    ClosedError,
-    Error,
-    "The environment is closed, the transaction finished, or the database removed."
-);
-create_exception!(
-    beechdb,
-    LockedError,
-    Error,
-    "Another handle holds the environment open."
-);
-create_exception!(beechdb, InvalidArgumentError, Error, "A bad argument.");
-create_exception!(beechdb, IOError, Error, "An I/O call failed.");
+
+/// The subclasses of `beechdb.Error`, each declared once: the class, and its registration
+/// in the module (`add_exceptions`).
+macro_rules! exceptions {
+    ($($name:ident: $doc:literal,)*) => {
+        $(create_exception!(beechdb, $name, Error, $doc);)*
+
+        fn add_exceptions(m: &Bound<'_, PyModule>) -> PyResult<()> {
+            let py = m.py();
+            m.add("Error", py.get_type_bound::<Error>())?;
+            $(m.add(stringify!($name), py.get_type_bound::<$name>())?;)*
+            Ok(())
+        }
+    };
+}
+
+exceptions! {
+    KeyExistsError: "insert found the key there.",
+    DeadlockError: "A deadlock, or a write conflict under snapshot isolation: abort and retry.",
+    LockTimeoutError: "A key lock wait timed out.",
+    NoSuchDatabaseError: "No database of that name.",
+    DatabaseExistsError: "A database of that name exists.",
+    CorruptError: "Stored data failed a check.",
+    RunRecoveryError: "A write or sync failed: reopen the environment (it recovers).",
+    ReadOnlyError: "A write where none is allowed.",
+    ClosedError: "The environment is closed, the transaction finished, or the database removed.",
+    LockedError: "Another handle holds the environment open.",
+    InvalidArgumentError: "A bad argument.",
+    IOError: "An I/O call failed.",
+}
 
 /// The Python exception for `e`, with `code` and `code_name` set.
 fn to_py(e: DbError) -> PyErr {
@@ -231,10 +203,7 @@ impl Env {
             true => unlocked(py, || env.begin_txn_with(Isolation::ReadCommitted))?,
             false => unlocked(py, || env.begin_txn())?,
         };
-        Ok(Txn {
-            inner: txn,
-            finished: AtomicBool::new(false),
-        })
+        Ok(Txn { inner: txn })
     }
 
     /// Makes every change so far durable (a checkpoint).
@@ -312,20 +281,13 @@ impl Db {
     /// The pairs from `start` (included) to `stop` (excluded), in key order, or in reverse.
     #[pyo3(signature = (start=None, stop=None, reverse=false))]
     fn items(&self, start: Option<Vec<u8>>, stop: Option<Vec<u8>>, reverse: bool) -> Items {
-        let range = bounds(start, stop);
-        let it = match reverse {
-            false => self.inner.range(range),
-            true => self.inner.range_rev(range),
-        };
-        Items::new(Scan::Db(it), false)
+        self.scan(start, stop, reverse, false)
     }
 
     /// The keys from `start` to `stop`, as `items` orders them.
     #[pyo3(signature = (start=None, stop=None, reverse=false))]
     fn keys(&self, start: Option<Vec<u8>>, stop: Option<Vec<u8>>, reverse: bool) -> Items {
-        let mut items = self.items(start, stop, reverse);
-        items.keys_only = true;
-        items
+        self.scan(start, stop, reverse, true)
     }
 
     fn __getitem__(&self, py: Python<'_>, key: &[u8]) -> PyResult<PyObject> {
@@ -354,7 +316,24 @@ impl Db {
     }
 
     fn __iter__(&self) -> Items {
-        self.keys(None, None, false)
+        self.scan(None, None, false, true)
+    }
+}
+
+impl Db {
+    fn scan(
+        &self,
+        start: Option<Vec<u8>>,
+        stop: Option<Vec<u8>>,
+        reverse: bool,
+        keys_only: bool,
+    ) -> Items {
+        let range = bounds(start, stop);
+        let it = match reverse {
+            false => self.inner.range(range),
+            true => self.inner.range_rev(range),
+        };
+        Items::new(Scan::Db(it), keys_only)
     }
 }
 
@@ -370,7 +349,6 @@ fn bounds(start: Option<Vec<u8>>, stop: Option<Vec<u8>>) -> (Edge<Vec<u8>>, Edge
 #[pyclass(module = "beechdb")]
 struct Txn {
     inner: beechdb::Txn,
-    finished: AtomicBool,
 }
 
 #[pymethods]
@@ -452,13 +430,11 @@ impl Txn {
 
     /// Commits with the environment's durability; returns the commit's log position.
     fn commit(&self, py: Python<'_>) -> PyResult<u64> {
-        self.finished.store(true, Ordering::Relaxed);
         unlocked(py, || self.inner.commit())
     }
 
     /// Rolls back. Aborting a finished transaction does nothing.
     fn abort(&self) {
-        self.finished.store(true, Ordering::Relaxed);
         self.inner.abort();
     }
 
@@ -474,12 +450,13 @@ impl Txn {
         _exc_value: Option<&Bound<'_, PyAny>>,
         _traceback: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
-        if self.finished.load(Ordering::Relaxed) {
-            return Ok(false);
-        }
         match exc_type {
             Some(t) if !t.is_none() => self.abort(),
-            _ => drop(self.commit(py)?),
+            // Committed (or aborted) in the block already: nothing is left to do.
+            _ => match py.allow_threads(|| self.inner.commit()) {
+                Ok(_) | Err(DbError::TxnFinished) => {}
+                Err(e) => return Err(to_py(e)),
+            },
         }
         Ok(false)
     }
@@ -536,34 +513,12 @@ impl Items {
 #[pymodule]
 #[pyo3(name = "beechdb")]
 fn beechdb_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    let py = m.py();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<Env>()?;
     m.add_class::<Db>()?;
     m.add_class::<Txn>()?;
     m.add_class::<Savepoint>()?;
     m.add_class::<Items>()?;
-    m.add("Error", py.get_type_bound::<Error>())?;
-    m.add("KeyExistsError", py.get_type_bound::<KeyExistsError>())?;
-    m.add("DeadlockError", py.get_type_bound::<DeadlockError>())?;
-    m.add("LockTimeoutError", py.get_type_bound::<LockTimeoutError>())?;
-    m.add(
-        "NoSuchDatabaseError",
-        py.get_type_bound::<NoSuchDatabaseError>(),
-    )?;
-    m.add(
-        "DatabaseExistsError",
-        py.get_type_bound::<DatabaseExistsError>(),
-    )?;
-    m.add("CorruptError", py.get_type_bound::<CorruptError>())?;
-    m.add("RunRecoveryError", py.get_type_bound::<RunRecoveryError>())?;
-    m.add("ReadOnlyError", py.get_type_bound::<ReadOnlyError>())?;
-    m.add("ClosedError", py.get_type_bound::<ClosedError>())?;
-    m.add("LockedError", py.get_type_bound::<LockedError>())?;
-    m.add(
-        "InvalidArgumentError",
-        py.get_type_bound::<InvalidArgumentError>(),
-    )?;
-    m.add("IOError", py.get_type_bound::<IOError>())?;
+    add_exceptions(m)?;
     Ok(())
 }

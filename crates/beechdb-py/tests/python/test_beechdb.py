@@ -4,6 +4,7 @@ extension on PYTHONPATH and a scratch directory as the first argument."""
 import os
 import sys
 import threading
+import time
 import unittest
 
 import beechdb
@@ -141,6 +142,28 @@ class Transactions(unittest.TestCase):
             self.assertEqual(caught.exception.code_name, "DB_LOCK_DEADLOCK")
             second.abort()
             self.assertEqual(db[b"k"], b"1")
+
+    def test_a_thread_waiting_for_a_key_lock_lets_the_others_run(self):
+        # The waiter releases the GIL while it waits: otherwise this thread could not run
+        # the commit that frees the key, and the waiter would time out (after 10 s).
+        with beechdb.Env(fresh("gil"), transactional=True, durability="nosync") as env:
+            db = env.open_db("d")
+            holder = env.begin()
+            holder.put(db, b"k", b"new")
+            seen = []
+
+            def wait_for_the_key():
+                with env.begin(read_committed=True) as txn:
+                    seen.append(txn.get_for_update(db, b"k"))
+
+            waiter = threading.Thread(target=wait_for_the_key)
+            started = time.monotonic()
+            waiter.start()
+            time.sleep(0.2)
+            holder.commit()
+            waiter.join()
+            self.assertEqual(seen, [b"new"])
+            self.assertLess(time.monotonic() - started, 5)
 
     def test_threads_write_at_once(self):
         with beechdb.Env(fresh("threads"), transactional=True, durability="nosync") as env:
