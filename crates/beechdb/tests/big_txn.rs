@@ -559,11 +559,13 @@ fn with_the_log_in_memory_writes_spill_to_scratch_files() {
 
 /// A storage whose writes to files named `prefix*` fail with ENOSPC while the flag is set:
 /// the memory under it, the flag, and the storage.
-fn disk_full_for(prefix: &'static str) -> (MemStorage, Arc<AtomicBool>, common::hook::HookStorage) {
+fn disk_full_for(
+    prefix: &'static str,
+) -> (MemStorage, Arc<AtomicBool>, beechdb::storage::HookStorage) {
     let inner = MemStorage::new();
     let full = Arc::new(AtomicBool::new(false));
     let disk = full.clone();
-    let storage = common::hook::HookStorage {
+    let storage = beechdb::storage::HookStorage {
         inner: inner.clone(),
         hook: Arc::new(move |name: &str, _, _| match disk.load(Ordering::SeqCst) {
             true if name.starts_with(prefix) => Err(std::io::Error::from_raw_os_error(28)),

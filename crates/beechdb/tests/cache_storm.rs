@@ -3,7 +3,7 @@
 //! value right, while the writer rewrites another part of the tree and evicts; and an
 //! evicted dirty page's write, held stuck in storage, stops neither readers nor writers.
 
-use beechdb::storage::{MemStorage, Storage, StorageFile};
+use beechdb::storage::{HookStorage, MemStorage};
 use beechdb::{Config, Durability, Env};
 use rand::{Rng, SeedableRng};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -414,14 +414,7 @@ fn removing_a_database_far_larger_than_the_cache_walks_no_tree_under_the_exclusi
     assert!(env.verify().unwrap().is_clean());
 }
 
-/// Storage whose page-file writes wait while `closed` is set, saying when one did:
-/// to catch an eviction's write in the act.
-#[derive(Debug)]
-struct GatedStorage {
-    inner: MemStorage,
-    gate: Arc<Gate>,
-}
-
+/// Whether page-file writes wait, and whether one has.
 #[derive(Debug, Default)]
 struct Gate {
     closed: AtomicBool,
@@ -429,65 +422,21 @@ struct Gate {
     caught: AtomicBool,
 }
 
-struct GatedFile {
-    inner: Box<dyn StorageFile>,
-    gate: Option<Arc<Gate>>,
-}
-
-impl Storage for GatedStorage {
-    fn open(&self, name: &str, create: bool) -> std::io::Result<Box<dyn StorageFile>> {
-        let inner = self.inner.open(name, create)?;
-        // The page file is created under a temporary name, then renamed.
-        let gate = name.starts_with("beech.db").then(|| self.gate.clone());
-        Ok(Box::new(GatedFile { inner, gate }))
-    }
-    fn exists(&self, name: &str) -> std::io::Result<bool> {
-        self.inner.exists(name)
-    }
-    fn list(&self) -> std::io::Result<Vec<String>> {
-        self.inner.list()
-    }
-    fn remove(&self, name: &str) -> std::io::Result<()> {
-        self.inner.remove(name)
-    }
-    fn rename(&self, from: &str, to: &str) -> std::io::Result<()> {
-        self.inner.rename(from, to)
-    }
-    fn sync_dir(&self) -> std::io::Result<()> {
-        self.inner.sync_dir()
-    }
-    fn lock(&self) -> std::io::Result<Box<dyn std::any::Any + Send + Sync>> {
-        self.inner.lock()
-    }
-    fn describe(&self) -> String {
-        self.inner.describe()
-    }
-}
-
-impl StorageFile for GatedFile {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-        self.inner.read_at(buf, offset)
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
-        if let Some(g) = &self.gate {
-            while g.closed.load(Ordering::Acquire) {
-                g.caught.store(true, Ordering::Release);
-                std::thread::sleep(std::time::Duration::from_millis(1));
+/// Storage whose page-file writes (not its changes of length) wait while the gate is
+/// closed, saying when one did: to catch an eviction's write in the act.
+fn gated(inner: MemStorage, gate: Arc<Gate>) -> HookStorage {
+    HookStorage {
+        inner,
+        hook: Arc::new(move |name: &str, _, len| {
+            // The page file is created under a temporary name, then renamed.
+            if name.starts_with("beech.db") && len > 0 {
+                while gate.closed.load(Ordering::Acquire) {
+                    gate.caught.store(true, Ordering::Release);
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
             }
-        }
-        self.inner.write_at(buf, offset)
-    }
-    fn len(&self) -> std::io::Result<u64> {
-        self.inner.len()
-    }
-    fn set_len(&self, len: u64) -> std::io::Result<()> {
-        self.inner.set_len(len)
-    }
-    fn sync_data(&self) -> std::io::Result<()> {
-        self.inner.sync_data()
-    }
-    fn sync_all(&self) -> std::io::Result<()> {
-        self.inner.sync_all()
+            Ok(())
+        }),
     }
 }
 
@@ -498,10 +447,7 @@ impl StorageFile for GatedFile {
 fn evicted_dirty_pages_and_long_values_are_written_after_the_exclusive_hold() {
     let gate = Arc::new(Gate::default());
     let mem = MemStorage::new();
-    let storage = GatedStorage {
-        inner: mem.clone(),
-        gate: gate.clone(),
-    };
+    let storage = gated(mem.clone(), gate.clone());
     let cfg = Config::new().page_size(4096).cache_size(256 << 10);
     let env = Env::open_with_storage(Arc::new(storage), cfg.clone()).unwrap();
     let db = env.create_db("d").unwrap();

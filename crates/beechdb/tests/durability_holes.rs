@@ -6,9 +6,9 @@
 
 mod common;
 
+use beechdb::storage::HookStorage;
 use beechdb::storage::{FaultKind, MemStorage, Storage};
 use beechdb::{Config, Durability, Env, Error, Mode};
-use common::hook::HookStorage;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -2,14 +2,17 @@
 //! [`StorageFile`].
 //!
 //! Owns: the two traits, the real implementation ([`OsStorage`]), the simulating one
-//! (`MemStorage`: power loss, fault injection, process restarts; behind the `mem-storage`
-//! feature) and a namespace of unsynced scratch files inside either (`scratch`). May call: the operating system, nothing
-//! else in the crate. Invariant: implementations keep the promises written on each method;
+//! (`MemStorage`: power loss, fault injection, process restarts; and `HookStorage`, which
+//! runs a test's hook before each write; both behind the `mem-storage` feature) and a
+//! namespace of unsynced scratch files inside either (`scratch`). May call: the operating
+//! system, nothing else in the crate. Invariant: implementations keep the promises written on each method;
 //! the engine's crash safety rests on exactly those promises and no others (see
 //! `docs/architecture.md`, "What BeechDB assumes of storage").
 
 pub(crate) mod format;
 pub(crate) mod freespace;
+#[cfg(any(test, feature = "mem-storage"))]
+mod hook;
 #[cfg(any(test, feature = "mem-storage"))]
 mod mem;
 pub(crate) mod meta;
@@ -17,6 +20,8 @@ mod os;
 pub(crate) mod page;
 pub(crate) mod scratch;
 
+#[cfg(any(test, feature = "mem-storage"))]
+pub use hook::{Hook, HookStorage};
 #[cfg(any(test, feature = "mem-storage"))]
 pub use mem::{FaultKind, MemStorage};
 pub use os::OsStorage;

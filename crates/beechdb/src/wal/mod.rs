@@ -1068,80 +1068,7 @@ impl Wal {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::{FaultKind, MemStorage};
-    use std::any::Any;
-
-    /// Storage whose files call `after_write` (once, when set) after a write.
-    #[derive(Debug, Clone)]
-    struct AfterWrite {
-        inner: MemStorage,
-        after_write: Arc<AfterWriteHook>,
-    }
-
-    #[derive(Default)]
-    struct AfterWriteHook(Mutex<Option<Box<dyn FnMut() + Send>>>);
-
-    impl std::fmt::Debug for AfterWriteHook {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            write!(f, "AfterWriteHook")
-        }
-    }
-
-    struct HookedFile(Box<dyn StorageFile>, Arc<AfterWriteHook>);
-
-    impl StorageFile for HookedFile {
-        fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-            self.0.read_at(buf, offset)
-        }
-        fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
-            self.0.write_at(buf, offset)?;
-            let hook = self.1 .0.lock().take();
-            if let Some(mut hook) = hook {
-                hook();
-            }
-            Ok(())
-        }
-        fn len(&self) -> std::io::Result<u64> {
-            self.0.len()
-        }
-        fn set_len(&self, len: u64) -> std::io::Result<()> {
-            self.0.set_len(len)
-        }
-        fn sync_data(&self) -> std::io::Result<()> {
-            self.0.sync_data()
-        }
-        fn sync_all(&self) -> std::io::Result<()> {
-            self.0.sync_all()
-        }
-    }
-
-    impl Storage for AfterWrite {
-        fn open(&self, name: &str, create: bool) -> std::io::Result<Box<dyn StorageFile>> {
-            let file = self.inner.open(name, create)?;
-            Ok(Box::new(HookedFile(file, self.after_write.clone())))
-        }
-        fn exists(&self, name: &str) -> std::io::Result<bool> {
-            self.inner.exists(name)
-        }
-        fn list(&self) -> std::io::Result<Vec<String>> {
-            self.inner.list()
-        }
-        fn remove(&self, name: &str) -> std::io::Result<()> {
-            self.inner.remove(name)
-        }
-        fn rename(&self, from: &str, to: &str) -> std::io::Result<()> {
-            self.inner.rename(from, to)
-        }
-        fn sync_dir(&self) -> std::io::Result<()> {
-            self.inner.sync_dir()
-        }
-        fn lock(&self) -> std::io::Result<Box<dyn Any + Send + Sync>> {
-            self.inner.lock()
-        }
-        fn describe(&self) -> String {
-            self.inner.describe()
-        }
-    }
+    use crate::storage::{FaultKind, HookStorage, MemStorage};
 
     /// The background sync fails between a SYNC flush's write and its own sync: the failed
     /// fsync drops the pending bytes, that flush's bytes among them, so its own sync, which
@@ -1149,13 +1076,25 @@ mod tests {
     /// 39107, about one run in forty: an acknowledged SYNC commit lost in a power cut.)
     #[test]
     fn a_sync_after_another_thread_s_failed_sync_acknowledges_nothing() {
-        let storage = AfterWrite {
-            inner: MemStorage::new(),
-            after_write: Default::default(),
+        // Set once the flush leader is about to write: the background sync then runs, and
+        // fails, before that write; the leader's own sync comes after it.
+        let before_write: Arc<Mutex<Option<Box<dyn FnOnce() + Send>>>> = Default::default();
+        let inner = MemStorage::new();
+        let storage = HookStorage {
+            inner: inner.clone(),
+            hook: Arc::new({
+                let before_write = before_write.clone();
+                move |_: &str, _, _| {
+                    if let Some(step) = before_write.lock().take() {
+                        step();
+                    }
+                    Ok(())
+                }
+            }),
         };
         let first = Segment::create(&storage, (1, FIRST_LSN, 64 << 10, 7), true).unwrap();
         let wal = Arc::new(Wal::new(
-            Arc::new(storage.clone()),
+            Arc::new(storage),
             64 << 10,
             7,
             vec![first],
@@ -1172,9 +1111,8 @@ mod tests {
         wal.wait(written, Durability::WriteNoSync).unwrap();
         let end = append(2);
         let background = Arc::downgrade(&wal);
-        let faults = storage.inner.clone();
-        *storage.after_write.0.lock() = Some(Box::new(move || {
-            faults.inject_fault(FaultKind::Sync, 1, libc::EIO);
+        *before_write.lock() = Some(Box::new(move || {
+            inner.inject_fault(FaultKind::Sync, 1, libc::EIO);
             let wal = background.upgrade().unwrap();
             assert!(wal.sync_written().is_err(), "the injected fault");
         }));
@@ -1183,6 +1121,6 @@ mod tests {
             matches!(acknowledged, Err(Error::Poisoned { .. })),
             "a SYNC commit whose bytes a failed fsync dropped was acknowledged: {acknowledged:?}"
         );
-        assert!(storage.after_write.0.lock().is_none(), "the hook ran");
+        assert!(before_write.lock().is_none(), "the hook ran");
     }
 }
