@@ -78,6 +78,38 @@ class KeyValue(unittest.TestCase):
             env.open_db("d")
         env.close()  # closing twice does nothing
 
+    def test_a_read_only_environment_refuses_writes(self):
+        path = fresh("ro")
+        with beechdb.Env(path) as env:
+            env.open_db("d")[b"k"] = b"v"
+        with beechdb.Env(path, read_only=True, create=False) as env:
+            db = env.open_db("d", create=False)
+            self.assertEqual(db[b"k"], b"v")
+            with self.assertRaises(beechdb.ReadOnlyError) as caught:
+                db[b"k"] = b"w"
+            self.assertIsInstance(caught.exception, beechdb.Error)
+            self.assertEqual(db[b"k"], b"v")
+
+    def test_a_damaged_page_is_a_corruption_error(self):
+        path = fresh("corrupt")
+        with beechdb.Env(path) as env:
+            db = env.open_db("d")
+            for i in range(20000):
+                db[b"k%06d" % i] = b"v" * 50
+        pages = os.path.join(path, "beech.db")
+        size = os.path.getsize(pages)
+        with open(pages, "r+b") as f:
+            # Past the two meta pages: a run of garbage in the middle of every 4 KiB.
+            for at in range(3 * 16384 + 2048, size, 4096):
+                f.seek(at)
+                f.write(b"\xa5" * 64)
+        with self.assertRaises(beechdb.CorruptError) as caught:
+            with beechdb.Env(path, create=False) as env:
+                db = env.open_db("d", create=False)
+                for i in range(20000):
+                    db.get(b"k%06d" % i)
+        self.assertIsInstance(caught.exception, beechdb.Error)
+
     def test_everything_is_there_after_a_reopen(self):
         path = fresh("reopen")
         with beechdb.Env(path) as env:
