@@ -24,6 +24,7 @@ use parking_lot::{Mutex, MutexGuard};
 use std::cell::{Cell, UnsafeCell};
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 /// Words of the bitmask of slots in use: slots `0..64 * WORDS` belong to one live thread
@@ -39,6 +40,55 @@ const SLOTS: usize = SHARED_SLOT + 1;
 const BACKOFFS: usize = 16;
 const BACKOFF: Duration = Duration::from_micros(20);
 const LONGEST_BACKOFF: Duration = Duration::from_micros(500);
+
+/// How long a writer that backs off may keep taking the lock while the standby waits,
+/// before it steps aside: long enough that the lock's data changes CPUs rarely (a turn is
+/// thousands of auto-commits), short enough that the last of 16 writers at the gate waits
+/// about 30 ms (with 1 ms, 15-25 ms, but the 99.9th percentile rose from tens of
+/// microseconds to milliseconds and NOSYNC lost 14%; with 4 ms, 33-44 ms; with no end to a
+/// turn, 50-64 ms: docs/benchmarks.md, "A standby").
+const TURN: Duration = Duration::from_millis(2);
+
+/// Whose turn it is among the writers that back off, kept under the writers' mutex.
+struct Turn {
+    /// The slot of the thread whose turn it is.
+    holder: usize,
+    /// Its holds since the turn began.
+    holds: u32,
+    began: Instant,
+}
+
+impl Default for Turn {
+    fn default() -> Self {
+        Turn {
+            holder: usize::MAX,
+            holds: 0,
+            began: Instant::now(),
+        }
+    }
+}
+
+impl Turn {
+    fn begin(&mut self, slot: usize) {
+        *self = Turn {
+            holder: slot,
+            holds: 0,
+            began: Instant::now(),
+        };
+    }
+
+    /// Whether the writer in `slot`, holding the lock, may keep it: a new holder begins its
+    /// turn; the holder's turn ends once it has lasted [`TURN`] and another writer waits
+    /// (`waiting`). The clock is read once every 64 holds only.
+    fn continues(&mut self, slot: usize, waiting: impl FnOnce() -> bool) -> bool {
+        if self.holder != slot {
+            self.begin(slot);
+            return true;
+        }
+        self.holds = self.holds.wrapping_add(1);
+        !(self.holds.is_multiple_of(64) && waiting() && self.began.elapsed() >= TURN)
+    }
+}
 
 /// Which of the per-thread slots a live thread holds. A writer scans only those (and the
 /// shared one).
@@ -61,10 +111,13 @@ type Slot = OwnLine<AtomicUsize>;
 
 pub(crate) struct ReadMostlyLock<T> {
     writer: AtomicBool,
-    writers: Mutex<()>,
+    writers: Mutex<Turn>,
     /// Held by the one writer backing off in [`ReadMostlyLock::write_backing_off`]; taken
     /// before `writers`, never while holding it.
     standby: Mutex<()>,
+    /// The standby's thread, to wake when the holder steps aside (a leaf: held for a read
+    /// or a write of the handle only).
+    standby_thread: Mutex<Option<Thread>>,
     slots: Box<[Slot]>,
     value: UnsafeCell<T>,
 }
@@ -118,8 +171,9 @@ impl<T> ReadMostlyLock<T> {
     pub(crate) fn new(value: T) -> Self {
         ReadMostlyLock {
             writer: AtomicBool::new(false),
-            writers: Mutex::new(()),
+            writers: Mutex::new(Turn::default()),
             standby: Mutex::new(()),
+            standby_thread: Mutex::new(None),
             slots: (0..SLOTS).map(|_| Slot::default()).collect(),
             value: UnsafeCell::new(value),
         }
@@ -155,29 +209,44 @@ impl<T> ReadMostlyLock<T> {
     /// for the standby gate, which passes to the next of them (first come, first served)
     /// when the standby has the lock. With every waiter backing off, 16 writers on 2 CPUs
     /// spent the CPUs on their sleeps' wake-ups (35,000-72,000 for 2M writes) and took the
-    /// lock from the holder about ten times as often (docs/benchmarks.md, "A standby").
+    /// lock from the holder about ten times as often (docs/benchmarks.md, "A standby"). A
+    /// writer keeps taking the lock for a turn ([`TURN`]) while the standby waits, then
+    /// steps aside: it wakes the standby and queues at the gate.
     ///
     /// The price is latency: a writer that backs off waits a sleep at least, and behind the
-    /// gate a writer waits for each writer ahead of it to have had the lock, tens of
-    /// milliseconds at the longest with 16 writers on 2 CPUs; and a queue of writers that
-    /// are then to wait together (SYNC commits gathering into one fsync) loses by backing
-    /// off, so they call [`ReadMostlyLock::write`].
+    /// gate a writer waits for each writer ahead of it to have its turn, about 30 ms at the
+    /// longest with 16 writers on 2 CPUs; and a queue of writers that are then to wait
+    /// together (SYNC commits gathering into one fsync) loses by backing off, so they call
+    /// [`ReadMostlyLock::write`].
     pub(crate) fn write_backing_off(&self) -> WriteGuard<'_, T> {
-        if let Some(held) = self.writers.try_lock() {
-            return self.enter(held);
+        let me = my_slot();
+        if let Some(mut held) = self.writers.try_lock() {
+            if held.continues(me, || self.standby.is_locked()) {
+                return self.enter(held);
+            }
+            // This writer's turn is over and the standby waits: let it in, and queue behind
+            // it at the gate.
+            drop(held);
+            if let Some(standby) = &*self.standby_thread.lock() {
+                standby.unpark();
+            }
         }
         let gate = self.standby.lock();
+        *self.standby_thread.lock() = Some(std::thread::current());
         let mut held = self.writers.try_lock();
         let mut sleep = BACKOFF;
         for _ in 0..BACKOFFS {
             if held.is_some() {
                 break;
             }
-            std::thread::sleep(sleep);
+            // Woken early by a holder stepping aside (or spuriously: it tries again).
+            std::thread::park_timeout(sleep);
             sleep = (sleep * 2).min(LONGEST_BACKOFF);
             held = self.writers.try_lock();
         }
-        let held = held.unwrap_or_else(|| self.writers.lock());
+        let mut held = held.unwrap_or_else(|| self.writers.lock());
+        self.standby_thread.lock().take();
+        held.begin(me);
         // Handed straight to the longest waiter: a writer that has just lost the lock and
         // comes back to the gate must not overtake the writers already asleep there.
         MutexGuard::unlock_fair(gate);
@@ -185,7 +254,7 @@ impl<T> ReadMostlyLock<T> {
     }
 
     /// Raises the writer flag and waits for the readers to drain, `held` excluding writers.
-    fn enter<'a>(&'a self, held: MutexGuard<'a, ()>) -> WriteGuard<'a, T> {
+    fn enter<'a>(&'a self, held: MutexGuard<'a, Turn>) -> WriteGuard<'a, T> {
         self.writer.swap(true, Ordering::SeqCst);
         // A reader that claimed its slot after this load (its claim is SeqCst too) checks
         // the flag after this swap, so it sees the flag and backs off: skipping it is safe.
@@ -244,7 +313,7 @@ impl<T> Drop for ReadGuard<'_, T> {
 
 pub(crate) struct WriteGuard<'a, T> {
     lock: &'a ReadMostlyLock<T>,
-    _held: MutexGuard<'a, ()>,
+    _held: MutexGuard<'a, Turn>,
 }
 
 impl<T> Deref for WriteGuard<'_, T> {
