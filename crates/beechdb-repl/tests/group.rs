@@ -817,15 +817,20 @@ fn put_anywhere(members: &BTreeMap<NodeId, Member>, key: &str) -> bool {
     false
 }
 
+/// The seeds a randomised test runs: `count` of them unless the variable `var` gives
+/// another count, from 0 unless `BEECH_REPL_FIRST_SEED` gives another start (a soak runs
+/// seeds no default run has).
+fn seeds(var: &str, count: u64) -> std::ops::Range<u64> {
+    let number = |name: &str| std::env::var(name).ok().and_then(|s| s.parse::<u64>().ok());
+    let first = number("BEECH_REPL_FIRST_SEED").unwrap_or(0);
+    first..first + number(var).unwrap_or(count)
+}
+
 #[test]
 fn random_link_faults_lose_no_acknowledged_write() {
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
-    let seeds: u64 = std::env::var("BEECH_REPL_FAULT_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(3);
-    for seed in 0..seeds {
+    for seed in seeds("BEECH_REPL_FAULT_SEEDS", 3) {
         let dir = tempfile::tempdir().unwrap();
         let net = Network::new();
         let ids = [1, 2, 3, 4, 5];
@@ -1212,15 +1217,11 @@ fn a_replica_whose_log_lost_acknowledged_nosync_entries_catches_up() {
     stop_members(g.members);
 }
 
-/// `seeds` runs unless `BEECH_REPL_POWER_SEEDS` says otherwise.
-fn power_cuts_lose_nothing_acknowledged(large: bool, seeds: u64) {
+/// `count` runs unless `BEECH_REPL_POWER_SEEDS` says otherwise.
+fn power_cuts_lose_nothing_acknowledged(large: bool, count: u64) {
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
-    let seeds: u64 = std::env::var("BEECH_REPL_POWER_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(seeds);
-    for seed in 0..seeds {
+    for seed in seeds("BEECH_REPL_POWER_SEEDS", count) {
         eprintln!("seed {seed}");
         let mut g = OnDisks::form(|c| MemberConfig {
             ack_timeout: Duration::from_secs(2),
