@@ -16,7 +16,9 @@
 //! - [`MemStorage::crash_image`] builds what a disk could hold after power is cut: every
 //!   durable byte, plus any subset of the pending writes (in order, some torn at 512-byte
 //!   sector granularity, others lost: reordering), size changes kept or lost, and the pending
-//!   directory operations either as a prefix or each kept or lost independently.
+//!   directory operations either as a prefix or each kept or lost independently (each acting
+//!   on the file it named when it was made: a kept rename moves that file, whatever else was
+//!   lost).
 
 use super::{Storage, StorageFile};
 use parking_lot::Mutex;
