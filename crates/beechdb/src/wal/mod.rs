@@ -1078,7 +1078,8 @@ mod tests {
     fn a_sync_after_another_thread_s_failed_sync_acknowledges_nothing() {
         // Set once the flush leader is about to write: the background sync then runs, and
         // fails, before that write; the leader's own sync comes after it.
-        let before_write: Arc<Mutex<Option<Box<dyn FnOnce() + Send>>>> = Default::default();
+        type Step = Box<dyn FnOnce() + Send>;
+        let before_write: Arc<Mutex<Option<Step>>> = Default::default();
         let inner = MemStorage::new();
         let storage = HookStorage {
             inner: inner.clone(),
