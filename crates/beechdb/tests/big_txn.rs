@@ -352,10 +352,9 @@ fn spilled_transactions_with_the_log_in_memory_survive_kills_and_power_cuts() {
 
 fn large_commits_survive_kills_and_power_cuts(cfg: Config, spills: bool) {
     let in_memory_log = cfg.mode() == beechdb::Mode::TransactionalInMemoryLog;
-    let seeds = count_from_env("BEECH_BIG_SEEDS", 60);
     let n = 3_000;
     let cfg = cfg.checkpoint_log_bytes(1 << 40);
-    for seed in 0..seeds {
+    for seed in common::seeds_from_env("BEECH_BIG_SEEDS", 60) {
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let storage = MemStorage::new();
         let env = Env::open_with_storage(Arc::new(storage.clone()), cfg.clone()).unwrap();
@@ -894,10 +893,9 @@ fn checkpoints_wait_for_a_spilled_commit_being_applied() {
         commit_calls > 10,
         "the commit made {commit_calls} I/O calls"
     );
-    let seeds = count_from_env("BEECH_BIG_SEEDS", 60);
     let mut rng = rand::rngs::StdRng::seed_from_u64(99);
     let mut outcomes = [0u32; 2];
-    for seed in 0..seeds {
+    for seed in common::seeds_from_env("BEECH_BIG_SEEDS", 60) {
         let storage = MemStorage::new();
         let env = Env::open_with_storage(Arc::new(storage.clone()), cfg.clone()).unwrap();
         let db = load(&env, n);

@@ -137,8 +137,7 @@ fn state_of(db: &Db, thread: u64) -> Model {
 
 #[test]
 fn commits_during_checkpoints_recover_after_power_loss() {
-    let seeds = common::count_from_env("BEECH_CKPT_SEEDS", 60);
-    for seed in 0..seeds {
+    for seed in common::seeds_from_env("BEECH_CKPT_SEEDS", 60) {
         let storage = MemStorage::new();
         {
             let env = Env::open_with_storage(Arc::new(storage.clone()), config()).unwrap();

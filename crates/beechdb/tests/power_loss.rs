@@ -3,7 +3,7 @@
 //! (unsynced writes lost, torn or reordered) is reopened and must equal the state of the
 //! last completed sync, or of the sync in flight, and verify clean.
 //!
-//! `BEECH_POWER_SEEDS` sets the number of seeds (default 1000).
+//! `BEECH_POWER_SEEDS` sets the number of seeds (default 1000), `BEECH_FIRST_SEED` the first.
 
 mod common;
 
@@ -72,10 +72,11 @@ fn read_all(env: &Env) -> Model {
 
 #[test]
 fn power_cut_at_random_points_leaves_a_synced_state() {
-    let seeds = common::count_from_env("BEECH_POWER_SEEDS", 1000);
+    let range = common::seeds_from_env("BEECH_POWER_SEEDS", 1000);
+    let seeds = range.end - range.start;
     let mut cut_inside = 0;
     let (mut got_previous, mut got_in_flight) = (0, 0);
-    for seed in 0..seeds {
+    for seed in range {
         // First learn how many mutating calls the whole workload makes, then cut inside it.
         let probe = MemStorage::new();
         workload(&probe, seed);

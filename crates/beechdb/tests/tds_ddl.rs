@@ -186,8 +186,7 @@ fn workload(storage: &MemStorage, seed: u64) -> (Vec<Model>, Vec<bool>) {
 
 #[test]
 fn create_and_remove_survive_power_cuts() {
-    let seeds = common::count_from_env("BEECH_DDL_POWER_SEEDS", 300);
-    for seed in 0..seeds {
+    for seed in common::seeds_from_env("BEECH_DDL_POWER_SEEDS", 300) {
         let probe = MemStorage::new();
         workload(&probe, seed);
         let storage = MemStorage::new();

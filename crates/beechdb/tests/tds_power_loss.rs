@@ -4,7 +4,8 @@
 //! recovery. After recovery the state must equal the state after some prefix of the
 //! commits that includes every commit acknowledged under SYNC; verify must be clean.
 //!
-//! `BEECH_TDS_POWER_SEEDS` sets the number of seeds (default 1000).
+//! `BEECH_TDS_POWER_SEEDS` sets the number of seeds (default 1000), `BEECH_FIRST_SEED` the
+//! first.
 
 mod common;
 
@@ -86,9 +87,10 @@ fn recover(image: MemStorage) -> beechdb::Result<Env> {
 
 #[test]
 fn power_cuts_in_commits_checkpoints_and_recovery() {
-    let seeds = common::count_from_env("BEECH_TDS_POWER_SEEDS", 1000);
+    let range = common::seeds_from_env("BEECH_TDS_POWER_SEEDS", 1000);
+    let seeds = range.end - range.start;
     let (mut inside, mut during_recovery) = (0, 0);
-    for seed in 0..seeds {
+    for seed in range {
         let probe = MemStorage::new();
         workload(&probe, seed);
         let storage = MemStorage::new();

@@ -9,6 +9,15 @@ pub fn count_from_env(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+/// The seeds a randomised test runs: `count` of them unless the variable `name` gives
+/// another count, from 0 unless `BEECH_FIRST_SEED` gives another start (a soak over seeds
+/// no default run has).
+#[allow(dead_code)] // each test binary uses a part of this module
+pub fn seeds_from_env(name: &str, count: u64) -> std::ops::Range<u64> {
+    let first = count_from_env("BEECH_FIRST_SEED", 0);
+    first..first + count_from_env(name, count)
+}
+
 /// Where a child writer reports its acknowledgements: a file of its own, named by this
 /// variable, so that nothing else (the test harness writes its own lines to standard output)
 /// can mix into them.
