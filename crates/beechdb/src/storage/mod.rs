@@ -5,9 +5,9 @@
 //! (`MemStorage`: power loss, fault injection, process restarts; and `HookStorage`, which
 //! runs a test's hook before each write; both behind the `mem-storage` feature) and a
 //! namespace of unsynced scratch files inside either (`scratch`). May call: the operating
-//! system, nothing else in the crate. Invariant: implementations keep the promises written on each method;
-//! the engine's crash safety rests on exactly those promises and no others (see
-//! `docs/architecture.md`, "What BeechDB assumes of storage").
+//! system, nothing else in the crate. Invariant: implementations keep the promises written
+//! on each method; the engine's crash safety rests on exactly those promises and no others
+//! (see `docs/architecture.md`, "What BeechDB assumes of storage").
 
 pub(crate) mod format;
 pub(crate) mod freespace;
