@@ -818,11 +818,11 @@ fn put_anywhere(members: &BTreeMap<NodeId, Member>, key: &str) -> bool {
 }
 
 /// The seeds a randomised test runs: `count` of them unless the variable `var` gives
-/// another count, from 0 unless `BEECH_REPL_FIRST_SEED` gives another start (a soak runs
-/// seeds no default run has).
+/// another count, from 0 unless `BEECH_FIRST_SEED` gives another start (a soak runs seeds
+/// no default run has; the engine's seeded tests read the same variable).
 fn seeds(var: &str, count: u64) -> std::ops::Range<u64> {
     let number = |name: &str| std::env::var(name).ok().and_then(|s| s.parse::<u64>().ok());
-    let first = number("BEECH_REPL_FIRST_SEED").unwrap_or(0);
+    let first = number("BEECH_FIRST_SEED").unwrap_or(0);
     first..first + number(var).unwrap_or(count)
 }
 

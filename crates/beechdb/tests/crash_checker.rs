@@ -13,7 +13,7 @@
 //! state of the history at or after that point.
 //!
 //! `BEECH_CHECKER_SEEDS` sets the number of seeds per mode (default 2000), and
-//! `BEECH_CHECKER_FIRST_SEED` the first (default 0).
+//! `BEECH_FIRST_SEED` the first (default 0).
 
 mod common;
 
@@ -404,8 +404,8 @@ fn run_seed(kind: Kind, seed: u64) -> (u64, u64) {
 }
 
 fn check(kind: Kind) {
-    let seeds = common::count_from_env("BEECH_CHECKER_SEEDS", 2000);
-    let first = common::count_from_env("BEECH_CHECKER_FIRST_SEED", 0);
+    let range = common::seeds_from_env("BEECH_CHECKER_SEEDS", 2000);
+    let seeds = range.end - range.start;
     let (mut kills, mut cuts) = (0, 0);
     // Seeds that once found a hole, run too (their runs depend on thread timing, so each
     // also has a deterministic test): 39107, an acknowledged commit lost (`wal::tests`);
@@ -413,8 +413,8 @@ fn check(kind: Kind) {
     // disk showing a renamed file's name over an older file (`storage::mem::tests`).
     let found = [39107, 39111, 329885]
         .into_iter()
-        .filter(|s| !(first..first + seeds).contains(s));
-    for seed in (first..first + seeds).chain(found) {
+        .filter(|s| !range.contains(s));
+    for seed in range.clone().chain(found) {
         let (k, c) = run_seed(kind, seed);
         kills += k;
         cuts += c;
