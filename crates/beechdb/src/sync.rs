@@ -541,6 +541,29 @@ mod tests {
         );
     }
 
+    /// A writer's turn goes on while no one waits, or until it has lasted [`TURN`]; then it
+    /// ends at the next of its checks (one hold in 64), and a new holder starts a turn.
+    #[test]
+    fn a_turn_ends_only_when_it_is_over_and_another_writer_waits() {
+        let mut turn = Turn::default();
+        assert!(turn.continues(1, || unreachable!("a new holder checks nothing")));
+        // Began in the future: however slowly the test runs (Miri), the turn is fresh.
+        turn.began += Duration::from_secs(3600);
+        for _ in 0..200 {
+            assert!(turn.continues(1, || true), "a fresh turn goes on");
+        }
+        turn.began = Instant::now() - TURN;
+        let holds = (0..64).filter(|_| turn.continues(1, || false)).count();
+        assert_eq!(holds, 64, "no one waits: the turn goes on");
+        let ended = (1..=64).find(|_| !turn.continues(1, || true));
+        assert!(
+            ended.is_some(),
+            "over and someone waits: ends within 64 holds"
+        );
+        assert!(turn.continues(2, || true), "the next holder's turn begins");
+        assert_eq!(turn.holder, 2);
+    }
+
     /// Every round, each sleeper (asleep or polling) sees the round's value once woken: none
     /// misses a wake-up and sleeps on, which would hang the test.
     #[test]
