@@ -85,6 +85,14 @@ impl Database {
         Database::from_env(env, None)
     }
 
+    /// Opens (creating if missing or empty) the database kept in the file `path`, with its
+    /// log beside it (`PATH-log.0000000001`, ...), as SQLite keeps a database; see
+    /// [`Env::open_file`].
+    pub fn open_file(path: impl AsRef<Path>) -> Result<Database> {
+        let env = Env::open_file(path, Config::new().transactional(true))?;
+        Database::from_env(env, None)
+    }
+
     /// A database in a temporary directory, removed when the last handle goes.
     pub fn open_in_memory() -> Result<Database> {
         let tmp = tempfile::tempdir()

@@ -1,8 +1,9 @@
 //! The connection handle: open and close, the error state, `sqlite3_exec`, and the hooks
 //! an application sets on a connection (busy timeout, progress, authorizer, trace, limits).
 //!
-//! Owns: `sqlite3` and the process's table of open environments (one `Database` per
-//! directory, shared by every connection to it). May call: `stmt` (for `sqlite3_exec`),
+//! Owns: `sqlite3`, what a filename names (a one-file environment, as SQLite's file) and
+//! the process's table of open environments (one `Database` per database, shared by every
+//! connection to it). May call: `stmt` (for `sqlite3_exec`),
 //! `util`.
 
 use crate::consts::*;
@@ -178,13 +179,15 @@ impl sqlite3 {
         }
     }
 
-    fn open(path: &str, flags: c_int) -> Box<sqlite3> {
+    fn open(name: &[u8], flags: c_int) -> Box<sqlite3> {
+        let target = parse_filename(name, flags);
         let mut inner = Inner {
             conn: None,
             db_key: None,
             live: 0,
             zombie: false,
-            readonly: flags & SQLITE_OPEN_READWRITE == 0,
+            readonly: flags & SQLITE_OPEN_READWRITE == 0
+                || target.as_ref().is_ok_and(|t| t.read_only),
             extended_codes: false,
             trace: None,
             progress: None,
@@ -192,7 +195,7 @@ impl sqlite3 {
             busy: None,
             limits: LIMITS,
         };
-        let opened = open_database(path, flags);
+        let opened = target.and_then(|t| open_database(t, flags));
         let mut failure = None;
         match opened {
             Ok((db, key)) => {
@@ -208,7 +211,7 @@ impl sqlite3 {
                 code: SQLITE_OK,
                 msg: c_str(errstr(SQLITE_OK)),
             }),
-            filename: c_str(path),
+            filename: c_str(&String::from_utf8_lossy(name)),
         });
         if let Some((code, msg)) = failure {
             handle.fail(code, &msg);
@@ -268,80 +271,143 @@ pub(crate) fn failure(e: beechdb_sql::Error) -> Failure {
     (e.code(), e.to_string())
 }
 
-/// The environment a path names (a directory, created when `SQLITE_OPEN_CREATE` allows),
-/// shared with the other connections of this process; or a private temporary one.
-fn open_database(path: &str, flags: c_int) -> Result<(Database, Option<PathBuf>), Failure> {
-    let (path, memory) = parse_filename(path, flags)?;
-    if memory {
+/// The database a filename names, shared with the other connections of this process that
+/// have it open; or a private temporary one. A path names a file, as in SQLite: the
+/// database's pages, its log beside it (`PATH-log.0000000001`, see `Env::open_file`),
+/// created when `SQLITE_OPEN_CREATE` allows. A directory holding a BeechDB environment (as
+/// BeechDB's own tools make) opens too; any other directory is `SQLITE_CANTOPEN`, and a
+/// file that is no BeechDB database `SQLITE_NOTADB`.
+fn open_database(target: Target, flags: c_int) -> Result<(Database, Option<PathBuf>), Failure> {
+    if target.memory {
         let db = Database::open_in_memory().map_err(failure)?;
         return Ok((db, None));
     }
+    let path = target.path;
+    let shown = path.display().to_string();
     let cant = |why: String| {
         (
             SQLITE_CANTOPEN,
             format!("unable to open database file: {why}"),
         )
     };
-    let dir = Path::new(&path);
-    if dir.is_file() {
-        return Err(cant(format!(
-            "{path} is a file; BeechDB keeps a database in a directory (an environment)"
-        )));
+    let dir = path.is_dir();
+    if !dir && !path.exists() && (flags & SQLITE_OPEN_CREATE == 0 || !target.create) {
+        return Err(cant(format!("{shown} does not exist")));
     }
-    if !dir.exists() {
-        if flags & SQLITE_OPEN_CREATE == 0 {
-            return Err(cant(format!("{path} does not exist")));
+    // The same key for every spelling of the path, before the file exists too.
+    let key = match (dir, path.file_name(), path.parent()) {
+        (true, _, _) => std::fs::canonicalize(&path),
+        (false, Some(file), Some(parent)) => {
+            let parent = if parent.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                parent
+            };
+            std::fs::canonicalize(parent).map(|p| p.join(file))
         }
-        std::fs::create_dir_all(dir).map_err(|e| cant(format!("{path}: {e}")))?;
+        _ => Err(std::io::ErrorKind::InvalidInput.into()),
     }
-    let key = std::fs::canonicalize(dir).map_err(|e| cant(format!("{path}: {e}")))?;
+    .map_err(|e| cant(format!("{shown}: {e}")))?;
     let mut all = DATABASES.lock();
     if let Some((db, n)) = all.get_mut(&key) {
         *n += 1;
         return Ok((db.clone(), Some(key)));
     }
-    let db = Database::open(&key).map_err(|e| cant(e.to_string()))?;
+    let opened = if dir {
+        Database::open_with(&key, beechdb::Config::new().create(false)).map_err(|e| {
+            cant(format!(
+                "{shown} is a directory that holds no BeechDB environment ({e})"
+            ))
+        })
+    } else {
+        Database::open_file(&key).map_err(|e| match e {
+            beechdb_sql::Error::Engine(beechdb::Error::Corrupt { .. }) => (
+                SQLITE_NOTADB,
+                format!("file is not a database: {shown}: {e}"),
+            ),
+            e => cant(format!("{shown}: {e}")),
+        })
+    };
+    let db = opened?;
     all.insert(key.clone(), (db.clone(), 1));
     Ok((db, Some(key)))
 }
 
-/// The directory a filename names, and whether it is a private in-memory database:
-/// `:memory:`, `""`, and with `SQLITE_OPEN_URI` (or a `file:` name) the URI forms
-/// `file:path?mode=...` and `file::memory:`.
-fn parse_filename(name: &str, flags: c_int) -> Result<(String, bool), Failure> {
-    if name.is_empty() || name == ":memory:" || flags & SQLITE_OPEN_MEMORY != 0 {
-        return Ok((String::new(), true));
+/// What a filename names.
+struct Target {
+    path: PathBuf,
+    /// A private in-memory database.
+    memory: bool,
+    /// May be created (not a URI's `mode=ro` or `mode=rw`).
+    create: bool,
+    /// Opened for reading only (a URI's `mode=ro`).
+    read_only: bool,
+}
+
+/// What a filename names: `:memory:` and `""` (and with `SQLITE_OPEN_MEMORY`) private
+/// in-memory databases; with `SQLITE_OPEN_URI`, the URI forms `file:path?mode=ro|rw|rwc|memory`
+/// and `file::memory:`; anything else a path, taken byte for byte.
+fn parse_filename(name: &[u8], flags: c_int) -> Result<Target, Failure> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut target = Target {
+        path: PathBuf::new(),
+        memory: false,
+        create: true,
+        read_only: false,
+    };
+    if name.is_empty() || name == b":memory:" || flags & SQLITE_OPEN_MEMORY != 0 {
+        target.memory = true;
+        return Ok(target);
     }
     let Some(uri) = name
-        .strip_prefix("file:")
+        .strip_prefix(b"file:")
         .filter(|_| flags & SQLITE_OPEN_URI != 0)
     else {
-        return Ok((name.to_string(), false));
+        target.path = PathBuf::from(std::ffi::OsStr::from_bytes(name));
+        return Ok(target);
     };
-    let (path, query) = uri.split_once('?').unwrap_or((uri, ""));
-    let path = match path.strip_prefix("//") {
-        Some(rest) => match rest.find('/') {
-            Some(0) => rest.to_string(),
-            Some(i) if &rest[..i] == "localhost" => rest[i..].to_string(),
-            _ => {
+    let (path, query) = match uri.iter().position(|&b| b == b'?') {
+        Some(q) => (&uri[..q], &uri[q + 1..]),
+        None => (uri, &b""[..]),
+    };
+    let path = match path.strip_prefix(b"//") {
+        Some(rest) => match rest.iter().position(|&b| b == b'/') {
+            Some(0) => rest,
+            Some(i) if &rest[..i] == b"localhost" => &rest[i..],
+            i => {
                 return Err((
                     SQLITE_ERROR,
                     format!(
                         "invalid uri authority: {}",
-                        &rest[..rest.find('/').unwrap_or(rest.len())]
+                        String::from_utf8_lossy(&rest[..i.unwrap_or(rest.len())])
                     ),
                 ))
             }
         },
-        None => path.to_string(),
+        None => path,
     };
-    let path = percent_decode(&path);
-    let memory = query.split('&').any(|kv| kv == "mode=memory") || path == ":memory:";
-    Ok((path, memory))
+    for kv in query.split(|&b| b == b'&') {
+        match kv {
+            b"mode=memory" => target.memory = true,
+            b"mode=ro" => (target.read_only, target.create) = (true, false),
+            b"mode=rw" => target.create = false,
+            b"mode=rwc" => {}
+            m if m.starts_with(b"mode=") => {
+                return Err((
+                    SQLITE_ERROR,
+                    format!("no such access mode: {}", String::from_utf8_lossy(&m[5..])),
+                ))
+            }
+            _ => {}
+        }
+    }
+    let path = percent_decode(path);
+    target.memory |= path == b":memory:";
+    target.path = PathBuf::from(std::ffi::OsStr::from_bytes(&path));
+    Ok(target)
 }
 
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
+fn percent_decode(b: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
@@ -356,7 +422,7 @@ fn percent_decode(s: &str) -> String {
         out.push(b[i]);
         i += 1;
     }
-    String::from_utf8_lossy(&out).into_owned()
+    out
 }
 
 unsafe fn handle<'a>(db: *mut sqlite3) -> Option<&'a sqlite3> {
@@ -374,11 +440,11 @@ pub unsafe extern "C" fn sqlite3_open_v2(
         return SQLITE_MISUSE;
     }
     let name = if filename.is_null() {
-        String::new()
+        &b""[..]
     } else {
-        CStr::from_ptr(filename).to_string_lossy().into_owned()
+        CStr::from_ptr(filename).to_bytes()
     };
-    let handle = sqlite3::open(&name, flags);
+    let handle = sqlite3::open(name, flags);
     let code = handle.err.lock().code & 0xff;
     *pp = Box::into_raw(handle);
     code

@@ -49,6 +49,7 @@ pub mod consts {
     pub const SQLITE_NOTFOUND: i32 = 12;
     pub const SQLITE_SCHEMA: i32 = 17;
     pub const SQLITE_AUTH: i32 = 23;
+    pub const SQLITE_NOTADB: i32 = 26;
     pub const SQLITE_ROW: i32 = 100;
     pub const SQLITE_DONE: i32 = 101;
 

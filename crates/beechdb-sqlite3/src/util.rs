@@ -66,6 +66,7 @@ pub(crate) fn errstr(code: c_int) -> &'static str {
         SQLITE_MISMATCH => "datatype mismatch",
         SQLITE_MISUSE => "bad parameter or other API misuse",
         SQLITE_AUTH => "authorization denied",
+        SQLITE_NOTADB => "file is not a database",
         SQLITE_RANGE => "column index out of range",
         SQLITE_ROW => "another row available",
         SQLITE_DONE => "no more rows available",

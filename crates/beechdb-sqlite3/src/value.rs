@@ -203,10 +203,9 @@ pub(crate) unsafe fn text_value(p: *const c_char, n: i64) -> Value {
     if p.is_null() {
         return Value::Null;
     }
-    let b = bytes(p.cast(), n);
-    // Up to a NUL inside the given length, as SQLite's text.
-    let b = &b[..b.iter().position(|&c| c == 0).unwrap_or(b.len())];
-    Value::from(String::from_utf8_lossy(b).into_owned())
+    // With a length, every byte of it, NULs included (SQLite keeps them too); without
+    // one, up to the first NUL.
+    Value::from(String::from_utf8_lossy(bytes(p.cast(), n)).into_owned())
 }
 
 pub(crate) unsafe fn blob_value(p: *const c_void, n: i64) -> Value {

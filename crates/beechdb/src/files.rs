@@ -2,7 +2,8 @@
 //!
 //! Owns: classifying a directory listing (page file, log segments, files left behind by an
 //! interrupted step, files of other programs) and the errors for directories that hold no
-//! BeechDB environment. May call: `storage`. Invariant: a name is a log segment only in the
+//! BeechDB environment; and removing what a removed one-file environment left beside it.
+//! May call: `storage`, `wal` (segment names). Invariant: a name is a log segment only in the
 //! exact form `log.` followed by ten digits; anything else is never read as log.
 
 use crate::error::{Error, Result};
@@ -11,7 +12,7 @@ use std::collections::BTreeSet;
 use std::io;
 use std::path::Path;
 
-pub(crate) const DB_FILE: &str = "beech.db";
+pub(crate) const DB_FILE: &str = crate::storage::PAGE_FILE;
 pub(crate) const DB_FILE_TMP: &str = "beech.db.tmp";
 /// The names of scratch files (`storage::scratch`): where transactions spill with the log
 /// in memory.
@@ -31,15 +32,49 @@ pub(crate) struct Listing {
     pub berkeley_db: Vec<String>,
 }
 
-/// The storage of the existing directory `path`; creates nothing.
-pub(crate) fn existing_dir(path: &Path) -> Result<OsStorage> {
+/// The storage of the existing environment at `path` (a directory, or a one-file
+/// environment's file); creates nothing.
+pub(crate) fn existing(path: &Path) -> Result<OsStorage> {
     OsStorage::existing(path).map_err(|e| match e.kind() {
         io::ErrorKind::NotFound => Error::InvalidArgument(format!(
-            "no environment at {}: no such directory, and creation is off",
+            "no environment at {}: no such directory or file, and creation is off",
             path.display()
         )),
-        _ => Error::io(format!("opening directory {}", path.display()), e),
+        _ => Error::io(format!("opening {}", path.display()), e),
     })
+}
+
+/// Removes what a removed one-file environment left beside its file. With no page file
+/// there is no environment (its page file is created before any other file of it, see
+/// `engine::create_page_file`), so log segments and leftovers beside it belong to none, and
+/// replaying them into a new environment would bring back data its user removed. Done
+/// under the environment's lock; nothing when another handle holds it.
+pub(crate) fn remove_orphans(storage: &dyn Storage) -> Result<()> {
+    let look = |e| Error::io("looking for the page file", e);
+    if storage.exists(DB_FILE).map_err(look)? {
+        return Ok(());
+    }
+    let _lock = match storage.lock() {
+        Ok(lock) => lock,
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+        Err(e) => return Err(Error::io("taking the environment lock", e)),
+    };
+    let listing = Listing::read(storage)?;
+    if listing.page_file {
+        return Ok(());
+    }
+    let orphans = listing
+        .segments
+        .iter()
+        .map(|&n| crate::wal::segment_name(n));
+    for name in orphans.chain(listing.leftovers) {
+        storage
+            .remove(&name)
+            .map_err(|e| Error::io(format!("removing {name}, left by a removed environment"), e))?;
+    }
+    storage
+        .sync_dir()
+        .map_err(|e| Error::io("syncing the directory", e))
 }
 
 /// The number of a log segment file name.

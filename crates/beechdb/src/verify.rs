@@ -87,7 +87,7 @@ pub fn verify_path_with_progress(
     path: impl AsRef<Path>,
     mut progress: impl FnMut(u64, u64),
 ) -> Result<VerifyReport> {
-    let storage = crate::files::existing_dir(path.as_ref())?;
+    let storage = crate::files::existing(path.as_ref())?;
     let exists = storage
         .exists(DB_FILE)
         .map_err(|e| Error::io("looking for the page file", e))?;
@@ -177,7 +177,7 @@ pub fn salvage_path(
     path: impl AsRef<Path>,
     mut f: impl FnMut(Salvaged) -> Result<()>,
 ) -> Result<VerifyReport> {
-    let storage = crate::files::existing_dir(path.as_ref())?;
+    let storage = crate::files::existing(path.as_ref())?;
     walk_storage(&storage, Some(&mut f), None)
 }
 

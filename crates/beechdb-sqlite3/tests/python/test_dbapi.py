@@ -16,7 +16,7 @@ SCRATCH = os.environ.get("BEECH_DROPIN_DIR") or tempfile.mkdtemp()
 
 
 def fresh(name):
-    """A path for a new database (a BeechDB environment directory)."""
+    """A path for a new database (a file, its log beside it)."""
     return os.path.join(tempfile.mkdtemp(dir=SCRATCH), name)
 
 
@@ -368,6 +368,72 @@ class ConcurrentWriters(unittest.TestCase):
             th.join()
         self.assertEqual(con.execute("SELECT count(*), sum(n) FROM c").fetchone(), (300, 3 * 4950))
         con.close()
+
+
+class Files(unittest.TestCase):
+    """A database is a file, as in SQLite: removed, it is gone; a directory is no database."""
+
+    def test_a_database_is_a_file_that_can_be_removed(self):
+        path = fresh("app.db")
+        con = sqlite3.connect(path)
+        con.execute("CREATE TABLE t(x)")
+        con.executemany("INSERT INTO t VALUES (?)", [(i,) for i in range(100)])
+        con.commit()
+        con.close()
+        self.assertTrue(os.path.isfile(path))
+        beside = sorted(os.listdir(os.path.dirname(path)))
+        self.assertTrue(all(n == "app.db" or n.startswith("app.db-") for n in beside), beside)
+        con = sqlite3.connect(path)
+        self.assertEqual(con.execute("SELECT count(*) FROM t").fetchone(), (100,))
+        con.close()
+        # Removed as a SQLite file is, the database is gone: its log beside it is not
+        # brought back into the new one.
+        os.remove(path)
+        con = sqlite3.connect(path)
+        self.assertEqual(con.execute("SELECT count(*) FROM sqlite_master").fetchone(), (0,))
+        con.close()
+
+    def test_an_empty_file_is_an_empty_database(self):
+        with tempfile.NamedTemporaryFile(dir=SCRATCH, suffix=".db") as f:
+            con = sqlite3.connect(f.name)
+            con.execute("CREATE TABLE t(x)")
+            con.execute("INSERT INTO t VALUES (1)")
+            con.commit()
+            con.close()
+            con = sqlite3.connect(f.name)
+            self.assertEqual(con.execute("SELECT x FROM t").fetchall(), [(1,)])
+            con.close()
+
+    def test_directories_and_foreign_files_are_refused(self):
+        with self.assertRaisesRegex(sqlite3.OperationalError, "unable to open database file") as cm:
+            sqlite3.connect(tempfile.mkdtemp(dir=SCRATCH))
+        self.assertEqual(cm.exception.sqlite_errorname, "SQLITE_CANTOPEN")
+        text = fresh("notes.txt")
+        with open(text, "wb") as f:
+            f.write(b"plain text, not a database " * 200)
+        with self.assertRaisesRegex(sqlite3.DatabaseError, "file is not a database") as cm:
+            sqlite3.connect(text).execute("SELECT 1")
+        self.assertEqual(cm.exception.sqlite_errorname, "SQLITE_NOTADB")
+        with open(text, "rb") as f:
+            self.assertEqual(f.read(), b"plain text, not a database " * 200)
+        missing = os.path.join(SCRATCH, "no-such-dir", "x.db")
+        with self.assertRaises(sqlite3.OperationalError):
+            sqlite3.connect(missing)
+        self.assertFalse(os.path.exists(os.path.dirname(missing)))
+
+    def test_read_only_uri(self):
+        path = fresh("ro.db")
+        con = sqlite3.connect(path)
+        con.execute("CREATE TABLE t(x)")
+        con.commit()
+        con.close()
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        self.assertEqual(con.execute("SELECT count(*) FROM t").fetchone(), (0,))
+        with self.assertRaises(sqlite3.OperationalError):
+            con.execute("INSERT INTO t VALUES (1)")
+        con.close()
+        with self.assertRaises(sqlite3.OperationalError):
+            sqlite3.connect(f"file:{fresh('none.db')}?mode=ro", uri=True)
 
 
 if __name__ == "__main__":

@@ -52,17 +52,46 @@ pub struct Env {
 }
 
 impl Env {
-    /// Opens (or, if `config` allows, creates) the environment in directory `path`.
+    /// Opens (or, if `config` allows, creates) the environment in directory `path`; when
+    /// `path` is a file, the one-file environment it is (see [`Env::open_file`]).
     /// Fails with [`Error::Locked`] if another handle or process has it open. With creation
     /// off, a missing directory or environment is an error and nothing is created.
     pub fn open(path: impl AsRef<Path>, config: Config) -> Result<Env> {
         let path = path.as_ref();
+        if path.is_file() {
+            return Env::open_file(path, config);
+        }
         let storage = if config.create_value() {
             OsStorage::new(path)
                 .map_err(|e| Error::io(format!("creating directory {}", path.display()), e))?
         } else {
-            crate::files::existing_dir(path)?
+            crate::files::existing(path)?
         };
+        Env::open_with_storage(Arc::new(storage), config)
+    }
+
+    /// Opens (or, if `config` allows, creates) a one-file environment: its pages in the
+    /// file `path`, its log segments and other files beside it, named `PATH-log.0000000001`
+    /// and so on, as SQLite keeps its `-wal` file beside a database. A missing or empty file
+    /// holds no environment: files beside it that name it are left from one that was
+    /// removed, and are removed before a new one is created (so that a removed database
+    /// stays removed). The directory holding `path` must exist.
+    pub fn open_file(path: impl AsRef<Path>, config: Config) -> Result<Env> {
+        let path = path.as_ref();
+        let storage = OsStorage::file(path)
+            .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+        let present = storage
+            .exists(crate::files::DB_FILE)
+            .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+        if !present && !config.create_value() {
+            return Err(Error::InvalidArgument(format!(
+                "no environment at {}: no such file, and creation is off",
+                path.display()
+            )));
+        }
+        if !present && !config.read_only {
+            crate::files::remove_orphans(&storage)?;
+        }
         Env::open_with_storage(Arc::new(storage), config)
     }
 

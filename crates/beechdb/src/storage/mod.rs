@@ -30,6 +30,10 @@ use std::any::Any;
 use std::fmt::Debug;
 use std::io;
 
+/// The page file's name: the one name a one-file environment ([`OsStorage::file`]) keeps
+/// as the file itself.
+pub(crate) const PAGE_FILE: &str = "beech.db";
+
 /// One environment directory: a flat namespace of files.
 ///
 /// Implement this to put BeechDB on another medium or to check it under simulated faults.

@@ -1,9 +1,16 @@
-//! The real storage: a directory of the operating system's file system.
+//! The real storage: a directory of the operating system's file system, or one file and the
+//! files named after it beside it (a one-file environment, [`OsStorage::file`]).
+//!
+//! Invariant of a one-file environment: its page file is the file itself and every other
+//! name `N` is the file `PATH-N` beside it; a missing or empty file holds no environment
+//! (as SQLite treats an empty file as an empty database), whatever is beside it.
 
-use super::{MappedFile, Storage, StorageFile};
+use super::{MappedFile, Storage, StorageFile, PAGE_FILE as DB_FILE};
 use std::any::Any;
+use std::ffi::{OsStr, OsString};
 use std::fs::{self, File, OpenOptions};
 use std::io;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -11,6 +18,9 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone)]
 pub struct OsStorage {
     dir: PathBuf,
+    /// A one-file environment's file name in `dir`; `None` when the directory is the
+    /// environment's own.
+    file: Option<OsString>,
 }
 
 impl OsStorage {
@@ -20,26 +30,106 @@ impl OsStorage {
         create_dir_durably(dir.as_ref())?;
         Ok(OsStorage {
             dir: dir.as_ref().to_path_buf(),
+            file: None,
         })
     }
 
-    /// Storage rooted at the existing directory `dir`; [`io::ErrorKind::NotFound`] if it is
-    /// missing. Nothing is created.
-    pub fn existing(dir: impl AsRef<Path>) -> io::Result<OsStorage> {
-        if !fs::metadata(dir.as_ref())?.is_dir() {
+    /// A one-file environment: its pages in the file `path`, its log and other files beside
+    /// it as `PATH-log.0000000001`, `PATH-beech.lock`, ... (as SQLite keeps `-wal` and
+    /// `-journal` files beside a database). The directory holding `path` must exist;
+    /// nothing is created.
+    pub fn file(path: impl AsRef<Path>) -> io::Result<OsStorage> {
+        let path = path.as_ref();
+        let (Some(name), false) = (
+            path.file_name(),
+            path.as_os_str().as_bytes().ends_with(b"/"),
+        ) else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} names no file", path.display()),
+            ));
+        };
+        let dir = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        if !fs::metadata(&dir)?.is_dir() {
             return Err(io::Error::new(
                 io::ErrorKind::NotADirectory,
-                format!("{} is not a directory", dir.as_ref().display()),
+                format!("{} is not a directory", dir.display()),
             ));
         }
         Ok(OsStorage {
-            dir: dir.as_ref().to_path_buf(),
+            dir,
+            file: Some(name.to_os_string()),
         })
     }
 
-    /// The directory this storage lives in.
+    /// The existing environment at `path`: a directory, or a one-file environment's file
+    /// (see [`OsStorage::file`]); [`io::ErrorKind::NotFound`] if nothing is there. Nothing
+    /// is created.
+    pub fn existing(path: impl AsRef<Path>) -> io::Result<OsStorage> {
+        let path = path.as_ref();
+        let found = fs::metadata(path)?;
+        if found.is_file() {
+            return OsStorage::file(path);
+        }
+        if !found.is_dir() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotADirectory,
+                format!("{} is neither a directory nor a file", path.display()),
+            ));
+        }
+        Ok(OsStorage {
+            dir: path.to_path_buf(),
+            file: None,
+        })
+    }
+
+    /// The directory this storage lives in (for a one-file environment, the one holding
+    /// its file).
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Where the file `name` is.
+    fn path(&self, name: &str) -> PathBuf {
+        match &self.file {
+            None => self.dir.join(name),
+            Some(file) if name == DB_FILE => self.dir.join(file),
+            Some(file) => {
+                let mut beside = file.clone();
+                beside.push("-");
+                beside.push(name);
+                self.dir.join(beside)
+            }
+        }
+    }
+
+    /// The name a directory entry has in this storage, if it is one of its files.
+    fn name_of(&self, entry: &OsStr) -> Option<String> {
+        let Some(file) = &self.file else {
+            return entry.to_str().map(str::to_string);
+        };
+        if entry == file.as_os_str() {
+            return Some(DB_FILE.to_string());
+        }
+        let rest = entry.as_bytes().strip_prefix(file.as_bytes())?;
+        let rest = rest.strip_prefix(b"-")?;
+        std::str::from_utf8(rest).ok().map(str::to_string)
+    }
+
+    /// Whether `name` is a one-file environment's own file, present but empty: no
+    /// environment yet.
+    fn is_empty_file(&self, name: &str) -> io::Result<bool> {
+        if self.file.is_none() || name != DB_FILE {
+            return Ok(false);
+        }
+        match fs::metadata(self.path(name)) {
+            Ok(m) => Ok(m.is_file() && m.len() == 0),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 }
 
@@ -49,35 +139,37 @@ impl Storage for OsStorage {
             .read(true)
             .write(true)
             .create(create)
-            .open(self.dir.join(name))?;
+            .open(self.path(name))?;
         Ok(Box::new(OsFile { file }))
     }
 
     fn open_read_only(&self, name: &str) -> io::Result<Box<dyn StorageFile>> {
-        let file = OpenOptions::new().read(true).open(self.dir.join(name))?;
+        let file = OpenOptions::new().read(true).open(self.path(name))?;
         Ok(Box::new(OsFile { file }))
     }
 
     fn exists(&self, name: &str) -> io::Result<bool> {
-        self.dir.join(name).try_exists()
+        Ok(self.path(name).try_exists()? && !self.is_empty_file(name)?)
     }
 
     fn list(&self) -> io::Result<Vec<String>> {
         let mut names = Vec::new();
         for entry in fs::read_dir(&self.dir)? {
-            if let Ok(name) = entry?.file_name().into_string() {
-                names.push(name);
+            if let Some(name) = self.name_of(&entry?.file_name()) {
+                if !self.is_empty_file(&name)? {
+                    names.push(name);
+                }
             }
         }
         Ok(names)
     }
 
     fn remove(&self, name: &str) -> io::Result<()> {
-        fs::remove_file(self.dir.join(name))
+        fs::remove_file(self.path(name))
     }
 
     fn rename(&self, from: &str, to: &str) -> io::Result<()> {
-        fs::rename(self.dir.join(from), self.dir.join(to))
+        fs::rename(self.path(from), self.path(to))
     }
 
     fn sync_dir(&self) -> io::Result<()> {
@@ -90,7 +182,7 @@ impl Storage for OsStorage {
             .write(true)
             .create(true)
             .truncate(false)
-            .open(self.dir.join("beech.lock"))?;
+            .open(self.path("beech.lock"))?;
         match file.try_lock() {
             Ok(()) => Ok(Box::new(file)),
             Err(fs::TryLockError::WouldBlock) => Err(io::ErrorKind::WouldBlock.into()),
@@ -99,7 +191,10 @@ impl Storage for OsStorage {
     }
 
     fn describe(&self) -> String {
-        self.dir.display().to_string()
+        match &self.file {
+            None => self.dir.display().to_string(),
+            Some(_) => self.path(DB_FILE).display().to_string(),
+        }
     }
 }
 
