@@ -63,6 +63,9 @@ pub enum Error {
     Raise(String),
     /// The statement was interrupted (`Interrupter::interrupt`).
     Interrupted,
+    /// An application-defined function failed, with the result code it gave (as
+    /// `sqlite3_result_error_code` sets it: SQLITE_NOMEM, SQLITE_TOOBIG, ...).
+    Function(i32, String),
     /// The storage engine failed.
     Engine(beechdb::Error),
 }
@@ -91,6 +94,7 @@ impl Error {
             Error::BusySnapshot => SQLITE_BUSY_SNAPSHOT,
             Error::Busy => SQLITE_BUSY,
             Error::Interrupted => SQLITE_INTERRUPT,
+            Error::Function(code, _) => *code,
             Error::Misuse(_) => SQLITE_MISUSE,
             Error::Range(_) => SQLITE_RANGE,
             Error::Raise(_) => SQLITE_CONSTRAINT_TRIGGER,
@@ -120,7 +124,8 @@ impl fmt::Display for Error {
             | Error::Sql(m)
             | Error::Misuse(m)
             | Error::Range(m)
-            | Error::Raise(m) => {
+            | Error::Raise(m)
+            | Error::Function(_, m) => {
                 write!(f, "{m}")
             }
             Error::Unsupported(m) => write!(f, "not supported by BeechDB: {m}"),

@@ -2941,7 +2941,19 @@ impl<'a> Exec<'a> {
                 }
             };
             let desc = w.order.first().is_some_and(|o| o.desc);
+            // A user window function with an inverse: one state slides over each
+            // partition's frames (frames without exclusions only move forward).
+            let sliding = match &w.user {
+                Some(UserFunction::Aggregate(f))
+                    if f.slides() && w.exclude == FrameExclude::NoOthers =>
+                {
+                    Some(f.clone())
+                }
+                _ => None,
+            };
             for mut part in partitions {
+                // The sliding state, and the positions it holds: [from, to).
+                let mut slide = sliding.as_ref().map(|f| (f.start(), 0usize, 0usize));
                 part.sort_by(|&a, &b| cmp(&keys[a], &keys[b]));
                 let n = part.len();
                 // Peer groups: equal sort keys.
@@ -3101,6 +3113,28 @@ impl<'a> Exec<'a> {
                                 .nth(k as usize - 1)
                                 .map_or(Value::Null, |r| arg(r, 0))
                         }
+                        _ if slide.is_some() => {
+                            let (state, from, to) = slide.as_mut().expect("sliding");
+                            // Positions [lo, end) of the partition: a frame past its end
+                            // is empty there.
+                            let lo = (lo as usize).min(n);
+                            let end = ((hi + 1).max(0) as usize).clamp(lo, n);
+                            if lo < *from || end < *to {
+                                // A frame that moved back: start it again.
+                                let _ = state.finish();
+                                *state = sliding.as_ref().expect("sliding").start();
+                                (*from, *to) = (lo, lo);
+                            }
+                            for x in *to..end {
+                                state.step(&args[part[x]])?;
+                            }
+                            *to = (*to).max(end);
+                            for x in *from..lo.min(*to) {
+                                state.inverse(&args[part[x]])?;
+                            }
+                            *from = (*from).max(lo.min(*to));
+                            state.value()?
+                        }
                         name if w.user.is_some()
                             || func::is_aggregate(name, w.args.len())
                             || name == "count" =>
@@ -3122,6 +3156,11 @@ impl<'a> Exec<'a> {
                         }
                     };
                     out[part[j]].insert(key_of(call), v);
+                }
+                if let Some((mut state, _, _)) = slide {
+                    // As in SQLite, the final call only ends the state: its result and
+                    // its errors go nowhere.
+                    let _ = state.finish();
                 }
             }
         }

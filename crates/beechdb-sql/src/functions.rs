@@ -12,7 +12,7 @@
 //! them weakly: a collation lives while a connection's registry holds it, and a statement
 //! prepared with one that has since gone compares as BINARY.
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::value::{Collation, Value};
 use parking_lot::RwLock;
 use std::cmp::Ordering;
@@ -29,6 +29,14 @@ pub type CollationFunction = dyn Fn(&str, &str) -> Ordering + Send + Sync;
 /// An aggregate (or aggregate window) function: makes the state of one group or frame.
 pub trait AggregateFunction: Send + Sync {
     fn start(&self) -> Box<dyn AggregateState>;
+    /// Whether its states can [`AggregateState::inverse`] and [`AggregateState::value`]
+    /// (SQLite's `xInverse` and `xValue`): then, as a window function, one state slides
+    /// over a partition's frames (rows stepped in as they enter, inverted as they leave,
+    /// the value read for each row, `finish` once at the end, its result unused). Without
+    /// them each row's frame is a fresh state stepped over it and finished.
+    fn slides(&self) -> bool {
+        false
+    }
 }
 
 /// The running state of a user aggregate over one group or window frame.
@@ -37,6 +45,14 @@ pub trait AggregateState: Send {
     fn step(&mut self, args: &[Value]) -> Result<()>;
     /// The result; the state is not used again.
     fn finish(&mut self) -> Result<Value>;
+    /// Removes one row's arguments (see [`AggregateFunction::slides`]).
+    fn inverse(&mut self, _args: &[Value]) -> Result<()> {
+        Err(Error::Misuse("this aggregate has no inverse".into()))
+    }
+    /// The current frame's result, the state going on (see [`AggregateFunction::slides`]).
+    fn value(&mut self) -> Result<Value> {
+        Err(Error::Misuse("this aggregate has no value function".into()))
+    }
 }
 
 /// A function registered on a connection.

@@ -506,7 +506,11 @@ impl Connection {
         }
         let own = match &self.txn {
             Some(_) => None,
-            None => Some(self.shared.env.begin_txn()?),
+            None => {
+                // Outside a transaction, the schema other connections have committed since.
+                self.take_schema();
+                Some(self.shared.env.begin_txn()?)
+            }
         };
         let txn = own.as_ref().or(self.txn.as_ref()).expect("a transaction");
         let mut last_rowid = self.last_rowid;

@@ -78,7 +78,8 @@ unsafe fn prepare(
         // Unknown tables and columns are errors of the prepare, as in SQLite; a query's
         // columns are known from here on.
         let described = inner.conn()?.describe(&stmt).map_err(failure)?;
-        let mut s = sqlite3_stmt::new(db, text[..used].trim(), stmt);
+        // The text as given, up to where the statement ends (SQLite keeps it so).
+        let mut s = sqlite3_stmt::new(db, &text[..used], stmt);
         if !described.columns.is_empty() {
             s.set_columns(&described);
         }

@@ -5,8 +5,10 @@
 //! Owns: the C callbacks and their user data; a registration's destructor runs when the
 //! last statement prepared with it is gone. May call: `conn`, `value`.
 //!
-//! Window functions: BeechDB computes each row's frame afresh (step over the frame, then
-//! final), so `xValue` and `xInverse` are accepted but never needed.
+//! Window functions: with `xValue` and `xInverse`, as in SQLite, one aggregate context slides
+//! over a partition (rows stepped in, inverted out, the value read per row, `xFinal` once
+//! at the end, its result unused); without them each row's frame is stepped afresh and
+//! finalized.
 
 use crate::conn::{sqlite3, Failure};
 use crate::consts::*;
@@ -29,6 +31,9 @@ pub(crate) struct FuncDef {
     func: Option<XFunc>,
     step: Option<XFunc>,
     fin: Option<XFinal>,
+    /// A window function's `xValue` and `xInverse`.
+    value: Option<XFinal>,
+    inverse: Option<XFunc>,
     destroy: Option<XDestroy>,
 }
 
@@ -71,6 +76,10 @@ impl AggregateFunction for CAggregate {
             finished: false,
         })
     }
+
+    fn slides(&self) -> bool {
+        self.0.value.is_some() && self.0.inverse.is_some()
+    }
 }
 
 /// One group's (or frame's) aggregate: its memory from `sqlite3_aggregate_context`.
@@ -103,6 +112,21 @@ impl AggregateState for CAggState {
 
     fn finish(&mut self) -> beechdb_sql::Result<Value> {
         unsafe { self.finalize() }
+    }
+
+    fn inverse(&mut self, args: &[Value]) -> beechdb_sql::Result<()> {
+        let inverse = self.def.inverse.expect("a sliding window has an inverse");
+        unsafe { self.def.call(inverse, &mut self.mem, args).map(drop) }
+    }
+
+    fn value(&mut self) -> beechdb_sql::Result<Value> {
+        let value = self
+            .def
+            .value
+            .expect("a sliding window has a value function");
+        let mut ctx = sqlite3_context::new(&self.def, &mut self.mem);
+        unsafe { value(&mut ctx) };
+        ctx.outcome()
     }
 }
 
@@ -175,6 +199,8 @@ pub unsafe extern "C" fn sqlite3_create_function_v2(
         func,
         step,
         fin,
+        value: None,
+        inverse: None,
         destroy,
     };
     register(db, name, n_args, def)
@@ -203,8 +229,8 @@ pub unsafe extern "C" fn sqlite3_create_window_function(
     user_data: *mut c_void,
     step: Option<XFunc>,
     fin: Option<XFinal>,
-    _value: Option<XFinal>,
-    _inverse: Option<XFunc>,
+    value: Option<XFinal>,
+    inverse: Option<XFunc>,
     destroy: Option<XDestroy>,
 ) -> c_int {
     let def = FuncDef {
@@ -213,6 +239,8 @@ pub unsafe extern "C" fn sqlite3_create_window_function(
         func: None,
         step,
         fin,
+        value,
+        inverse,
         destroy,
     };
     register(db, name, n_args, def)

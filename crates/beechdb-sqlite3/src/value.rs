@@ -97,7 +97,8 @@ pub struct sqlite3_context {
     /// The aggregate's memory (`sqlite3_aggregate_context`); null for scalar functions.
     pub(crate) agg: *mut *mut c_void,
     pub(crate) result: Value,
-    pub(crate) error: Option<String>,
+    /// The error the function set: its result code and message.
+    pub(crate) error: Option<(c_int, String)>,
 }
 
 impl sqlite3_context {
@@ -112,7 +113,7 @@ impl sqlite3_context {
 
     pub(crate) fn outcome(self) -> beechdb_sql::Result<Value> {
         match self.error {
-            Some(e) => Err(beechdb_sql::Error::Sql(e)),
+            Some((code, e)) => Err(beechdb_sql::Error::Function(code, e)),
             None => Ok(self.result),
         }
     }
@@ -301,29 +302,41 @@ pub unsafe extern "C" fn sqlite3_result_error(
     n: c_int,
 ) {
     if let Some(c) = context(ctx) {
-        c.error = Some(match text_value(msg, n as i64) {
+        let msg = match text_value(msg, n as i64) {
             Value::Text(t) => t.to_string(),
             _ => String::new(),
-        });
+        };
+        c.error = Some((SQLITE_ERROR, msg));
     }
 }
 
+/// Sets the error's code, keeping a message already set (else SQLite's for the code).
 #[no_mangle]
 pub unsafe extern "C" fn sqlite3_result_error_code(ctx: *mut sqlite3_context, code: c_int) {
     if let Some(c) = context(ctx) {
-        c.error
-            .get_or_insert_with(|| crate::util::errstr(code).to_string());
+        let msg = match c.error.take() {
+            Some((_, msg)) => msg,
+            None => crate::util::errstr(code).to_string(),
+        };
+        c.error = Some((code, msg));
     }
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn sqlite3_result_error_nomem(ctx: *mut sqlite3_context) {
-    sqlite3_result_error(ctx, c"out of memory".as_ptr(), -1)
+    if let Some(c) = context(ctx) {
+        c.error = Some((SQLITE_NOMEM, crate::util::errstr(SQLITE_NOMEM).to_string()));
+    }
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn sqlite3_result_error_toobig(ctx: *mut sqlite3_context) {
-    sqlite3_result_error(ctx, c"string or blob too big".as_ptr(), -1)
+    if let Some(c) = context(ctx) {
+        c.error = Some((
+            SQLITE_TOOBIG,
+            crate::util::errstr(SQLITE_TOOBIG).to_string(),
+        ));
+    }
 }
 
 #[no_mangle]

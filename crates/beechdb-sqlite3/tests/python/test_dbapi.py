@@ -436,5 +436,80 @@ class Files(unittest.TestCase):
             sqlite3.connect(f"file:{fresh('none.db')}?mode=ro", uri=True)
 
 
+class SqliteBehaviour(unittest.TestCase):
+    """Details programs rely on, found with CPython's own test_sqlite3 on this library."""
+
+    def test_a_table_another_connection_created_is_seen_at_once(self):
+        path = fresh("two.db")
+        one, two = sqlite3.connect(path), sqlite3.connect(path)
+        one.execute("CREATE TABLE t(i)")
+        one.execute("INSERT INTO t VALUES (5)")  # an implicit transaction, still open
+        self.assertEqual(two.execute("SELECT i FROM t").fetchall(), [])
+        one.commit()
+        self.assertEqual(two.execute("SELECT i FROM t").fetchall(), [(5,)])
+        one.close()
+        two.close()
+
+    def test_trace_shows_the_text_as_given(self):
+        con = sqlite3.connect(":memory:")
+        seen = []
+        con.set_trace_callback(seen.append)
+        con.execute("CREATE TABLE t(x)")
+        con.execute("INSERT INTO t VALUES (1)")
+        con.commit()
+        self.assertEqual(seen, ["CREATE TABLE t(x)", "BEGIN ", "INSERT INTO t VALUES (1)", "COMMIT"])
+        con.close()
+
+    def test_function_errors_keep_their_class(self):
+        con = sqlite3.connect(":memory:")
+
+        def no_memory():
+            raise MemoryError
+
+        con.create_function("no_memory", 0, no_memory)
+        con.create_function("too_large", 0, lambda: 1 << 70)
+        with self.assertRaises(MemoryError):
+            con.execute("SELECT no_memory()")
+        with self.assertRaisesRegex(sqlite3.DataError, "string or blob too big"):
+            con.execute("SELECT too_large()")
+        con.close()
+
+    def test_text_keeps_its_nul_characters(self):
+        con = sqlite3.connect(":memory:")
+        self.assertEqual(con.execute("SELECT ?", ("a\x00b",)).fetchone(), ("a\x00b",))
+        con.close()
+
+    def test_window_functions_slide_with_value_and_inverse(self):
+        con = sqlite3.connect(":memory:")
+        con.execute("CREATE TABLE t(x, y)")
+        con.executemany("INSERT INTO t VALUES (?, ?)", [("a", 4), ("b", 5), ("c", 3), ("d", 8), ("e", 1)])
+        calls = []
+
+        class SumInt:
+            def __init__(self):
+                self.count = 0
+
+            def step(self, v):
+                self.count += v
+
+            def inverse(self, v):
+                calls.append("inverse")
+                self.count -= v
+
+            def value(self):
+                return self.count
+
+            def finalize(self):
+                raise ValueError("not a window's result")
+
+        con.create_window_function("sumint", 1, SumInt)
+        rows = con.execute(
+            "SELECT x, sumint(y) OVER (ORDER BY x ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING) FROM t ORDER BY x"
+        ).fetchall()
+        self.assertEqual(rows, [("a", 9), ("b", 12), ("c", 16), ("d", 12), ("e", 9)])
+        self.assertEqual(len(calls), 3)
+        con.close()
+
+
 if __name__ == "__main__":
     unittest.main()
