@@ -138,6 +138,7 @@ impl Exec<'_> {
             return Err(Error::Sql("database or disk is full".into()));
         }
         counters.insert(t.db.clone(), r + 1);
+        self.taken_rowids.push((t.db.clone(), r));
         Ok(r)
     }
 

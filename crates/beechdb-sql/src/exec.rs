@@ -225,6 +225,10 @@ pub struct Exec<'a> {
     pub returned: QueryResult,
     /// The next rowid of each table (by engine database), shared by the connections.
     pub rowids: &'a parking_lot::Mutex<HashMap<String, i64>>,
+    /// The rowids this statement took from `rowids` (table, rowid), to give back if it
+    /// fails, so that a failed insert leaves no gap (as in SQLite) when no other took one
+    /// since.
+    pub taken_rowids: Vec<(String, i64)>,
     /// `PRAGMA foreign_keys`: foreign keys are enforced.
     pub foreign_keys: bool,
     /// Under EXPLAIN QUERY PLAN: the plan's lines, and nothing is read or changed.

@@ -414,8 +414,16 @@ impl Connection {
             }
             self.txn = Some(txn);
             if let Err(e) = &r {
-                if e.is_busy() {
-                    // After a conflict the transaction can only roll back.
+                let conflict = match &stmt.stmt {
+                    Stmt::Insert(i) => i.conflict,
+                    Stmt::Update(u) => u.conflict,
+                    _ => ast::Conflict::Abort,
+                };
+                let or_rollback =
+                    conflict == ast::Conflict::Rollback && matches!(e, Error::Constraint(..));
+                // After a conflict the transaction can only roll back; OR ROLLBACK rolls it
+                // back at a constraint.
+                if e.is_busy() || or_rollback {
                     self.rollback()?;
                 }
             }
@@ -528,6 +536,7 @@ impl Connection {
             dbs: &mut dbs,
             returned: QueryResult::default(),
             rowids: &self.shared.rowids,
+            taken_rowids: Vec::new(),
             foreign_keys: self.foreign_keys,
             plan: Some(Vec::new()),
             ctes: Vec::new(),
@@ -573,6 +582,7 @@ impl Connection {
             dbs: &mut self.dbs,
             returned: QueryResult::default(),
             rowids: &self.shared.rowids,
+            taken_rowids: Vec::new(),
             foreign_keys: self.foreign_keys,
             plan: None,
             ctes: Vec::new(),
@@ -608,6 +618,14 @@ impl Connection {
                 .map(|()| QueryResult::default()),
             _ => unreachable!("handled by the connection"),
         };
+        if res.is_err() {
+            let mut counters = self.shared.rowids.lock();
+            for (table, rowid) in ex.taken_rowids.iter().rev() {
+                if counters.get(table) == Some(&(rowid + 1)) {
+                    counters.insert(table.clone(), *rowid);
+                }
+            }
+        }
         let changes = ex.changes;
         if matches!(
             stmt.stmt,

@@ -4,7 +4,9 @@
 //! Owns: `sqlite3_blob`, a copy of the value. Reads come from the copy; each write
 //! changes the copy and stores the whole value back in the row at once (within the
 //! connection's transaction, if one is open). As in SQLite, a write cannot change the
-//! value's size. May call: `conn`, `value`.
+//! value's size, and a handle whose row its connection has changed since (updated or
+//! deleted) expires: reads and writes then fail with `SQLITE_ABORT`. May call: `conn`,
+//! `value`.
 
 use crate::conn::{failure, sqlite3, Failure};
 use crate::consts::*;
@@ -22,6 +24,10 @@ pub struct sqlite3_blob {
     /// The value was TEXT (written back as TEXT).
     text: bool,
     writable: bool,
+    /// The connection's count of changed rows when the copy was last known current.
+    changes_seen: u64,
+    /// The row changed under the handle.
+    expired: bool,
 }
 
 fn quote_name(n: &str) -> String {
@@ -54,6 +60,35 @@ impl sqlite3_blob {
             }
         };
         self.rowid = rowid;
+        self.changes_seen = inner.conn()?.total_changes();
+        self.expired = false;
+        Ok(())
+    }
+
+    /// Fails once the row changed since the copy was made: the connection changed rows
+    /// since, and the value there is not the copy any more (or the row is gone).
+    fn check_current(&mut self, inner: &mut crate::conn::Inner) -> Result<(), Failure> {
+        let expired = || {
+            (
+                SQLITE_ABORT,
+                "the row under the blob handle changed".to_string(),
+            )
+        };
+        if self.expired {
+            return Err(expired());
+        }
+        if inner.conn()?.total_changes() == self.changes_seen {
+            return Ok(());
+        }
+        let copy = (std::mem::take(&mut self.data), self.text);
+        let still = match self.load(inner, self.rowid) {
+            Ok(()) => (&self.data, self.text) == (&copy.0, copy.1),
+            Err(_) => false,
+        };
+        if !still {
+            self.expired = true;
+            return Err(expired());
+        }
         Ok(())
     }
 }
@@ -90,6 +125,8 @@ pub unsafe extern "C" fn sqlite3_blob_open(
             data: Vec::new(),
             text: false,
             writable: flags != 0,
+            changes_seen: 0,
+            expired: false,
         };
         b.load(inner, rowid)?;
         inner.live += 1;
@@ -134,7 +171,8 @@ pub unsafe extern "C" fn sqlite3_blob_read(
         return SQLITE_MISUSE;
     };
     let h = &*b.db;
-    h.run(|_| {
+    h.run(|inner| {
+        b.check_current(inner)?;
         let r = span(b, n, offset)?;
         std::ptr::copy_nonoverlapping(b.data[r].as_ptr(), out as *mut u8, n as usize);
         Ok(())
@@ -154,8 +192,12 @@ pub unsafe extern "C" fn sqlite3_blob_write(
     let h = &*b.db;
     h.run(|inner| {
         if !b.writable {
-            return Err((SQLITE_READONLY, "the blob was opened read-only".into()));
+            return Err((
+                SQLITE_READONLY,
+                "attempt to write a readonly database (the blob was opened read-only)".into(),
+            ));
         }
+        b.check_current(inner)?;
         let r = span(b, n, offset)?;
         b.data[r].copy_from_slice(std::slice::from_raw_parts(data as *const u8, n as usize));
         let v = if b.text {
@@ -172,6 +214,8 @@ pub unsafe extern "C" fn sqlite3_blob_write(
             .conn()?
             .execute(&sql, &[v, Value::Integer(b.rowid)])
             .map_err(failure)?;
+        // Its own write leaves the copy current.
+        b.changes_seen = inner.conn()?.total_changes();
         Ok(())
     })
 }

@@ -58,6 +58,9 @@ pub(crate) struct Inner {
     /// `sqlite3_busy_handler`'s callback (it replaces the busy timeout, and the reverse).
     pub busy: Option<(BusyFn, *mut c_void)>,
     pub limits: [c_int; LIMITS.len()],
+    /// How many functions and collations were registered or removed: a statement prepared
+    /// before the last is prepared again before it runs, as SQLite expires it.
+    pub registrations: u64,
 }
 
 // The raw pointers are the application's callback contexts, used under the lock only.
@@ -86,6 +89,7 @@ pub(crate) const LIMITS: [c_int; 12] = [
 ];
 pub(crate) const LIMIT_LENGTH: usize = 0;
 pub(crate) const LIMIT_SQL_LENGTH: usize = 1;
+pub(crate) const LIMIT_VARIABLE_NUMBER: usize = 9;
 
 /// Open environments: directory -> the database and how many connections use it.
 static DATABASES: LazyLock<Mutex<HashMap<PathBuf, (Database, usize)>>> =
@@ -194,6 +198,7 @@ impl sqlite3 {
             authorizer: None,
             busy: None,
             limits: LIMITS,
+            registrations: 0,
         };
         let opened = target.and_then(|t| open_database(t, flags));
         let mut failure = None;

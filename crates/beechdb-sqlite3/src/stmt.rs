@@ -8,7 +8,9 @@
 //! a query's rows are then handed out one per step); its effects and errors come with that
 //! step. Column names and declared types are known before the first step for queries.
 
-use crate::conn::{failure, sqlite3, Failure, LIMIT_LENGTH, LIMIT_SQL_LENGTH};
+use crate::conn::{
+    failure, sqlite3, Failure, LIMIT_LENGTH, LIMIT_SQL_LENGTH, LIMIT_VARIABLE_NUMBER,
+};
 use crate::consts::*;
 use crate::util::{c_str, dispose, strdup_sqlite};
 use crate::value::{blob_value, sqlite3_value, text_value};
@@ -29,6 +31,8 @@ pub struct sqlite3_stmt {
     state: State,
     /// The result code of the last step that failed, for `reset` and `finalize`.
     failed: c_int,
+    /// The connection's count of registrations when this was prepared.
+    registrations: u64,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -72,6 +76,9 @@ unsafe fn prepare(
         let Some((stmt, used)) = parsed else {
             return Ok(Some((None, bytes.len())));
         };
+        if stmt.parameter_count() > inner.limits[LIMIT_VARIABLE_NUMBER] as usize {
+            return Err((SQLITE_ERROR, "too many SQL variables".into()));
+        }
         if let Some((auth, ctx)) = inner.authorizer {
             authorize(&stmt, auth, ctx)?;
         }
@@ -80,6 +87,7 @@ unsafe fn prepare(
         let described = inner.conn()?.describe(&stmt).map_err(failure)?;
         // The text as given, up to where the statement ends (SQLite keeps it so).
         let mut s = sqlite3_stmt::new(db, &text[..used], stmt);
+        s.registrations = inner.registrations;
         if !described.columns.is_empty() {
             s.set_columns(&described);
         }
@@ -137,6 +145,7 @@ impl sqlite3_stmt {
             row: Vec::new(),
             state: State::Ready,
             failed: SQLITE_OK,
+            registrations: 0,
         }
     }
 
@@ -243,6 +252,20 @@ pub unsafe extern "C" fn sqlite3_step(p: *mut sqlite3_stmt) -> c_int {
         }
         if s.state == State::Done {
             s.reset();
+        }
+        if s.registrations != inner.registrations {
+            // Functions or collations changed since the prepare: resolved again, as SQLite
+            // prepares an expired statement again (the bound values stay).
+            let text = s.sql.to_string_lossy().into_owned();
+            match inner.conn()?.prepare_first(&text) {
+                Ok(Some((stmt, _))) => s.stmt = stmt,
+                Ok(None) => {}
+                Err(e) => {
+                    s.state = State::Done;
+                    return Err(failure(e));
+                }
+            }
+            s.registrations = inner.registrations;
         }
         if let Some((mask, cb, ctx)) = inner.trace {
             if mask & SQLITE_TRACE_STMT != 0 {

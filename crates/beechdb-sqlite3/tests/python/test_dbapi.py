@@ -510,6 +510,65 @@ class SqliteBehaviour(unittest.TestCase):
         self.assertEqual(len(calls), 3)
         con.close()
 
+    def test_or_rollback_ends_the_transaction_and_failed_inserts_take_no_rowid(self):
+        con = sqlite3.connect(":memory:", isolation_level=None)
+        con.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, name, u UNIQUE)")
+        con.execute("BEGIN")
+        con.execute("INSERT INTO t(name) VALUES ('kept only if no rollback')")
+        con.execute("INSERT OR ROLLBACK INTO t(u) VALUES ('x')")
+        with self.assertRaises(sqlite3.IntegrityError):
+            con.execute("INSERT OR ROLLBACK INTO t(u) VALUES ('x')")
+        self.assertFalse(con.in_transaction)
+        self.assertEqual(con.execute("SELECT count(*) FROM t").fetchone(), (0,))
+        con.execute("CREATE TABLE r(id INTEGER PRIMARY KEY, u UNIQUE)")
+        cur = con.cursor()
+        cur.execute("INSERT INTO r(u) VALUES ('a')")
+        self.assertEqual(cur.lastrowid, 1)
+        with self.assertRaises(sqlite3.IntegrityError):
+            cur.execute("INSERT INTO r(u) VALUES ('a')")
+        cur.execute("INSERT INTO r(u) VALUES ('b')")
+        self.assertEqual(cur.lastrowid, 2)
+        con.close()
+
+    def test_a_removed_collation_is_missed_by_a_cached_statement(self):
+        con = sqlite3.connect(":memory:")
+        con.create_collation("rev", lambda a, b: (a < b) - (a > b))
+        sql = "SELECT x FROM (SELECT 'a' AS x UNION SELECT 'b') ORDER BY x COLLATE rev"
+        self.assertEqual(con.execute(sql).fetchall(), [("b",), ("a",)])
+        con.create_collation("rev", None)
+        with self.assertRaisesRegex(sqlite3.OperationalError, "no such collation sequence: rev"):
+            con.execute(sql).fetchall()
+        con.close()
+
+    def test_variable_limit(self):
+        con = sqlite3.connect(":memory:")
+        con.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 1)
+        con.execute("SELECT ?", (1,))
+        with self.assertRaisesRegex(sqlite3.OperationalError, "too many SQL variables"):
+            con.execute("SELECT ?, ?", (1, 2))
+        con.close()
+
+    def test_a_blob_whose_row_changed_expires(self):
+        con = sqlite3.connect(":memory:")
+        con.execute("CREATE TABLE t(b BLOB)")
+        con.execute("INSERT INTO t VALUES (zeroblob(8))")
+        other = con.execute("INSERT INTO t VALUES (zeroblob(8))").lastrowid
+        blob = con.blobopen("t", "b", 1)
+        blob.write(b"12345678")
+        con.execute("UPDATE t SET b = x'00' WHERE rowid = ?", (other,))
+        blob.seek(0)
+        self.assertEqual(blob.read(), b"12345678")  # another row changed: still current
+        con.execute("UPDATE t SET b = 'aaaa' WHERE rowid = 1")
+        blob.seek(0)
+        with self.assertRaises(sqlite3.OperationalError):
+            blob.read()
+        blob.close()
+        ro = con.blobopen("t", "b", other, readonly=True)
+        with self.assertRaisesRegex(sqlite3.OperationalError, "readonly"):
+            ro.write(b"x")
+        ro.close()
+        con.close()
+
 
 if __name__ == "__main__":
     unittest.main()
