@@ -61,18 +61,24 @@ pub(crate) fn sequence_key(t: &Table) -> Vec<u8> {
     format!("\0sequence:{}", t.db).into_bytes()
 }
 
-/// Table `t`'s entry in `sqlite_schema`, with its definition `sql`.
-fn table_entry(t: &Table, sql: &str) -> Vec<u8> {
-    schema_entry("table", &t.name, &t.name, &t.db, sql)
+fn is_sequence_table(name: &str) -> bool {
+    name.eq_ignore_ascii_case("sqlite_sequence")
 }
 
-fn schema_entry(kind: &str, name: &str, table: &str, db: &str, sql: &str) -> Vec<u8> {
+/// Table `t`'s entry in `sqlite_schema`, with its definition `sql`, `seq` in the order of
+/// creation.
+fn table_entry(t: &Table, sql: &str, seq: i64) -> Vec<u8> {
+    schema_entry("table", &t.name, &t.name, &t.db, sql, seq)
+}
+
+fn schema_entry(kind: &str, name: &str, table: &str, db: &str, sql: &str, seq: i64) -> Vec<u8> {
     encode_row(&[
         kind.into(),
         name.into(),
         table.into(),
         db.into(),
         sql.into(),
+        seq.into(),
     ])
 }
 
@@ -103,6 +109,26 @@ impl Exec<'_> {
 
     fn schema_mut(&mut self) -> &mut Schema {
         Arc::make_mut(self.schema)
+    }
+
+    /// Where the existing object `name` stands in the order of creation.
+    fn seq_of(&self, name: &str) -> i64 {
+        self.schema.created.get(&lc(name)).map_or(0, |&s| s as i64)
+    }
+
+    /// Places the new object `name` last in the order of creation (or `name` taking the
+    /// place of `was`, renamed).
+    fn place(&mut self, name: &str, was: Option<&str>) -> i64 {
+        let seq = match was {
+            Some(was) => self.seq_of(was) as u64,
+            None => self.schema.created.values().max().map_or(1, |m| m + 1),
+        };
+        let s = self.schema_mut();
+        if let Some(was) = was {
+            s.created.remove(&lc(was));
+        }
+        s.created.insert(lc(name), seq);
+        seq as i64
     }
 
     // ---- rows ----
@@ -260,6 +286,97 @@ impl Exec<'_> {
             }
         }
         Ok(rows)
+    }
+
+    /// Sets (or with `None`, removes) the AUTOINCREMENT mark of the table named `name`, as
+    /// a write of its `sqlite_sequence` row does. The process's counter for the table is
+    /// dropped, so its next rowid is one past the larger of the mark and its largest rowid,
+    /// as in SQLite.
+    fn set_sequence(&mut self, name: &str, seq: Option<i64>) -> Result<()> {
+        let t = match self.schema.tables.get(&lc(name)) {
+            Some(t) if t.autoincrement => t.clone(),
+            _ => {
+                return Err(Error::Unsupported(format!(
+                    "a sqlite_sequence row for {name}, which is no AUTOINCREMENT table"
+                )))
+            }
+        };
+        let db = self.schema_db()?;
+        match seq {
+            Some(seq) => {
+                let mark = crate::schema::value_entry("sequence", &t.db, seq);
+                self.txn.put(&db, &sequence_key(&t), &mark)?;
+            }
+            None => {
+                self.txn.delete(&db, &sequence_key(&t))?;
+            }
+        }
+        self.rowids.lock().remove(&t.db);
+        Ok(())
+    }
+
+    /// `INSERT INTO sqlite_sequence`: each row (name, seq) sets a table's mark.
+    fn insert_sequence(&mut self, ins: &Insert, outer: Option<&Scope>) -> Result<u64> {
+        let columns: Vec<String> = ins
+            .columns
+            .clone()
+            .unwrap_or_else(|| vec!["name".into(), "seq".into()]);
+        let at = |c: &str| columns.iter().position(|x| x.eq_ignore_ascii_case(c));
+        let (Some(name_at), seq_at) = (at("name"), at("seq")) else {
+            return Err(Error::Sql(
+                "an insert into sqlite_sequence needs a name".into(),
+            ));
+        };
+        let Some(sel) = &ins.source else {
+            return Ok(0);
+        };
+        let rows = self.select(sel, outer)?.rows;
+        for r in &rows {
+            if r.len() != columns.len() {
+                return Err(Error::Sql(format!(
+                    "{} values for {} columns",
+                    r.len(),
+                    columns.len()
+                )));
+            }
+            let seq = seq_at.map_or(0, |i| r[i].as_i64());
+            self.set_sequence(&r[name_at].to_text(), Some(seq))?;
+        }
+        self.changes += rows.len() as u64;
+        Ok(rows.len() as u64)
+    }
+
+    /// `DELETE FROM sqlite_sequence` (`seq` `None`) or `UPDATE sqlite_sequence SET seq =
+    /// seq`, on the rows `where_` takes.
+    fn change_sequence(
+        &mut self,
+        where_: Option<&Expr>,
+        seq: Option<&Expr>,
+        outer: Option<&Scope>,
+    ) -> Result<u64> {
+        let mut frame = Frame::default();
+        frame.push(
+            "sqlite_sequence",
+            crate::exec::sequence_table_columns(),
+            false,
+        );
+        let mut count = 0;
+        for row in self.sequence_rows()? {
+            let scope = Scope::new(&frame, &row, outer);
+            if let Some(w) = where_ {
+                if self.eval(w, &scope)?.truth() != Some(true) {
+                    continue;
+                }
+            }
+            let new = match seq {
+                Some(e) => Some(self.eval(e, &scope)?.as_i64()),
+                None => None,
+            };
+            self.set_sequence(&row[0].to_text(), new)?;
+            count += 1;
+        }
+        self.changes += count;
+        Ok(count)
     }
 
     fn delete_row(&mut self, t: &Table, rowid: i64, row: &[Value]) -> Result<()> {
@@ -640,6 +757,9 @@ impl Exec<'_> {
     pub fn insert(&mut self, ins: &Insert, outer: Option<&Scope>) -> Result<u64> {
         if let Some(v) = self.schema.views.get(&lc(&ins.table)).cloned() {
             return self.insert_into_view(&v, ins, outer);
+        }
+        if is_sequence_table(&ins.table) {
+            return self.insert_sequence(ins, outer);
         }
         let t = self.schema.table(&ins.table)?.clone();
         let targets: Vec<usize> = match &ins.columns {
@@ -1160,6 +1280,17 @@ impl Exec<'_> {
                 u.table
             )));
         }
+        if is_sequence_table(&u.table) {
+            let seq = match u.sets.as_slice() {
+                [(cols, e)] if matches!(cols.as_slice(), [c] if c.eq_ignore_ascii_case("seq")) => e,
+                _ => {
+                    return Err(Error::Unsupported(
+                        "an UPDATE of sqlite_sequence other than SET seq = ...".into(),
+                    ))
+                }
+            };
+            return self.change_sequence(u.where_.as_ref(), Some(seq), outer);
+        }
         let t = self.schema.table(&u.table)?.clone();
         let sets = assigned_columns(&t, &u.sets)?;
         let changed: Vec<usize> = sets.iter().flat_map(|(c, _)| c.iter().copied()).collect();
@@ -1239,6 +1370,9 @@ impl Exec<'_> {
             return Err(Error::Sql(format!(
                 "cannot modify {table} because it is a view"
             )));
+        }
+        if is_sequence_table(table) {
+            return self.change_sequence(where_, None, outer);
         }
         let t = self.schema.table(table)?.clone();
         let rows = self.matching_rows(&t, where_, outer, plan)?;
@@ -1339,13 +1473,15 @@ impl Exec<'_> {
         let (table, indexes) = self.schema_mut().build_table(&def)?;
         let handle = self.txn.create_db(&table.db)?;
         self.dbs.insert(table.db.clone(), handle);
-        self.put_entry(&table.name, table_entry(&table, &table.sql))?;
+        let seq = self.place(&table.name, None);
+        self.put_entry(&table.name, table_entry(&table, &table.sql, seq))?;
         for i in &indexes {
             let handle = self.txn.create_db(&i.db)?;
             self.dbs.insert(i.db.clone(), handle);
+            let seq = self.place(&i.name, None);
             self.put_entry(
                 &i.name,
-                schema_entry("index", &i.name, &table.name, &i.db, ""),
+                schema_entry("index", &i.name, &table.name, &i.db, "", seq),
             )?;
         }
         self.save_meta()?;
@@ -1401,7 +1537,8 @@ impl Exec<'_> {
         };
         let handle = self.txn.create_db(&db)?;
         self.dbs.insert(db.clone(), handle);
-        self.put_entry(name, schema_entry("index", name, &t.name, &db, sql))?;
+        let seq = self.place(name, None);
+        self.put_entry(name, schema_entry("index", name, &t.name, &db, sql, seq))?;
         self.save_meta()?;
         self.fill_index(&t, &index)?;
         self.schema_mut().indexes.insert(lc(name), Arc::new(index));
@@ -1450,7 +1587,8 @@ impl Exec<'_> {
             self.schema_mut().views.remove(&lc(name));
             return Err(e);
         }
-        self.put_entry(name, schema_entry("view", name, name, "", sql))
+        let seq = self.place(name, None);
+        self.put_entry(name, schema_entry("view", name, name, "", sql, seq))
     }
 
     pub fn view_select_columns(&self, v: &View) -> Result<Vec<crate::exec::SrcCol>> {
@@ -1485,9 +1623,10 @@ impl Exec<'_> {
                 ct.table
             )));
         }
+        let seq = self.place(&ct.name, None);
         self.put_entry(
             &ct.name,
-            schema_entry("trigger", &ct.name, &ct.table, "", &ct.sql),
+            schema_entry("trigger", &ct.name, &ct.table, "", &ct.sql, seq),
         )?;
         self.schema_mut().triggers.insert(
             lc(&ct.name),
@@ -1598,13 +1737,14 @@ impl Exec<'_> {
                 }
                 let mut edits = Vec::new();
                 self.remove_entry(&t.name)?;
+                let seq = self.place(new, Some(&t.name));
                 for other in self.schema.tables.values() {
                     let sql = alter::rename_table(&other.sql, &t.name, new)?;
                     if Arc::ptr_eq(other, &t) {
                         let sql = sql.unwrap_or_else(|| t.sql.clone());
-                        edits.push(schema_entry("table", new, new, &t.db, &sql));
+                        edits.push(schema_entry("table", new, new, &t.db, &sql, seq));
                     } else if let Some(sql) = sql {
-                        edits.push(table_entry(other, &sql));
+                        edits.push(table_entry(other, &sql, self.seq_of(&other.name)));
                     }
                 }
                 for i in self.schema.indexes_of(&t.name).cloned().collect::<Vec<_>>() {
@@ -1624,7 +1764,8 @@ impl Exec<'_> {
                             alter::rename_table(sql, &t.name, new)?.unwrap_or_else(|| sql.clone()),
                         ),
                     };
-                    edits.push(schema_entry("index", &name, new, &i.db, &sql));
+                    let seq = self.place(&name, Some(&i.name));
+                    edits.push(schema_entry("index", &name, new, &i.db, &sql, seq));
                 }
                 self.replace_entries(edits)?;
             }
@@ -1645,7 +1786,7 @@ impl Exec<'_> {
                 let end = alter::columns_end(&t.sql)?;
                 let sql = format!("{}, {text}{}", &t.sql[..end], &t.sql[end..]);
                 let (table, _) = Schema::defined_by(&sql, &t.db)?;
-                self.put_entry(&t.name, table_entry(&t, &sql))?;
+                self.put_entry(&t.name, table_entry(&t, &sql, self.seq_of(&t.name)))?;
                 self.schema_mut()
                     .tables
                     .insert(lc(&t.name), Arc::new(table));
@@ -1679,13 +1820,14 @@ impl Exec<'_> {
         let mut edits = Vec::new();
         for other in self.schema.tables.values() {
             if let Some(sql) = alter::rename_in_table(&other.sql, &other.name, &t.name, old, new)? {
-                edits.push(table_entry(other, &sql));
+                edits.push(table_entry(other, &sql, self.seq_of(&other.name)));
             }
         }
         for i in self.schema.indexes_of(&t.name) {
             if let Some(sql) = i.sql.as_deref() {
                 if let Some(sql) = alter::rename_in_index(sql, &t.name, old, new)? {
-                    edits.push(schema_entry("index", &i.name, &t.name, &i.db, &sql));
+                    let seq = self.seq_of(&i.name);
+                    edits.push(schema_entry("index", &i.name, &t.name, &i.db, &sql, seq));
                 }
             }
         }
@@ -1763,7 +1905,7 @@ impl Exec<'_> {
                 }
             }
         }
-        self.replace_entries(vec![table_entry(t, &sql)])
+        self.replace_entries(vec![table_entry(t, &sql, self.seq_of(&t.name))])
     }
 
     /// A view or trigger whose text may name table `t` (with `column`: that column of it):

@@ -1706,7 +1706,40 @@ impl<'a> Exec<'a> {
             .triggers
             .values()
             .map(|t| row("trigger", &t.name, &t.def.table, t.def.sql.as_str().into()));
-        tables.chain(indexes).chain(views).chain(triggers).collect()
+        // As SQLite, the table of AUTOINCREMENT's counters, made with the first table that
+        // needs it.
+        let sequence = s
+            .tables
+            .values()
+            .filter(|t| t.autoincrement)
+            .min_by_key(|t| s.created.get(&lc(&t.name)));
+        let sequence = sequence.map(|t| {
+            let mut r = row(
+                "table",
+                "sqlite_sequence",
+                "sqlite_sequence",
+                "CREATE TABLE sqlite_sequence(name,seq)".into(),
+            );
+            // Ordered just after that table.
+            r.push(Value::from(t.name.as_str()));
+            r
+        });
+        let mut rows: Vec<Row> = tables
+            .chain(indexes)
+            .chain(views)
+            .chain(triggers)
+            .chain(sequence)
+            .collect();
+        // In the order of creation, as SQLite's rowids have them.
+        let place = |r: &Row| {
+            let name = r.get(5).unwrap_or(&r[1]).to_text();
+            (s.created.get(&lc(&name)).copied().unwrap_or(0), r.len() > 5)
+        };
+        rows.sort_by_key(place);
+        for r in &mut rows {
+            r.truncate(5);
+        }
+        rows
     }
 
     /// Runs the joins of `from`, calling `emit` with each joined row that passes the ON
@@ -4353,7 +4386,7 @@ fn is_schema_table(name: &str) -> bool {
 }
 
 /// `sqlite_sequence`'s columns, as SQLite declares them: `name` and `seq`, no types.
-fn sequence_table_columns() -> Vec<SrcCol> {
+pub(crate) fn sequence_table_columns() -> Vec<SrcCol> {
     ["name", "seq"]
         .iter()
         .map(|n| SrcCol {

@@ -2,8 +2,10 @@
 //!
 //! Owns: [`Schema`] and its objects, and their storage in the engine database
 //! `sqlite_schema` (one entry per object: key the lower-cased name, value a record `type |
-//! name | tbl_name | engine database | sql`), read back by parsing the SQL again, as SQLite
-//! does. May call: `ast`, `parse`, `record`, `value`. Invariant: a table's rows live in the
+//! name | tbl_name | engine database | sql | creation order`), read back by parsing the SQL
+//! again, as SQLite does. The creation order (absent from entries written before it was
+//! kept: 0) orders `sqlite_schema`'s rows as SQLite's rowids do, so a dump recreates
+//! objects after those they name. May call: `ast`, `parse`, `record`, `value`. Invariant: a table's rows live in the
 //! engine database named in its entry, keyed by rowid; each index in its own.
 
 use crate::ast::{self, Expr, Stmt};
@@ -87,6 +89,8 @@ pub struct Schema {
     pub triggers: BTreeMap<String, Arc<Trigger>>,
     /// The next engine database number.
     pub next_db: u64,
+    /// Each object's place in the order of creation, by lower-cased name.
+    pub created: BTreeMap<String, u64>,
 }
 
 /// A `sqlite_schema` record holding a number rather than an object (the database counter,
@@ -423,6 +427,9 @@ impl Schema {
         let mut s = Schema::default();
         let mut later: Vec<Vec<Value>> = Vec::new();
         for e in entries {
+            if let (Some(name), Some(Value::Integer(seq))) = (e.get(1), e.get(5)) {
+                s.created.insert(lc(&name.to_text()), *seq as u64);
+            }
             let kind = e.first().map(Value::to_text).unwrap_or_default();
             match kind.as_str() {
                 "meta" => s.next_db = e[3].as_i64() as u64,

@@ -569,6 +569,34 @@ class SqliteBehaviour(unittest.TestCase):
         ro.close()
         con.close()
 
+    def test_a_dump_restores_in_creation_order_with_autoincrement_counters(self):
+        con = sqlite3.connect(":memory:")
+        con.executescript("""
+            CREATE TABLE b(id INTEGER PRIMARY KEY AUTOINCREMENT, x);
+            CREATE TABLE a(y);
+            CREATE VIEW vb AS SELECT x FROM b;
+            CREATE VIEW va AS SELECT * FROM vb;
+            CREATE TRIGGER ta AFTER INSERT ON a BEGIN INSERT INTO b(x) VALUES (new.y); END;
+            INSERT INTO a VALUES (1), (2), (3);
+            DELETE FROM b WHERE id = 3;
+        """)
+        names = [r[0] for r in con.execute("SELECT name FROM sqlite_master")]
+        self.assertEqual(names, ["b", "sqlite_sequence", "a", "vb", "va", "ta"])
+        dump = "\n".join(con.iterdump())
+        self.assertIn('INSERT INTO "sqlite_sequence" VALUES(\'b\',3);', dump)
+        copy = sqlite3.connect(":memory:")
+        copy.executescript(dump)
+        self.assertEqual(copy.execute("SELECT * FROM va").fetchall(), [(1,), (2,)])
+        self.assertEqual(copy.execute("SELECT seq FROM sqlite_sequence WHERE name = 'b'").fetchone(), (3,))
+        # The counter restored: the next rowid is past the deleted 3, as in the original.
+        copy.execute("INSERT INTO b(x) VALUES (9)")
+        self.assertEqual(copy.execute("SELECT max(id) FROM b").fetchone(), (4,))
+        copy.execute("UPDATE sqlite_sequence SET seq = 10 WHERE name = 'b'")
+        copy.execute("INSERT INTO b(x) VALUES (10)")
+        self.assertEqual(copy.execute("SELECT max(id) FROM b").fetchone(), (11,))
+        copy.close()
+        con.close()
+
 
 if __name__ == "__main__":
     unittest.main()
