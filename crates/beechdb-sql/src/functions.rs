@@ -77,6 +77,8 @@ impl fmt::Debug for UserFunction {
 pub(crate) struct Registry {
     functions: HashMap<(String, i32), UserFunction>,
     collations: HashMap<String, (Collation, Arc<CollationFunction>)>,
+    /// The most arguments a call may have (SQLITE_LIMIT_FUNCTION_ARG), when limited.
+    pub max_args: Option<usize>,
 }
 
 impl Registry {

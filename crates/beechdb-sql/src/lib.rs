@@ -369,6 +369,12 @@ impl Connection {
         self.registry.set_function(name, n_args, f);
     }
 
+    /// Limits the arguments a function call may have in statements prepared from now on
+    /// (`None`: no limit), as SQLite's `SQLITE_LIMIT_FUNCTION_ARG`.
+    pub fn set_function_arg_limit(&mut self, max: Option<usize>) {
+        self.registry.max_args = max;
+    }
+
     /// Registers (or with `None` removes) collation `name`, usable in `COLLATE` clauses of
     /// expressions and ORDER BY (not in table or index definitions).
     pub fn create_collation(&mut self, name: &str, f: Option<Arc<CollationFunction>>) {

@@ -1277,6 +1277,9 @@ impl Cx<'_> {
                     return self.window(name, args, (false, distinct), tail);
                 }
                 let name = unquote(fname.0).to_ascii_lowercase();
+                if self.check_calls && self.registry.max_args.is_some_and(|m| args.len() > m) {
+                    return Err(Error::Sql(format!("too many arguments on function {name}")));
+                }
                 let user = self.registry.function(&name, args.len()).cloned();
                 if user.is_none() && self.check_calls {
                     crate::func::check_call(&name, args.len())?;

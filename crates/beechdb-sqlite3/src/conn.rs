@@ -89,6 +89,7 @@ pub(crate) const LIMITS: [c_int; 12] = [
 ];
 pub(crate) const LIMIT_LENGTH: usize = 0;
 pub(crate) const LIMIT_SQL_LENGTH: usize = 1;
+pub(crate) const LIMIT_FUNCTION_ARG: usize = 6;
 pub(crate) const LIMIT_VARIABLE_NUMBER: usize = 9;
 
 /// Open environments: directory -> the database and how many connections use it.
@@ -685,6 +686,12 @@ pub unsafe extern "C" fn sqlite3_limit(db: *mut sqlite3, id: c_int, new: c_int) 
         let old = i.limits[id as usize];
         if new >= 0 {
             i.limits[id as usize] = new.min(LIMITS[id as usize]);
+            if id as usize == LIMIT_FUNCTION_ARG {
+                let max = i.limits[LIMIT_FUNCTION_ARG] as usize;
+                if let Ok(c) = i.conn() {
+                    c.set_function_arg_limit(Some(max));
+                }
+            }
         }
         Ok(old)
     })
