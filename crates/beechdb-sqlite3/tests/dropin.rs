@@ -187,10 +187,6 @@ const CPYTHON_KNOWN_FAILURES: &[(&str, &str)] = &[
     ("DumpTests.test_dump_virtual_tables", "virtual tables"),
     ("FunctionTests.test_func_deterministic", "partial indexes"),
     (
-        "FunctionTests.test_func_too_many_args",
-        "SQLITE_LIMIT_FUNCTION_ARG not enforced",
-    ),
-    (
         "RegressionTests.test_error_msg_decode_error",
         "text is always UTF-8",
     ),
