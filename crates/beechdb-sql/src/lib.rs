@@ -124,6 +124,18 @@ impl Database {
         })
     }
 
+    /// Closes the database: its environment checkpointed, so that its file holds every
+    /// commit, and released (see `beechdb::Env::close`). Fails with [`Error::Misuse`], and
+    /// closes nothing, while another handle or connection to it is open.
+    pub fn close(self) -> Result<()> {
+        match Arc::try_unwrap(self.shared) {
+            Ok(shared) => Ok(shared.env.close()?),
+            Err(_) => Err(Error::Misuse(
+                "the database has other handles or connections open".into(),
+            )),
+        }
+    }
+
     /// A new connection.
     pub fn connect(&self) -> Connection {
         Connection {

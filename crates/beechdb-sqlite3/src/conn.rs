@@ -242,7 +242,13 @@ impl sqlite3 {
             if let Some(entry) = all.get_mut(&key) {
                 entry.1 -= 1;
                 if entry.1 == 0 {
-                    all.remove(&key);
+                    // The last connection: the database is closed, its file left holding
+                    // every commit, as SQLite checkpoints its WAL at the last close. (Under
+                    // the table's lock, so that an open of the same path waits for it.)
+                    // Should it fail, the commits stay in the log beside the file.
+                    if let Some((db, _)) = all.remove(&key) {
+                        let _ = db.close();
+                    }
                 }
             }
         }
@@ -327,9 +333,20 @@ fn open_database(target: Target, flags: c_int) -> Result<(Database, Option<PathB
         })
     } else {
         Database::open_file(&key).map_err(|e| match e {
+            beechdb_sql::Error::Engine(beechdb::Error::Corrupt { .. })
+                if !is_beechdb_file(&key) =>
+            {
+                (
+                    SQLITE_NOTADB,
+                    format!("file is not a database: {shown}: {e}"),
+                )
+            }
             beechdb_sql::Error::Engine(beechdb::Error::Corrupt { .. }) => (
-                SQLITE_NOTADB,
-                format!("file is not a database: {shown}: {e}"),
+                SQLITE_CORRUPT,
+                format!(
+                    "database disk image is malformed: {shown}: {e} (a database's log and \
+                     lock sit beside its file, as PATH-log.N: copy or move them with it)"
+                ),
             ),
             e => cant(format!("{shown}: {e}")),
         })
@@ -337,6 +354,14 @@ fn open_database(target: Target, flags: c_int) -> Result<(Database, Option<PathB
     let db = opened?;
     all.insert(key.clone(), (db.clone(), 1));
     Ok((db, Some(key)))
+}
+
+/// Whether the file at `path` begins as a BeechDB page file does (its meta page's magic).
+fn is_beechdb_file(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 12];
+    std::fs::File::open(path).is_ok_and(|mut f| f.read_exact(&mut head).is_ok())
+        && &head[4..12] == b"BeechDB\0"
 }
 
 /// What a filename names.

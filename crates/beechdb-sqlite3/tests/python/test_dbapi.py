@@ -393,6 +393,34 @@ class Files(unittest.TestCase):
         self.assertEqual(con.execute("SELECT count(*) FROM sqlite_master").fetchone(), (0,))
         con.close()
 
+    def test_a_closed_database_is_its_file_and_the_files_beside_it(self):
+        path = fresh("whole.db")
+        one, two = sqlite3.connect(path), sqlite3.connect(path)
+        one.execute("CREATE TABLE t(x)")
+        one.executemany("INSERT INTO t VALUES (?)", [(i,) for i in range(50)])
+        one.commit()
+        one.close()
+        two.execute("INSERT INTO t VALUES (50)")
+        two.commit()
+        two.close()
+        # A copy of the file and the files beside it opens whole.
+        copy = fresh("copy.db")
+        for name in os.listdir(os.path.dirname(path)):
+            if name == "whole.db" or name.startswith("whole.db-"):
+                with open(os.path.join(os.path.dirname(path), name), "rb") as src:
+                    with open(copy + name[len("whole.db"):], "wb") as dst:
+                        dst.write(src.read())
+        con = sqlite3.connect(copy)
+        self.assertEqual(con.execute("SELECT count(*), sum(x) FROM t").fetchone(), (51, 1275))
+        con.close()
+        # The file alone is refused, saying what is missing; never opened without its log.
+        alone = fresh("alone.db")
+        with open(path, "rb") as src, open(alone, "wb") as dst:
+            dst.write(src.read())
+        with self.assertRaisesRegex(sqlite3.DatabaseError, "beside its file") as cm:
+            sqlite3.connect(alone)
+        self.assertEqual(cm.exception.sqlite_errorname, "SQLITE_CORRUPT")
+
     def test_an_empty_file_is_an_empty_database(self):
         with tempfile.NamedTemporaryFile(dir=SCRATCH, suffix=".db") as f:
             con = sqlite3.connect(f.name)
