@@ -384,6 +384,9 @@ pub(crate) struct CorePlan {
     min_max: Option<MinMax>,
     /// How the FROM clause is read, if there is one.
     pub(crate) join: Option<JoinPlan>,
+    /// The WHERE clause with result columns' aliases in it replaced (see
+    /// [`Exec::where_with_aliases`]), when it names any.
+    where_: Option<Expr>,
 }
 
 /// See `CorePlan::min_max`.
@@ -3588,7 +3591,48 @@ impl<'a> Exec<'a> {
             aggregate: false,
             windows: false,
             join: Some(join),
+            where_: None,
         })
+    }
+
+    /// `where_` with each name that no source has (here or in an enclosing query) but a
+    /// result column's alias is replaced by that column's expression, as SQLite allows
+    /// (`SELECT 1 AS a WHERE a = 1`); `None` when it names none. Aggregates and windows are
+    /// not taken into WHERE.
+    fn where_with_aliases(
+        &self,
+        where_: Option<&Expr>,
+        frame: &Frame,
+        outer: Option<&Scope>,
+        exprs: &[(Expr, String)],
+    ) -> Option<Expr> {
+        let w = where_?;
+        let known = |name: &str| {
+            let mut scope_frames = std::iter::successors(outer, |s| s.outer).map(|s| s.frame);
+            frame.resolve(None, name).ok().flatten().is_some()
+                || scope_frames.any(|f| f.resolve(None, name).ok().flatten().is_some())
+        };
+        let mut changed = false;
+        let mut out = w.clone();
+        out.walk_mut(&mut |e| {
+            let Expr::Column { table: None, name } = e else {
+                return;
+            };
+            if known(name) {
+                return;
+            }
+            let alias = exprs.iter().find(|(x, n)| {
+                n.eq_ignore_ascii_case(name)
+                    && !has_aggregate(x)
+                    && !matches!(x, Expr::Window(_))
+                    && !matches!(x, Expr::Column { table: None, name: c } if c.eq_ignore_ascii_case(name))
+            });
+            if let Some((x, _)) = alias {
+                *e = x.clone();
+                changed = true;
+            }
+        });
+        changed.then_some(out)
     }
 
     /// The plan of a select core: its sources, result columns, ORDER BY terms and joins.
@@ -3658,6 +3702,8 @@ impl<'a> Exec<'a> {
                 })
                 .collect()
         };
+        let aliased = self.where_with_aliases(where_, &frame, outer, &exprs);
+        let where_ = aliased.as_ref().or(where_);
         let aggregate = !group_by.is_empty()
             || exprs.iter().any(|(e, _)| has_aggregate(e))
             || having.as_ref().is_some_and(has_aggregate)
@@ -3712,6 +3758,7 @@ impl<'a> Exec<'a> {
             _ => None,
         };
         Ok(CorePlan {
+            where_: aliased,
             frame,
             exprs,
             meta: Meta::new(meta),
@@ -3815,9 +3862,10 @@ impl<'a> Exec<'a> {
         let aggregate = plan.aggregate;
         let empty_row = vec![Value::Null; frame.width];
         // The core's joined rows that pass its WHERE, handed to `emit`.
+        let filter = plan.where_.as_ref().or(where_.as_ref());
         let read =
             |me: &mut Self, emit: &mut dyn FnMut(&mut Self, &mut [Value]) -> Result<bool>| {
-                me.source_rows(from.as_ref(), join, frame, where_.as_ref(), outer, emit)
+                me.source_rows(from.as_ref(), join, frame, filter, outer, emit)
             };
         // Rows from the joins, each with its sort key.
         let mut out: Keyed = Vec::new();

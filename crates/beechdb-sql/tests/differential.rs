@@ -106,7 +106,7 @@ fn query(rng: &mut StdRng) -> (String, bool, bool) {
     } else {
         String::new()
     };
-    match rng.gen_range(0..6) {
+    match rng.gen_range(0..7) {
         0 => {
             let g = column(rng, &tables);
             let agg =
@@ -157,6 +157,17 @@ fn query(rng: &mut StdRng) -> (String, bool, bool) {
             false,
             false,
         ),
+        // A result column's alias in WHERE, which SQLite allows.
+        5 => {
+            let e1 = expr(rng, &tables, 2);
+            let e2 = expr(rng, &tables, 1);
+            let lit = literal(rng);
+            (
+                format!("SELECT {e1} AS a1, {e2} AS a2 FROM {from} WHERE a1 > {lit} OR a2 IS NULL"),
+                false,
+                false,
+            )
+        }
         _ => {
             let e1 = expr(rng, &tables, 3);
             let e2 = expr(rng, &tables, 2);

@@ -38,6 +38,9 @@ pub struct sqlite3 {
     err: Mutex<ErrState>,
     interrupter: Option<Interrupter>,
     filename: CString,
+    /// `SQLITE_LIMIT_LENGTH`, readable from a callback running inside a step (where the
+    /// connection itself is borrowed): `sqlite3_expanded_sql` in a trace callback.
+    pub(crate) length_limit: std::sync::atomic::AtomicI32,
 }
 
 /// What a connection's lock guards.
@@ -218,6 +221,7 @@ impl sqlite3 {
                 msg: c_str(errstr(SQLITE_OK)),
             }),
             filename: c_str(&String::from_utf8_lossy(name)),
+            length_limit: std::sync::atomic::AtomicI32::new(LIMITS[LIMIT_LENGTH]),
         });
         if let Some((code, msg)) = failure {
             handle.fail(code, &msg);
@@ -711,6 +715,10 @@ pub unsafe extern "C" fn sqlite3_limit(db: *mut sqlite3, id: c_int, new: c_int) 
         let old = i.limits[id as usize];
         if new >= 0 {
             i.limits[id as usize] = new.min(LIMITS[id as usize]);
+            if id as usize == LIMIT_LENGTH {
+                h.length_limit
+                    .store(i.limits[LIMIT_LENGTH], std::sync::atomic::Ordering::Relaxed);
+            }
             if id as usize == LIMIT_FUNCTION_ARG {
                 let max = i.limits[LIMIT_FUNCTION_ARG] as usize;
                 if let Ok(c) = i.conn() {

@@ -661,6 +661,13 @@ pub unsafe extern "C" fn sqlite3_expanded_sql(p: *mut sqlite3_stmt) -> *mut c_ch
         };
         s.params.get(i.wrapping_sub(1)).map(Value::to_sql_literal)
     });
+    // Longer than SQLITE_LIMIT_LENGTH: none, as in SQLite.
+    let limit = (*s.db)
+        .length_limit
+        .load(std::sync::atomic::Ordering::Relaxed);
+    if expanded.len() > limit.max(0) as usize {
+        return std::ptr::null_mut();
+    }
     strdup_sqlite(&c_str(&expanded))
 }
 

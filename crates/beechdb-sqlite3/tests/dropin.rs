@@ -194,10 +194,6 @@ const CPYTHON_KNOWN_FAILURES: &[(&str, &str)] = &[
         "RegressionTests.test_table_lock_cursor_non_readonly_select",
         "a function running SQL on its own connection",
     ),
-    (
-        "TraceCallbackTests.test_trace_too_much_expanded_sql",
-        "a result column's alias in WHERE",
-    ),
 ];
 
 /// CPython's own test suite for its `sqlite3` module, run on this library: every test passes
