@@ -131,10 +131,11 @@ impl Env {
 impl Env {
     /// Opens (creating unless `create=False`) the environment in directory `path`.
     /// `durability` ("sync", "write_nosync" or "nosync") is what a commit waits for in a
-    /// transactional environment.
+    /// transactional environment; `lock_timeout` (seconds) how long a transaction waits
+    /// for a key another holds before `LockTimeoutError`.
     #[new]
     #[pyo3(signature = (path, *, transactional=false, durability="sync", cache_size=None,
-                        in_memory_log=false, read_only=false, create=true))]
+                        in_memory_log=false, read_only=false, create=true, lock_timeout=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -145,6 +146,7 @@ impl Env {
         in_memory_log: bool,
         read_only: bool,
         create: bool,
+        lock_timeout: Option<f64>,
     ) -> PyResult<Env> {
         let durability = match durability {
             "sync" => Durability::Sync,
@@ -164,6 +166,12 @@ impl Env {
             .create(create);
         if let Some(bytes) = cache_size {
             config = config.cache_size(bytes);
+        }
+        if let Some(secs) = lock_timeout {
+            let t = std::time::Duration::try_from_secs_f64(secs).map_err(|_| {
+                PyValueError::new_err(format!("lock_timeout {secs}: seconds, 0 or more"))
+            })?;
+            config = config.lock_timeout(t);
         }
         let env = unlocked(py, || beechdb::Env::open(&path, config))?;
         Ok(Env { inner: Some(env) })

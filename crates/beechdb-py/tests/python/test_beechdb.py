@@ -175,6 +175,24 @@ class Transactions(unittest.TestCase):
             second.abort()
             self.assertEqual(db[b"k"], b"1")
 
+    def test_a_key_lock_wait_times_out(self):
+        with beechdb.Env(fresh("timeout"), transactional=True, durability="nosync",
+                         lock_timeout=0.05) as env:
+            db = env.open_db("d")
+            holder = env.begin()
+            holder.put(db, b"k", b"held")
+            started = time.monotonic()
+            waiter = env.begin(read_committed=True)
+            with self.assertRaises(beechdb.LockTimeoutError) as caught:
+                waiter.get_for_update(db, b"k")
+            waiter.abort()
+            self.assertIsInstance(caught.exception, beechdb.Error)
+            self.assertEqual(caught.exception.code_name, "DB_LOCK_NOTGRANTED")
+            self.assertLess(time.monotonic() - started, 5)
+            holder.commit()
+        with self.assertRaises(ValueError):
+            beechdb.Env(fresh("bad-timeout"), lock_timeout=-1)
+
     def test_a_thread_waiting_for_a_key_lock_lets_the_others_run(self):
         # The waiter releases the GIL while it waits: otherwise this thread could not run
         # the commit that frees the key, and the waiter would time out (after 10 s).
