@@ -49,6 +49,8 @@ pub enum Stmt {
         unique: bool,
         if_not_exists: bool,
         columns: Vec<IndexedColumn>,
+        /// A partial index's condition: only rows where it is true are in the index.
+        where_: Option<Expr>,
         sql: String,
     },
     CreateView {

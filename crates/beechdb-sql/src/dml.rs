@@ -198,16 +198,17 @@ impl Exec<'_> {
         Ok(self.txn.put(&db, &rowid_key(rowid), &encode_row(&stored))?)
     }
 
-    /// Row `rowid`'s entry in `index` (of table `t`): key and value.
+    /// Row `rowid`'s entry in `index` (of table `t`): key and value; `None` when the index
+    /// is partial and its condition is not true for the row.
     fn index_entry(
         &mut self,
         t: &Table,
         index: &Index,
         row: &[Value],
         rowid: i64,
-    ) -> Result<(Vec<u8>, Vec<u8>)> {
-        if index.exprs.is_empty() {
-            return Ok(index_entry(index, row, &[], rowid));
+    ) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        if index.exprs.is_empty() && index.where_.is_none() {
+            return Ok(Some(index_entry(index, row, &[], rowid)));
         }
         let mut frame = Frame::default();
         frame.push(&t.name, table_columns(t), true);
@@ -216,20 +217,26 @@ impl Exec<'_> {
         full.extend_from_slice(&row[..n]);
         full.push(Value::Integer(rowid));
         let sc = Scope::new(&frame, &full, None);
+        if let Some(w) = &index.where_ {
+            if self.eval(w, &sc)?.truth() != Some(true) {
+                return Ok(None);
+            }
+        }
         let exprs = index
             .exprs
             .iter()
             .map(|e| self.eval(e, &sc))
             .collect::<Result<Vec<_>>>()?;
-        Ok(index_entry(index, row, &exprs, rowid))
+        Ok(Some(index_entry(index, row, &exprs, rowid)))
     }
 
     fn write_row(&mut self, t: &Table, rowid: i64, row: &[Value]) -> Result<()> {
         self.put_record(t, rowid, row)?;
         for idx in self.schema.indexes_of(&t.name).cloned().collect::<Vec<_>>() {
-            let (k, v) = self.index_entry(t, &idx, row, rowid)?;
-            let idb = self.db(&idx.db)?;
-            self.txn.put(&idb, &k, &v)?;
+            if let Some((k, v)) = self.index_entry(t, &idx, row, rowid)? {
+                let idb = self.db(&idx.db)?;
+                self.txn.put(&idb, &k, &v)?;
+            }
         }
         Ok(())
     }
@@ -245,10 +252,14 @@ impl Exec<'_> {
                 continue;
             }
             let idb = self.db(&idx.db)?;
-            if before.0 != after.0 {
-                self.txn.delete(&idb, &before.0)?;
+            if let Some(before) = &before {
+                if after.as_ref().is_none_or(|a| a.0 != before.0) {
+                    self.txn.delete(&idb, &before.0)?;
+                }
             }
-            self.txn.put(&idb, &after.0, &after.1)?;
+            if let Some((k, v)) = &after {
+                self.txn.put(&idb, k, v)?;
+            }
         }
         Ok(())
     }
@@ -398,9 +409,10 @@ impl Exec<'_> {
         let db = self.db(&t.db)?;
         self.txn.delete(&db, &rowid_key(rowid))?;
         for idx in self.schema.indexes_of(&t.name).cloned().collect::<Vec<_>>() {
-            let (k, _) = self.index_entry(t, &idx, row, rowid)?;
-            let idb = self.db(&idx.db)?;
-            self.txn.delete(&idb, &k)?;
+            if let Some((k, _)) = self.index_entry(t, &idx, row, rowid)? {
+                let idb = self.db(&idx.db)?;
+                self.txn.delete(&idb, &k)?;
+            }
         }
         Ok(())
     }
@@ -417,7 +429,9 @@ impl Exec<'_> {
             if !idx.unique {
                 continue;
             }
-            let (k, v) = self.index_entry(t, &idx, row, rowid)?;
+            let Some((k, v)) = self.index_entry(t, &idx, row, rowid)? else {
+                continue; // not in this partial index
+            };
             if v.is_empty() {
                 continue; // a NULL in the key: never a duplicate
             }
@@ -1513,6 +1527,7 @@ impl Exec<'_> {
             unique,
             if_not_exists,
             columns,
+            where_,
             sql,
         } = stmt
         else {
@@ -1523,6 +1538,9 @@ impl Exec<'_> {
         }
         let t = self.schema.table(table)?.clone();
         let (cols, exprs) = index_columns(&t, columns)?;
+        if let Some(w) = where_ {
+            crate::schema::check_index_expr(&t, w, "partial index WHERE clauses")?;
+        }
         let db = self.schema_mut().new_db("i");
         let index = Index {
             name: name.clone(),
@@ -1534,6 +1552,7 @@ impl Exec<'_> {
             primary: false,
             db: db.clone(),
             sql: Some(sql.clone()),
+            where_: where_.clone(),
         };
         let handle = self.txn.create_db(&db)?;
         self.dbs.insert(db.clone(), handle);
@@ -1550,7 +1569,9 @@ impl Exec<'_> {
         let n = t.columns.len();
         for row in self.table_rows(t)? {
             let rowid = row[n].as_i64();
-            let (k, v) = self.index_entry(t, index, &row, rowid)?;
+            let Some((k, v)) = self.index_entry(t, index, &row, rowid)? else {
+                continue;
+            };
             if !v.is_empty() && self.txn.get(&idb, &k)?.is_some() {
                 return Err(self.unique_error(t, index));
             }

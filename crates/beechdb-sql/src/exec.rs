@@ -2658,7 +2658,7 @@ impl<'a> Exec<'a> {
             best = Access::RowidRange(bound_expr(lo), bound_expr(hi));
         } else if !ranges.is_empty() {
             // A range on the first column of an ascending index over a numeric column.
-            let ranged = self.schema.indexes_of(&t.name).find_map(|i| {
+            let ranged = self.schema.full_indexes_of(&t.name).find_map(|i| {
                 let &(c, desc, _) = i.columns.first()?;
                 let r = ranges.get(&c)?;
                 (!desc && t.columns[c].affinity.is_numeric()).then(|| (i.clone(), r.clone()))
@@ -2691,7 +2691,7 @@ impl<'a> Exec<'a> {
                     Access::Scan | Access::RowidRange(..) | Access::IndexRange(..)
                 ) {
                     let coll = t.columns[c].collation;
-                    let idx = self.schema.indexes_of(&t.name).find(|i| {
+                    let idx = self.schema.full_indexes_of(&t.name).find(|i| {
                         i.columns
                             .first()
                             .is_some_and(|&(ic, _, icoll)| ic == c && icoll == coll)
@@ -2724,7 +2724,7 @@ impl<'a> Exec<'a> {
             let sc = Scope::new(frame, &null_row, None);
             let expression_indexes: Vec<_> = self
                 .schema
-                .indexes_of(&t.name)
+                .full_indexes_of(&t.name)
                 .filter(|i| i.columns[0].0 == crate::schema::EXPR_PART)
                 .collect();
             'conjuncts: for e in exprs.iter().filter(|_| !expression_indexes.is_empty()) {
@@ -3518,7 +3518,7 @@ impl<'a> Exec<'a> {
             None => None,
             Some(c) => Some(
                 self.schema
-                    .indexes_of(&table.name)
+                    .full_indexes_of(&table.name)
                     .find(|i| {
                         i.columns.first().is_some_and(|&(ic, desc, coll)| {
                             ic == c && !desc && coll == table.columns[c].collation

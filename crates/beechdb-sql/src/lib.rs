@@ -827,7 +827,7 @@ impl Connection {
                         idx.name.as_str().into(),
                         (idx.unique as i64).into(),
                         origin.into(),
-                        0.into(),
+                        (idx.where_.is_some() as i64).into(),
                     ]);
                 }
                 r

@@ -336,10 +336,9 @@ impl Cx<'_> {
                 columns,
                 where_clause,
             } => {
-                if where_clause.is_some() {
-                    return Err(unsupported("partial indexes"));
-                }
+                let where_ = where_clause.as_ref().map(|w| self.expr(w)).transpose()?;
                 Stmt::CreateIndex {
+                    where_,
                     name: qname(idx_name)?,
                     table: name(tbl_name),
                     unique: *unique,

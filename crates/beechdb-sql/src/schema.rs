@@ -62,6 +62,9 @@ pub struct Index {
     pub auto: bool,
     /// Made for the PRIMARY KEY (of a table whose key is not the rowid).
     pub primary: bool,
+    /// A partial index's condition: only rows where it is true have an entry. Such an
+    /// index is kept and enforces its uniqueness, but queries do not read through it.
+    pub where_: Option<Expr>,
     pub db: String,
     pub sql: Option<String>,
 }
@@ -208,6 +211,15 @@ impl Schema {
         self.indexes
             .values()
             .filter(move |i| i.table.eq_ignore_ascii_case(table))
+    }
+
+    /// The indexes of `table` that hold every row (not partial): those a query may read
+    /// through.
+    pub fn full_indexes_of<'a>(
+        &'a self,
+        table: &'a str,
+    ) -> impl Iterator<Item = &'a Arc<Index>> + 'a {
+        self.indexes_of(table).filter(|i| i.where_.is_none())
     }
 
     pub fn triggers_of<'a>(
@@ -378,6 +390,7 @@ impl Schema {
                 primary,
                 db: self.new_db("i"),
                 sql: None,
+                where_: None,
             });
         }
         let labels = crate::alter::check_labels(&ct.sql)?;
@@ -464,6 +477,7 @@ impl Schema {
                             name,
                             unique,
                             columns,
+                            where_,
                             ..
                         }) = crate::parse::parse_one(&sql)?.map(|p| p.stmt)
                         else {
@@ -478,6 +492,7 @@ impl Schema {
                             unique,
                             auto: false,
                             primary: false,
+                            where_,
                             db: e[3].to_text(),
                             sql: Some(sql.clone()),
                         }
@@ -543,40 +558,7 @@ pub fn index_columns(t: &Table, cols: &[ast::IndexedColumn]) -> Result<(IndexCol
             parts.push((i, c.desc, c.collation.unwrap_or(t.columns[i].collation)));
             continue;
         }
-        let mut problem = None;
-        c.expr.walk(&mut |x| {
-            let sql = |m: &str| Some(Error::Sql(m.to_string()));
-            let found = match x {
-                Expr::Column { name, .. } if t.column_index(name).is_none() => {
-                    sql(&format!("no such column: {name}"))
-                }
-                Expr::Subquery(_) | Expr::Exists(_) | Expr::InSelect { .. } => {
-                    sql("subqueries prohibited in index expressions")
-                }
-                Expr::Param(_) => sql("parameters prohibited in index expressions"),
-                Expr::Window(_) => sql("misuse of window function"),
-                Expr::Function { user: Some(_), .. } => Some(Error::Unsupported(
-                    "a registered function in an index expression (the index would outlive it)"
-                        .into(),
-                )),
-                Expr::Function {
-                    name, args, star, ..
-                } => {
-                    if *star || crate::func::is_aggregate(name, args.len()) {
-                        sql(&format!("misuse of aggregate function {name}()"))
-                    } else if !crate::func::is_deterministic(name) {
-                        sql("non-deterministic functions prohibited in index expressions")
-                    } else {
-                        None
-                    }
-                }
-                _ => None,
-            };
-            problem = problem.take().or(found);
-        });
-        if let Some(p) = problem {
-            return Err(p);
-        }
+        check_index_expr(t, &c.expr, "index expressions")?;
         parts.push((
             EXPR_PART + exprs.len(),
             c.desc,
@@ -585,4 +567,41 @@ pub fn index_columns(t: &Table, cols: &[ast::IndexedColumn]) -> Result<(IndexCol
         exprs.push(c.expr.clone());
     }
     Ok((parts, exprs))
+}
+
+/// SQLite's rules for an expression an index keeps (`what`: "index expressions", or
+/// "partial index WHERE clauses" for a partial index's condition): only this table's
+/// columns, built-in deterministic functions, no subqueries, parameters or aggregates.
+pub fn check_index_expr(t: &Table, e: &Expr, what: &str) -> Result<()> {
+    let mut problem = None;
+    e.walk(&mut |x| {
+        let sql = |m: &str| Some(Error::Sql(m.to_string()));
+        let found = match x {
+            Expr::Column { name, .. } if t.column_index(name).is_none() => {
+                sql(&format!("no such column: {name}"))
+            }
+            Expr::Subquery(_) | Expr::Exists(_) | Expr::InSelect { .. } => {
+                sql(&format!("subqueries prohibited in {what}"))
+            }
+            Expr::Param(_) => sql(&format!("parameters prohibited in {what}")),
+            Expr::Window(_) => sql("misuse of window function"),
+            Expr::Function { user: Some(_), .. } => Some(Error::Unsupported(format!(
+                "a registered function in {what} (the index would outlive it)"
+            ))),
+            Expr::Function {
+                name, args, star, ..
+            } => {
+                if *star || crate::func::is_aggregate(name, args.len()) {
+                    sql(&format!("misuse of aggregate function {name}()"))
+                } else if !crate::func::is_deterministic(name) {
+                    sql(&format!("non-deterministic functions prohibited in {what}"))
+                } else {
+                    None
+                }
+            }
+            _ => None,
+        };
+        problem = problem.take().or(found);
+    });
+    problem.map_or(Ok(()), Err)
 }
