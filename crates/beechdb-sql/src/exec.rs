@@ -3597,22 +3597,25 @@ impl<'a> Exec<'a> {
 
     /// `where_` with each name that no source has (here or in an enclosing query) but a
     /// result column's alias is replaced by that column's expression, as SQLite allows
-    /// (`SELECT 1 AS a WHERE a = 1`); `None` when it names none. Aggregates and windows are
-    /// not taken into WHERE.
+    /// (`SELECT 1 AS a WHERE a = 1`); `None` when it names none. An alias of an aggregate
+    /// or a window is SQLite's error there.
     fn where_with_aliases(
         &self,
         where_: Option<&Expr>,
         frame: &Frame,
         outer: Option<&Scope>,
         exprs: &[(Expr, String)],
-    ) -> Option<Expr> {
-        let w = where_?;
+    ) -> Result<Option<Expr>> {
+        let Some(w) = where_ else {
+            return Ok(None);
+        };
         let known = |name: &str| {
             let mut scope_frames = std::iter::successors(outer, |s| s.outer).map(|s| s.frame);
             frame.resolve(None, name).ok().flatten().is_some()
                 || scope_frames.any(|f| f.resolve(None, name).ok().flatten().is_some())
         };
         let mut changed = false;
+        let mut misuse = None;
         let mut out = w.clone();
         out.walk_mut(&mut |e| {
             let Expr::Column { table: None, name } = e else {
@@ -3623,16 +3626,25 @@ impl<'a> Exec<'a> {
             }
             let alias = exprs.iter().find(|(x, n)| {
                 n.eq_ignore_ascii_case(name)
-                    && !has_aggregate(x)
-                    && !matches!(x, Expr::Window(_))
                     && !matches!(x, Expr::Column { table: None, name: c } if c.eq_ignore_ascii_case(name))
             });
-            if let Some((x, _)) = alias {
-                *e = x.clone();
-                changed = true;
+            let Some((x, _)) = alias else {
+                return;
+            };
+            let mut calls = Vec::new();
+            collect_aggregates(x, &mut calls);
+            if let Some(Expr::Function { name, .. }) = calls.first() {
+                misuse.get_or_insert_with(|| format!("misuse of aggregate: {name}()"));
+            } else if matches!(x, Expr::Window(_)) {
+                misuse.get_or_insert_with(|| "misuse of window function".to_string());
             }
+            *e = x.clone();
+            changed = true;
         });
-        changed.then_some(out)
+        match misuse {
+            Some(m) => Err(Error::Sql(m)),
+            None => Ok(changed.then_some(out)),
+        }
     }
 
     /// The plan of a select core: its sources, result columns, ORDER BY terms and joins.
@@ -3702,7 +3714,7 @@ impl<'a> Exec<'a> {
                 })
                 .collect()
         };
-        let aliased = self.where_with_aliases(where_, &frame, outer, &exprs);
+        let aliased = self.where_with_aliases(where_, &frame, outer, &exprs)?;
         let where_ = aliased.as_ref().or(where_);
         let aggregate = !group_by.is_empty()
             || exprs.iter().any(|(e, _)| has_aggregate(e))
@@ -4360,12 +4372,11 @@ fn resolve_order_term(e: &Expr, exprs: &[(Expr, String)]) -> Result<Expr> {
             }
             Ok(exprs[*i as usize - 1].0.clone())
         }
+        // As in SQLite, a result column's name comes before a source's column of that name
+        // (`SELECT a AS b, b AS a FROM t ORDER BY a` sorts by b).
         Expr::Column { table: None, name } => Ok(exprs
             .iter()
-            .find(|(x, n)| {
-                n.eq_ignore_ascii_case(name)
-                    && !matches!(x, Expr::Column { name: cn, .. } if !cn.eq_ignore_ascii_case(name))
-            })
+            .find(|(_, n)| n.eq_ignore_ascii_case(name))
             .map_or_else(|| e.clone(), |(x, _)| x.clone())),
         Expr::Collate(inner, c) => Ok(Expr::Collate(
             Box::new(resolve_order_term(inner, exprs)?),

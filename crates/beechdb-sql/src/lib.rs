@@ -32,6 +32,7 @@ mod func;
 pub mod functions;
 mod json;
 mod parse;
+mod reads;
 mod record;
 mod schema;
 pub mod slt;
@@ -379,6 +380,17 @@ impl Connection {
     /// of the same name.
     pub fn create_function(&mut self, name: &str, n_args: i32, f: Option<UserFunction>) {
         self.registry.set_function(name, n_args, f);
+    }
+
+    /// The table columns `stmt` reads (table, column), as SQLite's authorizer is asked
+    /// about them (`SQLITE_READ`): resolved in the schema this connection sees (the latest
+    /// committed one outside a transaction). It may name a column the statement does not
+    /// end up reading, never misses one it reads.
+    pub fn column_reads(&mut self, stmt: &Statement) -> Vec<(String, String)> {
+        if self.txn.is_none() {
+            self.take_schema();
+        }
+        reads::column_reads(&stmt.stmt, &self.schema)
     }
 
     /// Limits the arguments a function call may have in statements prepared from now on

@@ -163,7 +163,10 @@ fn query(rng: &mut StdRng) -> (String, bool, bool) {
             let e2 = expr(rng, &tables, 1);
             let lit = literal(rng);
             (
-                format!("SELECT {e1} AS a1, {e2} AS a2 FROM {from} WHERE a1 > {lit} OR a2 IS NULL"),
+                format!(
+                    "SELECT {e1} AS a1, {e2} AS a2 FROM {from} WHERE a1 > {lit} OR a2 IS NULL \
+                     ORDER BY a2, a1"
+                ),
                 false,
                 false,
             )

@@ -80,7 +80,8 @@ unsafe fn prepare(
             return Err((SQLITE_ERROR, "too many SQL variables".into()));
         }
         if let Some((auth, ctx)) = inner.authorizer {
-            authorize(&stmt, auth, ctx)?;
+            let reads = inner.conn()?.column_reads(&stmt);
+            authorize(&stmt, &reads, auth, ctx)?;
         }
         // Unknown tables and columns are errors of the prepare, as in SQLite; a query's
         // columns are known from here on.
@@ -106,23 +107,51 @@ unsafe fn prepare(
     rc
 }
 
-/// Asks the application's authorizer about each of the statement's actions.
+/// Asks the application's authorizer about each of the statement's actions, then about each
+/// table column it reads (`SQLITE_READ`). Where SQLite reads a column its authorizer
+/// answered `SQLITE_IGNORE` for as NULL, BeechDB refuses the statement: it never hands out
+/// a value the application asked to hide.
 unsafe fn authorize(
     stmt: &Statement,
+    reads: &[(String, String)],
     auth: crate::conn::AuthorizerFn,
     ctx: *mut c_void,
 ) -> Result<(), Failure> {
-    for (code, a, b) in stmt.authorizer_actions() {
-        let a = a.map(|s| c_str(&s));
-        let b = b.map(|s| c_str(&s));
+    const SQLITE_READ: c_int = 20;
+    let reads = reads
+        .iter()
+        .map(|(t, c)| (SQLITE_READ, Some(t.clone()), Some(c.clone())));
+    for (code, a, b) in stmt.authorizer_actions().into_iter().chain(reads) {
+        let (ca, cb) = (a.as_deref().map(c_str), b.as_deref().map(c_str));
         let ptr = |s: &Option<CString>| s.as_ref().map_or(std::ptr::null(), |s| s.as_ptr());
         let main = if matches!(code, 22 | 32) {
             std::ptr::null()
         } else {
             c"main".as_ptr()
         };
-        match auth(ctx, code, ptr(&a), ptr(&b), main, std::ptr::null()) {
-            SQLITE_OK | SQLITE_IGNORE => {}
+        let read = || {
+            format!(
+                "{}.{}",
+                a.as_deref().unwrap_or(""),
+                b.as_deref().unwrap_or("")
+            )
+        };
+        match auth(ctx, code, ptr(&ca), ptr(&cb), main, std::ptr::null()) {
+            SQLITE_OK => {}
+            SQLITE_IGNORE if code != SQLITE_READ => {}
+            SQLITE_IGNORE => {
+                return Err((
+                    SQLITE_AUTH,
+                    format!(
+                        "access to {} is prohibited (BeechDB refuses a statement reading a \
+                         column its authorizer ignores, where SQLite would read it as NULL)",
+                        read()
+                    ),
+                ))
+            }
+            SQLITE_DENY if code == SQLITE_READ => {
+                return Err((SQLITE_AUTH, format!("access to {} is prohibited", read())))
+            }
             SQLITE_DENY => return Err((SQLITE_AUTH, "not authorized".into())),
             _ => return Err((SQLITE_ERROR, "authorizer malfunction".into())),
         }

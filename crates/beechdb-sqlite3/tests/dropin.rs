@@ -133,39 +133,6 @@ fn python_sqlite3_module_runs_on_the_library() {
 /// this library, each for a difference docs/sql-compat.md gives. Any other failure fails
 /// this test; one of these passing is reported, to be taken off the list.
 const CPYTHON_KNOWN_FAILURES: &[(&str, &str)] = &[
-    // SQLITE_READ is not asked per column read.
-    (
-        "AuthorizerTests.test_table_access",
-        "authorizer: no SQLITE_READ",
-    ),
-    (
-        "AuthorizerTests.test_column_access",
-        "authorizer: no SQLITE_READ",
-    ),
-    (
-        "AuthorizerRaiseExceptionTests.test_table_access",
-        "authorizer: no SQLITE_READ",
-    ),
-    (
-        "AuthorizerRaiseExceptionTests.test_column_access",
-        "authorizer: no SQLITE_READ",
-    ),
-    (
-        "AuthorizerIllegalTypeTests.test_table_access",
-        "authorizer: no SQLITE_READ",
-    ),
-    (
-        "AuthorizerIllegalTypeTests.test_column_access",
-        "authorizer: no SQLITE_READ",
-    ),
-    (
-        "AuthorizerLargeIntegerTests.test_table_access",
-        "authorizer: no SQLITE_READ",
-    ),
-    (
-        "AuthorizerLargeIntegerTests.test_column_access",
-        "authorizer: no SQLITE_READ",
-    ),
     // The backup API copies everything at its first step, and only `main`.
     ("BackupTests.test_progress", "backup: one step"),
     ("BackupTests.test_modifying_progress", "backup: one step"),

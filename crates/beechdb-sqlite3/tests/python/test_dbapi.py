@@ -625,6 +625,50 @@ class SqliteBehaviour(unittest.TestCase):
         copy.close()
         con.close()
 
+    def test_the_authorizer_is_asked_about_each_column_read(self):
+        con = sqlite3.connect(":memory:")
+        con.executescript("""
+            CREATE TABLE people(name, salary);
+            CREATE TABLE teams(name, lead);
+            CREATE VIEW pay AS SELECT salary FROM people;
+            INSERT INTO people VALUES ('ann', 10);
+        """)
+        reads = []
+
+        def guard(action, arg1, arg2, db, source):
+            if action == sqlite3.SQLITE_READ:
+                reads.append((arg1, arg2))
+                if arg2 == "salary":
+                    return sqlite3.SQLITE_DENY
+            return sqlite3.SQLITE_OK
+
+        con.set_authorizer(guard)
+        self.assertEqual(con.execute("SELECT name FROM people").fetchall(), [("ann",)])
+        self.assertEqual(reads, [("people", "name")])
+        for hidden in [
+            "SELECT salary FROM people",
+            "SELECT * FROM people",
+            "SELECT name FROM people WHERE salary > 5",
+            "SELECT (SELECT max(salary) FROM people) FROM teams",
+            "SELECT * FROM pay",
+            "UPDATE teams SET lead = (SELECT salary FROM people)",
+        ]:
+            with self.assertRaisesRegex(sqlite3.DatabaseError, "prohibited"):
+                con.execute(hidden)
+
+        def ignore_salary(action, arg1, arg2, db, source):
+            if action == sqlite3.SQLITE_READ and arg2 == "salary":
+                return sqlite3.SQLITE_IGNORE
+            return sqlite3.SQLITE_OK
+
+        # SQLite would read it as NULL; BeechDB refuses rather than hand it out.
+        con.set_authorizer(ignore_salary)
+        with self.assertRaisesRegex(sqlite3.DatabaseError, "prohibited"):
+            con.execute("SELECT salary FROM people")
+        con.set_authorizer(None)
+        self.assertEqual(con.execute("SELECT salary FROM people").fetchall(), [(10,)])
+        con.close()
+
 
 if __name__ == "__main__":
     unittest.main()
