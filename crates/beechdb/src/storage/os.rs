@@ -328,4 +328,43 @@ mod tests {
         other.read_at(&mut back, 4090).unwrap();
         assert_eq!(&back, b"abcdef");
     }
+
+    /// A one-file environment's names: the page file is the file, the rest beside it; other
+    /// files of the directory, a neighbour whose name begins with this one's among them,
+    /// are not its own; an empty file is no page file yet.
+    #[test]
+    fn a_one_file_environment_names_its_files_after_its_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = OsStorage::file(dir.path().join("app.db")).unwrap();
+        assert!(!s.exists(DB_FILE).unwrap());
+        std::fs::File::create(dir.path().join("app.db")).unwrap();
+        assert!(
+            !s.exists(DB_FILE).unwrap(),
+            "an empty file holds no environment"
+        );
+        assert!(s.list().unwrap().is_empty());
+        s.open(DB_FILE, false).unwrap().write_at(b"x", 0).unwrap();
+        s.open("log.0000000001", true).unwrap();
+        for other in ["app.dbx", "app.db-", "notes.txt", "app"] {
+            std::fs::write(dir.path().join(other), b"").unwrap();
+        }
+        let mut names = s.list().unwrap();
+        names.sort();
+        // "app.db-" is "" beside the file: listed, and never taken for any file BeechDB
+        // names.
+        assert_eq!(names, ["", DB_FILE, "log.0000000001"]);
+        assert!(dir.path().join("app.db-log.0000000001").exists());
+        s.rename("log.0000000001", "log.0000000002").unwrap();
+        assert!(dir.path().join("app.db-log.0000000002").exists());
+        s.remove("log.0000000002").unwrap();
+        assert_eq!(
+            s.describe(),
+            dir.path().join("app.db").display().to_string()
+        );
+        assert!(
+            OsStorage::file(dir.path().join("x/")).is_err(),
+            "a path that names no file"
+        );
+        assert!(OsStorage::file(dir.path().join("missing").join("app.db")).is_err());
+    }
 }
