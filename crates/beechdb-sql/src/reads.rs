@@ -1,7 +1,8 @@
 //! The table columns a statement reads, as SQLite's authorizer is asked about them
-//! (`SQLITE_READ`, table and column): each column named in a query, a condition, a SET
-//! value or a RETURNING clause, resolved through the FROM clauses in scope (subqueries see
-//! the queries around them), every column for `*`, the tables under a view for the view.
+//! (`SQLITE_READ`, table and column): each column named in a query, a condition, a SET or
+//! upsert value or a RETURNING clause, resolved through the FROM clauses in scope
+//! (subqueries see the queries around them), every column for `*`, the tables under a view
+//! for the view, and what the triggers a change may fire read.
 //!
 //! Owns: the resolution of names for that purpose only (the planner resolves them for
 //! running). May call: `ast`, `schema`. Invariant: it may name a column the statement does
@@ -25,58 +26,102 @@ struct Reads<'a> {
     ctes: Vec<String>,
     /// Views being expanded (a view that names itself is not walked again).
     views: Vec<String>,
+    /// Triggers walked (a trigger fired again down the chain is not walked again).
+    triggers: Vec<String>,
     out: BTreeSet<(String, String)>,
 }
 
-/// The (table, column) pairs `stmt` reads, for the authorizer.
+/// The (table, column) pairs `stmt` reads, for the authorizer: its own, and those of the
+/// triggers it may fire.
 pub(crate) fn column_reads(stmt: &Stmt, schema: &Schema) -> Vec<(String, String)> {
     let mut r = Reads {
         schema,
         ctes: Vec::new(),
         views: Vec::new(),
+        triggers: Vec::new(),
         out: BTreeSet::new(),
     };
-    match stmt {
-        Stmt::Select(s) => r.select(s, &[]),
-        Stmt::Insert(i) => {
-            if let Some(s) = &i.source {
-                r.select(s, &[]);
-            }
-            let target = r.table_source(&i.table, None);
-            r.result_columns(&i.returning, std::slice::from_ref(&target), &[]);
-        }
-        Stmt::Update(u) => {
-            let mut scope = vec![r.table_source(&u.table, None)];
-            if let Some(f) = &u.from {
-                r.from(f, &[], &mut scope);
-            }
-            let levels = [scope];
-            for (_, e) in &u.sets {
-                r.expr(e, &levels);
-            }
-            if let Some(w) = &u.where_ {
-                r.expr(w, &levels);
-            }
-            r.result_columns(&u.returning, &levels[0], &[]);
-        }
-        Stmt::Delete {
-            table,
-            where_,
-            returning,
-            ..
-        } => {
-            let levels = [vec![r.table_source(table, None)]];
-            if let Some(w) = where_ {
-                r.expr(w, &levels);
-            }
-            r.result_columns(returning, &levels[0], &[]);
-        }
-        _ => {}
-    }
+    r.stmt(stmt, &[]);
     r.out.into_iter().collect()
 }
 
 impl Reads<'_> {
+    fn stmt(&mut self, stmt: &Stmt, outer: &[Vec<Source>]) {
+        let target = match stmt {
+            Stmt::Select(s) => {
+                self.select(s, outer);
+                return;
+            }
+            Stmt::Insert(i) => {
+                if let Some(s) = &i.source {
+                    self.select(s, outer);
+                }
+                let target = self.table_source(&i.table, None);
+                let mut excluded = target.clone();
+                excluded.label = "excluded".into();
+                let mut levels = outer.to_vec();
+                levels.push(vec![target.clone(), excluded]);
+                for (sets, where_) in i.upsert.iter().filter_map(|u| u.update.as_ref()) {
+                    for e in sets.iter().map(|(_, e)| e).chain(where_) {
+                        self.expr(e, &levels);
+                    }
+                }
+                self.result_columns(&i.returning, std::slice::from_ref(&target), outer);
+                &i.table
+            }
+            Stmt::Update(u) => {
+                let mut scope = vec![self.table_source(&u.table, None)];
+                if let Some(f) = &u.from {
+                    self.from(f, outer, &mut scope);
+                }
+                let mut levels = outer.to_vec();
+                levels.push(scope);
+                for e in u.sets.iter().map(|(_, e)| e).chain(&u.where_) {
+                    self.expr(e, &levels);
+                }
+                let scope = levels.pop().expect("pushed");
+                self.result_columns(&u.returning, &scope, outer);
+                &u.table
+            }
+            Stmt::Delete {
+                table,
+                where_,
+                returning,
+                ..
+            } => {
+                let scope = vec![self.table_source(table, None)];
+                let mut levels = outer.to_vec();
+                levels.push(scope.clone());
+                if let Some(w) = where_ {
+                    self.expr(w, &levels);
+                }
+                self.result_columns(returning, &scope, outer);
+                table
+            }
+            _ => return,
+        };
+        // What the target's triggers read, with NEW and OLD its rows.
+        let triggers: Vec<_> = self.schema.triggers_of(target).cloned().collect();
+        for t in triggers {
+            if self.triggers.contains(&t.name) {
+                continue;
+            }
+            self.triggers.push(t.name.clone());
+            let mut row = [
+                self.table_source(target, None),
+                self.table_source(target, None),
+            ];
+            (row[0].label, row[1].label) = ("new".into(), "old".into());
+            let levels = vec![row.to_vec()];
+            if let Some(w) = &t.def.when {
+                self.expr(w, &levels);
+            }
+            for s in &t.def.body {
+                self.stmt(s, &levels);
+            }
+        }
+    }
+
     fn table_source(&self, name: &str, alias: Option<&str>) -> Source {
         let label = alias.unwrap_or(name).to_string();
         let table = match self.schema.tables.get(&name.to_ascii_lowercase()) {

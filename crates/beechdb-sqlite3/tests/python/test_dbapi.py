@@ -631,6 +631,10 @@ class SqliteBehaviour(unittest.TestCase):
             CREATE TABLE people(name, salary);
             CREATE TABLE teams(name, lead);
             CREATE VIEW pay AS SELECT salary FROM people;
+            CREATE TABLE log(x);
+            CREATE TRIGGER leak AFTER INSERT ON log BEGIN
+                UPDATE teams SET lead = (SELECT salary FROM people) WHERE name = new.x;
+            END;
             INSERT INTO people VALUES ('ann', 10);
         """)
         reads = []
@@ -652,6 +656,8 @@ class SqliteBehaviour(unittest.TestCase):
             "SELECT (SELECT max(salary) FROM people) FROM teams",
             "SELECT * FROM pay",
             "UPDATE teams SET lead = (SELECT salary FROM people)",
+            "INSERT INTO log VALUES ('x')",
+            "INSERT INTO people(name) VALUES ('bo') ON CONFLICT DO UPDATE SET name = salary",
         ]:
             with self.assertRaisesRegex(sqlite3.DatabaseError, "prohibited"):
                 con.execute(hidden)
