@@ -3609,10 +3609,11 @@ impl<'a> Exec<'a> {
         let Some(w) = where_ else {
             return Ok(None);
         };
+        // A name some source has, or several (the planner reports the ambiguity).
         let known = |name: &str| {
-            let mut scope_frames = std::iter::successors(outer, |s| s.outer).map(|s| s.frame);
-            frame.resolve(None, name).ok().flatten().is_some()
-                || scope_frames.any(|f| f.resolve(None, name).ok().flatten().is_some())
+            let mut frames = std::iter::once(frame)
+                .chain(std::iter::successors(outer, |s| s.outer).map(|s| s.frame));
+            frames.any(|f| f.resolve(None, name).map_or(true, |r| r.is_some()))
         };
         let mut changed = false;
         let mut misuse = None;
