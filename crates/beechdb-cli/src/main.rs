@@ -41,11 +41,12 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// A SQL shell (like sqlite3): interactive, or the SQL given, or standard input; the
-    /// database is the environment directory (created if missing). Exit status 1 on a SQL
-    /// error in batch mode.
+    /// A SQL shell (like sqlite3): interactive, or the SQL given, or standard input. The
+    /// database is a file, as sqlite3's (created if missing, its log beside it as
+    /// PATH-log.N), or an existing environment directory. Exit status 1 on a SQL error in
+    /// batch mode.
     Sql {
-        /// Environment directory.
+        /// The database file (or an existing environment directory).
         dir: PathBuf,
         /// SQL to run (statements and dot commands) instead of a session.
         sql: Option<String>,

@@ -497,9 +497,13 @@ fn parse_csv(text: &str) -> Vec<Vec<String>> {
     records
 }
 
-/// Runs the shell on the database in `dir`.
-pub fn run(dir: &Path, sql: Option<String>) -> Res<ExitCode> {
-    let db = Database::open(dir)?;
+/// Runs the shell on the database at `path`: an existing file or environment directory, or
+/// a new file, as sqlite3 makes one (and as BeechDB's libsqlite3 does).
+pub fn run(path: &Path, sql: Option<String>) -> Res<ExitCode> {
+    let db = match path.exists() {
+        true => Database::open(path)?,
+        false => Database::open_file(path)?,
+    };
     let mut shell = Shell {
         conn: db.connect(),
         mode: Mode::List,

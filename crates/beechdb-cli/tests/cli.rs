@@ -395,6 +395,8 @@ fn sql_shell_one_shot_and_batch() {
     );
     assert_eq!((code, err.as_str()), (0, ""));
     assert_eq!(out, "a,b\n1,x\n2,\"y, z\"\n");
+    // A new database is a file, as sqlite3 makes one.
+    assert!(std::path::Path::new(db).is_file());
     // Standard input: multi-line statements, dot commands, and an error ends it with 1.
     let script =
         "SELECT count(*)\n  FROM t;\n.tables\n.dump\nSELECT nope FROM t;\nSELECT 'not reached';\n";
