@@ -338,7 +338,7 @@ fn open_database(target: Target, flags: c_int) -> Result<(Database, Option<PathB
     } else {
         Database::open_file(&key).map_err(|e| match e {
             beechdb_sql::Error::Engine(beechdb::Error::Corrupt { .. })
-                if !is_beechdb_file(&key) =>
+                if !beechdb::storage::is_page_file(&key) =>
             {
                 (
                     SQLITE_NOTADB,
@@ -358,14 +358,6 @@ fn open_database(target: Target, flags: c_int) -> Result<(Database, Option<PathB
     let db = opened?;
     all.insert(key.clone(), (db.clone(), 1));
     Ok((db, Some(key)))
-}
-
-/// Whether the file at `path` begins as a BeechDB page file does (its meta page's magic).
-fn is_beechdb_file(path: &Path) -> bool {
-    use std::io::Read;
-    let mut head = [0u8; 12];
-    std::fs::File::open(path).is_ok_and(|mut f| f.read_exact(&mut head).is_ok())
-        && &head[4..12] == b"BeechDB\0"
 }
 
 /// What a filename names.

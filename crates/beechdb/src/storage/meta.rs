@@ -28,6 +28,11 @@ use super::page::{rd32, rd64, wr32, wr64};
 
 pub(crate) const META_LEN: usize = 128;
 const MAGIC: &[u8; 8] = b"BeechDB\0";
+
+/// Whether `b`, a meta record's first bytes (at least 12), carries BeechDB's magic.
+pub(crate) fn has_magic(b: &[u8]) -> bool {
+    b.get(4..12) == Some(&MAGIC[..])
+}
 pub(crate) const FORMAT_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -104,7 +109,7 @@ impl Meta {
         if b.len() < META_LEN || crc32c::crc32c(&b[4..META_LEN]) != rd32(b, 0) {
             return Err(MetaProblem::Checksum);
         }
-        if &b[4..12] != MAGIC {
+        if !has_magic(b) {
             return Err(MetaProblem::Magic);
         }
         let version = rd32(b, 12);

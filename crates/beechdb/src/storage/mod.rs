@@ -34,6 +34,15 @@ use std::io;
 /// as the file itself.
 pub(crate) const PAGE_FILE: &str = "beech.db";
 
+/// Whether the file at `path` begins as a BeechDB page file does (the magic of its first
+/// meta page), damaged or not: tells a damaged environment from another program's file.
+pub fn is_page_file(path: &std::path::Path) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 12];
+    std::fs::File::open(path).is_ok_and(|mut f| f.read_exact(&mut head).is_ok())
+        && meta::has_magic(&head)
+}
+
 /// One environment directory: a flat namespace of files.
 ///
 /// Implement this to put BeechDB on another medium or to check it under simulated faults.
