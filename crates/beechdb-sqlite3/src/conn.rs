@@ -14,6 +14,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI32, Ordering::Relaxed};
 use std::sync::LazyLock;
 use std::time::Duration;
 
@@ -38,9 +39,10 @@ pub struct sqlite3 {
     err: Mutex<ErrState>,
     interrupter: Option<Interrupter>,
     filename: CString,
-    /// `SQLITE_LIMIT_LENGTH`, readable from a callback running inside a step (where the
-    /// connection itself is borrowed): `sqlite3_expanded_sql` in a trace callback.
-    pub(crate) length_limit: std::sync::atomic::AtomicI32,
+    /// `sqlite3_limit`'s values, beside the lock rather than under it, so that a callback
+    /// running inside a step (where the connection is borrowed) reads them too:
+    /// `sqlite3_expanded_sql` in a trace callback.
+    limits: [AtomicI32; LIMITS.len()],
 }
 
 /// What a connection's lock guards.
@@ -60,7 +62,6 @@ pub(crate) struct Inner {
     pub authorizer: Option<(AuthorizerFn, *mut c_void)>,
     /// `sqlite3_busy_handler`'s callback (it replaces the busy timeout, and the reverse).
     pub busy: Option<(BusyFn, *mut c_void)>,
-    pub limits: [c_int; LIMITS.len()],
     /// How many functions and collations were registered or removed: a statement prepared
     /// before the last is prepared again before it runs, as SQLite expires it.
     pub registrations: u64,
@@ -105,6 +106,11 @@ pub(crate) type Failure = (c_int, String);
 impl sqlite3 {
     /// Runs `f` on the connection under its lock; a nested call from a callback that would
     /// need the connection again is refused. A panic becomes SQLITE_INTERNAL.
+    /// The current value of limit `id` (a `SQLITE_LIMIT_*` number).
+    pub(crate) fn limit(&self, id: usize) -> usize {
+        self.limits[id].load(Relaxed).max(0) as usize
+    }
+
     pub(crate) fn with<R>(
         &self,
         fail: R,
@@ -201,7 +207,6 @@ impl sqlite3 {
             progress: None,
             authorizer: None,
             busy: None,
-            limits: LIMITS,
             registrations: 0,
         };
         let opened = target.and_then(|t| open_database(t, flags));
@@ -221,7 +226,7 @@ impl sqlite3 {
                 msg: c_str(errstr(SQLITE_OK)),
             }),
             filename: c_str(&String::from_utf8_lossy(name)),
-            length_limit: std::sync::atomic::AtomicI32::new(LIMITS[LIMIT_LENGTH]),
+            limits: LIMITS.map(AtomicI32::new),
         });
         if let Some((code, msg)) = failure {
             handle.fail(code, &msg);
@@ -703,24 +708,19 @@ pub unsafe extern "C" fn sqlite3_limit(db: *mut sqlite3, id: c_int, new: c_int) 
     if !(0..LIMITS.len() as c_int).contains(&id) {
         return -1;
     }
-    h.with(-1, |i| {
-        let old = i.limits[id as usize];
-        if new >= 0 {
-            i.limits[id as usize] = new.min(LIMITS[id as usize]);
-            if id as usize == LIMIT_LENGTH {
-                h.length_limit
-                    .store(i.limits[LIMIT_LENGTH], std::sync::atomic::Ordering::Relaxed);
-            }
-            if id as usize == LIMIT_FUNCTION_ARG {
-                let max = i.limits[LIMIT_FUNCTION_ARG] as usize;
-                if let Ok(c) = i.conn() {
-                    c.set_function_arg_limit(Some(max));
-                }
-            }
-        }
-        Ok(old)
-    })
-    .0
+    let id = id as usize;
+    if new < 0 {
+        return h.limits[id].load(Relaxed);
+    }
+    let old = h.limits[id].swap(new.min(LIMITS[id]), Relaxed);
+    if id == LIMIT_FUNCTION_ARG {
+        // Quietly: setting a limit leaves the connection's last error as it was.
+        h.with_quiet((), |i| {
+            let max = h.limit(LIMIT_FUNCTION_ARG);
+            i.conn().map(|c| c.set_function_arg_limit(Some(max)))
+        });
+    }
+    old
 }
 
 #[no_mangle]

@@ -67,7 +67,7 @@ unsafe fn prepare(
     let bytes = crate::util::bytes(sql.cast(), n as i64);
     let bytes = &bytes[..bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len())];
     let (stmt, rc) = h.with(None, |inner| {
-        if bytes.len() > inner.limits[LIMIT_SQL_LENGTH] as usize {
+        if bytes.len() > h.limit(LIMIT_SQL_LENGTH) {
             return Err((SQLITE_TOOBIG, "statement too long".into()));
         }
         let text = std::str::from_utf8(bytes)
@@ -76,12 +76,12 @@ unsafe fn prepare(
         let Some((stmt, used)) = parsed else {
             return Ok(Some((None, bytes.len())));
         };
-        if stmt.parameter_count() > inner.limits[LIMIT_VARIABLE_NUMBER] as usize {
+        if stmt.parameter_count() > h.limit(LIMIT_VARIABLE_NUMBER) {
             return Err((SQLITE_ERROR, "too many SQL variables".into()));
         }
         if let Some((auth, ctx)) = inner.authorizer {
             let reads = inner.conn()?.column_reads(&stmt);
-            authorize(&stmt, &reads, auth, ctx)?;
+            authorize(&stmt, reads, auth, ctx)?;
         }
         // Unknown tables and columns are errors of the prepare, as in SQLite; a query's
         // columns are known from here on.
@@ -113,14 +113,14 @@ unsafe fn prepare(
 /// a value the application asked to hide.
 unsafe fn authorize(
     stmt: &Statement,
-    reads: &[(String, String)],
+    reads: Vec<(String, String)>,
     auth: crate::conn::AuthorizerFn,
     ctx: *mut c_void,
 ) -> Result<(), Failure> {
     const SQLITE_READ: c_int = 20;
     let reads = reads
-        .iter()
-        .map(|(t, c)| (SQLITE_READ, Some(t.clone()), Some(c.clone())));
+        .into_iter()
+        .map(|(t, c)| (SQLITE_READ, Some(t), Some(c)));
     for (code, a, b) in stmt.authorizer_actions().into_iter().chain(reads) {
         let (ca, cb) = (a.as_deref().map(c_str), b.as_deref().map(c_str));
         let ptr = |s: &Option<CString>| s.as_ref().map_or(std::ptr::null(), |s| s.as_ptr());
@@ -399,7 +399,7 @@ pub unsafe extern "C" fn sqlite3_clear_bindings(p: *mut sqlite3_stmt) -> c_int {
 
 /// Binds parameter `i` (1-based).
 unsafe fn bind(p: *mut sqlite3_stmt, i: c_int, v: Value) -> c_int {
-    with_stmt(p, (), |s, inner| {
+    with_stmt(p, (), |s, _| {
         if s.state != State::Ready {
             return Err((
                 SQLITE_MISUSE,
@@ -414,7 +414,7 @@ unsafe fn bind(p: *mut sqlite3_stmt, i: c_int, v: Value) -> c_int {
             Value::Blob(b) => b.len(),
             _ => 0,
         };
-        if len > inner.limits[LIMIT_LENGTH] as usize {
+        if len > (*s.db).limit(LIMIT_LENGTH) {
             return Err((SQLITE_TOOBIG, "string or blob too big".into()));
         }
         s.params[i as usize - 1] = v;
@@ -691,10 +691,7 @@ pub unsafe extern "C" fn sqlite3_expanded_sql(p: *mut sqlite3_stmt) -> *mut c_ch
         s.params.get(i.wrapping_sub(1)).map(Value::to_sql_literal)
     });
     // Longer than SQLITE_LIMIT_LENGTH: none, as in SQLite.
-    let limit = (*s.db)
-        .length_limit
-        .load(std::sync::atomic::Ordering::Relaxed);
-    if expanded.len() > limit.max(0) as usize {
+    if expanded.len() > (*s.db).limit(LIMIT_LENGTH) {
         return std::ptr::null_mut();
     }
     strdup_sqlite(&c_str(&expanded))
