@@ -322,21 +322,21 @@ pub unsafe extern "C" fn sqlite3_result_error_code(ctx: *mut sqlite3_context, co
     }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn sqlite3_result_error_nomem(ctx: *mut sqlite3_context) {
+/// Sets the error `code` with SQLite's message for it.
+unsafe fn result_error_of(ctx: *mut sqlite3_context, code: c_int) {
     if let Some(c) = context(ctx) {
-        c.error = Some((SQLITE_NOMEM, crate::util::errstr(SQLITE_NOMEM).to_string()));
+        c.error = Some((code, crate::util::errstr(code).to_string()));
     }
 }
 
 #[no_mangle]
+pub unsafe extern "C" fn sqlite3_result_error_nomem(ctx: *mut sqlite3_context) {
+    result_error_of(ctx, SQLITE_NOMEM)
+}
+
+#[no_mangle]
 pub unsafe extern "C" fn sqlite3_result_error_toobig(ctx: *mut sqlite3_context) {
-    if let Some(c) = context(ctx) {
-        c.error = Some((
-            SQLITE_TOOBIG,
-            crate::util::errstr(SQLITE_TOOBIG).to_string(),
-        ));
-    }
+    result_error_of(ctx, SQLITE_TOOBIG)
 }
 
 #[no_mangle]
