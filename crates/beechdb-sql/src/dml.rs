@@ -163,8 +163,13 @@ impl Exec<'_> {
         if r == i64::MAX {
             return Err(Error::Sql("database or disk is full".into()));
         }
-        counters.insert(t.db.clone(), r + 1);
-        self.taken_rowids.push((t.db.clone(), r));
+        match counters.get_mut(&t.db) {
+            Some(next) => *next = r + 1,
+            None => {
+                counters.insert(t.db.clone(), r + 1);
+            }
+        }
+        crate::exec::TakenRowids::note(&mut self.taken_rowids, &t.db, r);
         Ok(r)
     }
 

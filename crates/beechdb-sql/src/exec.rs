@@ -225,10 +225,8 @@ pub struct Exec<'a> {
     pub returned: QueryResult,
     /// The next rowid of each table (by engine database), shared by the connections.
     pub rowids: &'a parking_lot::Mutex<HashMap<String, i64>>,
-    /// The rowids this statement took from `rowids` (table, rowid), to give back if it
-    /// fails, so that a failed insert leaves no gap (as in SQLite) when no other took one
-    /// since.
-    pub taken_rowids: Vec<(String, i64)>,
+    /// The rowids this statement took from `rowids`, per table, to give back if it fails.
+    pub taken_rowids: Vec<TakenRowids>,
     /// `PRAGMA foreign_keys`: foreign keys are enforced.
     pub foreign_keys: bool,
     /// Under EXPLAIN QUERY PLAN: the plan's lines, and nothing is read or changed.
@@ -358,6 +356,45 @@ pub fn conjuncts(e: &Expr) -> Vec<&Expr> {
             v
         }
         other => vec![other],
+    }
+}
+
+/// The rowids one statement took from the shared counter of one table: the first, the last
+/// and how many. If the statement fails they are given back when they are all of
+/// `first..=last` (no other connection took one in between) and none was taken since, so
+/// that a failed insert leaves no gap, as in SQLite.
+pub struct TakenRowids {
+    table: String,
+    first: i64,
+    last: i64,
+    count: i64,
+}
+
+impl TakenRowids {
+    /// Counts `rowid`, just taken from `table`'s counter, into `taken`.
+    pub(crate) fn note(taken: &mut Vec<TakenRowids>, table: &str, rowid: i64) {
+        match taken.iter_mut().find(|t| t.table == table) {
+            Some(t) => (t.last, t.count) = (rowid, t.count + 1),
+            None => taken.push(TakenRowids {
+                table: table.to_string(),
+                first: rowid,
+                last: rowid,
+                count: 1,
+            }),
+        }
+    }
+
+    /// Gives back what a failed statement took, where it can.
+    pub(crate) fn give_back(taken: &[TakenRowids], counters: &mut HashMap<String, i64>) {
+        for t in taken {
+            let whole = t.last - t.first + 1 == t.count;
+            if let Some(next) = counters
+                .get_mut(&t.table)
+                .filter(|n| whole && **n == t.last + 1)
+            {
+                *next = t.first;
+            }
+        }
     }
 }
 

@@ -649,12 +649,7 @@ impl Connection {
             _ => unreachable!("handled by the connection"),
         };
         if res.is_err() {
-            let mut counters = self.shared.rowids.lock();
-            for (table, rowid) in ex.taken_rowids.iter().rev() {
-                if counters.get(table) == Some(&(rowid + 1)) {
-                    counters.insert(table.clone(), *rowid);
-                }
-            }
+            exec::TakenRowids::give_back(&ex.taken_rowids, &mut self.shared.rowids.lock());
         }
         let changes = ex.changes;
         if matches!(
