@@ -1727,8 +1727,11 @@ impl<'a> Exec<'a> {
     /// `sqlite_schema`'s rows: type, name, table, root page (always 0), SQL text.
     fn schema_rows(&self) -> Vec<Row> {
         let s = &self.schema;
-        let row = |kind: &str, name: &str, table: &str, sql: Value| -> Row {
-            vec![kind.into(), name.into(), table.into(), 0.into(), sql]
+        let created = |name: &str| s.created.get(&lc(name)).copied().unwrap_or(0);
+        // Each row with its place in the order of creation, as SQLite's rowids have them.
+        let row = |kind: &str, name: &str, table: &str, sql: Value| {
+            let r: Row = vec![kind.into(), name.into(), table.into(), 0.into(), sql];
+            ((created(name), false), r)
         };
         let tables = s
             .tables
@@ -1746,40 +1749,31 @@ impl<'a> Exec<'a> {
             .triggers
             .values()
             .map(|t| row("trigger", &t.name, &t.def.table, t.def.sql.as_str().into()));
-        // As SQLite, the table of AUTOINCREMENT's counters, made with the first table that
-        // needs it.
-        let sequence = s
+        // As SQLite, the table of AUTOINCREMENT's counters, made just after the first table
+        // that needs it.
+        let first_autoincrement = s
             .tables
             .values()
             .filter(|t| t.autoincrement)
-            .min_by_key(|t| s.created.get(&lc(&t.name)));
-        let sequence = sequence.map(|t| {
-            let mut r = row(
+            .map(|t| created(&t.name))
+            .min();
+        let sequence = first_autoincrement.map(|seq| {
+            let (_, r) = row(
                 "table",
                 "sqlite_sequence",
                 "sqlite_sequence",
                 "CREATE TABLE sqlite_sequence(name,seq)".into(),
             );
-            // Ordered just after that table.
-            r.push(Value::from(t.name.as_str()));
-            r
+            ((seq, true), r)
         });
-        let mut rows: Vec<Row> = tables
+        let mut rows: Vec<_> = tables
             .chain(indexes)
             .chain(views)
             .chain(triggers)
             .chain(sequence)
             .collect();
-        // In the order of creation, as SQLite's rowids have them.
-        let place = |r: &Row| {
-            let name = r.get(5).unwrap_or(&r[1]).to_text();
-            (s.created.get(&lc(&name)).copied().unwrap_or(0), r.len() > 5)
-        };
-        rows.sort_by_key(place);
-        for r in &mut rows {
-            r.truncate(5);
-        }
-        rows
+        rows.sort_by_key(|(place, _)| *place);
+        rows.into_iter().map(|(_, r)| r).collect()
     }
 
     /// Runs the joins of `from`, calling `emit` with each joined row that passes the ON
