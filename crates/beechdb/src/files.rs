@@ -47,13 +47,10 @@ pub(crate) fn existing(path: &Path) -> Result<OsStorage> {
 /// Removes what a removed one-file environment left beside its file. With no page file
 /// there is no environment (its page file is created before any other file of it, see
 /// `engine::create_page_file`), so log segments and leftovers beside it belong to none, and
-/// replaying them into a new environment would bring back data its user removed. Done
-/// under the environment's lock; nothing when another handle holds it.
+/// replaying them into a new environment would bring back data its user removed. For a
+/// caller that found no page file; looked for again under the environment's lock, and
+/// nothing done when another handle holds it.
 pub(crate) fn remove_orphans(storage: &dyn Storage) -> Result<()> {
-    let look = |e| Error::io("looking for the page file", e);
-    if storage.exists(DB_FILE).map_err(look)? {
-        return Ok(());
-    }
     let _lock = match storage.lock() {
         Ok(lock) => lock,
         Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
