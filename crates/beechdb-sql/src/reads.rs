@@ -107,12 +107,12 @@ impl Reads<'_> {
                 continue;
             }
             self.triggers.push(t.name.clone());
-            let mut row = [
-                self.table_source(target, None),
-                self.table_source(target, None),
-            ];
-            (row[0].label, row[1].label) = ("new".into(), "old".into());
-            let levels = vec![row.to_vec()];
+            let table = self.table_source(target, None).table;
+            let row = |label: &str| Source {
+                label: label.into(),
+                table: table.clone(),
+            };
+            let levels = vec![vec![row("new"), row("old")]];
             if let Some(w) = &t.def.when {
                 self.expr(w, &levels);
             }

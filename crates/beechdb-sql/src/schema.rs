@@ -5,8 +5,9 @@
 //! name | tbl_name | engine database | sql | creation order`), read back by parsing the SQL
 //! again, as SQLite does. The creation order (absent from entries written before it was
 //! kept: 0) orders `sqlite_schema`'s rows as SQLite's rowids do, so a dump recreates
-//! objects after those they name. May call: `ast`, `parse`, `record`, `value`. Invariant: a table's rows live in the
-//! engine database named in its entry, keyed by rowid; each index in its own.
+//! objects after those they name. May call: `ast`, `parse`, `record`, `value`.
+//! Invariant: a table's rows live in the engine database named in its entry, keyed by
+//! rowid; each index in its own.
 
 use crate::ast::{self, Expr, Stmt};
 use crate::error::{Error, Result};
