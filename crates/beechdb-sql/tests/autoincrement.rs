@@ -67,3 +67,92 @@ fn deleted_rowids_stay_used_across_a_reopen() {
         .unwrap();
     assert_eq!(inserted(&mut c, "a"), 1);
 }
+
+/// Writes to `sqlite_sequence` (as a dump's restore makes them) set a table's mark, and are
+/// refused clearly where BeechDB keeps no such row (a table without AUTOINCREMENT) or the
+/// write is not one it understands.
+#[test]
+fn writes_to_sqlite_sequence_set_marks_or_are_refused_clearly() {
+    let db = Database::open_in_memory().unwrap();
+    let mut c = db.connect();
+    c.execute_batch(
+        "CREATE TABLE a(id INTEGER PRIMARY KEY AUTOINCREMENT, v); CREATE TABLE plain(v);",
+    )
+    .unwrap();
+    c.execute("INSERT INTO sqlite_sequence VALUES('a', 41)", &[])
+        .unwrap();
+    let r = c
+        .query("INSERT INTO a(v) VALUES('x') RETURNING id", &[])
+        .unwrap();
+    assert_eq!(r.rows[0][0], Value::Integer(42));
+    let refused = |c: &mut beechdb_sql::Connection, sql: &str, says: &str| {
+        let e = c.execute(sql, &[]).unwrap_err();
+        assert!(e.to_string().contains(says), "{sql}: {e}");
+    };
+    refused(
+        &mut c,
+        "INSERT INTO sqlite_sequence VALUES('plain', 5)",
+        "no AUTOINCREMENT table",
+    );
+    refused(
+        &mut c,
+        "INSERT INTO sqlite_sequence(seq) VALUES(5)",
+        "needs a name",
+    );
+    refused(
+        &mut c,
+        "UPDATE sqlite_sequence SET name = 'b'",
+        "other than SET seq",
+    );
+    // Nothing refused changed anything.
+    let r = c
+        .query("SELECT name, seq FROM sqlite_sequence", &[])
+        .unwrap();
+    assert_eq!(r.rows, vec![vec![Value::from("a"), Value::Integer(42)]]);
+    c.execute("DELETE FROM sqlite_sequence", &[]).unwrap();
+    let r = c
+        .query("INSERT INTO a(v) VALUES('y') RETURNING id", &[])
+        .unwrap();
+    assert_eq!(
+        r.rows[0][0],
+        Value::Integer(43),
+        "the largest rowid still counts"
+    );
+}
+
+/// `Database::close` checkpoints, so the environment opens again with nothing to replay;
+/// a database only dropped leaves its commits in the log. Closing while another handle or
+/// connection is open is refused and closes nothing.
+#[test]
+fn closing_a_database_checkpoints_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let replayed = |path: &std::path::Path| {
+        let env = beechdb::Env::open(path, beechdb::Config::new().transactional(true)).unwrap();
+        let n = env.stat().unwrap().txn.unwrap().recovered_commits;
+        env.close().unwrap();
+        n
+    };
+    for close in [true, false] {
+        let path = dir.path().join(format!("db-{close}"));
+        let db = Database::open_file(&path).unwrap();
+        let mut c = db.connect();
+        c.execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES(1); INSERT INTO t VALUES(2);")
+            .unwrap();
+        assert!(matches!(
+            db.clone().close(),
+            Err(beechdb_sql::Error::Misuse(_))
+        ));
+        assert_eq!(
+            c.query("SELECT count(*) FROM t", &[]).unwrap().rows[0][0],
+            Value::Integer(2)
+        );
+        drop(c);
+        if close {
+            db.close().unwrap();
+            assert_eq!(replayed(&path), 0);
+        } else {
+            drop(db);
+            assert!(replayed(&path) > 0);
+        }
+    }
+}

@@ -129,6 +129,53 @@ fn python_sqlite3_module_runs_on_the_library() {
     );
 }
 
+/// When the last connection to a database closes, the database is closed with it: its
+/// file checkpointed, so opening it again replays nothing from the log (a connection only
+/// dropped would leave its commits there). Python's `sqlite3` module, two connections.
+#[test]
+fn the_last_close_checkpoints_the_database() {
+    let dir = dropin_dir();
+    let Some(python) = python_on(&dir) else {
+        let msg = "no Python whose sqlite3 module links libsqlite3.so.0 dynamically was found";
+        assert!(std::env::var("BEECH_REQUIRE_PYTHON").is_err(), "{msg}");
+        eprintln!("SKIPPED: {msg}");
+        return;
+    };
+    let scratch = tempfile::tempdir().unwrap();
+    let path = scratch.path().join("app.db");
+    let script = "import sqlite3, sys\n\
+                  a = sqlite3.connect(sys.argv[1])\n\
+                  a.execute('CREATE TABLE t(x)')\n\
+                  a.executemany('INSERT INTO t VALUES (?)', [(i,) for i in range(100)])\n\
+                  a.commit()\n\
+                  b = sqlite3.connect(sys.argv[1])\n\
+                  a.close()\n\
+                  b.execute('INSERT INTO t VALUES (100)')\n\
+                  b.commit()\n\
+                  b.close()\n";
+    let out = Command::new(&python)
+        .args(["-c", script])
+        .arg(&path)
+        .env("LD_LIBRARY_PATH", &dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let env = beechdb::Env::open(&path, beechdb::Config::new().transactional(true)).unwrap();
+    assert_eq!(env.stat().unwrap().txn.unwrap().recovered_commits, 0);
+    env.close().unwrap();
+    let db = beechdb_sql::Database::open(&path).unwrap();
+    let rows = db
+        .connect()
+        .query("SELECT count(*) FROM t", &[])
+        .unwrap()
+        .rows;
+    assert_eq!(rows[0][0], beechdb_sql::Value::Integer(101));
+}
+
 /// The tests of CPython's own `sqlite3` suite (`python3 -m test test_sqlite3`) that fail on
 /// this library, each for a difference docs/sql-compat.md gives. Any other failure fails
 /// this test; one of these passing is reported, to be taken off the list.

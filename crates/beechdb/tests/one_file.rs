@@ -60,6 +60,10 @@ fn the_log_and_the_lock_sit_beside_the_file_and_a_file_path_reopens_it() {
     assert!(env.verify().unwrap().is_clean());
     env.close().unwrap();
     assert!(path.is_file());
+    assert!(beechdb::storage::is_page_file(&path));
+    assert!(!beechdb::storage::is_page_file(
+        &dir.path().join("notes.txt")
+    ));
     let all = names(dir.path());
     assert!(all
         .iter()

@@ -462,6 +462,8 @@ class Files(unittest.TestCase):
         con.close()
         with self.assertRaises(sqlite3.OperationalError):
             sqlite3.connect(f"file:{fresh('none.db')}?mode=ro", uri=True)
+        with self.assertRaisesRegex(sqlite3.OperationalError, "no such access mode: rx"):
+            sqlite3.connect(f"file:{path}?mode=rx", uri=True)
 
 
 class SqliteBehaviour(unittest.TestCase):
