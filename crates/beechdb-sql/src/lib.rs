@@ -375,6 +375,13 @@ impl Connection {
         self.txn.is_none()
     }
 
+    /// The commit the open transaction reads from (an LSN: a later commit to the database
+    /// makes it larger), or `None` outside a transaction. Two transactions that report the
+    /// same value read the same data, which is how a backup taken in steps notices a change.
+    pub fn snapshot_lsn(&self) -> Option<u64> {
+        self.txn.as_ref().and_then(Txn::snapshot_lsn)
+    }
+
     /// Registers (or with `None` removes) function `name` taking `n_args` arguments (-1:
     /// any number). Statements prepared afterwards call it instead of a built-in function
     /// of the same name.

@@ -180,9 +180,7 @@ fn the_last_close_checkpoints_the_database() {
 /// this library, each for a difference docs/sql-compat.md gives. Any other failure fails
 /// this test; one of these passing is reported, to be taken off the list.
 const CPYTHON_KNOWN_FAILURES: &[(&str, &str)] = &[
-    // The backup API copies everything at its first step, and only `main`.
-    ("BackupTests.test_progress", "backup: one step"),
-    ("BackupTests.test_modifying_progress", "backup: one step"),
+    // No ATTACH, so the backup API copies only `main`.
     ("BackupTests.test_database_source_name", "backup: only main"),
     // Many writers: no database-wide write lock for a second writer to wait on.
     ("TransactionTests.test_locking", "many writers"),

@@ -307,6 +307,84 @@ class BlobsAndBackup(unittest.TestCase):
         src.close()
         dst.close()
 
+    def stepped_source(self):
+        path = fresh("stepped")
+        src = sqlite3.connect(path)
+        src.execute("CREATE TABLE big(id INTEGER PRIMARY KEY, v TEXT)")
+        src.executemany("INSERT INTO big VALUES (?, ?)", [(i, "x" * 200) for i in range(2000)])
+        src.execute("CREATE INDEX big_v ON big(v)")
+        src.commit()
+        return path, src
+
+    def test_backup_in_steps_commits_with_the_last(self):
+        _, src = self.stepped_source()
+        dst_path = fresh("stepped-dst")
+        dst = sqlite3.connect(dst_path)
+        dst.execute("CREATE TABLE old(z)")
+        dst.commit()
+        watcher = sqlite3.connect(dst_path)
+        seen = []
+
+        def progress(status, remaining, total):
+            # Another connection sees the destination as it was until the copy commits.
+            tables = [r[0] for r in watcher.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")]
+            seen.append((status, remaining, total, tables))
+
+        src.backup(dst, pages=3, progress=progress)
+        totals = {t for _, _, t, _ in seen}
+        self.assertEqual(len(totals), 1)
+        total = totals.pop()
+        self.assertGreater(total, 20)  # 400 KB of text in pages of 16 KiB, and the schema
+        self.assertEqual([r for _, r, _, _ in seen], [max(total - 3 * i, 0) for i in range(1, len(seen) + 1)])
+        self.assertEqual([s for s, _, _, _ in seen[:-1]], [sqlite3.SQLITE_OK] * (len(seen) - 1))
+        self.assertEqual(seen[-1][0], sqlite3.SQLITE_DONE)
+        self.assertTrue(all(t == ["old"] for _, _, _, t in seen[:-1]))
+        self.assertEqual(watcher.execute("SELECT count(*), sum(length(v)) FROM big").fetchone(), (2000, 400000))
+        self.assertEqual(watcher.execute("SELECT name FROM sqlite_schema WHERE name = 'old'").fetchall(), [])
+        self.assertEqual(watcher.execute("SELECT count(*) FROM big INDEXED BY big_v WHERE v > ''").fetchone(), (2000,))
+        for c in (src, dst, watcher):
+            c.close()
+
+    def test_backup_starts_again_after_a_commit_on_the_source(self):
+        path, src = self.stepped_source()
+        other = sqlite3.connect(path)
+        dst = sqlite3.connect(fresh("restart-dst"))
+        remaining = []
+
+        def progress(status, left, total):
+            if len(remaining) == 2:
+                other.execute("UPDATE big SET v = 'changed' WHERE id = 0")
+                other.execute("INSERT INTO big VALUES (5000, 'new')")
+                other.commit()
+            remaining.append(left)
+
+        src.backup(dst, pages=4, progress=progress)
+        total = remaining[0] + 4
+        self.assertEqual(remaining[:5], [total - 4, total - 8, total - 12, total - 4, total - 8])
+        self.assertEqual(remaining[-1], 0)
+        self.assertEqual(dst.execute("SELECT v FROM big WHERE id IN (0, 5000) ORDER BY id").fetchall(), [("changed",), ("new",)])
+        self.assertEqual(dst.execute("SELECT count(*) FROM big").fetchone(), (2001,))
+        for c in (src, other, dst):
+            c.close()
+
+    def test_backup_stopped_early_leaves_the_destination(self):
+        _, src = self.stepped_source()
+        dst = sqlite3.connect(fresh("stopped-dst"))
+        dst.execute("CREATE TABLE old(z)")
+        dst.execute("INSERT INTO old VALUES (1)")
+        dst.commit()
+
+        def progress(status, remaining, total):
+            raise RuntimeError("stop here")
+
+        with self.assertRaises(RuntimeError):
+            src.backup(dst, pages=2, progress=progress)
+        self.assertFalse(dst.in_transaction)
+        self.assertEqual(dst.execute("SELECT name FROM sqlite_schema").fetchall(), [("old",)])
+        self.assertEqual(dst.execute("SELECT z FROM old").fetchall(), [(1,)])
+        for c in (src, dst):
+            c.close()
+
 
 class ConcurrentWriters(unittest.TestCase):
     def test_threads_with_own_connections(self):
