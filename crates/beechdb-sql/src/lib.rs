@@ -382,6 +382,23 @@ impl Connection {
         self.txn.as_ref().and_then(Txn::snapshot_lsn)
     }
 
+    /// Moves the connection to database `db`, keeping its settings, functions and
+    /// collations (how `sqlite3_deserialize` reopens a connection on a new image).
+    /// Statements prepared before are planned again against `db`'s schema. Refused with
+    /// [`Error::Misuse`] inside a transaction.
+    pub fn use_database(&mut self, db: &Database) -> Result<()> {
+        if self.txn.is_some() {
+            return Err(Error::Misuse(
+                "cannot move a connection to another database inside a transaction".into(),
+            ));
+        }
+        self.shared = db.shared.clone();
+        self.dbs.clear();
+        self.take_schema();
+        self.schema_changed = false;
+        Ok(())
+    }
+
     /// Registers (or with `None` removes) function `name` taking `n_args` arguments (-1:
     /// any number). Statements prepared afterwards call it instead of a built-in function
     /// of the same name.

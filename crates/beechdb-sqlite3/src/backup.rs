@@ -29,19 +29,19 @@ pub struct sqlite3_backup {
 }
 
 /// One table's contents: its CREATE statement, column list for INSERT, rows.
-struct TableCopy {
-    sql: String,
-    name: String,
-    columns: Vec<String>,
-    rows: Vec<Vec<Value>>,
+pub(crate) struct TableCopy {
+    pub sql: String,
+    pub name: String,
+    pub columns: Vec<String>,
+    pub rows: Vec<Vec<Value>>,
 }
 
 /// Everything in a database at one commit: its tables, then its other objects' CREATE
 /// statements.
-struct Snapshot {
-    lsn: Option<u64>,
-    tables: Vec<TableCopy>,
-    others: Vec<String>,
+pub(crate) struct Snapshot {
+    pub lsn: Option<u64>,
+    pub tables: Vec<TableCopy>,
+    pub others: Vec<String>,
 }
 
 /// What one unit (one "page") of a copy does.
@@ -53,7 +53,7 @@ enum Unit {
 }
 
 /// A snapshot being copied, and how far the copy has got.
-struct Copy {
+pub(crate) struct Copy {
     snap: Snapshot,
     units: Vec<Unit>,
     next: usize,
@@ -79,7 +79,7 @@ fn value_bytes(v: &Value) -> usize {
 
 /// Reads the source's schema and rows in one snapshot transaction; `None` when that
 /// snapshot is the one already read (`known`: nothing has committed since).
-fn read_source(
+pub(crate) fn read_source(
     conn: &mut Connection,
     known: Option<&Snapshot>,
 ) -> beechdb_sql::Result<Option<Snapshot>> {
@@ -144,7 +144,7 @@ fn read_all(conn: &mut Connection, lsn: Option<u64>) -> beechdb_sql::Result<Snap
 
 impl Copy {
     /// Cuts `snap` into units of about `page` bytes of values each.
-    fn new(snap: Snapshot, page: usize) -> Copy {
+    pub fn new(snap: Snapshot, page: usize) -> Copy {
         let mut units = Vec::new();
         for (table, t) in snap.tables.iter().enumerate() {
             let (mut start, mut bytes) = (0, 0);
@@ -179,7 +179,7 @@ impl Copy {
 
     /// Copies the next `n` units (all that are left when `n` is negative) into `conn`,
     /// beginning its transaction with the first; true when the copy is complete.
-    fn step(&mut self, conn: &mut Connection, n: c_int) -> beechdb_sql::Result<bool> {
+    pub fn step(&mut self, conn: &mut Connection, n: c_int) -> beechdb_sql::Result<bool> {
         if self.next == 0 {
             begin_replacing(conn)?;
         }

@@ -247,19 +247,7 @@ impl sqlite3 {
         }
         drop(inner.conn.take());
         if let Some(key) = inner.db_key.take() {
-            let mut all = DATABASES.lock();
-            if let Some(entry) = all.get_mut(&key) {
-                entry.1 -= 1;
-                if entry.1 == 0 {
-                    // The last connection: the database is closed, its file left holding
-                    // every commit, as SQLite checkpoints its WAL at the last close. (Under
-                    // the table's lock, so that an open of the same path waits for it.)
-                    // Should it fail, the commits stay in the log beside the file.
-                    if let Some((db, _)) = all.remove(&key) {
-                        let _ = db.close();
-                    }
-                }
-            }
+            release_database(&key);
         }
     }
 
@@ -278,12 +266,41 @@ impl sqlite3 {
     }
 }
 
+/// One connection fewer uses the shared database at `key` (its connection already
+/// dropped or moved to another database).
+fn release_database(key: &PathBuf) {
+    let mut all = DATABASES.lock();
+    if let Some(entry) = all.get_mut(key) {
+        entry.1 -= 1;
+        if entry.1 == 0 {
+            // The last connection: the database is closed, its file left holding every
+            // commit, as SQLite checkpoints its WAL at the last close. (Under the table's
+            // lock, so that an open of the same path waits for it.) Should it fail, the
+            // commits stay in the log beside the file.
+            if let Some((db, _)) = all.remove(key) {
+                let _ = db.close();
+            }
+        }
+    }
+}
+
 impl Inner {
     pub(crate) fn conn(&mut self) -> Result<&mut Connection, Failure> {
         self.conn.as_mut().ok_or((
             SQLITE_MISUSE,
             "the database connection failed to open".into(),
         ))
+    }
+
+    /// Moves the connection to `db`, a database of its own, letting go of the one it used;
+    /// its statements are prepared again before they next run.
+    pub(crate) fn move_to(&mut self, db: &Database) -> Result<(), Failure> {
+        self.conn()?.use_database(db).map_err(failure)?;
+        if let Some(key) = self.db_key.take() {
+            release_database(&key);
+        }
+        self.registrations += 1;
+        Ok(())
     }
 }
 

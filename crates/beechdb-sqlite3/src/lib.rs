@@ -8,8 +8,9 @@
 //!
 //! Modules: `conn` (open, close, errors, exec, hooks), `stmt` (prepare, bind, step,
 //! columns), `value` (values and function contexts), `udf` (application functions and
-//! collations), `blob` (incremental blob I/O), `backup` (the backup API), `util` (memory,
-//! version, `sqlite3_complete`, strings).
+//! collations), `blob` (incremental blob I/O), `backup` (the backup API), `image`
+//! (`sqlite3_serialize` and `sqlite3_deserialize`, in BeechDB's own image format), `util`
+//! (memory, version, `sqlite3_complete`, strings).
 //!
 //! Invariants:
 //! - Serialized threading, as SQLite's default: every call on a connection or one of its
@@ -28,6 +29,7 @@
 mod backup;
 mod blob;
 mod conn;
+mod image;
 mod stmt;
 mod udf;
 mod util;
@@ -36,6 +38,7 @@ mod value;
 pub use backup::sqlite3_backup;
 pub use blob::sqlite3_blob;
 pub use conn::sqlite3;
+pub use image::check_image;
 pub use stmt::sqlite3_stmt;
 pub use value::{sqlite3_context, sqlite3_value};
 

@@ -3,9 +3,8 @@
 //!
 //! Owns: nothing stateful. May call: `conn` (to record an error).
 
-use crate::conn::sqlite3;
 use crate::consts::*;
-use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
 
 /// `s` as a C string (an inner NUL ends it).
 pub(crate) fn c_str(s: &str) -> CString {
@@ -280,48 +279,6 @@ pub(crate) fn is_complete(sql: &[u8]) -> bool {
         }
     }
     complete
-}
-
-/// SQLite's database image is not BeechDB's format: refused with a message.
-#[no_mangle]
-pub unsafe extern "C" fn sqlite3_serialize(
-    db: *mut sqlite3,
-    _schema: *const c_char,
-    size: *mut i64,
-    _flags: c_uint,
-) -> *mut u8 {
-    if !size.is_null() {
-        *size = -1;
-    }
-    if let Some(h) = db.as_ref() {
-        h.fail(
-            SQLITE_ERROR,
-            "not supported by BeechDB: sqlite3_serialize (SQLite's file format)",
-        );
-    }
-    std::ptr::null_mut()
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn sqlite3_deserialize(
-    db: *mut sqlite3,
-    _schema: *const c_char,
-    data: *mut u8,
-    _size: i64,
-    _buf: i64,
-    flags: c_uint,
-) -> c_int {
-    const SQLITE_DESERIALIZE_FREEONCLOSE: c_uint = 1;
-    if flags & SQLITE_DESERIALIZE_FREEONCLOSE != 0 {
-        libc::free(data.cast());
-    }
-    match db.as_ref() {
-        Some(h) => h.fail(
-            SQLITE_ERROR,
-            "not supported by BeechDB: sqlite3_deserialize (SQLite's file format)",
-        ),
-        None => SQLITE_MISUSE,
-    }
 }
 
 #[cfg(test)]

@@ -190,12 +190,6 @@ const CPYTHON_KNOWN_FAILURES: &[(&str, &str)] = &[
         "MultiprocessTests.test_ctx_mgr_rollback_if_commit_failed",
         "one process",
     ),
-    // SQLite's file format is not BeechDB's.
-    ("SerializeTests.test_serialize_deserialize", "serialize"),
-    (
-        "SerializeTests.test_deserialize_corrupt_database",
-        "deserialize",
-    ),
     ("DumpTests.test_dump_virtual_tables", "virtual tables"),
     (
         "FunctionTests.test_func_deterministic",

@@ -273,10 +273,6 @@ class Hooks(unittest.TestCase):
             self.con.execute("SELECT 'a long statement text'")
         self.con.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, old)
 
-    def test_serialize_is_refused_clearly(self):
-        with self.assertRaises(sqlite3.OperationalError):
-            self.con.serialize()
-
 
 class BlobsAndBackup(unittest.TestCase):
     def test_blob_io(self):
@@ -384,6 +380,81 @@ class BlobsAndBackup(unittest.TestCase):
         self.assertEqual(dst.execute("SELECT z FROM old").fetchall(), [(1,)])
         for c in (src, dst):
             c.close()
+
+
+class Images(unittest.TestCase):
+    """serialize() and deserialize(): BeechDB's own image of a whole database."""
+
+    VALUES = [(1, None), (2, -(2**63)), (3, 2**63 - 1), (4, -0.0), (5, 1e308), (6, 2.5),
+              (7, "text with \u00e6 and \0 inside"), (8, b"\x00\xff blob"), (9, "")]
+
+    def source(self):
+        con = sqlite3.connect(fresh("image-src"))
+        con.executescript("""
+            CREATE TABLE v(id INTEGER PRIMARY KEY, x);
+            CREATE TABLE plain(a TEXT, b);
+            CREATE INDEX plain_a ON plain(a);
+            CREATE VIEW evens AS SELECT id FROM v WHERE id % 2 = 0;
+            CREATE TABLE log(msg);
+            CREATE TRIGGER v_ins AFTER INSERT ON v BEGIN INSERT INTO log VALUES ('v ' || new.id); END;
+        """)
+        con.executemany("INSERT INTO v VALUES (?, ?)", self.VALUES)
+        con.executemany("INSERT INTO plain(rowid, a, b) VALUES (?, ?, ?)", [(10, "k", 1), (20, "j", 2)])
+        con.execute("DELETE FROM log")
+        con.commit()
+        return con
+
+    def test_round_trip_into_a_connection_on_another_file(self):
+        src = self.source()
+        image = src.serialize()
+        self.assertIsInstance(image, bytes)
+        other_path = fresh("image-dst")
+        dst = sqlite3.connect(other_path)
+        dst.execute("CREATE TABLE mine(z)")
+        dst.execute("INSERT INTO mine VALUES (42)")
+        dst.commit()
+        cached = "SELECT count(*) FROM sqlite_schema"
+        self.assertEqual(dst.execute(cached).fetchone(), (1,))
+        dst.deserialize(image)
+        self.assertEqual(dst.execute(cached).fetchone(), (6,))
+        self.assertEqual(dst.execute("SELECT id, x FROM v ORDER BY id").fetchall(), self.VALUES)
+        self.assertEqual(dst.execute("SELECT rowid, a, b FROM plain ORDER BY rowid").fetchall(), [(10, "k", 1), (20, "j", 2)])
+        self.assertEqual(dst.execute("SELECT b FROM plain INDEXED BY plain_a WHERE a = 'j'").fetchall(), [(2,)])
+        self.assertEqual(dst.execute("SELECT id FROM evens ORDER BY id").fetchall(), [(2,), (4,), (6,), (8,)])
+        dst.execute("INSERT INTO v VALUES (10, 'new')")
+        self.assertEqual(dst.execute("SELECT msg FROM log").fetchall(), [("v 10",)])
+        dst.commit()
+        # The file the connection used is left as it was, and so is the source.
+        again = sqlite3.connect(other_path)
+        self.assertEqual(again.execute("SELECT name FROM sqlite_schema").fetchall(), [("mine",)])
+        self.assertEqual(src.execute("SELECT count(*) FROM v").fetchone(), (9,))
+        for c in (src, dst, again):
+            c.close()
+
+    def test_a_bad_image_is_refused_whole(self):
+        image = self.source().serialize()
+        con = sqlite3.connect(":memory:")
+        con.execute("CREATE TABLE kept(k)")
+        con.execute("INSERT INTO kept VALUES (1)")
+        con.commit()
+        flipped = bytearray(image)
+        flipped[len(image) // 2] ^= 0x40
+        for bad in (b"\0\1\3", image[:-1], image[:40], bytes(flipped), b"SQLite format 3\0" + bytes(100)):
+            with self.assertRaisesRegex(sqlite3.DatabaseError, "file is not a database"):
+                con.deserialize(bad)
+            self.assertEqual(con.execute("SELECT k FROM kept").fetchall(), [(1,)])
+
+    def test_not_inside_a_transaction(self):
+        image = self.source().serialize()
+        con = sqlite3.connect(":memory:")
+        con.execute("CREATE TABLE t(a)")
+        con.execute("INSERT INTO t VALUES (1)")
+        self.assertTrue(con.in_transaction)
+        with self.assertRaises(sqlite3.OperationalError):
+            con.deserialize(image)
+        con.rollback()
+        con.deserialize(image)
+        self.assertEqual(con.execute("SELECT count(*) FROM v").fetchone(), (9,))
 
 
 class ConcurrentWriters(unittest.TestCase):
