@@ -370,8 +370,9 @@ fn open_database(target: Target, flags: c_int) -> Result<(Database, Option<PathB
             beechdb_sql::Error::Engine(beechdb::Error::Corrupt { .. }) => (
                 SQLITE_CORRUPT,
                 format!(
-                    "database disk image is malformed: {shown}: {e} (a database's log and \
-                     lock sit beside its file, as PATH-log.N: copy or move them with it)"
+                    "database disk image is malformed: {shown}: {e} (until it is closed, a \
+                     database's log sits beside its file, as PATH-log.N: copy or move it \
+                     with the file)"
                 ),
             ),
             e => cant(format!("{shown}: {e}")),

@@ -2,8 +2,9 @@
 //! the other files beside it (`PATH-log.0000000001`, ...), as SQLite keeps `-wal` beside a
 //! database. Checked: which files appear and where; reopening through `Env::open` (a file
 //! path is one); a removed file stays removed (its log beside it is not replayed into a new
-//! one); an empty file becomes an environment; bad paths are typed errors; and SIGKILLed
-//! writers lose no acknowledged commit.
+//! one); an empty file becomes an environment; a closed file alone holds the environment,
+//! and one not closed is refused without its log; bad paths are typed errors; and SIGKILLed
+//! writers lose no acknowledged commit, in the files or in the page file copied alone.
 //!
 //! `BEECH_ONE_FILE_KILLS` sets the number of kills (default 8).
 
@@ -141,6 +142,87 @@ fn a_removed_file_stays_removed_and_an_empty_file_becomes_an_environment() {
     assert!(other.verify().unwrap().is_clean());
 }
 
+/// Removes every log segment beside `path` (`PATH-log.*`); how many there were.
+fn remove_logs(path: &Path) -> usize {
+    let prefix = format!("{}-log.", path.file_name().unwrap().to_string_lossy());
+    let dir = path.parent().unwrap();
+    let logs: Vec<String> = names(dir)
+        .into_iter()
+        .filter(|n| n.starts_with(&prefix))
+        .collect();
+    for n in &logs {
+        std::fs::remove_file(dir.join(n)).unwrap();
+    }
+    logs.len()
+}
+
+#[test]
+fn a_closed_file_alone_holds_the_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("app.db");
+    let env = Env::open_file(&path, config()).unwrap();
+    put_rows(&env, 0..1000);
+    env.close().unwrap();
+    // Closed: the file alone is the database, as a SQLite file is once closed.
+    assert!(remove_logs(&path) > 0);
+    let env = Env::open_file(&path, config().read_only(true)).unwrap();
+    assert_eq!(count_rows(&env), 1000);
+    env.close().unwrap();
+    let env = Env::open_file(&path, config()).unwrap();
+    assert_eq!(count_rows(&env), 1000);
+    assert!(env.verify().unwrap().is_clean());
+    put_rows(&env, 1000..1100);
+    env.close().unwrap();
+    let copy = dir.path().join("copy.db");
+    std::fs::copy(&path, &copy).unwrap();
+    for p in [&path, &copy] {
+        let env = Env::open_file(p, config()).unwrap();
+        assert_eq!(count_rows(&env), 1100);
+        put_rows(&env, 1100..1110);
+        env.close().unwrap();
+    }
+    remove_logs(&path);
+    let env = Env::open_file(&path, config()).unwrap();
+    assert_eq!(count_rows(&env), 1110);
+    env.close().unwrap();
+
+    // Opened again and left without a close, the file no longer stands alone: its commits
+    // are in the log, and without it the open is refused rather than losing them.
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_commits_and_dies",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env(CHILD_PATH, &path)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let alone = dir.path().join("alone.db");
+    std::fs::copy(&path, &alone).unwrap();
+    assert!(matches!(
+        Env::open_file(&alone, config()),
+        Err(Error::Corrupt { .. })
+    ));
+    let env = Env::open_file(&path, config()).unwrap();
+    assert_eq!(count_rows(&env), 1110);
+    env.close().unwrap();
+
+    // So is a directory environment's page file without its log.
+    let envdir = dir.path().join("envdir");
+    let env = Env::open(&envdir, config()).unwrap();
+    put_rows(&env, 0..500);
+    env.close().unwrap();
+    for n in names(&envdir).iter().filter(|n| n.starts_with("log.")) {
+        std::fs::remove_file(envdir.join(n)).unwrap();
+    }
+    let env = Env::open(&envdir, config()).unwrap();
+    assert_eq!(count_rows(&env), 500);
+    assert!(env.verify().unwrap().is_clean());
+    env.close().unwrap();
+}
+
 const CHILD_PATH: &str = "BEECH_ONE_FILE_PATH";
 
 /// Commits to the one-file environment at `BEECH_ONE_FILE_PATH`, then exits without closing
@@ -221,6 +303,19 @@ fn killed_writers_lose_no_acknowledged_commit() {
         acknowledged = acknowledged.max(lines.len() * 10);
         if !path.exists() && lines.is_empty() {
             continue; // killed before it had created the environment
+        }
+        // The file alone, copied now: it holds every acknowledged commit, or it is refused
+        // for want of its log (the writer had opened it: only a close makes it whole).
+        let alone = dir.path().join("alone.db");
+        let _ = std::fs::remove_file(&alone);
+        std::fs::copy(&path, &alone).unwrap();
+        match Env::open_file(&alone, config().create(false)) {
+            Ok(env) => {
+                let rows = count_rows(&env);
+                assert!(rows >= lines.len() * 10, "kill {kill}: the file alone");
+                env.close().unwrap();
+            }
+            Err(e) => assert!(matches!(e, Error::Corrupt { .. }), "kill {kill}: {e}"),
         }
         let env = Env::open(&path, config().create(false)).unwrap();
         let rows = count_rows(&env);

@@ -562,13 +562,28 @@ class Files(unittest.TestCase):
         con = sqlite3.connect(copy)
         self.assertEqual(con.execute("SELECT count(*), sum(x) FROM t").fetchone(), (51, 1275))
         con.close()
-        # The file alone is refused, saying what is missing; never opened without its log.
+        # Closed, the file alone holds the database too, as a SQLite file does.
         alone = fresh("alone.db")
         with open(path, "rb") as src, open(alone, "wb") as dst:
             dst.write(src.read())
+        con = sqlite3.connect(alone)
+        self.assertEqual(con.execute("SELECT count(*), sum(x) FROM t").fetchone(), (51, 1275))
+        con.execute("INSERT INTO t VALUES (51)")
+        con.commit()
+        con.close()
+        con = sqlite3.connect(alone)
+        self.assertEqual(con.execute("SELECT count(*), sum(x) FROM t").fetchone(), (52, 1326))
+        # Copied while a connection has it open, the file alone lacks the commits its log
+        # holds: refused, saying what is missing, never opened without them.
+        con.execute("INSERT INTO t VALUES (52)")
+        con.commit()
+        early = fresh("early.db")
+        with open(alone, "rb") as src, open(early, "wb") as dst:
+            dst.write(src.read())
         with self.assertRaisesRegex(sqlite3.DatabaseError, "beside its file") as cm:
-            sqlite3.connect(alone)
+            sqlite3.connect(early)
         self.assertEqual(cm.exception.sqlite_errorname, "SQLITE_CORRUPT")
+        con.close()
 
     def test_an_empty_file_is_an_empty_database(self):
         with tempfile.NamedTemporaryFile(dir=SCRATCH, suffix=".db") as f:

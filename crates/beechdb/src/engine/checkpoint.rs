@@ -22,9 +22,20 @@ impl Engine {
     /// serving it from the page cache. So the meta page is written again and, when no meta
     /// page was unusable (no newer checkpoint may need them), pages past the checkpoint's
     /// count are cut off; then everything is synced. Pages the checkpoint references were
-    /// synced before its meta page was first written. Call before writing any page.
-    pub fn make_checkpoint_durable(&mut self) -> Result<()> {
-        let (meta, slot) = self.opened_from;
+    /// synced before its meta page was first written. Call before writing any page. The
+    /// rewritten meta page no longer says the environment was closed cleanly: from here on
+    /// the log may hold commits the page file does not. `log_segment`: the segment recovery
+    /// found or made holding the checkpoint's log position, named in the meta page from
+    /// here on (a new environment's names none), so that the page file without its log is
+    /// refused rather than opened as if it had none.
+    pub fn make_checkpoint_durable(&mut self, log_segment: Option<u64>) -> Result<()> {
+        let (mut meta, slot) = self.opened_from;
+        meta.closed_clean = false;
+        if let Some(no) = log_segment {
+            meta.log_segment = no;
+            self.log_segment = no;
+        }
+        (self.opened_from.0, self.durable_meta) = (meta, meta);
         let ps = meta.page_size as u64;
         let file = self.pager.file.as_ref();
         file.write_at(&meta.encode(), slot * ps)
@@ -36,6 +47,26 @@ impl Engine {
                 .map_err(io_err("trimming the page file"))?;
         }
         file.sync_all().map_err(io_err("syncing the page file"))
+    }
+
+    /// At close, once the last checkpoint is durable and covers the whole log (`log_end`:
+    /// where the log ends): says so in its meta page, written again in place and synced, so
+    /// that the page file alone holds the environment and opens without the log beside it
+    /// (a SQLite database is one file once closed). False, writing nothing, when the log
+    /// holds more: a commit after the checkpoint, or a spilled transaction's writes.
+    pub(crate) fn mark_closed_clean(&mut self, log_end: u64) -> Result<bool> {
+        let mut meta = self.durable_meta;
+        if meta.log_lsn != log_end || meta.keep_segment != 0 || !self.mode.has_log_files() {
+            return Ok(false);
+        }
+        meta.closed_clean = true;
+        let file = self.pager.file.as_ref();
+        let slot = meta.generation % 2;
+        file.write_at(&meta.encode(), slot * meta.page_size as u64)
+            .map_err(io_err("writing the meta page"))?;
+        file.sync_all().map_err(io_err("syncing the page file"))?;
+        self.durable_meta = meta;
+        Ok(true)
     }
 
     /// Phase 1 of a checkpoint (steps 1-2 and the choice of pages to write), under the
@@ -106,6 +137,7 @@ impl Engine {
             log_chain: self.log_chain,
             env_id: self.env_id,
             keep_segment: self.log_keep_segment,
+            closed_clean: false,
         };
         let reusable_when_durable = self.pager.space.seal();
         self.pager.epoch += 1;

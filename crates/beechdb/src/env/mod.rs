@@ -75,7 +75,10 @@ impl Env {
     /// and so on, as SQLite keeps its `-wal` file beside a database. A missing or empty file
     /// holds no environment: files beside it that name it are left from one that was
     /// removed, and are removed before a new one is created (so that a removed database
-    /// stays removed). The directory holding `path` must exist.
+    /// stays removed). Once closed with [`Env::close`], the file alone holds the
+    /// environment and opens without the files beside it; while open, its recent commits
+    /// are in the log beside it, and the file without them is refused ([`Error::Corrupt`]).
+    /// The directory holding `path` must exist.
     pub fn open_file(path: impl AsRef<Path>, config: Config) -> Result<Env> {
         let path = path.as_ref();
         let storage = OsStorage::file(path)
@@ -299,7 +302,9 @@ impl Env {
         let r = if self.shared.read_only {
             Ok(())
         } else {
-            self.shared.checkpoint()
+            self.shared
+                .checkpoint()
+                .and_then(|()| self.shared.mark_closed_clean())
         };
         self.shared.closed.store(true, Ordering::Release);
         if let Some(w) = self.shared.tx.as_ref().and_then(|tx| tx.wal.as_ref()) {

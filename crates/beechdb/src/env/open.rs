@@ -63,6 +63,7 @@ impl Env {
                 lsn: engine.log_lsn,
                 chain: engine.log_chain,
                 segment: engine.log_segment,
+                closed_clean: engine.durable_meta.closed_clean,
             };
             let present = listing
                 .segments
@@ -78,7 +79,7 @@ impl Env {
                 read_only,
             )?;
             if !read_only {
-                engine.make_checkpoint_durable()?;
+                engine.make_checkpoint_durable(rec.segments.first().map(|s| s.no))?;
             }
             if !config.keep_logs && !read_only {
                 // No directory sync: a segment that comes back is removed at the next open.
@@ -153,7 +154,7 @@ impl Env {
                 ),
             });
         } else if !read_only {
-            engine.make_checkpoint_durable()?;
+            engine.make_checkpoint_durable(None)?;
         }
         // Leftovers are harmless (each is rebuilt from nothing when next needed): removing
         // them is tidying, and a failure to remove one is ignored.

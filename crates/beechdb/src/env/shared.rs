@@ -418,6 +418,19 @@ impl Shared {
 }
 
 impl Shared {
+    /// After the closing checkpoint: marks it in the page file as covering the whole log
+    /// (`Engine::mark_closed_clean`), when it does. Under the exclusive lock, so that no
+    /// commit can slip in between the check and the mark; closing is the one place where
+    /// this lock is held across a write and an fsync.
+    pub(super) fn mark_closed_clean(&self) -> Result<()> {
+        let Some(w) = self.tx.as_ref().and_then(|t| t.wal.as_ref()) else {
+            return Ok(());
+        };
+        let _ckpt = self.checkpoint_mutex.lock();
+        let mut e = self.exclusive();
+        e.mark_closed_clean(w.end()).map(drop)
+    }
+
     pub(super) fn stop_checkpointer(&self) {
         if let Some(tx) = &self.tx {
             tx.checkpoint_signal.state.lock().stop = true;

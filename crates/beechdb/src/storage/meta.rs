@@ -22,7 +22,8 @@
 //! | 84 | 4 | log chain value at that position (checksum of the record before it) |
 //! | 88 | 8 | environment id (random, fixed at creation) |
 //! | 96 | 8 | oldest log segment recovery needs, when earlier than the one at offset 72 (a transaction that spilled writes ahead of its commit was going at the checkpoint); 0: the one at offset 72 |
-//! | 104..128 | | zero |
+//! | 104 | 4 | 1: the environment was closed with this checkpoint covering its whole log, so the page file alone holds it and recovery may start a new log here when no segment is left; 0 otherwise (every open that may write clears it before anything is committed) |
+//! | 108..128 | | zero |
 
 use super::page::{rd32, rd64, wr32, wr64};
 
@@ -50,6 +51,8 @@ pub(crate) struct Meta {
     pub log_chain: u32,
     pub env_id: u64,
     pub keep_segment: u64,
+    /// Closed cleanly at this checkpoint: the log holds nothing after it.
+    pub closed_clean: bool,
 }
 
 /// Why a meta slot could not be used.
@@ -100,6 +103,7 @@ impl Meta {
         wr32(&mut b, 84, self.log_chain);
         wr64(&mut b, 88, self.env_id);
         wr64(&mut b, 96, self.keep_segment);
+        wr32(&mut b, 104, u32::from(self.closed_clean));
         let crc = crc32c::crc32c(&b[4..]);
         wr32(&mut b, 0, crc);
         b
@@ -138,6 +142,7 @@ impl Meta {
             log_chain: rd32(b, 84),
             env_id: rd64(b, 88),
             keep_segment: rd64(b, 96),
+            closed_clean: rd32(b, 104) == 1,
         })
     }
 }
@@ -162,6 +167,7 @@ mod tests {
             log_chain: 0xdead_beef,
             env_id: 0x0123_4567_89ab_cdef,
             keep_segment: 4,
+            closed_clean: true,
         };
         let b = m.encode();
         assert_eq!(Meta::decode(&b).unwrap(), m);

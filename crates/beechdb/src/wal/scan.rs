@@ -33,6 +33,9 @@ pub(crate) struct LogStart {
     pub chain: u32,
     /// The segment holding `lsn` (0: no segment created yet).
     pub segment: u64,
+    /// The checkpoint was the last act of a clean close and covers the whole log: with no
+    /// segment left at all, the log starts again at `lsn` (the page file was kept alone).
+    pub closed_clean: bool,
 }
 
 pub(crate) struct Recovered {
@@ -137,6 +140,28 @@ pub(crate) fn recover(
     read_only: bool,
 ) -> Result<Recovered> {
     let salt = salt(env_id);
+    // A log that begins at the checkpoint, in segment `no` (made unless read-only).
+    let fresh_log = |no: u64| -> Result<Recovered> {
+        let segments = if read_only {
+            Vec::new()
+        } else {
+            vec![Segment::create(
+                storage,
+                (no, from.lsn, segment_size, env_id),
+                true,
+            )?]
+        };
+        Ok(Recovered {
+            end: from.lsn,
+            chain: from.chain,
+            segments,
+        })
+    };
+    if from.closed_clean && present.is_empty() {
+        // The page file holds everything: the log begins again where it ended, in the
+        // segment the checkpoint names.
+        return fresh_log(from.segment.max(1));
+    }
     if from.segment == 0 && !present.contains(&1) {
         // No log yet: the first segment was never made. Nothing may follow it.
         if let Some(&no) = present.iter().next() {
@@ -146,17 +171,7 @@ pub(crate) fn recover(
                 segment_name(no)
             )));
         }
-        let segments = if read_only {
-            Vec::new()
-        } else {
-            let header = (1, from.lsn, segment_size, env_id);
-            vec![Segment::create(storage, header, true)?]
-        };
-        return Ok(Recovered {
-            end: from.lsn,
-            chain: from.chain,
-            segments,
-        });
+        return fresh_log(1);
     }
     let mut no = from.segment.max(1);
     let (mut buf, mut file) = read_all(storage, no, read_only)?;
