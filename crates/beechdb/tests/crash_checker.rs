@@ -5,6 +5,10 @@
 //! attempts to open in another mode; and at the end a power cut, whose crash image keeps
 //! directory operations as a prefix or independently.
 //!
+//! The crash image's page file is also opened alone (its log segments removed, as a user
+//! copies a closed SQLite file): it holds a state at or after the last durable one, or it
+//! is refused; never a state short of it.
+//!
 //! Oracle: the states the environment may be in form a history (one entry per commit, or
 //! per checkpoint in Data Store mode, including attempts that failed). A power cut must keep
 //! at least the last state made durable (a SYNC commit, a checkpoint, a close, or an open:
@@ -334,7 +338,8 @@ fn kill(env: Env, storage: &MemStorage) -> End {
     End::Killed
 }
 
-fn run_seed(kind: Kind, seed: u64) -> (u64, u64) {
+/// Process kills, power cuts (0 or 1), and whether the page file alone opened.
+fn run_seed(kind: Kind, seed: u64) -> (u64, u64, bool) {
     let mut rng = StdRng::seed_from_u64(seed ^ ((kind as u64) << 40));
     let mut storage = MemStorage::new();
     let mut oracle = Oracle {
@@ -365,6 +370,9 @@ fn run_seed(kind: Kind, seed: u64) -> (u64, u64) {
     // Power loss (or the end of the run): the crash image must recover.
     let image = storage.crash_image(seed);
     let context = format!("{kind:?} seed {seed} after the power cut");
+    let alone_opened = kind == Kind::Transactional
+        && oracle.opened
+        && page_file_alone(&image, seed, &oracle, &context);
     let create = !oracle.opened;
     let env =
         match Env::open_with_storage(Arc::new(image.clone()), config(kind, false).create(create)) {
@@ -373,7 +381,7 @@ fn run_seed(kind: Kind, seed: u64) -> (u64, u64) {
         };
     if !oracle.opened {
         // Never opened: the environment may not exist; this open created it.
-        return (kills, power_cuts);
+        return (kills, power_cuts, alone_opened);
     }
     let state = read_state(&env);
     oracle.find(&state, oracle.durable, &context);
@@ -400,13 +408,40 @@ fn run_seed(kind: Kind, seed: u64) -> (u64, u64) {
     let mut expected = state;
     expected.insert(b"after".to_vec(), b"recovery".to_vec());
     assert_eq!(read_state(&env), expected, "{context}: reopened");
-    (kills, power_cuts)
+    (kills, power_cuts, alone_opened)
+}
+
+/// The crash image's page file without its log (copied alone, as a SQLite file is): it
+/// opens with a state at or after the last durable one (it was closed cleanly and not
+/// opened for writing since), or it is refused as damaged; never opened short.
+/// Whether it opened.
+fn page_file_alone(image: &MemStorage, seed: u64, oracle: &Oracle, context: &str) -> bool {
+    let alone = image.crash_image(seed);
+    for name in alone.list().unwrap() {
+        if name.starts_with("log.") {
+            alone.remove(&name).unwrap();
+        }
+    }
+    let config = config(Kind::Transactional, false).create(false);
+    match Env::open_with_storage(Arc::new(alone), config) {
+        Ok(env) => {
+            oracle.find(
+                &read_state(&env),
+                oracle.durable,
+                &format!("{context}, alone"),
+            );
+            assert!(env.verify().unwrap().is_clean(), "{context}, alone");
+            true
+        }
+        Err(Error::Corrupt { .. }) => false,
+        Err(e) => panic!("{context}: the page file alone: {e}"),
+    }
 }
 
 fn check(kind: Kind) {
     let range = common::seeds_from_env("BEECH_CHECKER_SEEDS", 2000);
     let seeds = range.end - range.start;
-    let (mut kills, mut cuts) = (0, 0);
+    let (mut kills, mut cuts, mut alone) = (0, 0, 0);
     // Seeds that once found a hole, run too (their runs depend on thread timing, so each
     // also has a deterministic test): 39107, an acknowledged commit lost (`wal::tests`);
     // 39111, a log left unopenable (`durability_holes.rs`, s15); 329885, the simulated
@@ -415,11 +450,19 @@ fn check(kind: Kind) {
         .into_iter()
         .filter(|s| !range.contains(s));
     for seed in range.clone().chain(found) {
-        let (k, c) = run_seed(kind, seed);
+        let (k, c, a) = run_seed(kind, seed);
         kills += k;
         cuts += c;
+        alone += a as u64;
     }
-    eprintln!("{kind:?}: {seeds} seeds, {kills} process kills, {cuts} power cuts");
+    eprintln!(
+        "{kind:?}: {seeds} seeds, {kills} process kills, {cuts} power cuts, \
+         {alone} page files opened alone"
+    );
+    assert!(
+        seeds < 100 || kind == Kind::DataStore || alone * 50 > seeds,
+        "some page files should open alone (closed cleanly last)"
+    );
     assert!(
         seeds < 100 || cuts * 2 > seeds,
         "most seeds should end in a power cut"
