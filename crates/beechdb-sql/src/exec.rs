@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::func::{self, Acc};
 use crate::functions::UserFunction;
 use crate::record::{rowid_key, rowid_of_key};
-use crate::schema::{lc, Schema, Table};
+use crate::schema::{lc, Index, Schema, Table};
 use crate::value::{arith, Affinity, ArithOp, Collation, Value};
 use beechdb::{Db, Env, Txn};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -746,6 +746,69 @@ fn table_expr_form(e: &Expr, t: &Table, frame: Option<(&Frame, usize)>) -> Optio
         _ => {}
     });
     only_t.then(|| format!("{e:?}"))
+}
+
+/// Whether a partial index with condition `cond` holds every row a statement over `t`
+/// (its columns from `start` in `frame`) with conjuncts `exprs` can return: each term of
+/// `cond` is one of the conjuncts (as `table_expr_form` writes them), or is `c IS NOT
+/// NULL` beside a conjunct comparing `c` (`=`, `<`, `<=`, `>`, `>=`, `BETWEEN`, `IN`,
+/// `LIKE`, not negated), which a NULL `c` never passes. A narrowing of SQLite's rule
+/// (`sqlite3ExprImpliesExpr`): when in doubt the index is not used, never wrongly.
+fn partial_index_applies(
+    cond: &Expr,
+    t: &Table,
+    frame: &Frame,
+    start: usize,
+    exprs: &[&Expr],
+) -> bool {
+    let forms: Vec<String> = exprs
+        .iter()
+        .filter_map(|e| table_expr_form(e, t, Some((frame, start))))
+        .collect();
+    // The columns of `t` the conjuncts compare in a way a NULL never passes.
+    let column = |e: &Expr| match e {
+        Expr::Column { table, name } => match frame.resolve(table.as_deref(), name) {
+            Ok(Some((slot, _))) if (start..start + t.columns.len()).contains(&slot) => {
+                Some(slot - start)
+            }
+            _ => None,
+        },
+        _ => None,
+    };
+    let mut not_null = Vec::new();
+    for e in exprs {
+        match e {
+            Expr::Binary(BinOp::Eq | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge, a, b) => {
+                not_null.extend([column(a), column(b)].into_iter().flatten())
+            }
+            Expr::Between {
+                expr, not: false, ..
+            }
+            | Expr::InList {
+                expr, not: false, ..
+            }
+            | Expr::Like {
+                expr, not: false, ..
+            } => not_null.extend(column(expr)),
+            _ => {}
+        }
+    }
+    conjuncts(cond).into_iter().all(|term| {
+        // `c IS NOT NULL`, `c NOTNULL`.
+        let not_null_of = match term {
+            Expr::IsNull(c, true) => Some(c),
+            Expr::Binary(BinOp::IsNot, c, null) if matches!(**null, Expr::Literal(Value::Null)) => {
+                Some(c)
+            }
+            _ => None,
+        };
+        if let Some(Expr::Column { name, .. }) = not_null_of.map(|c| &**c) {
+            if t.column_index(name).is_some_and(|i| not_null.contains(&i)) {
+                return true;
+            }
+        }
+        table_expr_form(term, t, None).is_some_and(|f| forms.contains(&f))
+    })
 }
 
 /// How EXPLAIN QUERY PLAN names an index's first part: its column, or `<expr>` (as SQLite).
@@ -1915,7 +1978,8 @@ impl<'a> Exec<'a> {
                 continue;
             };
             let exprs: Vec<&Expr> = at_level[i].iter().chain(on_level[i].iter()).collect();
-            let (access, implied) = self.choose_access(&t, frame, &bound, i, &exprs);
+            let implying_from = if items[i].left { at_level[i].len() } else { 0 };
+            let (access, implied) = self.choose_access(&t, frame, &bound, i, &exprs, implying_from);
             items[i].access = access;
             if implied.iter().any(|&k| k < at_level[i].len()) {
                 let left = at_level[i].iter().enumerate();
@@ -2012,7 +2076,7 @@ impl<'a> Exec<'a> {
                 .filter(|c| level_of(c, frame, &bound) == level)
                 .collect();
             let t = items[item].table.as_ref().expect("tables only");
-            match self.choose_access(t, frame, &bound, level, &own).0 {
+            match self.choose_access(t, frame, &bound, level, &own, 0).0 {
                 Access::Rowid(_) => 4,
                 Access::Index(..) => 3,
                 Access::RowidRange(..) => 2,
@@ -2599,7 +2663,10 @@ impl<'a> Exec<'a> {
     /// the conditions `exprs` on it, and which of them (indexes into `exprs`) hold for
     /// every row the path reads: a rowid equality; an index equality with a constant or a
     /// parameter, when its key is exact (checked when it runs); a rowid range's bounds,
-    /// when they are integers (see `JoinPlan::residual`).
+    /// when they are integers (see `JoinPlan::residual`). A partial index is read when
+    /// `exprs[implying_from..]` imply its condition: for a LEFT JOIN's table, only its ON
+    /// terms, as a WHERE term may pass the row of NULLs the join makes up when the index
+    /// finds no match (`t.c IS NULL`) where the table had one.
     fn choose_access(
         &self,
         t: &Arc<Table>,
@@ -2607,6 +2674,7 @@ impl<'a> Exec<'a> {
         bound: &[usize],
         level: usize,
         exprs: &[&Expr],
+        implying_from: usize,
     ) -> (Access, Vec<usize>) {
         let (start, ncols) = (bound[level], t.columns.len());
         let level_of = |e: &Expr| level_of(e, frame, bound);
@@ -2684,15 +2752,26 @@ impl<'a> Exec<'a> {
             })
         };
         let mut index_implied = None;
+        // The indexes this plan may read: every full one, and each partial one whose
+        // condition the statement's conjuncts imply.
+        let usable: Vec<&Arc<Index>> = self
+            .schema
+            .indexes_of(&t.name)
+            .filter(|i| {
+                i.where_.as_ref().is_none_or(|w| {
+                    partial_index_applies(w, t, frame, start, &exprs[implying_from..])
+                })
+            })
+            .collect();
         let rowid_range = ranges.remove(&ncols);
         if let Some((lo, hi)) = rowid_range {
             best = Access::RowidRange(bound_expr(lo), bound_expr(hi));
         } else if !ranges.is_empty() {
             // A range on the first column of an ascending index over a numeric column.
-            let ranged = self.schema.full_indexes_of(&t.name).find_map(|i| {
+            let ranged = usable.iter().find_map(|i| {
                 let &(c, desc, _) = i.columns.first()?;
                 let r = ranges.get(&c)?;
-                (!desc && t.columns[c].affinity.is_numeric()).then(|| (i.clone(), r.clone()))
+                (!desc && t.columns[c].affinity.is_numeric()).then(|| ((*i).clone(), r.clone()))
             });
             if let Some((idx, (lo, hi))) = ranged {
                 best = Access::IndexRange(idx, lo.map(|b| b.0), hi.map(|b| b.0));
@@ -2722,7 +2801,7 @@ impl<'a> Exec<'a> {
                     Access::Scan | Access::RowidRange(..) | Access::IndexRange(..)
                 ) {
                     let coll = t.columns[c].collation;
-                    let idx = self.schema.full_indexes_of(&t.name).find(|i| {
+                    let idx = usable.iter().find(|i| {
                         i.columns
                             .first()
                             .is_some_and(|&(ic, _, icoll)| ic == c && icoll == coll)
@@ -2734,7 +2813,7 @@ impl<'a> Exec<'a> {
                     if let Some(idx) =
                         idx.filter(|_| index_affinity_ok(t.columns[c].affinity, other_aff))
                     {
-                        best = Access::Index(idx.clone(), (**other).clone(), other_aff);
+                        best = Access::Index((*idx).clone(), (**other).clone(), other_aff);
                         // Against a constant or a parameter the comparison has the column's
                         // collation, the index's: its entries are exactly the equal values
                         // (their keys are equal exactly when the values are).
@@ -2753,9 +2832,8 @@ impl<'a> Exec<'a> {
             // row found, so the index need only find a superset).
             let null_row = vec![Value::Null; frame.width];
             let sc = Scope::new(frame, &null_row, None);
-            let expression_indexes: Vec<_> = self
-                .schema
-                .full_indexes_of(&t.name)
+            let expression_indexes: Vec<_> = usable
+                .iter()
                 .filter(|i| i.columns[0].0 == crate::schema::EXPR_PART)
                 .collect();
             'conjuncts: for e in exprs.iter().filter(|_| !expression_indexes.is_empty()) {
@@ -2780,7 +2858,7 @@ impl<'a> Exec<'a> {
                             && table_expr_form(&i.exprs[0], t, None).as_ref() == Some(&form)
                     });
                     if let Some(idx) = idx {
-                        best = Access::Index((*idx).clone(), (**other).clone(), None);
+                        best = Access::Index((**idx).clone(), (**other).clone(), None);
                         break 'conjuncts;
                     }
                 }
