@@ -78,6 +78,15 @@ class KeyValue(unittest.TestCase):
             env.open_db("d")
         env.close()  # closing twice does nothing
 
+    def test_a_failed_system_call_is_an_io_error(self):
+        blocker = fresh("blocker")
+        with open(blocker, "wb") as f:
+            f.write(b"a file, where a directory would have to be")
+        with self.assertRaises(beechdb.IOError) as caught:
+            beechdb.Env(os.path.join(blocker, "env"))
+        self.assertIsInstance(caught.exception, beechdb.Error)
+        self.assertIn("blocker", str(caught.exception))
+
     def test_a_read_only_environment_refuses_writes(self):
         path = fresh("ro")
         with beechdb.Env(path) as env:
