@@ -439,6 +439,11 @@ impl Connection {
         self.busy_timeout = t;
     }
 
+    /// How long a statement waits out a conflict (`set_busy_timeout`; 5 s by default).
+    pub fn busy_timeout(&self) -> Duration {
+        self.busy_timeout
+    }
+
     /// Runs a prepared statement with `params` (1-based positions); returns its rows (none
     /// for statements that return none).
     pub fn run(&mut self, stmt: &Statement, params: &[Value]) -> Result<QueryResult> {

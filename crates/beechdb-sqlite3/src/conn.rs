@@ -65,6 +65,12 @@ pub(crate) struct Inner {
     /// How many functions and collations were registered or removed: a statement prepared
     /// before the last is prepared again before it runs, as SQLite expires it.
     pub registrations: u64,
+    /// The database another process had open when this connection was opened: until it
+    /// can be opened here (`Inner::conn` tries, within the busy timeout), the connection
+    /// holds a private placeholder for its settings, functions and collations, and every
+    /// statement gets SQLITE_BUSY, "database is locked", as SQLite's does while another
+    /// process holds the lock.
+    waiting: Option<(Target, c_int)>,
 }
 
 // The raw pointers are the application's callback contexts, used under the lock only.
@@ -208,8 +214,17 @@ impl sqlite3 {
             authorizer: None,
             busy: None,
             registrations: 0,
+            waiting: None,
         };
-        let opened = target.and_then(|t| open_database(t, flags));
+        let opened = target.and_then(|t| match open_database(t.clone(), flags) {
+            Err((SQLITE_BUSY, _)) => {
+                inner.waiting = Some((t, flags));
+                Database::open_in_memory()
+                    .map(|db| (db, None))
+                    .map_err(failure)
+            }
+            r => r,
+        });
         let mut failure = None;
         match opened {
             Ok((db, key)) => {
@@ -285,20 +300,66 @@ fn release_database(key: &PathBuf) {
 }
 
 impl Inner {
+    /// The connection, to run SQL on its database: one still waiting for a database that
+    /// another process has open tries to open it first (`Inner::waiting`).
     pub(crate) fn conn(&mut self) -> Result<&mut Connection, Failure> {
+        if self.waiting.is_some() {
+            self.open_waiting()?;
+        }
+        self.settings()
+    }
+
+    /// The connection, for its settings, functions and collations only (no database
+    /// needed: one still waiting keeps them for when it has it).
+    pub(crate) fn settings(&mut self) -> Result<&mut Connection, Failure> {
         self.conn.as_mut().ok_or((
             SQLITE_MISUSE,
             "the database connection failed to open".into(),
         ))
     }
 
+    /// Opens the database this connection waits for, trying again (as SQLite's busy
+    /// timeout or busy handler allows) while another process has it open.
+    fn open_waiting(&mut self) -> Result<(), Failure> {
+        let Some((target, flags)) = self.waiting.clone() else {
+            return Ok(());
+        };
+        let patience = self.settings()?.busy_timeout();
+        let started = std::time::Instant::now();
+        let mut pause = Duration::from_millis(1);
+        for calls in 0.. {
+            match open_database(target.clone(), flags) {
+                Ok((db, key)) => {
+                    self.move_to(&db)?;
+                    self.db_key = key;
+                    self.waiting = None;
+                    return Ok(());
+                }
+                Err((SQLITE_BUSY, msg)) => {
+                    let again = match self.busy {
+                        Some((busy, ctx)) => unsafe { busy(ctx, calls) != 0 },
+                        None => started.elapsed() + pause <= patience,
+                    };
+                    if !again {
+                        return Err((SQLITE_BUSY, msg));
+                    }
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(20));
+                }
+                Err(f) => return Err(f),
+            }
+        }
+        unreachable!("the loop returns")
+    }
+
     /// Moves the connection to `db`, a database of its own, letting go of the one it used;
     /// its statements are prepared again before they next run.
     pub(crate) fn move_to(&mut self, db: &Database) -> Result<(), Failure> {
-        self.conn()?.use_database(db).map_err(failure)?;
+        self.settings()?.use_database(db).map_err(failure)?;
         if let Some(key) = self.db_key.take() {
             release_database(&key);
         }
+        self.waiting = None;
         self.registrations += 1;
         Ok(())
     }
@@ -328,6 +389,13 @@ fn open_database(target: Target, flags: c_int) -> Result<(Database, Option<PathB
             format!("unable to open database file: {why}"),
         )
     };
+    // Another process has it open (SQLite's SQLITE_BUSY while another holds the lock).
+    let locked = || {
+        (
+            SQLITE_BUSY,
+            format!("database is locked: {shown} is open in another process"),
+        )
+    };
     let dir = path.is_dir();
     if !dir && !path.exists() && (flags & SQLITE_OPEN_CREATE == 0 || !target.create) {
         return Err(cant(format!("{shown} does not exist")));
@@ -352,13 +420,15 @@ fn open_database(target: Target, flags: c_int) -> Result<(Database, Option<PathB
         return Ok((db.clone(), Some(key)));
     }
     let opened = if dir {
-        Database::open_with(&key, beechdb::Config::new().create(false)).map_err(|e| {
-            cant(format!(
+        Database::open_with(&key, beechdb::Config::new().create(false)).map_err(|e| match e {
+            beechdb_sql::Error::Engine(beechdb::Error::Locked { .. }) => locked(),
+            e => cant(format!(
                 "{shown} is a directory that holds no BeechDB environment ({e})"
-            ))
+            )),
         })
     } else {
         Database::open_file(&key).map_err(|e| match e {
+            beechdb_sql::Error::Engine(beechdb::Error::Locked { .. }) => locked(),
             beechdb_sql::Error::Engine(beechdb::Error::Corrupt { .. })
                 if !beechdb::storage::is_page_file(&key) =>
             {
@@ -384,6 +454,7 @@ fn open_database(target: Target, flags: c_int) -> Result<(Database, Option<PathB
 }
 
 /// What a filename names.
+#[derive(Clone)]
 struct Target {
     path: PathBuf,
     /// A private in-memory database.
@@ -633,7 +704,7 @@ pub unsafe extern "C" fn sqlite3_busy_timeout(db: *mut sqlite3, ms: c_int) -> c_
     match handle(db) {
         Some(h) => h.run(|i| {
             i.busy = None;
-            i.conn()?
+            i.settings()?
                 .set_busy_timeout(Duration::from_millis(ms.max(0) as u64));
             Ok(())
         }),
@@ -655,7 +726,7 @@ pub unsafe extern "C" fn sqlite3_busy_handler(
     match handle(db) {
         Some(h) => h.run(|i| {
             i.busy = cb.map(|cb| (cb, ctx));
-            i.conn()?.set_busy_timeout(Duration::ZERO);
+            i.settings()?.set_busy_timeout(Duration::ZERO);
             Ok(())
         }),
         None => SQLITE_MISUSE,
@@ -735,7 +806,7 @@ pub unsafe extern "C" fn sqlite3_limit(db: *mut sqlite3, id: c_int, new: c_int) 
         // Quietly: setting a limit leaves the connection's last error as it was.
         h.with_quiet((), |i| {
             let max = h.limit(LIMIT_FUNCTION_ARG);
-            i.conn().map(|c| c.set_function_arg_limit(Some(max)))
+            i.settings().map(|c| c.set_function_arg_limit(Some(max)))
         });
     }
     old

@@ -279,7 +279,7 @@ pub unsafe extern "C" fn sqlite3_deserialize(
         }
     };
     h.run(|inner| {
-        if !inner.conn()?.is_autocommit() {
+        if !inner.settings()?.is_autocommit() {
             return Err((
                 SQLITE_BUSY,
                 "cannot deserialize inside a transaction".into(),

@@ -176,7 +176,7 @@ unsafe fn register(db: *mut sqlite3, name: *const c_char, n_args: c_int, def: Fu
                 ))
             }
         };
-        inner.conn()?.create_function(name, n_args, f);
+        inner.settings()?.create_function(name, n_args, f);
         inner.registrations += 1;
         Ok(())
     })
@@ -298,7 +298,7 @@ pub unsafe extern "C" fn sqlite3_create_collation_v2(
             };
             Arc::new(move |a: &str, b: &str| c.compare(a, b)) as Arc<beechdb_sql::CollationFunction>
         });
-        inner.conn()?.create_collation(name, f);
+        inner.settings()?.create_collation(name, f);
         inner.registrations += 1;
         Ok(())
     })

@@ -185,11 +185,6 @@ const CPYTHON_KNOWN_FAILURES: &[(&str, &str)] = &[
     // Many writers: no database-wide write lock for a second writer to wait on.
     ("TransactionTests.test_locking", "many writers"),
     ("TransactionTests.test_raise_timeout", "many writers"),
-    // One process opens an environment at a time.
-    (
-        "MultiprocessTests.test_ctx_mgr_rollback_if_commit_failed",
-        "one process",
-    ),
     ("DumpTests.test_dump_virtual_tables", "virtual tables"),
     (
         "FunctionTests.test_func_deterministic",

@@ -8,6 +8,8 @@ BeechDB's library; the first test checks that it is the library in use.
 import datetime
 import os
 import sqlite3
+import subprocess
+import sys
 import tempfile
 import threading
 import unittest
@@ -516,6 +518,66 @@ class ConcurrentWriters(unittest.TestCase):
         for th in pool:
             th.join()
         self.assertEqual(con.execute("SELECT count(*), sum(n) FROM c").fetchone(), (300, 3 * 4950))
+        con.close()
+
+
+class TwoProcesses(unittest.TestCase):
+    """A database another process has open: the connection opens, and its statements get
+    "database is locked" (SQLITE_BUSY) within the busy timeout, until that process closes
+    it; then they run on it."""
+
+    HOLDER = """if 1:
+        import sqlite3, sys, time
+        con = sqlite3.connect(sys.argv[1])
+        con.execute("CREATE TABLE IF NOT EXISTS t(x)")
+        con.execute("INSERT INTO t VALUES (1)")
+        con.commit()
+        print("holding", flush=True)
+        sys.stdin.readline()
+        con.close()
+        print("closed", flush=True)
+    """
+
+    def holder(self, path):
+        proc = subprocess.Popen([sys.executable, "-c", self.HOLDER, path], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True, env=os.environ)
+        self.assertEqual(proc.stdout.readline().strip(), "holding")
+        return proc
+
+    def release(self, proc):
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        self.assertEqual(proc.stdout.readline().strip(), "closed")
+        proc.stdin.close()
+        proc.stdout.close()
+        proc.wait(timeout=30)
+
+    def test_locked_until_the_other_process_closes(self):
+        path = fresh("shared.db")
+        proc = self.holder(path)
+        con = sqlite3.connect(path, timeout=0.2)
+        con.create_function("twice", 1, lambda v: 2 * v)
+        with self.assertRaisesRegex(sqlite3.OperationalError, "database is locked") as cm:
+            con.execute("SELECT count(*) FROM t")
+        self.assertEqual(cm.exception.sqlite_errorname, "SQLITE_BUSY")
+        self.release(proc)
+        # The same connection, its function registered while it waited.
+        self.assertEqual(con.execute("SELECT twice(x) FROM t").fetchall(), [(2,)])
+        con.execute("INSERT INTO t VALUES (2)")
+        con.commit()
+        con.close()
+        con = sqlite3.connect(path)
+        self.assertEqual(con.execute("SELECT sum(x) FROM t").fetchone(), (3,))
+        con.close()
+
+    def test_a_statement_waits_out_the_busy_timeout(self):
+        path = fresh("waits.db")
+        proc = self.holder(path)
+        con = sqlite3.connect(path, timeout=20)
+        timer = threading.Timer(0.5, self.release, [proc])
+        timer.start()
+        self.assertEqual(con.execute("SELECT x FROM t").fetchall(), [(1,)])
+        timer.join()
         con.close()
 
 
