@@ -330,9 +330,11 @@ impl Inner {
         for calls in 0.. {
             match open_database(target.clone(), flags) {
                 Ok((db, key)) => {
-                    self.move_to(&db)?;
+                    if let Err(f) = self.move_to(&db) {
+                        key.inspect(release_database);
+                        return Err(f);
+                    }
                     self.db_key = key;
-                    self.waiting = None;
                     return Ok(());
                 }
                 Err((SQLITE_BUSY, msg)) => {

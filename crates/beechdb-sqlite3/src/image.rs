@@ -118,7 +118,11 @@ impl<'a> Reader<'a> {
         Ok(match self.take(1)?[0] {
             0 => Value::Null,
             1 => Value::Integer(self.u64()? as i64),
-            2 => Value::Real(f64::from_bits(self.u64()?)),
+            // As SQLite stores a NaN bound to a statement: as NULL.
+            2 => match f64::from_bits(self.u64()?) {
+                r if r.is_nan() => Value::Null,
+                r => Value::Real(r),
+            },
             3 => Value::Text(self.str()?.into()),
             4 => Value::Blob(self.bytes()?.into()),
             t => return Err(format!("unknown value tag {t}")),
