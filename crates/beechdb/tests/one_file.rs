@@ -99,17 +99,7 @@ fn a_removed_file_stays_removed_and_an_empty_file_becomes_an_environment() {
     other.close().unwrap();
 
     // The process dies with commits only in the log (nothing checkpointed since).
-    let status = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_commits_and_dies",
-            "--ignored",
-            "--nocapture",
-        ])
-        .env(CHILD_PATH, &path)
-        .status()
-        .unwrap();
-    assert!(status.success());
+    commit_and_die(&path);
     assert!(names(dir.path()).contains(&"app.db-log.0000000001".to_string()));
 
     // The user removes the database, as one removes a SQLite file, and opens the name
@@ -188,17 +178,7 @@ fn a_closed_file_alone_holds_the_environment() {
 
     // Opened again and left without a close, the file no longer stands alone: its commits
     // are in the log, and without it the open is refused rather than losing them.
-    let status = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_commits_and_dies",
-            "--ignored",
-            "--nocapture",
-        ])
-        .env(CHILD_PATH, &path)
-        .status()
-        .unwrap();
-    assert!(status.success());
+    commit_and_die(&path);
     let alone = dir.path().join("alone.db");
     std::fs::copy(&path, &alone).unwrap();
     assert!(matches!(
@@ -224,6 +204,21 @@ fn a_closed_file_alone_holds_the_environment() {
 }
 
 const CHILD_PATH: &str = "BEECH_ONE_FILE_PATH";
+
+/// Runs `child_commits_and_dies` on `path` in a process of its own.
+fn commit_and_die(path: &Path) {
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_commits_and_dies",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env(CHILD_PATH, path)
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
 
 /// Commits to the one-file environment at `BEECH_ONE_FILE_PATH`, then exits without closing
 /// it (nothing checkpointed after the commits).
