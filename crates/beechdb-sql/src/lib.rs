@@ -90,7 +90,11 @@ impl Database {
     /// log beside it (`PATH-log.0000000001`, ...), as SQLite keeps a database; see
     /// [`Env::open_file`].
     pub fn open_file(path: impl AsRef<Path>) -> Result<Database> {
-        let env = Env::open_file(path, Config::new().transactional(true))?;
+        // Segments of 8 MiB, not 64: a small database is a small file and a small log.
+        let env = Env::open_file(
+            path,
+            Config::new().transactional(true).log_segment_size(8 << 20),
+        )?;
         Database::from_env(env, None)
     }
 
@@ -98,10 +102,12 @@ impl Database {
     pub fn open_in_memory() -> Result<Database> {
         let tmp = tempfile::tempdir()
             .map_err(|e| Error::Sql(format!("unable to open database file: {e}")))?;
+        // Its log in memory: nothing of it outlives the process, and an open then writes no
+        // log segment (a zero-filled 64 MiB file, tens of milliseconds).
         let env = Env::open(
             tmp.path(),
             Config::new()
-                .transactional(true)
+                .in_memory_log(true)
                 .durability(Durability::NoSync)
                 .cache_size(16 << 20),
         )?;

@@ -65,12 +65,18 @@ pub(crate) struct Inner {
     /// How many functions and collations were registered or removed: a statement prepared
     /// before the last is prepared again before it runs, as SQLite expires it.
     pub registrations: u64,
-    /// The database another process had open when this connection was opened: until it
-    /// can be opened here (`Inner::conn` tries, within the busy timeout), the connection
-    /// holds a private placeholder for its settings, functions and collations, and every
-    /// statement gets SQLITE_BUSY, "database is locked", as SQLite's does while another
-    /// process holds the lock.
-    waiting: Option<(Target, c_int)>,
+    /// The file database this connection names, and its open flags (`None`: a private
+    /// one).
+    source: Option<(Target, c_int)>,
+    /// The database is another process's for now (it had it open when this connection
+    /// opened, or this process handed it over, see `hand_over`): until it can be opened
+    /// here (`Inner::conn` tries, within the busy timeout), the connection holds a private
+    /// placeholder for its settings, functions and collations, and every statement gets
+    /// SQLITE_BUSY, "database is locked", as SQLite's does while another process holds the
+    /// lock.
+    waiting: bool,
+    /// This connection's handle, as `DATABASES` lists it.
+    me: *const sqlite3,
 }
 
 // The raw pointers are the application's callback contexts, used under the lock only.
@@ -102,9 +108,28 @@ pub(crate) const LIMIT_SQL_LENGTH: usize = 1;
 pub(crate) const LIMIT_FUNCTION_ARG: usize = 6;
 pub(crate) const LIMIT_VARIABLE_NUMBER: usize = 9;
 
-/// Open environments: directory -> the database and how many connections use it.
-static DATABASES: LazyLock<Mutex<HashMap<PathBuf, (Database, usize)>>> =
-    LazyLock::new(Default::default);
+/// A database this process has open, shared by its connections.
+struct Open {
+    db: Database,
+    /// Connections counted as using it.
+    users: usize,
+    /// Their handles (a connection opening or closing is counted but not listed, and then
+    /// the database is not handed over).
+    handles: Vec<Handle>,
+    /// When this process opened it.
+    since: std::time::Instant,
+    /// Its want file (see `hand_over`), once looked at.
+    want: Option<std::fs::File>,
+}
+
+/// A connection handle in `DATABASES` (touched only under its lock).
+struct Handle(*const sqlite3);
+unsafe impl Send for Handle {}
+
+/// Open databases by canonical path. Lock order: this table, then a connection's lock
+/// (`hand_over` only tries the latter); a connection that needs the table while holding
+/// its own lock never waits for another connection's.
+static DATABASES: LazyLock<Mutex<HashMap<PathBuf, Open>>> = LazyLock::new(Default::default);
 
 /// An error as a code and message.
 pub(crate) type Failure = (c_int, String);
@@ -214,16 +239,23 @@ impl sqlite3 {
             authorizer: None,
             busy: None,
             registrations: 0,
-            waiting: None,
+            source: None,
+            waiting: false,
+            me: std::ptr::null(),
         };
-        let opened = target.and_then(|t| match open_database(t.clone(), flags) {
-            Err((SQLITE_BUSY, _)) => {
-                inner.waiting = Some((t, flags));
-                Database::open_in_memory()
-                    .map(|db| (db, None))
-                    .map_err(failure)
+        let opened = target.and_then(|t| {
+            if !t.memory {
+                inner.source = Some((t.clone(), flags));
             }
-            r => r,
+            match open_database(t, flags) {
+                Err((SQLITE_BUSY, _)) => {
+                    inner.waiting = true;
+                    Database::open_in_memory()
+                        .map(|db| (db, None))
+                        .map_err(failure)
+                }
+                r => r,
+            }
         });
         let mut failure = None;
         match opened {
@@ -246,11 +278,30 @@ impl sqlite3 {
         if let Some((code, msg)) = failure {
             handle.fail(code, &msg);
         }
+        let me: *const sqlite3 = &*handle;
+        let key = {
+            let guard = handle.inner.lock();
+            let mut inner = guard.borrow_mut();
+            inner.me = me;
+            inner.db_key.clone()
+        };
+        if let Some(key) = key {
+            listed(&key, me, true);
+        }
         handle
     }
 
     /// Frees the handle: its connection, then its hold on the environment.
     unsafe fn free(p: *mut sqlite3) {
+        // Off the table's list before the handle goes (still counted, so the database is
+        // not handed over until the count follows).
+        {
+            let mut all = DATABASES.lock();
+            let key = (*p).inner.lock().borrow().db_key.clone();
+            if let Some(open) = key.and_then(|k| all.get_mut(&k)) {
+                open.handles.retain(|x| x.0 != p);
+            }
+        }
         let handle = Box::from_raw(p);
         let mut inner = handle.inner.into_inner().into_inner();
         if let Some((cb, ctx)) = inner
@@ -286,15 +337,142 @@ impl sqlite3 {
 fn release_database(key: &PathBuf) {
     let mut all = DATABASES.lock();
     if let Some(entry) = all.get_mut(key) {
-        entry.1 -= 1;
-        if entry.1 == 0 {
+        entry.users -= 1;
+        if entry.users == 0 {
             // The last connection: the database is closed, its file left holding every
             // commit, as SQLite checkpoints its WAL at the last close. (Under the table's
             // lock, so that an open of the same path waits for it.) Should it fail, the
             // commits stay in the log beside the file.
-            if let Some((db, _)) = all.remove(key) {
-                let _ = db.close();
+            if let Some(open) = all.remove(key) {
+                let _ = open.db.close();
             }
+        }
+    }
+}
+
+/// How long this process keeps a database it opened before handing it to another process
+/// that waits (so that a handover, a close and an open, is paid for by some work).
+const MIN_HOLD: Duration = Duration::from_millis(5);
+
+/// The file through which a process waiting for the database at `path` says so: it holds
+/// a shared `flock` on it while it waits, and the process that has the database looks for
+/// one by trying an exclusive one (`wanted`). `PATH-beech.want` beside a database file,
+/// `beech.want` in an environment directory; made by the first process to wait (`create`).
+fn want_file(path: &Path, create: bool) -> Option<std::fs::File> {
+    let name = if path.is_dir() {
+        path.join("beech.want")
+    } else {
+        let mut name = path.as_os_str().to_owned();
+        name.push("-beech.want");
+        PathBuf::from(name)
+    };
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(create)
+        .truncate(false)
+        .open(name)
+        .ok()
+}
+
+/// Whether another process waits for the database `open` (at `key`).
+fn wanted(key: &Path, open: &mut Open) -> bool {
+    if open.want.is_none() {
+        open.want = want_file(key, false);
+    }
+    let Some(fd) = open.want.as_ref().map(std::os::fd::AsRawFd::as_raw_fd) else {
+        return false;
+    };
+    // Only a waiter's shared lock keeps an exclusive one from being had at once.
+    if unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        unsafe { libc::flock(fd, libc::LOCK_UN) };
+        return false;
+    }
+    std::io::Error::last_os_error().raw_os_error() == Some(libc::EWOULDBLOCK)
+}
+
+/// Starts (once per process) the thread that hands databases over to waiting processes:
+/// every 2 ms it looks at each database this process has had for `MIN_HOLD`, and hands
+/// over those another process waits for (`hand_over`).
+fn start_handing_over() {
+    static STARTED: std::sync::Once = std::sync::Once::new();
+    STARTED.call_once(|| {
+        let _ = std::thread::Builder::new()
+            .name("beechdb-handover".into())
+            .spawn(|| loop {
+                let idle = {
+                    let mut all = DATABASES.lock();
+                    let due: Vec<PathBuf> = all
+                        .iter_mut()
+                        .filter_map(|(key, open)| {
+                            (open.since.elapsed() >= MIN_HOLD && wanted(key, open))
+                                .then(|| key.clone())
+                        })
+                        .collect();
+                    for key in due {
+                        hand_over(&mut all, &key);
+                    }
+                    all.is_empty()
+                };
+                std::thread::sleep(Duration::from_millis(if idle { 50 } else { 2 }));
+            });
+    });
+}
+
+/// Hands the database at `key` over to a process that waits for it, as SQLite's
+/// processes take turns at its lock: when every connection of this process that uses it
+/// is idle (in no call right now, no transaction open), each moves to a placeholder and
+/// waits for the database again (`Inner::waiting`), and the database is closed (its file
+/// then holds every commit, and its lock is free). Otherwise nothing happens, and the next
+/// look tries again. The connections' locks are only tried, never waited for.
+fn hand_over(all: &mut HashMap<PathBuf, Open>, key: &PathBuf) {
+    let Some(open) = all.get(key) else {
+        return;
+    };
+    if open.users != open.handles.len() {
+        return; // a connection is opening or closing
+    }
+    let mut guards = Vec::with_capacity(open.handles.len());
+    for h in &open.handles {
+        // Listed handles are alive: a handle leaves the list, under the table's lock,
+        // before it is freed.
+        match unsafe { &*h.0 }.inner.try_lock() {
+            Some(g) => guards.push(g),
+            None => return,
+        }
+    }
+    let idle = guards.iter().all(|g| {
+        g.try_borrow()
+            .is_ok_and(|i| i.conn.as_ref().is_none_or(Connection::is_autocommit))
+    });
+    if !idle {
+        return;
+    }
+    let Ok(placeholder) = Database::open_in_memory() else {
+        return;
+    };
+    for g in &guards {
+        let mut inner = g.borrow_mut();
+        if let Some(c) = inner.conn.as_mut() {
+            // Outside a transaction, as just checked: cannot be refused.
+            let _ = c.use_database(&placeholder);
+        }
+        inner.db_key = None;
+        inner.waiting = true;
+        inner.registrations += 1;
+    }
+    drop(guards);
+    if let Some(open) = all.remove(key) {
+        let _ = open.db.close();
+    }
+}
+
+/// Lists handle `h` as using the database at `key` (`on`), or takes it off the list.
+fn listed(key: &PathBuf, h: *const sqlite3, on: bool) {
+    if let Some(open) = DATABASES.lock().get_mut(key) {
+        open.handles.retain(|x| x.0 != h);
+        if on {
+            open.handles.push(Handle(h));
         }
     }
 }
@@ -303,7 +481,7 @@ impl Inner {
     /// The connection, to run SQL on its database: one still waiting for a database that
     /// another process has open tries to open it first (`Inner::waiting`).
     pub(crate) fn conn(&mut self) -> Result<&mut Connection, Failure> {
-        if self.waiting.is_some() {
+        if self.waiting {
             self.open_waiting()?;
         }
         self.settings()
@@ -321,18 +499,26 @@ impl Inner {
     /// Opens the database this connection waits for, trying again (as SQLite's busy
     /// timeout or busy handler allows) while another process has it open.
     fn open_waiting(&mut self) -> Result<(), Failure> {
-        let Some((target, flags)) = self.waiting.clone() else {
+        let Some((target, flags)) = self.source.clone() else {
             return Ok(());
         };
         let patience = self.settings()?.busy_timeout();
         let started = std::time::Instant::now();
         let mut pause = Duration::from_millis(1);
+        // Tells the process that has it that this one waits (see `hand_over`).
+        let _want = want_file(&target.path, true).and_then(|f| {
+            (unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&f), libc::LOCK_SH) } == 0)
+                .then_some(f)
+        });
         for calls in 0.. {
             match open_database(target.clone(), flags) {
                 Ok((db, key)) => {
                     if let Err(f) = self.move_to(&db) {
                         key.inspect(release_database);
                         return Err(f);
+                    }
+                    if let Some(key) = &key {
+                        listed(key, self.me, true);
                     }
                     self.db_key = key;
                     return Ok(());
@@ -346,7 +532,8 @@ impl Inner {
                         return Err((SQLITE_BUSY, msg));
                     }
                     std::thread::sleep(pause);
-                    pause = (pause * 2).min(Duration::from_millis(20));
+                    // Short: the process that has it hands it over within a few ms.
+                    pause = (pause * 2).min(Duration::from_millis(2));
                 }
                 Err(f) => return Err(f),
             }
@@ -354,14 +541,23 @@ impl Inner {
         unreachable!("the loop returns")
     }
 
-    /// Moves the connection to `db`, a database of its own, letting go of the one it used;
-    /// its statements are prepared again before they next run.
-    pub(crate) fn move_to(&mut self, db: &Database) -> Result<(), Failure> {
+    /// Moves the connection for good to `db`, a private database (`sqlite3_deserialize`):
+    /// never handed to or taken from another process.
+    pub(crate) fn move_to_private(&mut self, db: &Database) -> Result<(), Failure> {
+        self.move_to(db)?;
+        self.source = None;
+        Ok(())
+    }
+
+    /// Moves the connection to `db`, letting go of the database it used; its statements
+    /// are prepared again before they next run.
+    fn move_to(&mut self, db: &Database) -> Result<(), Failure> {
         self.settings()?.use_database(db).map_err(failure)?;
         if let Some(key) = self.db_key.take() {
+            listed(&key, self.me, false);
             release_database(&key);
         }
-        self.waiting = None;
+        self.waiting = false;
         self.registrations += 1;
         Ok(())
     }
@@ -417,9 +613,9 @@ fn open_database(target: Target, flags: c_int) -> Result<(Database, Option<PathB
     }
     .map_err(|e| cant(format!("{shown}: {e}")))?;
     let mut all = DATABASES.lock();
-    if let Some((db, n)) = all.get_mut(&key) {
-        *n += 1;
-        return Ok((db.clone(), Some(key)));
+    if let Some(open) = all.get_mut(&key) {
+        open.users += 1;
+        return Ok((open.db.clone(), Some(key)));
     }
     let opened = if dir {
         Database::open_with(&key, beechdb::Config::new().create(false)).map_err(|e| match e {
@@ -451,7 +647,17 @@ fn open_database(target: Target, flags: c_int) -> Result<(Database, Option<PathB
         })
     };
     let db = opened?;
-    all.insert(key.clone(), (db.clone(), 1));
+    all.insert(
+        key.clone(),
+        Open {
+            db: db.clone(),
+            users: 1,
+            handles: Vec::new(),
+            since: std::time::Instant::now(),
+            want: None,
+        },
+    );
+    start_handing_over();
     Ok((db, Some(key)))
 }
 

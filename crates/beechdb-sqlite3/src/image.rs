@@ -294,7 +294,7 @@ pub unsafe extern "C" fn sqlite3_deserialize(
         Copy::new(snap, fresh.env().page_size())
             .step(&mut load, -1)
             .map_err(failure)?;
-        inner.move_to(&fresh)?;
+        inner.move_to_private(&fresh)?;
         inner.readonly = flags & SQLITE_DESERIALIZE_READONLY != 0;
         Ok(())
     })

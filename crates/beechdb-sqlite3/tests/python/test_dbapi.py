@@ -522,62 +522,96 @@ class ConcurrentWriters(unittest.TestCase):
 
 
 class TwoProcesses(unittest.TestCase):
-    """A database another process has open: the connection opens, and its statements get
-    "database is locked" (SQLITE_BUSY) within the busy timeout, until that process closes
-    it; then they run on it."""
+    """Processes take turns at a database, as SQLite's take turns at its lock: one that
+    has it hands it over when another waits and none of its connections is inside a
+    transaction; one that waits gets "database is locked" (SQLITE_BUSY) when its busy
+    timeout runs out first."""
 
-    HOLDER = """if 1:
-        import sqlite3, sys, time
-        con = sqlite3.connect(sys.argv[1])
-        con.execute("CREATE TABLE IF NOT EXISTS t(x)")
-        con.execute("INSERT INTO t VALUES (1)")
-        con.commit()
-        print("holding", flush=True)
-        sys.stdin.readline()
+    # A second process, driven line by line: SQL to run (its rows printed back as a
+    # list), or "commit".
+    PEER = """if 1:
+        import sqlite3, sys
+        con = sqlite3.connect(sys.argv[1], timeout=20)
+        print("ready", flush=True)
+        for line in sys.stdin:
+            line = line.strip()
+            try:
+                if line == "commit":
+                    con.commit()
+                    print("ok", flush=True)
+                else:
+                    print(repr(con.execute(line).fetchall()), flush=True)
+            except sqlite3.Error as e:
+                print("error: %s" % e, flush=True)
         con.close()
-        print("closed", flush=True)
     """
 
-    def holder(self, path):
-        proc = subprocess.Popen([sys.executable, "-c", self.HOLDER, path], stdin=subprocess.PIPE,
+    def peer(self, path):
+        proc = subprocess.Popen([sys.executable, "-c", self.PEER, path], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, text=True, env=os.environ)
-        self.assertEqual(proc.stdout.readline().strip(), "holding")
+        self.assertEqual(proc.stdout.readline().strip(), "ready")
+        self.addCleanup(self.stop, proc)
         return proc
 
-    def release(self, proc):
-        proc.stdin.write("go\n")
+    def ask(self, proc, line):
+        proc.stdin.write(line + "\n")
         proc.stdin.flush()
-        self.assertEqual(proc.stdout.readline().strip(), "closed")
-        proc.stdin.close()
-        proc.stdout.close()
-        proc.wait(timeout=30)
+        return proc.stdout.readline().strip()
 
-    def test_locked_until_the_other_process_closes(self):
-        path = fresh("shared.db")
-        proc = self.holder(path)
-        con = sqlite3.connect(path, timeout=0.2)
+    def stop(self, proc):
+        proc.stdin.close()
+        proc.wait(timeout=30)
+        proc.stdout.close()
+
+    def test_a_transaction_keeps_the_database_until_it_ends(self):
+        path = fresh("turns.db")
+        other = self.peer(path)
+        self.assertEqual(self.ask(other, "CREATE TABLE t(x)"), "[]")
+        self.assertEqual(self.ask(other, "INSERT INTO t VALUES (1)"), "[]")  # a transaction begins
+        con = sqlite3.connect(path, timeout=0.3)
         con.create_function("twice", 1, lambda v: 2 * v)
         with self.assertRaisesRegex(sqlite3.OperationalError, "database is locked") as cm:
             con.execute("SELECT count(*) FROM t")
         self.assertEqual(cm.exception.sqlite_errorname, "SQLITE_BUSY")
-        self.release(proc)
-        # The same connection, its function registered while it waited.
+        self.assertEqual(self.ask(other, "commit"), "ok")
+        # Idle now, the other process hands the database over; a function registered
+        # while this connection waited works.
         self.assertEqual(con.execute("SELECT twice(x) FROM t").fetchall(), [(2,)])
         con.execute("INSERT INTO t VALUES (2)")
         con.commit()
-        con.close()
-        con = sqlite3.connect(path)
-        self.assertEqual(con.execute("SELECT sum(x) FROM t").fetchone(), (3,))
+        # And back: the other process waits for this one, which is idle.
+        self.assertEqual(self.ask(other, "SELECT sum(x) FROM t"), "[(3,)]")
+        self.assertEqual(con.execute("SELECT count(*) FROM t").fetchall(), [(2,)])
         con.close()
 
-    def test_a_statement_waits_out_the_busy_timeout(self):
-        path = fresh("waits.db")
-        proc = self.holder(path)
+    def test_turns_lose_no_write(self):
+        path = fresh("counter.db")
         con = sqlite3.connect(path, timeout=20)
-        timer = threading.Timer(0.5, self.release, [proc])
-        timer.start()
-        self.assertEqual(con.execute("SELECT x FROM t").fetchall(), [(1,)])
-        timer.join()
+        con.execute("CREATE TABLE c(id INTEGER PRIMARY KEY, n INTEGER)")
+        con.execute("INSERT INTO c VALUES (1, 0)")
+        con.commit()
+        other = self.peer(path)
+        for _ in range(40):
+            self.assertEqual(self.ask(other, "UPDATE c SET n = n + 1 WHERE id = 1"), "[]")
+            self.assertEqual(self.ask(other, "commit"), "ok")
+            con.execute("UPDATE c SET n = n + 1 WHERE id = 1")
+            con.commit()
+        self.assertEqual(con.execute("SELECT n FROM c").fetchall(), [(80,)])
+        self.assertEqual(self.ask(other, "SELECT n FROM c"), "[(80,)]")
+        con.close()
+
+    def test_a_killed_holder_leaves_every_commit(self):
+        path = fresh("killed.db")
+        other = self.peer(path)
+        self.assertEqual(self.ask(other, "CREATE TABLE t(x)"), "[]")
+        for i in range(5):
+            self.assertEqual(self.ask(other, "INSERT INTO t VALUES (%d)" % i), "[]")
+            self.assertEqual(self.ask(other, "commit"), "ok")
+        self.assertEqual(self.ask(other, "INSERT INTO t VALUES (99)"), "[]")  # never committed
+        other.kill()
+        other.wait(timeout=30)
+        con = sqlite3.connect(path, timeout=20)
+        self.assertEqual(con.execute("SELECT x FROM t ORDER BY x").fetchall(), [(i,) for i in range(5)])
         con.close()
 
 

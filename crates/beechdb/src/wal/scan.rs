@@ -56,6 +56,19 @@ fn read_all(
     no: u64,
     read_only: bool,
 ) -> Result<(Vec<u8>, Box<dyn StorageFile>)> {
+    let (file, len) = open_segment(storage, no, read_only)?;
+    let mut buf = vec![0u8; len as usize];
+    file.read_at(&mut buf, 0)
+        .map_err(|e| Error::io(format!("reading {}", segment_name(no)), e))?;
+    Ok((buf, file))
+}
+
+/// A segment file's handle and length.
+fn open_segment(
+    storage: &dyn Storage,
+    no: u64,
+    read_only: bool,
+) -> Result<(Box<dyn StorageFile>, u64)> {
     let name = segment_name(no);
     let file = if read_only {
         storage.open_read_only(&name)
@@ -72,17 +85,50 @@ fn read_all(
     let len = file
         .len()
         .map_err(|e| Error::io(format!("reading {name}"), e))?;
-    let mut buf = vec![0u8; len as usize];
-    file.read_at(&mut buf, 0)
-        .map_err(|e| Error::io(format!("reading {name}"), e))?;
-    Ok((buf, file))
+    Ok((file, len))
+}
+
+/// The log of an environment closed cleanly (`LogStart::closed_clean`), whose checkpoint's
+/// segment is the last: it holds nothing after the checkpoint, so only the segment's header
+/// and the bytes where a next record would begin are read, not the whole segment (64 MiB by
+/// default, read at every open otherwise). `None` when those bytes are not all zero: then
+/// the log is judged in full, as after any other stop.
+fn clean_end(
+    storage: &dyn Storage,
+    env_id: u64,
+    from: LogStart,
+    read_only: bool,
+) -> Result<Option<Recovered>> {
+    let no = from.segment.max(1);
+    let (file, len) = open_segment(storage, no, read_only)?;
+    let read = |at: u64, n: u64| -> Result<Vec<u8>> {
+        let mut buf = vec![0u8; n.min(len.saturating_sub(at)) as usize];
+        file.read_at(&mut buf, at)
+            .map_err(|e| Error::io(format!("reading {}", segment_name(no)), e))?;
+        Ok(buf)
+    };
+    let (start, cap) = header(&read(0, SEG_HDR as u64)?, len, no, env_id)?;
+    if from.lsn < start || from.lsn > start + cap {
+        return Ok(None);
+    }
+    let next = read(SEG_HDR as u64 + (from.lsn - start), 4096)?;
+    if next.iter().any(|&b| b != 0) {
+        return Ok(None);
+    }
+    Ok(Some(Recovered {
+        end: from.lsn,
+        chain: from.chain,
+        segments: vec![Segment::installed(no, start, cap, file)],
+    }))
 }
 
 /// The checked header of segment `no`: `(start LSN, capacity)`.
-fn header(buf: &[u8], no: u64, env_id: u64) -> Result<(u64, u64)> {
+/// A segment's start LSN and capacity from its header (`buf`, at least the header's bytes),
+/// checked against its number, its environment and the file's length `len`.
+fn header(buf: &[u8], len: u64, no: u64, env_id: u64) -> Result<(u64, u64)> {
     let name = segment_name(no);
     match Segment::decode_header(buf) {
-        Some((n, start, cap, id)) if n == no && buf.len() as u64 >= SEG_HDR as u64 + cap => {
+        Some((n, start, cap, id)) if n == no && len >= SEG_HDR as u64 + cap => {
             if id != env_id {
                 return Err(corrupt(format!(
                     "log segment {name} belongs to another environment (id {id:016x}, this \
@@ -162,6 +208,11 @@ pub(crate) fn recover(
         // segment the checkpoint names.
         return fresh_log(from.segment.max(1));
     }
+    if from.closed_clean && present.range(from.segment.max(1) + 1..).next().is_none() {
+        if let Some(r) = clean_end(storage, env_id, from, read_only)? {
+            return Ok(r);
+        }
+    }
     if from.segment == 0 && !present.contains(&1) {
         // No log yet: the first segment was never made. Nothing may follow it.
         if let Some(&no) = present.iter().next() {
@@ -175,7 +226,7 @@ pub(crate) fn recover(
     }
     let mut no = from.segment.max(1);
     let (mut buf, mut file) = read_all(storage, no, read_only)?;
-    let (mut start, mut cap) = header(&buf, no, env_id)?;
+    let (mut start, mut cap) = header(&buf, buf.len() as u64, no, env_id)?;
     if from.lsn < start || from.lsn > start + cap {
         return Err(corrupt(format!(
             "checkpoint LSN {} is not in {}",
@@ -212,7 +263,7 @@ pub(crate) fn recover(
             )));
         }
         let (nbuf, nfile) = read_all(storage, next, read_only)?;
-        let (nstart, ncap) = header(&nbuf, next, env_id)?;
+        let (nstart, ncap) = header(&nbuf, nbuf.len() as u64, next, env_id)?;
         if nstart != pos {
             return Err(corrupt(format!(
                 "log segment {} starts at LSN {nstart}, but {} ends at LSN {pos}",
@@ -254,7 +305,7 @@ pub(crate) fn recover(
             )));
         }
         let (b, _) = read_all(storage, n, read_only)?;
-        header(&b, n, env_id)?;
+        header(&b, b.len() as u64, n, env_id)?;
         if nonzero_len(&b[SEG_HDR..]) > 0 {
             return Err(damaged(format!(
                 "{} after it holds log records",
