@@ -14,7 +14,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI32, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering::Relaxed};
 use std::sync::LazyLock;
 use std::time::Duration;
 
@@ -354,18 +354,25 @@ fn release_database(key: &PathBuf) {
 /// that waits (so that a handover, a close and an open, is paid for by some work).
 const MIN_HOLD: Duration = Duration::from_millis(5);
 
+/// The file `name` of the database at `path`: `PATH-NAME` beside a database file, `NAME`
+/// in an environment directory.
+fn beside(path: &Path, name: &str) -> PathBuf {
+    if path.is_dir() {
+        path.join(name)
+    } else {
+        let mut beside = path.as_os_str().to_owned();
+        beside.push("-");
+        beside.push(name);
+        PathBuf::from(beside)
+    }
+}
+
 /// The file through which a process waiting for the database at `path` says so: it holds
 /// a shared `flock` on it while it waits, and the process that has the database looks for
 /// one by trying an exclusive one (`wanted`). `PATH-beech.want` beside a database file,
 /// `beech.want` in an environment directory; made by the first process to wait (`create`).
 fn want_file(path: &Path, create: bool) -> Option<std::fs::File> {
-    let name = if path.is_dir() {
-        path.join("beech.want")
-    } else {
-        let mut name = path.as_os_str().to_owned();
-        name.push("-beech.want");
-        PathBuf::from(name)
-    };
+    let name = beside(path, "beech.want");
     std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -395,8 +402,11 @@ fn wanted(key: &Path, open: &mut Open) -> bool {
 /// every 2 ms it looks at each database this process has had for `MIN_HOLD`, and hands
 /// over those another process waits for (`hand_over`).
 fn start_handing_over() {
-    static STARTED: std::sync::Once = std::sync::Once::new();
-    STARTED.call_once(|| {
+    static FORK_HANDLERS: std::sync::Once = std::sync::Once::new();
+    FORK_HANDLERS.call_once(|| unsafe {
+        libc::pthread_atfork(Some(before_fork), Some(after_fork), Some(forked_child));
+    });
+    if !HANDING_OVER.swap(true, Relaxed) {
         let _ = std::thread::Builder::new()
             .name("beechdb-handover".into())
             .spawn(|| loop {
@@ -416,7 +426,69 @@ fn start_handing_over() {
                 };
                 std::thread::sleep(Duration::from_millis(if idle { 50 } else { 2 }));
             });
-    });
+    }
+}
+
+/// Whether this process has its handing-over thread (a forked child has none).
+static HANDING_OVER: AtomicBool = AtomicBool::new(false);
+
+/// `fork` is about to copy the process: no thread may be changing the table of open
+/// databases meanwhile.
+extern "C" fn before_fork() {
+    std::mem::forget(DATABASES.lock());
+}
+
+extern "C" fn after_fork() {
+    // SAFETY: locked by `before_fork`, in this thread.
+    unsafe { DATABASES.force_unlock() };
+}
+
+/// In a forked child: the databases in the table are the parent's, open in the parent,
+/// and must never be written, nor closed, from here (the child's copy of an environment
+/// would write the parent's log over the parent's own). So they are forgotten, never
+/// dropped; the child's copies of their lock files are closed (else the lock would outlive
+/// the parent's close); and connections the child inherited wait for the database as any
+/// other process does, opening it anew when it is handed over. As SQLite's, a connection
+/// in use by another thread at the fork, or inside a transaction, is not to be used in
+/// the child.
+extern "C" fn forked_child() {
+    // SAFETY: locked by `before_fork`, in the thread that forked, which this one continues.
+    unsafe { DATABASES.force_unlock() };
+    HANDING_OVER.store(false, Relaxed);
+    let opens = std::mem::take(&mut *DATABASES.lock());
+    let mut locks = Vec::new();
+    for (key, open) in opens {
+        for h in &open.handles {
+            // SAFETY: listed handles are alive (see `hand_over`).
+            if let Some(g) = unsafe { &*h.0 }.inner.try_lock() {
+                if let Ok(mut inner) = g.try_borrow_mut() {
+                    inner.db_key = None;
+                    inner.waiting = true;
+                    inner.registrations += 1;
+                }
+            }
+        }
+        locks.push(beside(&key, "beech.lock"));
+        std::mem::forget(open);
+    }
+    if locks.is_empty() {
+        return;
+    }
+    let Ok(fds) = std::fs::read_dir("/proc/self/fd") else {
+        return;
+    };
+    for fd in fds.flatten() {
+        let target = std::fs::read_link(fd.path());
+        let n = fd
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<c_int>().ok());
+        if let (Ok(target), Some(n)) = (target, n) {
+            if locks.contains(&target) {
+                unsafe { libc::close(n) };
+            }
+        }
+    }
 }
 
 /// Hands the database at `key` over to a process that waits for it, as SQLite's

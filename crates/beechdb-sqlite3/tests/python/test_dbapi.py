@@ -600,6 +600,35 @@ class TwoProcesses(unittest.TestCase):
         self.assertEqual(self.ask(other, "SELECT n FROM c"), "[(80,)]")
         con.close()
 
+    def test_a_forked_child_opens_the_database_anew(self):
+        # As a pre-forking server does: the parent has the database open when it forks; the
+        # child's own connection gets it in turn, and its commits reach the parent.
+        path = fresh("forked.db")
+        con = sqlite3.connect(path, timeout=20)
+        con.execute("CREATE TABLE t(x)")
+        con.execute("INSERT INTO t VALUES (1)")
+        con.commit()
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                child = sqlite3.connect(path, timeout=20)
+                child.execute("INSERT INTO t VALUES (2)")
+                child.commit()
+                code = 0 if child.execute("SELECT count(*) FROM t").fetchone() == (2,) else 3
+                child.close()
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        self.assertEqual(os.waitstatus_to_exitcode(status), 0)
+        self.assertEqual(con.execute("SELECT x FROM t ORDER BY x").fetchall(), [(1,), (2,)])
+        con.execute("INSERT INTO t VALUES (3)")
+        con.commit()
+        con.close()
+        con = sqlite3.connect(path)
+        self.assertEqual(con.execute("SELECT count(*) FROM t").fetchone(), (3,))
+        con.close()
+
     def test_a_killed_holder_leaves_every_commit(self):
         path = fresh("killed.db")
         other = self.peer(path)
