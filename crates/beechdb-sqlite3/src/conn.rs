@@ -118,8 +118,9 @@ struct Open {
     handles: Vec<Handle>,
     /// When this process opened it.
     since: std::time::Instant,
-    /// Its want file (see `hand_over`), once looked at.
+    /// Its want file (see `hand_over`), once there; and when it was last looked for.
     want: Option<std::fs::File>,
+    want_looked: Option<std::time::Instant>,
 }
 
 /// A connection handle in `DATABASES` (touched only under its lock).
@@ -354,6 +355,9 @@ fn release_database(key: &PathBuf) {
 /// that waits (so that a handover, a close and an open, is paid for by some work).
 const MIN_HOLD: Duration = Duration::from_millis(5);
 
+/// How often a database's want file is looked for while it has none.
+const MIN_LOOK: Duration = Duration::from_millis(50);
+
 /// The file `name` of the database at `path`: `PATH-NAME` beside a database file, `NAME`
 /// in an environment directory.
 fn beside(path: &Path, name: &str) -> PathBuf {
@@ -384,8 +388,10 @@ fn want_file(path: &Path, create: bool) -> Option<std::fs::File> {
 
 /// Whether another process waits for the database `open` (at `key`).
 fn wanted(key: &Path, open: &mut Open) -> bool {
-    if open.want.is_none() {
+    // Until a process has waited, there is no want file: looked for every 50 ms.
+    if open.want.is_none() && open.want_looked.is_none_or(|t| t.elapsed() >= MIN_LOOK) {
         open.want = want_file(key, false);
+        open.want_looked = Some(std::time::Instant::now());
     }
     let Some(fd) = open.want.as_ref().map(std::os::fd::AsRawFd::as_raw_fd) else {
         return false;
@@ -727,6 +733,7 @@ fn open_database(target: Target, flags: c_int) -> Result<(Database, Option<PathB
             handles: Vec::new(),
             since: std::time::Instant::now(),
             want: None,
+            want_looked: None,
         },
     );
     start_handing_over();
