@@ -353,7 +353,7 @@ fn release_database(key: &PathBuf) {
 
 /// How long this process keeps a database it opened before handing it to another process
 /// that waits (so that a handover, a close and an open, is paid for by some work).
-const MIN_HOLD: Duration = Duration::from_millis(5);
+const MIN_HOLD: Duration = Duration::from_millis(2);
 
 /// How often a database's want file is looked for while it has none.
 const MIN_LOOK: Duration = Duration::from_millis(50);
@@ -415,22 +415,33 @@ fn start_handing_over() {
     if !HANDING_OVER.swap(true, Relaxed) {
         let _ = std::thread::Builder::new()
             .name("beechdb-handover".into())
-            .spawn(|| loop {
-                let idle = {
-                    let mut all = DATABASES.lock();
-                    let due: Vec<PathBuf> = all
-                        .iter_mut()
-                        .filter_map(|(key, open)| {
-                            (open.since.elapsed() >= MIN_HOLD && wanted(key, open))
-                                .then(|| key.clone())
-                        })
-                        .collect();
-                    for key in due {
-                        hand_over(&mut all, &key);
+            .spawn(|| {
+                // Looks every 2 ms while this process has had a database in the last
+                // second (it may open one again at once, after handing it over), else
+                // every 50 ms.
+                let mut last_had = std::time::Instant::now();
+                loop {
+                    let had = {
+                        let mut all = DATABASES.lock();
+                        let due: Vec<PathBuf> = all
+                            .iter_mut()
+                            .filter_map(|(key, open)| {
+                                (open.since.elapsed() >= MIN_HOLD && wanted(key, open))
+                                    .then(|| key.clone())
+                            })
+                            .collect();
+                        let had = !all.is_empty();
+                        for key in due {
+                            hand_over(&mut all, &key);
+                        }
+                        had
+                    };
+                    if had {
+                        last_had = std::time::Instant::now();
                     }
-                    all.is_empty()
-                };
-                std::thread::sleep(Duration::from_millis(if idle { 50 } else { 2 }));
+                    let idle = last_had.elapsed() > Duration::from_secs(1);
+                    std::thread::sleep(Duration::from_millis(if idle { 50 } else { 2 }));
+                }
             });
     }
 }
