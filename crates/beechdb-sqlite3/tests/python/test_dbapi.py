@@ -584,12 +584,18 @@ class TwoProcesses(unittest.TestCase):
         self.assertEqual(con.execute("SELECT count(*) FROM t").fetchall(), [(2,)])
         con.close()
 
-    def test_turns_lose_no_write(self):
-        path = fresh("counter.db")
+    def database(self, name, *statements):
+        """A new database file with `statements` committed, and a connection to it."""
+        path = fresh(name)
         con = sqlite3.connect(path, timeout=20)
-        con.execute("CREATE TABLE c(id INTEGER PRIMARY KEY, n INTEGER)")
-        con.execute("INSERT INTO c VALUES (1, 0)")
+        for sql in statements:
+            con.execute(sql)
         con.commit()
+        return path, con
+
+    def test_turns_lose_no_write(self):
+        path, con = self.database(
+            "counter.db", "CREATE TABLE c(id INTEGER PRIMARY KEY, n INTEGER)", "INSERT INTO c VALUES (1, 0)")
         other = self.peer(path)
         for _ in range(40):
             self.assertEqual(self.ask(other, "UPDATE c SET n = n + 1 WHERE id = 1"), "[]")
@@ -603,11 +609,7 @@ class TwoProcesses(unittest.TestCase):
     def test_a_forked_child_opens_the_database_anew(self):
         # As a pre-forking server does: the parent has the database open when it forks; the
         # child's own connection gets it in turn, and its commits reach the parent.
-        path = fresh("forked.db")
-        con = sqlite3.connect(path, timeout=20)
-        con.execute("CREATE TABLE t(x)")
-        con.execute("INSERT INTO t VALUES (1)")
-        con.commit()
+        path, con = self.database("forked.db", "CREATE TABLE t(x)", "INSERT INTO t VALUES (1)")
         pid = os.fork()
         if pid == 0:
             code = 1
