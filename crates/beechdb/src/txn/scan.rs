@@ -45,6 +45,11 @@ pub struct TxnIter {
     /// small at first (a lookup reads one or two entries), doubling up to a leaf's worth; for
     /// a bounded one, a leaf's worth at once (the copy stops at the bound anyway).
     batch_bytes: usize,
+    /// Entries the next batch takes at most from the transaction's writes and from other
+    /// transactions' versions: small at first for a lookup (`one_at_a_time`: `Txn::last`
+    /// below a transaction's thousands of inserts took them all, at every call), doubling
+    /// up to [`BATCH_CAP`].
+    own_cap: usize,
     done: bool,
     /// Decode composite entries into pairs (a database with duplicates, walked for users).
     decode: Duplicates,
@@ -77,6 +82,7 @@ impl TxnIter {
             batch: Entries::Merged(Vec::new().into_iter()),
             current: Default::default(),
             batch_bytes,
+            own_cap: BATCH_CAP,
             done: empty,
             misuse,
             decode,
@@ -87,6 +93,7 @@ impl TxnIter {
     /// batches still grow if it reads on).
     pub(crate) fn one_at_a_time(mut self) -> Self {
         self.batch_bytes = 1;
+        self.own_cap = 4;
         self
     }
 
@@ -133,7 +140,7 @@ impl TxnIter {
         };
         let interval = self.interval(&upto);
         let (overrides, cut) =
-            e.overrides(db, interval, self.txn.snapshot, self.reverse, BATCH_CAP)?;
+            e.overrides(db, interval, self.txn.snapshot, self.reverse, self.own_cap)?;
         let mut batch = Batch {
             run,
             overrides,
@@ -178,7 +185,7 @@ impl TxnIter {
             } else {
                 let (lo, hi) = self.interval(&batch.upto);
                 let (lo, hi) = scoped_range(self.db.id(), lo, hi);
-                let (own, cut) = st.writes.range(&lo, &hi, self.reverse, BATCH_CAP)?;
+                let (own, cut) = st.writes.range(&lo, &hi, self.reverse, self.own_cap)?;
                 (own, cut.map(|c| c[4..].to_vec()))
             }
         };
@@ -206,6 +213,7 @@ impl TxnIter {
             Entries::Merged(entries.into_iter())
         };
         self.batch_bytes = (self.batch_bytes * 2).min(crate::btree::cursor::RUN_BYTES);
+        self.own_cap = (self.own_cap * 2).min(BATCH_CAP);
         self.done = batch.last;
         self.from = match batch.upto {
             Bound::Included(k) => Bound::Excluded(k),
@@ -259,6 +267,17 @@ struct Batch {
 }
 
 /// The entries of the current batch.
+#[cfg(test)]
+impl TxnIter {
+    /// How many entries the current batch still holds.
+    pub(crate) fn batch_len(&self) -> usize {
+        match &self.batch {
+            Entries::Flat(run, next) => run.len() - next,
+            Entries::Merged(entries) => entries.len(),
+        }
+    }
+}
+
 enum Entries {
     /// The tree's entries as they were copied (nothing overrides them), and the next one.
     Flat(Run, usize),
