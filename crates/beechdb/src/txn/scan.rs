@@ -10,7 +10,9 @@
 //! interval. Commits between batches change only later intervals, and those are restored the
 //! same way when read; the transaction's own writes are merged last. Sources that may hold
 //! many keys in one interval (undo stores, the write set) give at most [`BATCH_CAP`] each, and
-//! the interval then ends at the last key they gave, so a batch's memory stays bounded.
+//! the interval then ends at the last key they gave, so a batch's memory stays bounded; a
+//! lookup's first batches (`one_at_a_time`) take only a few, so that its cost does not grow
+//! with the transaction's writes.
 
 use super::handle::TxnInner;
 use super::scoped_range;
