@@ -24,7 +24,7 @@ pub struct sqlite3_backup {
     dest: *mut sqlite3,
     src: *mut sqlite3,
     /// The copy under way: `None` before the first step and after a failed one.
-    copy: Option<Copy>,
+    transfer: Option<Transfer>,
     done: bool,
 }
 
@@ -53,7 +53,7 @@ enum Unit {
 }
 
 /// A snapshot being copied, and how far the copy has got.
-pub(crate) struct Copy {
+pub(crate) struct Transfer {
     snap: Snapshot,
     units: Vec<Unit>,
     next: usize,
@@ -142,9 +142,9 @@ fn read_all(conn: &mut Connection, lsn: Option<u64>) -> beechdb_sql::Result<Snap
     Ok(snap)
 }
 
-impl Copy {
+impl Transfer {
     /// Cuts `snap` into units of about `page` bytes of values each.
-    pub fn new(snap: Snapshot, page: usize) -> Copy {
+    pub fn new(snap: Snapshot, page: usize) -> Transfer {
         let mut units = Vec::new();
         for (table, t) in snap.tables.iter().enumerate() {
             let (mut start, mut bytes) = (0, 0);
@@ -166,7 +166,7 @@ impl Copy {
             }
         }
         units.push(Unit::Finish);
-        Copy {
+        Transfer {
             snap,
             units,
             next: 0,
@@ -242,8 +242,8 @@ fn begin_replacing(conn: &mut Connection) -> beechdb_sql::Result<()> {
 
 /// Rolls back the transaction a copy opened on the destination, if it has one open.
 unsafe fn abandon(b: &mut sqlite3_backup) {
-    if let Some(copy) = b.copy.take() {
-        if copy.next > 0 {
+    if let Some(t) = b.transfer.take() {
+        if t.next > 0 {
             (*b.dest).with_quiet((), |inner: &mut Inner| {
                 let _ = inner.conn()?.execute("ROLLBACK", &[]);
                 Ok(())
@@ -281,7 +281,7 @@ pub unsafe extern "C" fn sqlite3_backup_init(
     Box::into_raw(Box::new(sqlite3_backup {
         dest,
         src,
-        copy: None,
+        transfer: None,
         done: false,
     }))
 }
@@ -296,28 +296,26 @@ pub unsafe extern "C" fn sqlite3_backup_step(p: *mut sqlite3_backup, pages: c_in
     if b.done {
         return SQLITE_DONE;
     }
-    let known = b.copy.as_ref().map(|c| &c.snap);
+    let known = b.transfer.as_ref().map(|c| &c.snap);
     let (fresh, rc) = (*b.src).with(None, |inner: &mut Inner| -> Result<_, Failure> {
         let conn = inner.conn()?;
         let Some(snap) = read_source(conn, known).map_err(failure)? else {
             return Ok(Some(None));
         };
         let page = conn.query("PRAGMA page_size", &[]).map_err(failure)?.rows[0][0].as_i64();
-        Ok(Some(Some(Copy::new(snap, page.max(512) as usize))))
+        Ok(Some(Some(Transfer::new(snap, page.max(512) as usize))))
     });
     let Some(fresh) = fresh else {
         let msg = crate::stmt::last_error(b.src);
         abandon(b);
         return (*b.dest).fail(rc, &msg);
     };
-    if let Some(copy) = fresh {
+    if let Some(t) = fresh {
         abandon(b);
-        b.copy = Some(copy);
+        b.transfer = Some(t);
     }
-    let copy = b.copy.as_mut().expect("read above");
-    let (done, rc) = (*b.dest).with(false, |inner| {
-        copy.step(inner.conn()?, pages).map_err(failure)
-    });
+    let t = b.transfer.as_mut().expect("read above");
+    let (done, rc) = (*b.dest).with(false, |inner| t.step(inner.conn()?, pages).map_err(failure));
     if rc != SQLITE_OK {
         abandon(b);
         return rc;
@@ -332,14 +330,16 @@ pub unsafe extern "C" fn sqlite3_backup_step(p: *mut sqlite3_backup, pages: c_in
 
 #[no_mangle]
 pub unsafe extern "C" fn sqlite3_backup_remaining(p: *mut sqlite3_backup) -> c_int {
-    p.as_ref()
-        .map_or(0, |b| b.copy.as_ref().map_or(0, |c| c.remaining() as c_int))
+    p.as_ref().map_or(0, |b| {
+        b.transfer.as_ref().map_or(0, |c| c.remaining() as c_int)
+    })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn sqlite3_backup_pagecount(p: *mut sqlite3_backup) -> c_int {
-    p.as_ref()
-        .map_or(0, |b| b.copy.as_ref().map_or(0, |c| c.units.len() as c_int))
+    p.as_ref().map_or(0, |b| {
+        b.transfer.as_ref().map_or(0, |c| c.units.len() as c_int)
+    })
 }
 
 /// Ends the backup; one left before `SQLITE_DONE` rolls the destination back.

@@ -20,7 +20,7 @@
 //! the schema on the image in memory: the database it had stays as it was.
 //! May call: `backup`, `conn`.
 
-use crate::backup::{read_source, Copy, Snapshot, TableCopy};
+use crate::backup::{read_source, Snapshot, TableCopy, Transfer};
 use crate::conn::{failure, sqlite3, Inner};
 use crate::consts::*;
 use crate::value::arg_str;
@@ -291,7 +291,7 @@ pub unsafe extern "C" fn sqlite3_deserialize(
         }
         let fresh = Database::open_in_memory().map_err(failure)?;
         let mut load = fresh.connect();
-        Copy::new(snap, fresh.env().page_size())
+        Transfer::new(snap, fresh.env().page_size())
             .step(&mut load, -1)
             .map_err(failure)?;
         inner.move_to_private(&fresh)?;
