@@ -7,11 +7,13 @@ BeechDB's library; the first test checks that it is the library in use.
 """
 import datetime
 import os
+import random
 import sqlite3
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 import unittest
 
 SCRATCH = os.environ.get("BEECH_DROPIN_DIR") or tempfile.mkdtemp()
@@ -605,6 +607,46 @@ class TwoProcesses(unittest.TestCase):
         self.assertEqual(con.execute("SELECT n FROM c").fetchall(), [(80,)])
         self.assertEqual(self.ask(other, "SELECT n FROM c"), "[(80,)]")
         con.close()
+
+    WRITER = """if 1:
+        import sqlite3, sys
+        con = sqlite3.connect(sys.argv[1], timeout=60)
+        i = 0
+        while True:
+            con.execute("INSERT INTO log VALUES (?, ?)", (sys.argv[2], i))
+            con.commit()
+            print(i, flush=True)
+            i += 1
+    """
+
+    def test_writers_taking_turns_killed_lose_no_acknowledged_commit(self):
+        # Three processes commit in turn, each printing what it has had acknowledged,
+        # until all are SIGKILLed at a random moment; four rounds.
+        path, con = self.database("kills.db", "CREATE TABLE log(w, i)")
+        con.close()
+        rng, acked = random.Random(7), {}
+        for rnd in range(4):
+            procs = {"%d.%d" % (rnd, k): subprocess.Popen(
+                [sys.executable, "-c", self.WRITER, path, "%d.%d" % (rnd, k)],
+                stdout=subprocess.PIPE, text=True, env=os.environ) for k in range(3)}
+            time.sleep(rng.uniform(0.05, 0.3))
+            for p in procs.values():
+                p.kill()
+            for w, p in procs.items():
+                p.wait(timeout=30)
+                acked[w] = len(p.stdout.read().split())
+                p.stdout.close()
+        con = sqlite3.connect(path, timeout=30)
+        rows = con.execute(
+            "SELECT w, count(*), count(DISTINCT i), max(i) FROM log GROUP BY w").fetchall()
+        con.close()
+        have = {w: n for w, n, _, _ in rows}
+        self.assertGreater(sum(acked.values()), 0)
+        for w, n in acked.items():
+            self.assertGreaterEqual(have.get(w, 0), n, "writer %s" % w)
+        # Each writer's commits a prefix of its sequence, none twice.
+        for w, n, distinct, top in rows:
+            self.assertEqual((n, distinct), (top + 1, top + 1), "writer %s" % w)
 
     def test_a_forked_child_opens_the_database_anew(self):
         # As a pre-forking server does: the parent has the database open when it forks; the
