@@ -629,12 +629,15 @@ class TwoProcesses(unittest.TestCase):
             procs = {"%d.%d" % (rnd, k): subprocess.Popen(
                 [sys.executable, "-c", self.WRITER, path, "%d.%d" % (rnd, k)],
                 stdout=subprocess.PIPE, text=True, env=os.environ) for k in range(3)}
-            time.sleep(rng.uniform(0.05, 0.3))
+            # Each has had a commit acknowledged; then the kill comes at a random moment.
+            first = {w: p.stdout.readline().strip() for w, p in procs.items()}
+            self.assertEqual(set(first.values()), {"0"})
+            time.sleep(rng.uniform(0.0, 0.2))
             for p in procs.values():
                 p.kill()
             for w, p in procs.items():
                 p.wait(timeout=30)
-                acked[w] = len(p.stdout.read().split())
+                acked[w] = 1 + len(p.stdout.read().split())
                 p.stdout.close()
         con = sqlite3.connect(path, timeout=30)
         rows = con.execute(
