@@ -136,13 +136,13 @@ static DATABASES: LazyLock<Mutex<HashMap<PathBuf, Open>>> = LazyLock::new(Defaul
 pub(crate) type Failure = (c_int, String);
 
 impl sqlite3 {
-    /// Runs `f` on the connection under its lock; a nested call from a callback that would
-    /// need the connection again is refused. A panic becomes SQLITE_INTERNAL.
     /// The current value of limit `id` (a `SQLITE_LIMIT_*` number).
     pub(crate) fn limit(&self, id: usize) -> usize {
         self.limits[id].load(Relaxed).max(0) as usize
     }
 
+    /// Runs `f` on the connection under its lock; a nested call from a callback that would
+    /// need the connection again is refused. A panic becomes SQLITE_INTERNAL.
     pub(crate) fn with<R>(
         &self,
         fail: R,
@@ -479,9 +479,7 @@ extern "C" fn forked_child() {
             // SAFETY: listed handles are alive (see `hand_over`).
             if let Some(g) = unsafe { &*h.0 }.inner.try_lock() {
                 if let Ok(mut inner) = g.try_borrow_mut() {
-                    inner.db_key = None;
-                    inner.waiting = true;
-                    inner.registrations += 1;
+                    inner.wait_again();
                 }
             }
         }
@@ -546,9 +544,7 @@ fn hand_over(all: &mut HashMap<PathBuf, Open>, key: &PathBuf) {
             // Outside a transaction, as just checked: cannot be refused.
             let _ = c.use_database(&placeholder);
         }
-        inner.db_key = None;
-        inner.waiting = true;
-        inner.registrations += 1;
+        inner.wait_again();
     }
     drop(guards);
     if let Some(open) = all.remove(key) {
@@ -628,6 +624,15 @@ impl Inner {
             }
         }
         unreachable!("the loop returns")
+    }
+
+    /// The database was taken from under the connection (handed over, or left behind in a
+    /// forked parent): it waits for it like a connection of any other process, and its
+    /// statements are prepared again once it has it.
+    fn wait_again(&mut self) {
+        self.db_key = None;
+        self.waiting = true;
+        self.registrations += 1;
     }
 
     /// Moves the connection for good to `db`, a private database (`sqlite3_deserialize`):

@@ -52,12 +52,12 @@ impl Engine {
     /// At close, once the last checkpoint is durable and covers the whole log (`log_end`:
     /// where the log ends): says so in its meta page, written again in place and synced, so
     /// that the page file alone holds the environment and opens without the log beside it
-    /// (a SQLite database is one file once closed). False, writing nothing, when the log
-    /// holds more: a commit after the checkpoint, or a spilled transaction's writes.
-    pub(crate) fn mark_closed_clean(&mut self, log_end: u64) -> Result<bool> {
+    /// (a SQLite database is one file once closed). Writes nothing when the log holds
+    /// more: a commit after the checkpoint, or a spilled transaction's writes.
+    pub(crate) fn mark_closed_clean(&mut self, log_end: u64) -> Result<()> {
         let mut meta = self.durable_meta;
         if meta.log_lsn != log_end || meta.keep_segment != 0 || !self.mode.has_log_files() {
-            return Ok(false);
+            return Ok(());
         }
         meta.closed_clean = true;
         let file = self.pager.file.as_ref();
@@ -66,7 +66,7 @@ impl Engine {
             .map_err(io_err("writing the meta page"))?;
         file.sync_all().map_err(io_err("syncing the page file"))?;
         self.durable_meta = meta;
-        Ok(true)
+        Ok(())
     }
 
     /// Phase 1 of a checkpoint (steps 1-2 and the choice of pages to write), under the

@@ -428,7 +428,7 @@ impl Shared {
         };
         let _ckpt = self.checkpoint_mutex.lock();
         let mut e = self.exclusive();
-        e.mark_closed_clean(w.end()).map(drop)
+        e.mark_closed_clean(w.end())
     }
 
     pub(super) fn stop_checkpointer(&self) {

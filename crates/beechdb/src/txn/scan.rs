@@ -268,7 +268,6 @@ struct Batch {
     last: bool,
 }
 
-/// The entries of the current batch.
 #[cfg(test)]
 impl TxnIter {
     /// How many entries the current batch still holds.
@@ -280,6 +279,7 @@ impl TxnIter {
     }
 }
 
+/// The entries of the current batch.
 enum Entries {
     /// The tree's entries as they were copied (nothing overrides them), and the next one.
     Flat(Run, usize),

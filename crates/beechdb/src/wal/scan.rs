@@ -10,9 +10,11 @@
 //! - a record after the stopping point that claims the stopping point was already durable
 //!   proves damage;
 //! - a whole record at the expected position that does not chain from the record before it,
-//!   or a segment of another environment, is a foreign file.
-//!
-//! - a whole record whose payload does not decode is damage.
+//!   or a segment of another environment, is a foreign file;
+//! - a whole record whose payload does not decode is damage;
+//! - a log closed cleanly (`LogStart::closed_clean`: its checkpoint covers all of it) holds
+//!   nothing after the checkpoint, so it is not read beyond the checkpoint's position
+//!   (`clean_end`), and with no segment left it starts again there.
 //!
 //! On damage nothing is changed: every file stays as it was for inspection. Only a torn tail
 //! is cut (zeroed and synced), and the all-zero segments after it removed. This pass judges
@@ -122,9 +124,9 @@ fn clean_end(
     }))
 }
 
-/// The checked header of segment `no`: `(start LSN, capacity)`.
-/// A segment's start LSN and capacity from its header (`buf`, at least the header's bytes),
-/// checked against its number, its environment and the file's length `len`.
+/// The checked header of segment `no`: `(start LSN, capacity)`, from `buf` (at least the
+/// header's bytes), checked against its number, its environment and the file's length
+/// `len`.
 fn header(buf: &[u8], len: u64, no: u64, env_id: u64) -> Result<(u64, u64)> {
     let name = segment_name(no);
     match Segment::decode_header(buf) {
