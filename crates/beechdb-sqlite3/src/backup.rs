@@ -14,7 +14,7 @@
 
 use crate::conn::{failure, sqlite3, Failure, Inner};
 use crate::consts::*;
-use crate::value::arg_str;
+use crate::value::names_main;
 use beechdb_sql::{Connection, Value};
 use std::ffi::{c_char, c_int};
 use std::ops::Range;
@@ -262,12 +262,11 @@ pub unsafe extern "C" fn sqlite3_backup_init(
     let (Some(d), Some(_)) = (dest.as_ref(), src.as_ref()) else {
         return std::ptr::null_mut();
     };
-    let main = |n: *const c_char| arg_str(n).is_none_or(|n| n.eq_ignore_ascii_case("main"));
     if dest == src {
         d.fail(SQLITE_ERROR, "source and destination must be distinct");
         return std::ptr::null_mut();
     }
-    if !main(dest_name) || !main(src_name) {
+    if !names_main(dest_name) || !names_main(src_name) {
         d.fail(
             SQLITE_ERROR,
             "unknown database: only \"main\" can be backed up",

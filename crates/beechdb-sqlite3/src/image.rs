@@ -23,7 +23,8 @@
 use crate::backup::{read_source, Snapshot, TableCopy, Transfer};
 use crate::conn::{failure, sqlite3, Inner};
 use crate::consts::*;
-use crate::value::arg_str;
+use crate::util::{sqlite3_free, sqlite3_malloc64};
+use crate::value::names_main;
 use beechdb_sql::{Database, Value};
 use std::ffi::{c_char, c_int, c_uint};
 
@@ -194,10 +195,6 @@ pub fn check_image(image: &[u8]) -> Result<usize, String> {
     decode(image).map(|s| s.tables.len())
 }
 
-fn is_main(schema: *const c_char) -> bool {
-    unsafe { arg_str(schema) }.is_none_or(|n| n.eq_ignore_ascii_case("main"))
-}
-
 /// The database as an image, in memory from `sqlite3_malloc` (the caller frees it with
 /// `sqlite3_free`). `SQLITE_SERIALIZE_NOCOPY` returns NULL: no image is ever kept.
 #[no_mangle]
@@ -214,7 +211,7 @@ pub unsafe extern "C" fn sqlite3_serialize(
     let Some(h) = db.as_ref() else {
         return std::ptr::null_mut();
     };
-    if !is_main(schema) {
+    if !names_main(schema) {
         h.fail(
             SQLITE_ERROR,
             "unknown database: only \"main\" can be serialized",
@@ -231,7 +228,7 @@ pub unsafe extern "C" fn sqlite3_serialize(
     let Some(image) = image else {
         return std::ptr::null_mut();
     };
-    let p = libc::malloc(image.len()).cast::<u8>();
+    let p = sqlite3_malloc64(image.len() as u64).cast::<u8>();
     if p.is_null() {
         h.fail(SQLITE_NOMEM, "out of memory");
         return p;
@@ -262,12 +259,12 @@ pub unsafe extern "C" fn sqlite3_deserialize(
     };
     let decoded = decode(image);
     if flags & SQLITE_DESERIALIZE_FREEONCLOSE != 0 {
-        libc::free(data.cast());
+        sqlite3_free(data.cast());
     }
     let Some(h) = db.as_ref() else {
         return SQLITE_MISUSE;
     };
-    if !is_main(schema) {
+    if !names_main(schema) {
         return h.fail(
             SQLITE_ERROR,
             "unknown database: only \"main\" can be deserialized",

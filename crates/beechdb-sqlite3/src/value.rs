@@ -372,6 +372,11 @@ pub unsafe extern "C" fn sqlite3_aggregate_context(
 }
 
 /// The text of a C string argument, if any.
+/// Whether a schema name argument names `main` (NULL does, as in SQLite).
+pub(crate) unsafe fn names_main(p: *const c_char) -> bool {
+    arg_str(p).is_none_or(|n| n.eq_ignore_ascii_case("main"))
+}
+
 pub(crate) unsafe fn arg_str<'a>(p: *const c_char) -> Option<&'a str> {
     if p.is_null() {
         None

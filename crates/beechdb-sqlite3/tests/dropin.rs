@@ -104,13 +104,33 @@ fn python_on(dir: &Path) -> Option<String> {
         })
 }
 
+/// `python_on(dir)`, one that can also import `module` when given; without one the test
+/// is to say so and pass (`None`), unless `BEECH_REQUIRE_PYTHON=1`.
+fn python_or_skip(dir: &Path, module: Option<&str>) -> Option<String> {
+    let python = python_on(dir).filter(|py| {
+        module.is_none_or(|m| {
+            Command::new(py)
+                .args(["-c", &format!("import {m}")])
+                .env("LD_LIBRARY_PATH", dir)
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+    });
+    if python.is_none() {
+        let with = module.map_or(String::new(), |m| format!(" and can import {m}"));
+        let msg = format!(
+            "no Python whose sqlite3 module links libsqlite3.so.0 dynamically{with} was found"
+        );
+        assert!(std::env::var("BEECH_REQUIRE_PYTHON").is_err(), "{msg}");
+        eprintln!("SKIPPED: {msg}");
+    }
+    python
+}
+
 #[test]
 fn python_sqlite3_module_runs_on_the_library() {
     let dir = dropin_dir();
-    let Some(python) = python_on(&dir) else {
-        let msg = "no Python whose sqlite3 module links libsqlite3.so.0 dynamically was found";
-        assert!(std::env::var("BEECH_REQUIRE_PYTHON").is_err(), "{msg}");
-        eprintln!("SKIPPED: {msg}");
+    let Some(python) = python_or_skip(&dir, None) else {
         return;
     };
     let scratch = tempfile::tempdir().unwrap();
@@ -135,10 +155,7 @@ fn python_sqlite3_module_runs_on_the_library() {
 #[test]
 fn the_last_close_checkpoints_the_database() {
     let dir = dropin_dir();
-    let Some(python) = python_on(&dir) else {
-        let msg = "no Python whose sqlite3 module links libsqlite3.so.0 dynamically was found";
-        assert!(std::env::var("BEECH_REQUIRE_PYTHON").is_err(), "{msg}");
-        eprintln!("SKIPPED: {msg}");
+    let Some(python) = python_or_skip(&dir, None) else {
         return;
     };
     let scratch = tempfile::tempdir().unwrap();
@@ -206,18 +223,7 @@ const CPYTHON_KNOWN_FAILURES: &[(&str, &str)] = &[
 #[test]
 fn cpython_test_sqlite3_passes_on_the_library() {
     let dir = dropin_dir();
-    let python = python_on(&dir).filter(|py| {
-        Command::new(py)
-            .args(["-c", "import test.test_sqlite3"])
-            .env("LD_LIBRARY_PATH", &dir)
-            .output()
-            .is_ok_and(|o| o.status.success())
-    });
-    let Some(python) = python else {
-        let msg = "no Python with CPython's test package whose sqlite3 module links \
-                   libsqlite3.so.0 dynamically was found";
-        assert!(std::env::var("BEECH_REQUIRE_PYTHON").is_err(), "{msg}");
-        eprintln!("SKIPPED: {msg}");
+    let Some(python) = python_or_skip(&dir, Some("test.test_sqlite3")) else {
         return;
     };
     let scratch = tempfile::tempdir().unwrap();

@@ -332,6 +332,25 @@ static void blobs_and_backup(void) {
     CHECK(strcmp((const char *)sqlite3_column_text(s, 1), "one,two") == 0);
     CHECK(sqlite3_column_int(s, 2) == 0);
     sqlite3_finalize(s);
+
+    /* An image: none kept in memory to lend (NOCOPY), none of an unknown schema; the one
+       made deserializes into another connection, and a damaged one is refused whole. */
+    sqlite3_int64 size = 0;
+    CHECK(sqlite3_serialize(db, "main", &size, SQLITE_SERIALIZE_NOCOPY) == 0 && size == -1);
+    CHECK(sqlite3_serialize(db, "other", &size, 0) == 0);
+    CHECK(sqlite3_errcode(db) == SQLITE_ERROR && strstr(sqlite3_errmsg(db), "unknown database"));
+    unsigned char *image = sqlite3_serialize(db, 0, &size, 0);
+    CHECK(image != 0 && size > 0);
+    unsigned char *bad = sqlite3_malloc64(size);
+    memcpy(bad, image, size);
+    bad[size / 2] ^= 1;
+    CHECK_RC(copy, sqlite3_deserialize(copy, "main", bad, size, size, SQLITE_DESERIALIZE_FREEONCLOSE), SQLITE_NOTADB);
+    CHECK_RC(copy, sqlite3_deserialize(copy, "other", image, size, size, 0), SQLITE_ERROR);
+    CHECK_RC(copy, sqlite3_deserialize(copy, "main", image, size, size, SQLITE_DESERIALIZE_FREEONCLOSE), SQLITE_OK);
+    CHECK_RC(copy, sqlite3_prepare_v2(copy, "SELECT group_concat(y) FROM plain", -1, &s, 0), SQLITE_OK);
+    CHECK_RC(copy, sqlite3_step(s), SQLITE_ROW);
+    CHECK(strcmp((const char *)sqlite3_column_text(s, 0), "one,two") == 0);
+    sqlite3_finalize(s);
     sqlite3_close(copy);
     sqlite3_close(db);
 }
