@@ -1,7 +1,7 @@
 //! BeechDB's SQL layer: SQLite's dialect and semantics over BeechDB's transactional engine,
 //! with many connections writing at once.
 //!
-//! A [`Database`] is an environment directory (a temporary one for `:memory:`); each
+//! A [`Database`] is an environment (in memory only for `:memory:`); each
 //! [`Connection`] runs statements in engine transactions: autocommit statements each in
 //! their own, `BEGIN ... COMMIT` in one. Statement-level atomicity inside a transaction is a
 //! savepoint per statement. Write-write conflicts are [`Error::BusySnapshot`] or
@@ -65,10 +65,10 @@ struct Shared {
     schema: RwLock<Arc<Schema>>,
     /// The next rowid of each table (see `dml.rs`, `new_rowid`).
     rowids: parking_lot::Mutex<HashMap<String, i64>>,
-    _tmp: Option<tempfile::TempDir>,
 }
 
-/// A SQL database: an environment directory, shared by any number of connections.
+/// A SQL database: an environment (a directory, a file, or memory), shared by any number
+/// of connections.
 #[derive(Clone)]
 pub struct Database {
     shared: Arc<Shared>,
@@ -83,7 +83,7 @@ impl Database {
     /// Opens with an engine configuration (made transactional).
     pub fn open_with(path: impl AsRef<Path>, config: Config) -> Result<Database> {
         let env = Env::open(path, config.transactional(true))?;
-        Database::from_env(env, None)
+        Database::from_env(env)
     }
 
     /// Opens (creating if missing or empty) the database kept in the file `path`, with its
@@ -95,26 +95,23 @@ impl Database {
             path,
             Config::new().transactional(true).log_segment_size(8 << 20),
         )?;
-        Database::from_env(env, None)
+        Database::from_env(env)
     }
 
-    /// A database in a temporary directory, removed when the last handle goes.
+    /// A database in this process's memory, gone when the last handle goes (SQLite's
+    /// `:memory:`): no file, no fsync.
     pub fn open_in_memory() -> Result<Database> {
-        let tmp = tempfile::tempdir()
-            .map_err(|e| Error::Sql(format!("unable to open database file: {e}")))?;
-        // Its log in memory: nothing of it outlives the process, and an open then writes no
-        // log segment (a zero-filled 64 MiB file, tens of milliseconds).
-        let env = Env::open(
-            tmp.path(),
+        let env = Env::open_with_storage(
+            Arc::new(beechdb::storage::RamStorage::new()),
             Config::new()
                 .in_memory_log(true)
                 .durability(Durability::NoSync)
                 .cache_size(16 << 20),
         )?;
-        Database::from_env(env, Some(tmp))
+        Database::from_env(env)
     }
 
-    fn from_env(env: Env, tmp: Option<tempfile::TempDir>) -> Result<Database> {
+    fn from_env(env: Env) -> Result<Database> {
         let db = match env.open_db(SCHEMA_DB) {
             Ok(db) => db,
             Err(beechdb::Error::DbNotFound(_)) => env.open_or_create_db(SCHEMA_DB)?,
@@ -126,7 +123,6 @@ impl Database {
                 env,
                 schema: RwLock::new(Arc::new(schema)),
                 rowids: Default::default(),
-                _tmp: tmp,
             }),
         })
     }

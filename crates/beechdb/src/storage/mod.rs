@@ -1,7 +1,8 @@
 //! The storage seam: every byte BeechDB reads or writes goes through [`Storage`] and
 //! [`StorageFile`].
 //!
-//! Owns: the two traits, the real implementation ([`OsStorage`]), the simulating one
+//! Owns: the two traits, the real implementation ([`OsStorage`]), one in memory for
+//! environments that need no files ([`RamStorage`]), the simulating one
 //! (`MemStorage`: power loss, fault injection, process restarts; and `HookStorage`, which
 //! runs a test's hook before each write; both behind the `mem-storage` feature) and a
 //! namespace of unsynced scratch files inside either (`scratch`). May call: the operating
@@ -18,6 +19,7 @@ mod mem;
 pub(crate) mod meta;
 mod os;
 pub(crate) mod page;
+mod ram;
 pub(crate) mod scratch;
 
 #[cfg(any(test, feature = "mem-storage"))]
@@ -25,6 +27,7 @@ pub use hook::{Hook, HookStorage};
 #[cfg(any(test, feature = "mem-storage"))]
 pub use mem::{FaultKind, MemStorage};
 pub use os::OsStorage;
+pub use ram::RamStorage;
 
 use std::any::Any;
 use std::fmt::Debug;
