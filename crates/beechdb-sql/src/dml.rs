@@ -108,7 +108,9 @@ impl Exec<'_> {
     }
 
     fn schema_mut(&mut self) -> &mut Schema {
-        Arc::make_mut(self.schema)
+        let s = Arc::make_mut(self.schema);
+        s.listing.take();
+        s
     }
 
     /// Where the existing object `name` stands in the order of creation.

@@ -1790,6 +1790,10 @@ impl<'a> Exec<'a> {
     /// `sqlite_schema`'s rows: type, name, table, root page (always 0), SQL text.
     fn schema_rows(&self) -> Vec<Row> {
         let s = &self.schema;
+        s.listing.get_or_init(|| Self::list_schema(s)).clone()
+    }
+
+    fn list_schema(s: &Schema) -> Vec<Row> {
         let created = |name: &str| s.created.get(&lc(name)).copied().unwrap_or(0);
         // Each row with its place in the order of creation, as SQLite's rowids have them.
         let row = |kind: &str, name: &str, table: &str, sql: Value| {

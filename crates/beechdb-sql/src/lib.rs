@@ -177,8 +177,9 @@ pub struct Connection {
     /// The explicit transaction (`BEGIN`), if one is open.
     txn: Option<Txn>,
     schema: Arc<Schema>,
-    /// Named savepoints: name, engine savepoint, whether it began the transaction.
-    savepoints: Vec<(String, beechdb::Savepoint, bool)>,
+    /// Named savepoints: name, engine savepoint, whether it began the transaction, and
+    /// the schema as it stood (what `ROLLBACK TO` puts back).
+    savepoints: Vec<(String, beechdb::Savepoint, bool, Arc<Schema>)>,
     dbs: rustc_hash::FxHashMap<String, Db>,
     /// The schema `dbs` was filled under, between auto-commit statements.
     dbs_schema: Arc<Schema>,
@@ -467,11 +468,15 @@ impl Connection {
             // Inside a transaction: the statement's own effects undone if it fails.
             let txn = self.txn.take().expect("checked");
             let sp = txn.savepoint()?;
+            let schema = self.schema.clone();
             let r = self.exec(&txn, stmt, params);
             match &r {
                 Ok(_) => txn.release(sp)?,
                 Err(e) if e.is_busy() => {}
-                Err(_) => txn.rollback_to(&sp)?,
+                Err(_) => {
+                    txn.rollback_to(&sp)?;
+                    self.restore_schema(schema);
+                }
             }
             self.txn = Some(txn);
             if let Err(e) = &r {
@@ -770,21 +775,22 @@ impl Connection {
             self.begin(BeginKind::Deferred)?;
         }
         let sp = self.txn.as_ref().expect("begun").savepoint()?;
-        self.savepoints.push((name.to_string(), sp, began));
+        let schema = self.schema.clone();
+        self.savepoints.push((name.to_string(), sp, began, schema));
         Ok(QueryResult::default())
     }
 
     fn find_savepoint(&self, name: &str) -> Result<usize> {
         self.savepoints
             .iter()
-            .rposition(|(n, _, _)| n.eq_ignore_ascii_case(name))
+            .rposition(|(n, ..)| n.eq_ignore_ascii_case(name))
             .ok_or_else(|| Error::Sql(format!("no such savepoint: {name}")))
     }
 
     fn release(&mut self, name: &str) -> Result<QueryResult> {
         let i = self.find_savepoint(name)?;
         let mut gone = self.savepoints.split_off(i);
-        let (_, sp, began) = gone.remove(0);
+        let (_, sp, began, _) = gone.remove(0);
         if began {
             self.commit()?;
         } else {
@@ -801,7 +807,18 @@ impl Connection {
         self.savepoints.truncate(i + 1);
         let txn = self.txn.as_ref().expect("a savepoint is in a transaction");
         txn.rollback_to(&self.savepoints[i].1)?;
+        self.restore_schema(self.savepoints[i].3.clone());
         Ok(QueryResult::default())
+    }
+
+    /// Puts back the schema as it stood at a savepoint the transaction rolled back to:
+    /// objects made since are gone, dropped ones are back, and the database handles kept
+    /// for this schema's objects go too (they may name databases rolled back).
+    fn restore_schema(&mut self, schema: Arc<Schema>) {
+        if !Arc::ptr_eq(&self.schema, &schema) {
+            self.schema = schema;
+            self.dbs.clear();
+        }
     }
 
     /// Commits `txn` with `PRAGMA synchronous`'s durability, if set, else the

@@ -95,6 +95,10 @@ pub struct Schema {
     pub next_db: u64,
     /// Each object's place in the order of creation, by lower-cased name.
     pub created: BTreeMap<String, u64>,
+    /// `sqlite_schema`'s rows, made at the first query that reads them (programs look
+    /// their tables up there again and again); emptied by every change (`dml.rs`,
+    /// `schema_mut`).
+    pub listing: std::sync::OnceLock<Vec<crate::exec::Row>>,
 }
 
 /// A `sqlite_schema` record holding a number rather than an object (the database counter,

@@ -39,7 +39,10 @@ fn fill_and_check(config: Config, transactional: bool) {
     drop(db);
     env.sync().unwrap();
     let pages = storage.open_read_only("beech.db").unwrap().len().unwrap();
-    assert!(pages > 4 << 20, "the pages went to the storage: {pages} bytes");
+    assert!(
+        pages > 4 << 20,
+        "the pages went to the storage: {pages} bytes"
+    );
     assert!(matches!(
         Env::open_with_storage(storage.clone(), config.clone()),
         Err(Error::Locked { .. })

@@ -39,7 +39,10 @@ impl fmt::Debug for RamStorage {
 }
 
 fn not_found(name: &str) -> io::Error {
-    io::Error::new(io::ErrorKind::NotFound, format!("no file {name:?} in memory"))
+    io::Error::new(
+        io::ErrorKind::NotFound,
+        format!("no file {name:?} in memory"),
+    )
 }
 
 impl Storage for RamStorage {
@@ -150,7 +153,10 @@ impl StorageFile for RamFile {
             }
             None => Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
-                format!("a read to {end} past the end of a {}-byte file", bytes.len()),
+                format!(
+                    "a read to {end} past the end of a {}-byte file",
+                    bytes.len()
+                ),
             )),
         }
     }
