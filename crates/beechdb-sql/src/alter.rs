@@ -34,6 +34,46 @@ fn tokens(sql: &str) -> Result<Vec<Tok>> {
     }
 }
 
+/// A CREATE statement's text as SQLite keeps it in `sqlite_schema`: `CREATE TABLE`,
+/// `CREATE [UNIQUE] INDEX`, `CREATE VIEW` or `CREATE TRIGGER` in capitals, then the text
+/// as typed from the object's name on (TEMP and IF NOT EXISTS left out, as SQLite leaves
+/// them). Text of another shape is kept as it is.
+pub(crate) fn stored_create(sql: &str) -> String {
+    let Ok(toks) = tokens(sql) else {
+        return sql.to_string();
+    };
+    let mut kinds = toks.iter().map(|t| t.kind);
+    if kinds.next() != Some(T::TK_CREATE) {
+        return sql.to_string();
+    }
+    let mut at = 1;
+    if toks.get(at).is_some_and(|t| t.kind == T::TK_TEMP) {
+        at += 1;
+    }
+    let unique = toks.get(at).is_some_and(|t| t.kind == T::TK_UNIQUE);
+    at += unique as usize;
+    let kind = match toks.get(at).map(|t| t.kind) {
+        Some(T::TK_TABLE) => "TABLE",
+        Some(T::TK_INDEX) if unique => "UNIQUE INDEX",
+        Some(T::TK_INDEX) => "INDEX",
+        Some(T::TK_VIEW) => "VIEW",
+        Some(T::TK_TRIGGER) => "TRIGGER",
+        _ => return sql.to_string(),
+    };
+    at += 1;
+    let if_not_exists = [T::TK_IF, T::TK_NOT, T::TK_EXISTS];
+    if toks
+        .get(at..at + 3)
+        .is_some_and(|w| w.iter().map(|t| t.kind).eq(if_not_exists))
+    {
+        at += 3;
+    }
+    match toks.get(at) {
+        Some(name) => format!("CREATE {kind} {}", &sql[name.span.start..]),
+        None => sql.to_string(),
+    }
+}
+
 /// The name a token spells, if it can name something: an identifier (quoted or not), or a
 /// keyword that SQLite lets stand as one.
 fn word(sql: &str, t: &Tok) -> Option<String> {

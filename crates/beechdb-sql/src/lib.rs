@@ -812,13 +812,12 @@ impl Connection {
     }
 
     /// Puts back the schema as it stood at a savepoint the transaction rolled back to:
-    /// objects made since are gone, dropped ones are back, and the database handles kept
-    /// for this schema's objects go too (they may name databases rolled back).
+    /// objects made since are gone, dropped ones are back. The database handles kept stay:
+    /// those of databases this transaction made before the savepoint are the only way to
+    /// them until it commits, and a name the rollback freed is taken again by the next
+    /// object made, whose handle replaces the old one.
     fn restore_schema(&mut self, schema: Arc<Schema>) {
-        if !Arc::ptr_eq(&self.schema, &schema) {
-            self.schema = schema;
-            self.dbs.clear();
-        }
+        self.schema = schema;
     }
 
     /// Commits `txn` with `PRAGMA synchronous`'s durability, if set, else the

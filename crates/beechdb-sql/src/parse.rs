@@ -161,7 +161,8 @@ struct WindowSpec {
 }
 
 /// `stmt` from its CREATE keyword to its last token (no comments before, no semicolon
-/// after); `None` if it is not a CREATE statement.
+/// after), as SQLite stores it (`alter::stored_create`); `None` if it is not a CREATE
+/// statement.
 fn create_text(stmt: &str) -> Option<String> {
     let mut rest = stmt;
     loop {
@@ -180,10 +181,9 @@ fn create_text(stmt: &str) -> Option<String> {
     {
         return None;
     }
-    Some(
-        rest.trim_end_matches(|c: char| c == ';' || c.is_whitespace())
-            .to_string(),
-    )
+    Some(crate::alter::stored_create(
+        rest.trim_end_matches(|c: char| c == ';' || c.is_whitespace()),
+    ))
 }
 
 fn name(n: &p::Name) -> String {
