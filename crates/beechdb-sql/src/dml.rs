@@ -65,6 +65,31 @@ fn is_sequence_table(name: &str) -> bool {
     name.eq_ignore_ascii_case("sqlite_sequence")
 }
 
+/// The CREATE text of a table made by CREATE TABLE ... AS SELECT, as SQLite writes it
+/// (`createTableStmt`): names quoted where SQL needs it, each column's type from its
+/// affinity, and a column a line once the names are long.
+fn select_table_text(name: &str, columns: &[ColumnDef]) -> String {
+    // SQLite's `identLength`: the name quoted, whether or not it will be.
+    let length = |n: &str| n.len() + n.matches('"').count() + 2;
+    let long = columns.iter().map(|c| length(&c.name) + 5).sum::<usize>() + length(name) >= 50;
+    let (first, between, end) = match long {
+        false => ("", ",", ")"),
+        true => ("\n  ", ",\n  ", "\n)"),
+    };
+    let q = crate::alter::quoted;
+    let mut sql = format!("CREATE TABLE {}(", q(name));
+    for (i, c) in columns.iter().enumerate() {
+        sql.push_str(if i == 0 { first } else { between });
+        sql.push_str(&q(&c.name));
+        if let Some(t) = c.decl_type.as_deref().filter(|t| !t.is_empty()) {
+            sql.push(' ');
+            sql.push_str(t);
+        }
+    }
+    sql.push_str(end);
+    sql
+}
+
 /// Table `t`'s entry in `sqlite_schema`, with its definition `sql`, `seq` in the order of
 /// creation.
 fn table_entry(t: &Table, sql: &str, seq: i64) -> Vec<u8> {
@@ -96,6 +121,16 @@ impl Exec<'_> {
     }
 
     fn put_entry(&mut self, name: &str, rec: Vec<u8>) -> Result<()> {
+        // Every open reads the schema back from these texts: one that does not parse would
+        // leave a database that no longer opens, so it is refused before it is written.
+        let sql = crate::record::decode_row(&rec, 5)?[4].to_text();
+        if !sql.is_empty() {
+            if let Err(e) = crate::parse::parse_one(&sql) {
+                return Err(Error::Sql(format!(
+                    "the schema text made for {name} does not read back ({e}): {sql}"
+                )));
+            }
+        }
         let db = self.schema_db()?;
         self.txn.put(&db, lc(name).as_bytes(), &rec)?;
         Ok(())
@@ -1475,18 +1510,7 @@ impl Exec<'_> {
                         ColumnDef::plain(n.clone(), decl)
                     })
                     .collect();
-                def.sql = format!(
-                    "CREATE TABLE {}({})",
-                    ct.name,
-                    def.columns
-                        .iter()
-                        .map(|c| match &c.decl_type {
-                            Some(t) if !t.is_empty() => format!("{} {t}", c.name),
-                            _ => c.name.clone(),
-                        })
-                        .collect::<Vec<_>>()
-                        .join(",")
-                );
+                def.sql = select_table_text(&ct.name, &def.columns);
                 Some(r.rows)
             }
             None => None,

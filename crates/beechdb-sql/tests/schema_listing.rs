@@ -96,3 +96,30 @@ fn a_schema_change_that_fails_inside_a_transaction_leaves_the_schema_as_it_was()
     }
     same_rows(&mut ours, &lite, LISTING, false);
 }
+
+/// CREATE TABLE ... AS SELECT writes its own CREATE text: names that are not plain
+/// identifiers are quoted there, as SQLite quotes them, so the text reads back (the
+/// database opens again with it) and lists as SQLite's does.
+#[test]
+fn create_table_as_select_quotes_the_names_it_writes() {
+    let sql = "CREATE TABLE src(a INTEGER, \"b c\" TEXT); INSERT INTO src VALUES (1, 'x');
+        CREATE TABLE \"my t\" AS SELECT 1, a + 1, \"b c\", a AS \"select\", a AS 'q\"t', a AS é FROM src;
+        CREATE TABLE t2 AS SELECT * FROM \"my t\"";
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let lite = rusqlite::Connection::open_in_memory().unwrap();
+    lite.execute_batch(sql).unwrap();
+    {
+        let db = beechdb_sql::Database::open_file(&path).unwrap();
+        let mut ours = db.connect();
+        ours.execute_batch(sql).unwrap();
+        same_rows(&mut ours, &lite, LISTING, false);
+        drop(ours);
+        db.close().unwrap();
+    }
+    let db = beechdb_sql::Database::open_file(&path).unwrap();
+    let mut ours = db.connect();
+    same_rows(&mut ours, &lite, LISTING, false);
+    same_rows(&mut ours, &lite, "SELECT * FROM \"my t\"", false);
+    same_rows(&mut ours, &lite, "SELECT * FROM t2", false);
+}

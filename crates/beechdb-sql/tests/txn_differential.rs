@@ -1,8 +1,9 @@
 //! Differential test of transactions: random runs of writes, schema changes, transactions
 //! and savepoints (BEGIN, COMMIT, ROLLBACK, SAVEPOINT, RELEASE, ROLLBACK TO), some of them
 //! failing (constraints, missing objects, misuse), run on BeechDB and on SQLite (rusqlite,
-//! bundled). After every statement both must have succeeded or both failed, and hold the
-//! same rows and the same schema; a second connection of each, between transactions, must
+//! bundled), each as the C library runs one (prepared, described, run). After every
+//! statement both must have succeeded or both failed, and hold the same rows, the same
+//! schema and the same counts of changes; a second connection of each, between transactions, must
 //! see the same committed state. `BEECH_TXN_DIFF_SEEDS` sets the number of runs (default
 //! 150).
 
@@ -25,7 +26,8 @@ const SETUP: &str = "CREATE TABLE t1(a INTEGER PRIMARY KEY, b, c);
 
 /// What is compared after each statement: every table's rows in a fixed order, and the
 /// schema (a missing table compares as the same error on both).
-const CHECKS: [&str; 4] = [
+const CHECKS: [&str; 5] = [
+    "SELECT changes(), total_changes()",
     "SELECT * FROM t1 ORDER BY a",
     "SELECT * FROM t2 ORDER BY x",
     "SELECT * FROM t3 ORDER BY rowid",
@@ -108,7 +110,11 @@ fn run(seed: u64) {
     let mut savepoints = Vec::new();
     for _ in 0..60 {
         let sql = statement(&mut rng, &mut savepoints);
-        let mine = ours.execute_batch(&sql);
+        // As the C library runs a statement: unknown tables and columns fail the prepare.
+        let mine = ours
+            .prepare(&sql)
+            .and_then(|stmt| ours.describe(&stmt).map(|_| stmt))
+            .and_then(|stmt| ours.run(&stmt, &[]).map(drop));
         let theirs = lite.execute_batch(&sql);
         done.push(format!(
             "{sql};  -- {}",
