@@ -170,11 +170,12 @@ impl Exec<'_> {
 
     // ---- rows ----
 
-    /// The next rowid: one past the largest.
     /// A new rowid: past the largest this transaction sees, and past every rowid handed
     /// out by the database's counter for the table (kept outside transactions, so that
-    /// concurrent inserts into one table take different rowids instead of conflicting; a
-    /// rolled-back insert leaves a gap).
+    /// concurrent inserts into one table take different rowids instead of conflicting).
+    /// What a failed statement or a rolled-back transaction took goes back to the counter
+    /// when no other connection took one since (`exec::TakenRowids`), so the next insert
+    /// takes it again, as in SQLite; a deleted largest rowid is not taken again.
     fn new_rowid(&mut self, t: &Table) -> Result<i64> {
         let db = self.db(&t.db)?;
         let last = self.txn.last(&db, ..)?;

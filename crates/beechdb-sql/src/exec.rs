@@ -359,10 +359,12 @@ pub fn conjuncts(e: &Expr) -> Vec<&Expr> {
     }
 }
 
-/// The rowids one statement took from the shared counter of one table: the first, the last
-/// and how many. If the statement fails they are given back when they are all of
-/// `first..=last` (no other connection took one in between) and none was taken since, so
-/// that a failed insert leaves no gap, as in SQLite.
+/// The rowids a statement (or a transaction, or its part since a savepoint) took from the
+/// shared counter of one table: the first, the last and how many. If what took them is
+/// undone they are given back when they are all of `first..=last` (no other connection
+/// took one in between) and none was taken since, so that a failed or rolled-back insert
+/// leaves no gap, as in SQLite (whose next rowid is one past the largest).
+#[derive(Clone)]
 pub struct TakenRowids {
     table: String,
     first: i64,
@@ -384,7 +386,34 @@ impl TakenRowids {
         }
     }
 
-    /// Gives back what a failed statement took, where it can.
+    /// Adds what a statement took to what its transaction took. Taken out of order (not
+    /// following on), the ranges are no longer whole, and are not given back.
+    pub(crate) fn fold(into: &mut Vec<TakenRowids>, taken: Vec<TakenRowids>) {
+        for t in taken {
+            match into.iter_mut().find(|i| i.table == t.table) {
+                Some(i) => (i.last, i.count) = (t.last, i.count + t.count),
+                None => into.push(t),
+            }
+        }
+    }
+
+    /// What was taken in `now` since `then` (an earlier state of the same transaction's).
+    pub(crate) fn since(now: &[TakenRowids], then: &[TakenRowids]) -> Vec<TakenRowids> {
+        now.iter()
+            .filter_map(|n| match then.iter().find(|t| t.table == n.table) {
+                None => Some(n.clone()),
+                Some(t) if t.count == n.count => None,
+                Some(t) => Some(TakenRowids {
+                    table: n.table.clone(),
+                    first: t.last + 1,
+                    last: n.last,
+                    count: n.count - t.count,
+                }),
+            })
+            .collect()
+    }
+
+    /// Gives back what an undone statement or transaction took, where it can.
     pub(crate) fn give_back(taken: &[TakenRowids], counters: &mut HashMap<String, i64>) {
         for t in taken {
             let whole = t.last - t.first + 1 == t.count;

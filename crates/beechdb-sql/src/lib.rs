@@ -146,6 +146,7 @@ impl Database {
             txn: None,
             schema: self.shared.schema.read().clone(),
             savepoints: Vec::new(),
+            txn_rowids: Vec::new(),
             dbs: Default::default(),
             dbs_schema: Default::default(),
             last_rowid: 0,
@@ -177,9 +178,9 @@ pub struct Connection {
     /// The explicit transaction (`BEGIN`), if one is open.
     txn: Option<Txn>,
     schema: Arc<Schema>,
-    /// Named savepoints: name, engine savepoint, whether it began the transaction, and
-    /// the schema as it stood (what `ROLLBACK TO` puts back).
-    savepoints: Vec<(String, beechdb::Savepoint, bool, Arc<Schema>)>,
+    savepoints: Vec<NamedSavepoint>,
+    /// The rowids the open transaction took (given back if it rolls back).
+    txn_rowids: Vec<exec::TakenRowids>,
     dbs: rustc_hash::FxHashMap<String, Db>,
     /// The schema `dbs` was filled under, between auto-commit statements.
     dbs_schema: Arc<Schema>,
@@ -197,6 +198,16 @@ pub struct Connection {
     registry: Registry,
     /// Set by an [`Interrupter`]: the running statement stops with [`Error::Interrupted`].
     interrupted: Arc<AtomicBool>,
+}
+
+/// A savepoint by name (`SAVEPOINT name`), and what `ROLLBACK TO name` puts back.
+struct NamedSavepoint {
+    name: String,
+    mark: beechdb::Savepoint,
+    /// Whether it began the transaction (its RELEASE commits).
+    began: bool,
+    schema: Arc<Schema>,
+    rowids: Vec<exec::TakenRowids>,
 }
 
 /// Stops whatever statement a connection is running, from any thread (SQLite's
@@ -475,7 +486,7 @@ impl Connection {
                 Err(e) if e.is_busy() => {}
                 Err(_) => {
                     txn.rollback_to(&sp)?;
-                    self.restore_schema(schema);
+                    self.schema = schema;
                 }
             }
             self.txn = Some(txn);
@@ -505,6 +516,7 @@ impl Connection {
                 self.commit_txn(&txn)?;
                 Ok(res)
             });
+            let taken = std::mem::take(&mut self.txn_rowids);
             let r = match r {
                 Ok(res) => {
                     self.publish_schema()?;
@@ -512,6 +524,7 @@ impl Connection {
                 }
                 Err(e) => {
                     txn.abort();
+                    self.give_back_rowids(&taken);
                     self.dbs.clear();
                     self.schema = self.shared.schema.read().clone();
                     self.schema_changed = false;
@@ -684,8 +697,11 @@ impl Connection {
                 .map(|()| QueryResult::default()),
             _ => unreachable!("handled by the connection"),
         };
-        if res.is_err() {
-            exec::TakenRowids::give_back(&ex.taken_rowids, &mut self.shared.rowids.lock());
+        match res.is_ok() {
+            true => {
+                exec::TakenRowids::fold(&mut self.txn_rowids, std::mem::take(&mut ex.taken_rowids))
+            }
+            false => exec::TakenRowids::give_back(&ex.taken_rowids, &mut self.shared.rowids.lock()),
         }
         let changes = ex.changes;
         if matches!(
@@ -745,9 +761,11 @@ impl Connection {
         self.savepoints.clear();
         let r = self.commit_txn(&txn);
         self.dbs.clear();
+        let taken = std::mem::take(&mut self.txn_rowids);
         match r {
             Ok(_) => self.publish_schema(),
             Err(e) => {
+                self.give_back_rowids(&taken);
                 self.schema = self.shared.schema.read().clone();
                 self.schema_changed = false;
                 Err(e.into())
@@ -764,9 +782,17 @@ impl Connection {
         txn.abort();
         self.savepoints.clear();
         self.dbs.clear();
+        let taken = std::mem::take(&mut self.txn_rowids);
+        self.give_back_rowids(&taken);
         self.schema = self.shared.schema.read().clone();
         self.schema_changed = false;
         Ok(())
+    }
+
+    /// Gives back the rowids an undone transaction (or part of one) took, where no other
+    /// connection has taken one since (see `exec::TakenRowids`).
+    fn give_back_rowids(&self, taken: &[exec::TakenRowids]) {
+        exec::TakenRowids::give_back(taken, &mut self.shared.rowids.lock());
     }
 
     fn savepoint(&mut self, name: &str) -> Result<QueryResult> {
@@ -774,30 +800,35 @@ impl Connection {
         if began {
             self.begin(BeginKind::Deferred)?;
         }
-        let sp = self.txn.as_ref().expect("begun").savepoint()?;
-        let schema = self.schema.clone();
-        self.savepoints.push((name.to_string(), sp, began, schema));
+        let mark = self.txn.as_ref().expect("begun").savepoint()?;
+        self.savepoints.push(NamedSavepoint {
+            name: name.to_string(),
+            mark,
+            began,
+            schema: self.schema.clone(),
+            rowids: self.txn_rowids.clone(),
+        });
         Ok(QueryResult::default())
     }
 
     fn find_savepoint(&self, name: &str) -> Result<usize> {
         self.savepoints
             .iter()
-            .rposition(|(n, ..)| n.eq_ignore_ascii_case(name))
+            .rposition(|s| s.name.eq_ignore_ascii_case(name))
             .ok_or_else(|| Error::Sql(format!("no such savepoint: {name}")))
     }
 
     fn release(&mut self, name: &str) -> Result<QueryResult> {
         let i = self.find_savepoint(name)?;
         let mut gone = self.savepoints.split_off(i);
-        let (_, sp, began, _) = gone.remove(0);
-        if began {
+        let sp = gone.remove(0);
+        if sp.began {
             self.commit()?;
         } else {
             self.txn
                 .as_ref()
                 .expect("a savepoint is in a transaction")
-                .release(sp)?;
+                .release(sp.mark)?;
         }
         Ok(QueryResult::default())
     }
@@ -806,18 +837,18 @@ impl Connection {
         let i = self.find_savepoint(name)?;
         self.savepoints.truncate(i + 1);
         let txn = self.txn.as_ref().expect("a savepoint is in a transaction");
-        txn.rollback_to(&self.savepoints[i].1)?;
-        self.restore_schema(self.savepoints[i].3.clone());
+        let sp = &self.savepoints[i];
+        txn.rollback_to(&sp.mark)?;
+        // The schema as it stood there: objects made since are gone, dropped ones are
+        // back. The database handles kept stay: those of databases this transaction made
+        // before the savepoint are the only way to them until it commits, and a name the
+        // rollback freed is taken again by the next object made, whose handle replaces
+        // the old one.
+        self.schema = sp.schema.clone();
+        let since = exec::TakenRowids::since(&self.txn_rowids, &sp.rowids);
+        self.txn_rowids = sp.rowids.clone();
+        self.give_back_rowids(&since);
         Ok(QueryResult::default())
-    }
-
-    /// Puts back the schema as it stood at a savepoint the transaction rolled back to:
-    /// objects made since are gone, dropped ones are back. The database handles kept stay:
-    /// those of databases this transaction made before the savepoint are the only way to
-    /// them until it commits, and a name the rollback freed is taken again by the next
-    /// object made, whose handle replaces the old one.
-    fn restore_schema(&mut self, schema: Arc<Schema>) {
-        self.schema = schema;
     }
 
     /// Commits `txn` with `PRAGMA synchronous`'s durability, if set, else the

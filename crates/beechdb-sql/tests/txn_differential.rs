@@ -22,15 +22,17 @@ fn seeds() -> u64 {
 }
 
 const SETUP: &str = "CREATE TABLE t1(a INTEGER PRIMARY KEY, b, c);
-    CREATE TABLE t2(x TEXT UNIQUE, y INTEGER NOT NULL)";
+    CREATE TABLE t2(x TEXT UNIQUE, y INTEGER NOT NULL);
+    CREATE TABLE t4(id INTEGER PRIMARY KEY, v)";
 
 /// What is compared after each statement: every table's rows in a fixed order, and the
 /// schema (a missing table compares as the same error on both).
-const CHECKS: [&str; 5] = [
+const CHECKS: [&str; 6] = [
     "SELECT changes(), total_changes()",
     "SELECT * FROM t1 ORDER BY a",
     "SELECT * FROM t2 ORDER BY x",
     "SELECT * FROM t3 ORDER BY rowid",
+    "SELECT * FROM t4 ORDER BY id",
     "SELECT type, name, tbl_name, sql FROM sqlite_schema ORDER BY name",
 ];
 
@@ -38,7 +40,10 @@ fn statement(rng: &mut StdRng, savepoints: &mut Vec<String>) -> String {
     let k = rng.gen_range(0..12);
     let v = rng.gen_range(-3..40);
     match rng.gen_range(0..24) {
-        0..=2 => format!("INSERT INTO t1 VALUES ({k}, {v}, 'c{}')", v % 5),
+        0 | 1 => format!("INSERT INTO t1 VALUES ({k}, {v}, 'c{}')", v % 5),
+        // A new rowid: one past the largest, also after inserts rolled back (t4 has no
+        // deletes: SQLite takes a deleted largest rowid again, BeechDB does not).
+        2 => format!("INSERT INTO t4(v) VALUES ({v}), ({k})"),
         3 => format!("INSERT OR REPLACE INTO t1 VALUES ({k}, {v}, NULL)"),
         4 => format!("INSERT OR IGNORE INTO t1 VALUES ({k}, {v}, {v})"),
         5 | 6 => format!("INSERT INTO t2 VALUES ('k{k}', {v})"),

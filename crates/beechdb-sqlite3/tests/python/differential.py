@@ -1,0 +1,146 @@
+"""Differential run of Python's sqlite3 module: random statements on a database file,
+through the module's own transaction handling (implicit BEGIN before writes, commit(),
+rollback(), isolation_level None), parameters, executemany, executescript, fetches and the
+cursor's rowcount, lastrowid and description. Prints one line per step; run under SQLite's
+library and under BeechDB's, the two outputs must be equal.
+
+    python3 differential.py DIR SEEDS [STEPS]
+"""
+import os
+import random
+import sqlite3
+import sys
+
+SETUP = """
+CREATE TABLE t1(a INTEGER PRIMARY KEY, b TEXT, c REAL);
+CREATE TABLE t2(k TEXT UNIQUE NOT NULL, v INTEGER DEFAULT 0, w BLOB);
+CREATE INDEX t1_b ON t1(b);
+"""
+
+
+def value(rng):
+    return rng.choice([
+        None, rng.randint(-5, 30), rng.randint(0, 10) / 4, "s%d" % rng.randint(0, 9),
+        b"\x00\x01" * rng.randint(0, 2), "", 2**40 + rng.randint(0, 3),
+    ])
+
+
+def statement(rng):
+    k = rng.randint(0, 15)
+    r = rng.randint(0, 27)
+    if r < 4:
+        return "INSERT INTO t1(b, c) VALUES (?, ?)", (value(rng), value(rng))
+    if r < 6:
+        return "INSERT INTO t1 VALUES (?, ?, ?)", (k, value(rng), value(rng))
+    if r < 8:
+        return "INSERT INTO t2(k, v, w) VALUES (?, ?, ?)", ("k%d" % k, value(rng), value(rng))
+    if r == 8:
+        return "INSERT OR REPLACE INTO t2(k, v) VALUES (?, ?)", ("k%d" % k, k)
+    if r == 9:
+        return "INSERT INTO t2(k) VALUES (?) ON CONFLICT(k) DO UPDATE SET v = v + 1", ("k%d" % k,)
+    if r == 10:
+        return "UPDATE t1 SET c = coalesce(c, 0) + ? WHERE a % 4 = ?", (value(rng), k % 4)
+    if r == 11:
+        return "UPDATE t2 SET v = ? WHERE k > ?", (value(rng), "k%d" % k)
+    if r == 12:
+        return "DELETE FROM t1 WHERE a > ?", (k * 3,)
+    if r == 13:
+        return "DELETE FROM t2 WHERE v IS NULL OR v < ?", (k,)
+    if r == 14:
+        return "SELECT a, b, c, typeof(c) FROM t1 WHERE b IS NOT NULL ORDER BY a LIMIT ?", (k,)
+    if r == 15:
+        return "SELECT k, v, length(w) FROM t2 ORDER BY k", ()
+    if r == 16:
+        return "SELECT count(*), sum(c), max(b), group_concat(a) FROM t1", ()
+    if r == 17:
+        return "SELECT b, count(*) AS n FROM t1 GROUP BY b HAVING n > ? ORDER BY n DESC, b", (k % 3,)
+    if r == 18:
+        return "INSERT INTO t1(b, c) SELECT k, v FROM t2 WHERE v > ?", (k,)
+    if r == 19:
+        return "UPDATE t2 SET k = ? WHERE k = ?", ("k%d" % rng.randint(0, 15), "k%d" % k)
+    if r == 20:
+        return "INSERT INTO t2(k, v) VALUES (?, ?) RETURNING k, v * 2", ("r%d" % k, k)
+    if r == 21:
+        return "CREATE TABLE IF NOT EXISTS t3(x, y)", ()
+    if r == 22:
+        return "INSERT INTO t3 VALUES (?, ?)", (value(rng), value(rng))
+    if r == 23:
+        return "DROP TABLE IF EXISTS t3", ()
+    if r == 24:
+        return "SELECT * FROM nosuch", ()
+    if r == 25:
+        return "INSERT INTO t1 VALUES (?)", (1,)
+    if r == 26:
+        return "SELECT a, b FROM t1 WHERE a = ?", (k,)
+    return "SELEC 1", ()
+
+
+def shown(x):
+    if isinstance(x, float):
+        return repr(round(x, 9))
+    return repr(x)
+
+
+def run(path, seed, steps):
+    rng = random.Random(seed)
+    for suffix in ("",):
+        if os.path.exists(path + suffix):
+            os.remove(path + suffix)
+    con = sqlite3.connect(path)
+    con.executescript(SETUP)
+    out = []
+    for step in range(steps):
+        r = rng.random()
+        try:
+            if r < 0.06:
+                con.commit()
+                out.append("commit in_transaction=%s" % con.in_transaction)
+                continue
+            if r < 0.10:
+                con.rollback()
+                out.append("rollback in_transaction=%s" % con.in_transaction)
+                continue
+            if r < 0.12:
+                con.isolation_level = rng.choice([None, "", "DEFERRED", "IMMEDIATE"])
+                out.append("isolation_level=%r in_transaction=%s" % (con.isolation_level, con.in_transaction))
+                continue
+            if r < 0.16:
+                rows = [("m%d" % rng.randint(0, 20), rng.randint(0, 9)) for _ in range(rng.randint(0, 5))]
+                cur = con.executemany("INSERT OR IGNORE INTO t2(k, v) VALUES (?, ?)", rows)
+                out.append("executemany %d rowcount=%d" % (len(rows), cur.rowcount))
+                continue
+            if r < 0.18:
+                con.executescript("INSERT INTO t1(b) VALUES ('script'); UPDATE t2 SET v = 0 WHERE v IS NULL;")
+                out.append("executescript in_transaction=%s" % con.in_transaction)
+                continue
+            sql, params = statement(rng)
+            cur = con.execute(sql, params)
+            rows = cur.fetchall()
+            desc = [d[0] for d in cur.description] if cur.description else None
+            out.append("%s %s -> rows=%s desc=%s rowcount=%d lastrowid=%s in_transaction=%s" % (
+                sql, [shown(p) for p in params],
+                [[shown(v) for v in row] for row in rows],
+                desc, cur.rowcount, cur.lastrowid, con.in_transaction))
+        except sqlite3.Error as e:
+            out.append("error %s: %s in_transaction=%s" % (type(e).__name__, e, con.in_transaction))
+    con.commit()
+    for table in ("t1", "t2"):
+        out.append("%s: %s" % (table, con.execute("SELECT * FROM %s ORDER BY 1" % table).fetchall()))
+    con.close()
+    # A second connection reads what was committed.
+    con = sqlite3.connect(path)
+    out.append("reopened t1 count %s" % con.execute("SELECT count(*) FROM t1").fetchone())
+    con.close()
+    return out
+
+
+def main():
+    directory, seeds = sys.argv[1], int(sys.argv[2])
+    steps = int(sys.argv[3]) if len(sys.argv) > 3 else 80
+    for seed in range(seeds):
+        for line in run(os.path.join(directory, "diff.db"), seed, steps):
+            print("seed %d: %s" % (seed, line))
+
+
+if __name__ == "__main__":
+    main()
