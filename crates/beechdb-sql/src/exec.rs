@@ -70,6 +70,11 @@ impl Meta {
             cols,
         })
     }
+
+    /// Each column's collation (what DISTINCT compares by).
+    fn collations(&self) -> Vec<Collation> {
+        self.cols.iter().map(|c| c.coll).collect()
+    }
 }
 
 impl std::ops::Deref for Meta {
@@ -451,7 +456,7 @@ pub(crate) struct CorePlan {
     /// How the FROM clause is read, if there is one.
     pub(crate) join: Option<JoinPlan>,
     /// The WHERE clause with result columns' aliases in it replaced (see
-    /// [`Exec::where_with_aliases`]), when it names any.
+    /// [`Exec::with_aliases`]), when it names any.
     where_: Option<Expr>,
 }
 
@@ -3737,20 +3742,19 @@ impl<'a> Exec<'a> {
         })
     }
 
-    /// `where_` with each name that no source has (here or in an enclosing query) but a
-    /// result column's alias is replaced by that column's expression, as SQLite allows
-    /// (`SELECT 1 AS a WHERE a = 1`); `None` when it names none. An alias of an aggregate
-    /// or a window is SQLite's error there.
-    fn where_with_aliases(
+    /// `e` (a WHERE, GROUP BY or HAVING term) with each name that no source has (here or
+    /// in an enclosing query) but a result column's alias is replaced by that column's
+    /// expression, as SQLite allows (`SELECT 1 AS a WHERE a = 1`, `SELECT a % 2 AS p ...
+    /// GROUP BY p`, `SELECT count(*) AS n ... HAVING n > 1`); `None` when it names none. An
+    /// alias of an aggregate is SQLite's error outside HAVING, of a window everywhere.
+    fn with_aliases(
         &self,
-        where_: Option<&Expr>,
+        e: &Expr,
+        clause: Clause,
         frame: &Frame,
         outer: Option<&Scope>,
         exprs: &[(Expr, String)],
     ) -> Result<Option<Expr>> {
-        let Some(w) = where_ else {
-            return Ok(None);
-        };
         // A name some source has, or several (the planner reports the ambiguity).
         let known = |name: &str| {
             let mut frames = std::iter::once(frame)
@@ -3759,7 +3763,7 @@ impl<'a> Exec<'a> {
         };
         let mut changed = false;
         let mut misuse = None;
-        let mut out = w.clone();
+        let mut out = e.clone();
         out.walk_mut(&mut |e| {
             let Expr::Column { table: None, name } = e else {
                 return;
@@ -3776,10 +3780,19 @@ impl<'a> Exec<'a> {
             };
             let mut calls = Vec::new();
             collect_aggregates(x, &mut calls);
-            if let Some(Expr::Function { name, .. }) = calls.first() {
-                misuse.get_or_insert_with(|| format!("misuse of aggregate: {name}()"));
-            } else if matches!(x, Expr::Window(_)) {
-                misuse.get_or_insert_with(|| "misuse of window function".to_string());
+            match (calls.first(), clause) {
+                (Some(Expr::Function { name, .. }), Clause::Where) => {
+                    misuse.get_or_insert_with(|| format!("misuse of aggregate: {name}()"));
+                }
+                (Some(_), Clause::GroupBy) => {
+                    misuse.get_or_insert_with(|| {
+                        "aggregate functions are not allowed in the GROUP BY clause".to_string()
+                    });
+                }
+                _ if matches!(x, Expr::Window(_)) => {
+                    misuse.get_or_insert_with(|| format!("misuse of aliased window function {name}"));
+                }
+                _ => {}
             }
             *e = x.clone();
             changed = true;
@@ -3857,8 +3870,18 @@ impl<'a> Exec<'a> {
                 })
                 .collect()
         };
-        let aliased = self.where_with_aliases(where_, &frame, outer, &exprs)?;
+        let aliased = match where_ {
+            Some(w) => self.with_aliases(w, Clause::Where, &frame, outer, &exprs)?,
+            None => None,
+        };
         let where_ = aliased.as_ref().or(where_);
+        let having = match having.as_ref() {
+            Some(h) => Some(
+                self.with_aliases(h, Clause::Having, &frame, outer, &exprs)?
+                    .unwrap_or_else(|| h.clone()),
+            ),
+            None => None,
+        };
         let aggregate = !group_by.is_empty()
             || exprs.iter().any(|(e, _)| has_aggregate(e))
             || having.as_ref().is_some_and(has_aggregate)
@@ -3881,9 +3904,14 @@ impl<'a> Exec<'a> {
         };
         let mut group_terms: Vec<Expr> = group_by
             .iter()
-            .map(|g| resolve_group_term(g, &exprs))
+            .map(|g| match resolve_group_term(g, &exprs)? {
+                Some(term) => Ok(term),
+                None => Ok(self
+                    .with_aliases(g, Clause::GroupBy, &frame, outer, &exprs)?
+                    .unwrap_or_else(|| g.clone())),
+            })
             .collect::<Result<_>>()?;
-        let mut having = having.clone();
+        let mut having = having;
         // Names resolved once: the plan's expressions read their columns by slot.
         let mut exprs = exprs;
         let mut order_exprs = order_exprs;
@@ -4042,7 +4070,7 @@ impl<'a> Exec<'a> {
             }
         } else if !aggregate {
             // DISTINCT drops repeated result rows as they come, rather than keeping them.
-            let mut seen = distinct.then(Distinct::default);
+            let mut seen = distinct.then(|| Distinct::with(plan.meta.collations()));
             let mut produce = |me: &mut Self, r: &mut [Value]| -> Result<bool> {
                 let (row, key) = me.project(&plan, &Scope::new(frame, r, outer))?;
                 if seen.as_mut().is_none_or(|s| s.novel(&row)) {
@@ -4083,6 +4111,10 @@ impl<'a> Exec<'a> {
                     .collect()
             };
             let (group_terms, bare) = (&plan.group_terms, plan.bare);
+            let key_colls: Vec<Collation> = {
+                let sc = Scope::new(frame, &empty_row, outer);
+                group_terms.iter().map(|g| self.collation(g, &sc)).collect()
+            };
             // Buffers reused from row to row: the group key, its signature, arguments.
             let (mut key, mut sig, mut vals) = (Vec::new(), Vec::new(), Vec::new());
             // Argument counts are checked once, before any row (as SQLite does at prepare).
@@ -4134,7 +4166,7 @@ impl<'a> Exec<'a> {
                         key.push(me.eval(g, &sc)?);
                     }
                     sig.clear();
-                    group_signature_into(&key, &mut sig);
+                    group_signature_with(&key, &key_colls, &mut sig);
                     index.get(&sig).copied()
                 };
                 let gi = match found {
@@ -4179,7 +4211,9 @@ impl<'a> Exec<'a> {
                         if vals.first().is_some_and(Value::is_null) {
                             continue;
                         }
-                        if !g.distinct_seen[ci].insert(group_signature(vals)) {
+                        let mut seen = Vec::new();
+                        group_signature_with(vals, &colls[ci..=ci], &mut seen);
+                        if !g.distinct_seen[ci].insert(seen) {
                             continue;
                         }
                     }
@@ -4193,6 +4227,19 @@ impl<'a> Exec<'a> {
                 Ok(true)
             };
             read(self, &mut step)?;
+            // SQLite hands groups out in the order of their keys (it sorts, or reads an
+            // index, to group them), and programs count on it: so do we, unless an ORDER
+            // BY orders them anyway.
+            if !group_terms.is_empty() && plan.order_exprs.is_empty() && groups.len() > 1 {
+                groups.sort_by(|(a, _), (b, _)| {
+                    a.iter()
+                        .zip(b)
+                        .zip(&key_colls)
+                        .map(|((x, y), &c)| order_values(x, y, c, false, None))
+                        .find(|o| o.is_ne())
+                        .unwrap_or(Ordering::Equal)
+                });
+            }
             if groups.is_empty() && group_by.is_empty() && self.plan.is_none() {
                 groups.push((
                     Vec::new(),
@@ -4244,7 +4291,7 @@ impl<'a> Exec<'a> {
             }
         }
         if distinct && (aggregate || plan.windows) {
-            let mut seen = Distinct::default();
+            let mut seen = Distinct::with(plan.meta.collations());
             out.retain(|(r, _)| seen.novel(r));
         }
         if let (false, Some(plan)) = (order.is_empty(), &mut self.plan) {
@@ -4336,19 +4383,28 @@ fn dedupe(rows: &mut Vec<Row>) {
     rows.retain(|r| seen.novel(r));
 }
 
-/// The rows seen so far, by signature (see `group_signature_into`), for DISTINCT.
+/// The rows seen so far, by signature (see `group_signature_with`), for DISTINCT.
 #[derive(Default)]
 struct Distinct {
     seen: FxHashSet<Vec<u8>>,
     /// Reused for each row's signature.
     sig: Vec<u8>,
+    /// Each column's collation.
+    colls: Vec<Collation>,
 }
 
 impl Distinct {
+    fn with(colls: Vec<Collation>) -> Distinct {
+        Distinct {
+            colls,
+            ..Distinct::default()
+        }
+    }
+
     /// Whether no row equal to `r` was seen before (which it now is).
     fn novel(&mut self, r: &[Value]) -> bool {
         self.sig.clear();
-        group_signature_into(r, &mut self.sig);
+        group_signature_with(r, &self.colls, &mut self.sig);
         !self.seen.contains(&self.sig[..]) && self.seen.insert(self.sig.clone())
     }
 }
@@ -4363,7 +4419,15 @@ fn group_signature(r: &[Value]) -> Vec<u8> {
 /// Appends the grouping key of `r` to `out`: equal exactly for rows that group together
 /// (an integral real as its integer).
 fn group_signature_into(r: &[Value], out: &mut Vec<u8>) {
-    for v in r {
+    group_signature_with(r, &[], out)
+}
+
+/// As [`group_signature_into`], text compared by `colls` (one per value, BINARY past its
+/// end): NOCASE folds ASCII case, RTRIM drops trailing spaces, as SQLite's GROUP BY and
+/// DISTINCT compare them. A registered collation groups as BINARY (docs/sql-compat.md).
+fn group_signature_with(r: &[Value], colls: &[Collation], out: &mut Vec<u8>) {
+    for (i, v) in r.iter().enumerate() {
+        let folded;
         let (tag, bytes): (u8, &[u8]) = match v {
             Value::Null => (0, &[]),
             Value::Integer(i) => (1, &i.to_le_bytes()),
@@ -4371,7 +4435,14 @@ fn group_signature_into(r: &[Value], out: &mut Vec<u8>) {
                 (1, &(*x as i64).to_le_bytes())
             }
             Value::Real(x) => (2, &x.to_bits().to_le_bytes()),
-            Value::Text(t) => (3, t.as_bytes()),
+            Value::Text(t) => match colls.get(i) {
+                Some(Collation::NoCase) => {
+                    folded = t.to_ascii_lowercase();
+                    (3, folded.as_bytes())
+                }
+                Some(Collation::Rtrim) => (3, t.trim_end_matches(' ').as_bytes()),
+                _ => (3, t.as_bytes()),
+            },
             Value::Blob(b) => (4, b),
         };
         out.push(tag);
@@ -4529,7 +4600,9 @@ fn resolve_order_term(e: &Expr, exprs: &[(Expr, String)]) -> Result<Expr> {
     }
 }
 
-fn resolve_group_term(e: &Expr, exprs: &[(Expr, String)]) -> Result<Expr> {
+/// A GROUP BY term that is an ordinal: the result column it names (`None` for any other
+/// term).
+fn resolve_group_term(e: &Expr, exprs: &[(Expr, String)]) -> Result<Option<Expr>> {
     match e {
         Expr::Literal(Value::Integer(i)) => {
             if *i < 1 || *i as usize > exprs.len() {
@@ -4538,10 +4611,18 @@ fn resolve_group_term(e: &Expr, exprs: &[(Expr, String)]) -> Result<Expr> {
                     exprs.len()
                 )));
             }
-            Ok(exprs[*i as usize - 1].0.clone())
+            Ok(Some(exprs[*i as usize - 1].0.clone()))
         }
-        other => Ok(other.clone()),
+        _ => Ok(None),
     }
+}
+
+/// The clause a name is resolved in (see [`Exec::with_aliases`]).
+#[derive(Clone, Copy)]
+enum Clause {
+    Where,
+    GroupBy,
+    Having,
 }
 
 /// The name SQLite gives an unaliased result column (the column's name for a column).

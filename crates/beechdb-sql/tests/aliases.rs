@@ -1,5 +1,6 @@
 //! Result columns' aliases where SQLite lets a query name them: ORDER BY (an alias comes
-//! before a source's column of the same name) and WHERE (a name no source has); checked
+//! before a source's column of the same name), and WHERE, GROUP BY and HAVING (a name no
+//! source has); and the order groups come out in without ORDER BY (their keys'). Checked
 //! against SQLite (rusqlite, bundled).
 
 mod common;
@@ -25,7 +26,40 @@ fn aliases_resolve_as_in_sqlite() {
         // A name two sources have stays ambiguous, alias or not.
         "SELECT t.a AS a FROM t, u WHERE a = 1",
         "SELECT t.b AS c2 FROM t, u WHERE c2 = 9 AND c = 5",
+        "SELECT a % 2 AS p, count(*) FROM t GROUP BY p",
+        "SELECT b > 7 AS big, sum(a) AS s FROM t GROUP BY big HAVING s > 1",
+        "SELECT a AS b, count(*) AS n FROM t GROUP BY b HAVING n = 1",
+        "SELECT count(*) AS n FROM t GROUP BY n",
+        "SELECT a, count(*) AS n FROM t GROUP BY a HAVING n > 0 AND count(*) < 9",
+        "SELECT a AS k, row_number() OVER () AS w FROM t GROUP BY k HAVING w > 1",
     ] {
         common::same_outcome(&mut ours, &lite, sql);
+    }
+}
+
+#[test]
+fn groups_come_out_in_the_order_of_their_keys() {
+    let (_db, mut ours, lite) = common::both(
+        "CREATE TABLE t(a, b TEXT, c);
+         INSERT INTO t VALUES (5, 'y', 1), (2, 'X', 2), (9, NULL, 3), (2, 'x', 4), (7, 'b', 5),
+             (1.5, 'Y', 6), ('z', 'a', 7), (NULL, 'B', 8), (3, 'a ', 9);
+         CREATE TABLE n(k TEXT COLLATE NOCASE, v); INSERT INTO n SELECT b, c FROM t;",
+    );
+    for sql in [
+        "SELECT a, count(*) FROM t GROUP BY a",
+        "SELECT b, sum(c) FROM t GROUP BY b",
+        // Which row's text stands for a group of case variants is left open: lower().
+        "SELECT lower(b), sum(c) FROM t GROUP BY b COLLATE NOCASE",
+        "SELECT DISTINCT lower(b COLLATE NOCASE) FROM t",
+        "SELECT count(DISTINCT b COLLATE NOCASE), count(DISTINCT b) FROM t",
+        "SELECT lower(n) FROM (SELECT DISTINCT b COLLATE NOCASE AS n FROM t) ORDER BY 1",
+        "SELECT a % 3, b, count(*) FROM t GROUP BY a % 3, b",
+        "SELECT c % 2, group_concat(c) FROM (SELECT * FROM t ORDER BY c DESC) GROUP BY 1",
+        "SELECT a, count(*) FROM t GROUP BY a ORDER BY count(*) DESC, a",
+        "SELECT lower(k), sum(v) FROM n GROUP BY k",
+        "SELECT lower(rtrim(b)), sum(c) FROM t GROUP BY b COLLATE RTRIM",
+        "SELECT count(*) FROM (SELECT DISTINCT k FROM n)",
+    ] {
+        common::same_rows(&mut ours, &lite, sql, false);
     }
 }
