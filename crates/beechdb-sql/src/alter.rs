@@ -1,7 +1,8 @@
-//! Schema text read by tokens: ALTER TABLE's edits (renaming or dropping a column changes
-//! the stored CREATE statements token by token, as SQLite does, so each keeps the text as
-//! typed with only the column's names changed, or its definition cut out), and the CHECK
-//! constraints' text as typed, for their error messages.
+//! SQL text read by tokens: ALTER TABLE's edits (renaming or dropping a column changes the
+//! stored CREATE statements token by token, as SQLite does, so each keeps the text as typed
+//! with only the column's names changed, or its definition cut out), the CHECK
+//! constraints' text as typed, for their error messages, CREATE text as SQLite stores it,
+//! and result columns as typed (an unaliased one is named by its text).
 //!
 //! Owns: finding, in a CREATE TABLE or CREATE INDEX, the tokens that name a column of a
 //! given table, and the edits. May call: `parse` (unquoting), the parser crate's tokenizer.
@@ -72,6 +73,69 @@ pub(crate) fn stored_create(sql: &str) -> String {
         Some(name) => format!("CREATE {kind} {}", &sql[name.span.start..]),
         None => sql.to_string(),
     }
+}
+
+/// The result columns of every SELECT and RETURNING list in `sql`, each as typed (from its
+/// first token to its last, the spacing between them kept), in the order they appear:
+/// SQLite names an unaliased result column by that text. Empty if `sql` does not scan.
+pub(crate) fn typed_columns(sql: &str) -> Vec<String> {
+    let Ok(toks) = tokens(sql) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (i, t) in toks.iter().enumerate() {
+        if !matches!(t.kind, T::TK_SELECT | T::TK_RETURNING) {
+            continue;
+        }
+        let mut at = i + 1;
+        if toks
+            .get(at)
+            .is_some_and(|t| matches!(t.kind, T::TK_DISTINCT | T::TK_ALL))
+        {
+            at += 1;
+        }
+        let (mut depth, mut first) = (0usize, None::<usize>);
+        let mut last = 0;
+        for t in &toks[at..] {
+            let ends = depth == 0
+                && matches!(
+                    t.kind,
+                    T::TK_FROM
+                        | T::TK_WHERE
+                        | T::TK_GROUP
+                        | T::TK_HAVING
+                        | T::TK_WINDOW
+                        | T::TK_ORDER
+                        | T::TK_LIMIT
+                        | T::TK_UNION
+                        | T::TK_EXCEPT
+                        | T::TK_INTERSECT
+                        | T::TK_SEMI
+                        | T::TK_RP
+                        | T::TK_COMMA
+                );
+            if ends {
+                if let Some(f) = first.take() {
+                    out.push(sql[f..last].to_string());
+                }
+                if t.kind != T::TK_COMMA {
+                    break;
+                }
+                continue;
+            }
+            match t.kind {
+                T::TK_LP => depth += 1,
+                T::TK_RP => depth -= 1,
+                _ => {}
+            }
+            first.get_or_insert(t.span.start);
+            last = t.span.end;
+        }
+        if let Some(f) = first {
+            out.push(sql[f..last].to_string());
+        }
+    }
+    out
 }
 
 /// The name a token spells, if it can name something: an identifier (quoted or not), or a

@@ -55,6 +55,8 @@ fn parse_checked(sql: &str, registry: &Registry, check_calls: bool) -> Result<Op
         windows: Vec::new(),
         check_calls,
         source: create_text(&sql[..consumed]),
+        text: &sql[..consumed],
+        typed: None,
     };
     let (stmt, explain) = match &cmd {
         p::Cmd::Stmt(s) => (cx.stmt(s)?, false),
@@ -148,6 +150,11 @@ struct Cx<'r> {
     check_calls: bool,
     /// The text of a CREATE statement as written, kept in `sqlite_schema` as SQLite does.
     source: Option<String>,
+    /// The statement's text, and its result columns as typed (`alter::typed_columns`, read
+    /// at the first unaliased expression column): each whitespace-free and lower-cased, as
+    /// typed, and whether a column was named by it.
+    text: &'r str,
+    typed: Option<Vec<(String, String, bool)>>,
 }
 
 /// A window definition before its frame's defaults are decided (they depend on whether,
@@ -757,18 +764,70 @@ impl Cx<'_> {
         Ok(Upsert { target, update })
     }
 
+    /// A result column's name when it is not a column reference: its alias, or unaliased
+    /// its text as typed, as SQLite names it (a column reference, in parentheses or not, is
+    /// named by the column's name, found later).
+    fn result_alias(&mut self, e: &p::Expr, alias: Option<&p::As>) -> Option<String> {
+        let mut bare = e;
+        while let p::Expr::Parenthesized(inner) = bare {
+            match &inner[..] {
+                [one] => bare = one,
+                _ => break,
+            }
+        }
+        match alias {
+            Some(p::As::As(n) | p::As::Elided(n)) => Some(name(n)),
+            None if matches!(
+                bare,
+                p::Expr::Id(_)
+                    | p::Expr::Name(_)
+                    | p::Expr::Qualified(..)
+                    | p::Expr::DoublyQualified(..)
+            ) =>
+            {
+                None
+            }
+            None => Some(self.typed_text(e)),
+        }
+    }
+
+    /// The text an expression was typed as: the first result column not yet taken whose
+    /// text is its rendering but for spacing and case; its rendering if none is.
+    fn typed_text(&mut self, e: &p::Expr) -> String {
+        let rendered = column_name(e);
+        let squeeze = |s: &str| -> String {
+            s.chars()
+                .filter(|c| !c.is_whitespace())
+                .map(|c| c.to_ascii_lowercase())
+                .collect()
+        };
+        let want = squeeze(&rendered);
+        let text = self.text;
+        let typed = self.typed.get_or_insert_with(|| {
+            crate::alter::typed_columns(text)
+                .into_iter()
+                .map(|t| (squeeze(&t), t, false))
+                .collect()
+        });
+        match typed.iter_mut().find(|(s, _, used)| !used && *s == want) {
+            Some((_, t, used)) => {
+                *used = true;
+                t.clone()
+            }
+            None => rendered,
+        }
+    }
+
     fn returning(&mut self, r: Option<&[p::ResultColumn]>) -> Result<Vec<ResultColumn>> {
         let mut out = Vec::new();
         for rc in r.into_iter().flatten() {
             out.push(match rc {
                 p::ResultColumn::Star => ResultColumn::Star,
                 p::ResultColumn::TableStar(n) => ResultColumn::TableStar(name(n)),
-                p::ResultColumn::Expr(e, alias) => ResultColumn::Expr(
-                    self.expr(e)?,
-                    alias.as_ref().map(|a| match a {
-                        p::As::As(n) | p::As::Elided(n) => name(n),
-                    }),
-                ),
+                p::ResultColumn::Expr(e, alias) => {
+                    let alias = self.result_alias(e, alias.as_ref());
+                    ResultColumn::Expr(self.expr(e)?, alias)
+                }
             });
         }
         Ok(out)
@@ -987,22 +1046,7 @@ impl Cx<'_> {
                         p::ResultColumn::Star => ResultColumn::Star,
                         p::ResultColumn::TableStar(n) => ResultColumn::TableStar(name(n)),
                         p::ResultColumn::Expr(e, alias) => {
-                            // Unaliased, an expression's column is named by its text (a
-                            // column reference by the column's name).
-                            let alias = match alias {
-                                Some(p::As::As(n) | p::As::Elided(n)) => Some(name(n)),
-                                None if !matches!(
-                                    e,
-                                    p::Expr::Id(_)
-                                        | p::Expr::Name(_)
-                                        | p::Expr::Qualified(..)
-                                        | p::Expr::DoublyQualified(..)
-                                ) =>
-                                {
-                                    Some(column_name(e))
-                                }
-                                None => None,
-                            };
+                            let alias = self.result_alias(e, alias.as_ref());
                             ResultColumn::Expr(self.expr(e)?, alias)
                         }
                     });

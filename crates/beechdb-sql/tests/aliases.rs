@@ -63,3 +63,33 @@ fn groups_come_out_in_the_order_of_their_keys() {
         common::same_rows(&mut ours, &lite, sql, false);
     }
 }
+
+/// An unaliased result column that is not a column is named by its text as typed, spacing
+/// and case included, as SQLite names it.
+#[test]
+fn result_columns_are_named_by_their_text_as_typed() {
+    let (_db, mut ours, lite) = common::both(
+        "CREATE TABLE kv(k, v); INSERT INTO kv VALUES ('a', 1);
+         CREATE VIEW w AS SELECT v*2, upper( k ) FROM kv;",
+    );
+    for sql in [
+        "SELECT v*2, upper( k ), v  +  1, \"k\" || k, CAST(v AS TEXT), (v), -v, v IS NULL FROM kv",
+        "SELECT k IN (1,2), CASE WHEN v THEN 1 END, Count( * ), (SELECT max(v)+1 FROM kv), x.v FROM kv AS x",
+        "SELECT (SELECT v*2 FROM kv), v*2 FROM kv",
+        "SELECT 1+1, 'a'||'b' UNION SELECT 2 ,  3",
+        "WITH c AS (SELECT v*3 FROM kv) SELECT * FROM c",
+        "SELECT * FROM w",
+        "SELECT DISTINCT v%2 FROM kv",
+        "SELECT v*2 FROM kv WHERE v IN (SELECT v+0 FROM kv) ORDER BY v*2",
+    ] {
+        let want: Vec<String> = lite
+            .prepare(sql)
+            .unwrap()
+            .column_names()
+            .into_iter()
+            .map(String::from)
+            .collect();
+        let got = ours.query(sql, &[]).unwrap().columns.to_vec();
+        assert_eq!(got, want, "{sql}");
+    }
+}

@@ -39,3 +39,27 @@ fn upsert_and_returning_match_sqlite() {
     assert_eq!(e.code(), beechdb_sql::codes::SQLITE_CONSTRAINT_UNIQUE);
     assert_eq!(e.to_string(), "UNIQUE constraint failed: u.email");
 }
+
+/// RETURNING's columns are named as a SELECT's: an alias, a column's name, or else the
+/// expression's text as typed.
+#[test]
+fn returning_columns_are_named_as_in_sqlite() {
+    let setup = "CREATE TABLE kv(k TEXT PRIMARY KEY, v INTEGER)";
+    let (_db, mut ours, lite) = common::both(setup);
+    for sql in [
+        "INSERT INTO kv VALUES('a', 1) RETURNING k, v * 2, v+1 AS w, kv.v, *, upper( k ), (v), ((v)+1)",
+        "UPDATE kv SET v = v + 1 RETURNING v - 1, 'x'",
+        "DELETE FROM kv RETURNING length(k)",
+    ] {
+        let want: Vec<String> = lite
+            .prepare(sql)
+            .unwrap()
+            .column_names()
+            .into_iter()
+            .map(String::from)
+            .collect();
+        let got = ours.query(sql, &[]).unwrap().columns.to_vec();
+        assert_eq!(got, want, "{sql}");
+        lite.execute_batch(sql).unwrap();
+    }
+}
