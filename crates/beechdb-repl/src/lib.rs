@@ -654,6 +654,7 @@ impl Member {
     pub fn remove_member(&self, id: NodeId) -> Result<()> {
         let raft = self.raft.clone();
         self.runtime.block_on(async move {
+            membership_settled(&raft).await?;
             let m = raft.metrics().borrow_watched().membership_config.clone();
             if m.membership().voter_ids().any(|v| v == id) {
                 let voters: BTreeSet<NodeId> =
@@ -855,6 +856,7 @@ pub(crate) async fn add_member(
             )));
         }
     }
+    membership_settled(raft).await?;
     raft.add_learner(id, BasicNode::new(addr), true)
         .await
         .map_err(raft_error)?;
@@ -872,6 +874,24 @@ pub(crate) async fn add_member(
             .map_err(raft_error)?;
     }
     Ok(())
+}
+
+/// Waits (up to 10 s) until the group's membership is committed and applied: a master
+/// elected a moment ago still has its first membership in flight (openraft refuses a
+/// change then, as one already under way), and so does one that has just made a change.
+async fn membership_settled(raft: &Raft) -> Result<()> {
+    raft.wait(Some(Duration::from_secs(10)))
+        .metrics(
+            |m| m.membership_config.log_id().as_ref() <= m.last_applied.as_ref(),
+            "the membership committed",
+        )
+        .await
+        .map(drop)
+        .map_err(|e| {
+            Error::Replication(format!(
+                "the group's membership did not settle, so it cannot change now: {e}"
+            ))
+        })
 }
 
 /// The status of the member whose node is `raft`.

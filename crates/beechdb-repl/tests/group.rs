@@ -1472,3 +1472,33 @@ fn replicas_learn_the_last_commit_without_waiting_for_a_heartbeat() {
     converged(&members, master);
     stop_members(members);
 }
+
+/// A member added the moment a new group's master is elected (its first membership still
+/// being committed) joins: `add_member` waits for the membership to settle rather than
+/// failing as a change already under way (seen once in CI, through the benchmark).
+#[test]
+fn members_added_the_moment_a_master_is_elected_join() {
+    for round in 0..10 {
+        let dir = tempfile::tempdir().unwrap();
+        let net = Network::new();
+        let members: BTreeMap<NodeId, Member> = [1, 2, 3]
+            .into_iter()
+            .map(|id| {
+                let m = Member::start(config(dir.path(), id), Transport::Local(&net)).unwrap();
+                (id, m)
+            })
+            .collect();
+        members[&1].initialize(&[(1, "")]).unwrap();
+        let deadline = Instant::now() + WAIT;
+        while !members[&1].is_master() {
+            assert!(Instant::now() < deadline, "round {round}: no master");
+            std::thread::yield_now();
+        }
+        members[&1].add_member(2, "", true).unwrap();
+        members[&1].add_member(3, "", false).unwrap();
+        let token = put(&members[&1], "d", "k", "v").unwrap();
+        wait_all(&members, token);
+        converged(&members, 1);
+        stop_members(members);
+    }
+}
