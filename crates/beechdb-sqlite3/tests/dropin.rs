@@ -276,3 +276,42 @@ fn cpython_test_sqlite3_passes_on_the_library() {
         "the suite failed without a failing test:\n{text}"
     );
 }
+
+/// Python's `sqlite3` module driven by `python/differential.py` (random statements through
+/// the module's transactions, parameters, executemany, executescript, rowcount, lastrowid,
+/// description) prints the same, line for line, on SQLite's library and on this one.
+/// `BEECH_PY_DIFF_SEEDS` sets the number of runs (default 40, 80 steps each).
+#[test]
+fn python_programs_see_what_they_see_on_sqlite() {
+    let dir = dropin_dir();
+    let Some(python) = python_or_skip(&dir, None) else {
+        return;
+    };
+    let seeds = std::env::var("BEECH_PY_DIFF_SEEDS").unwrap_or_else(|_| "40".into());
+    let run = |library: Option<&Path>| {
+        let scratch = tempfile::tempdir().unwrap();
+        let mut cmd = Command::new(&python);
+        cmd.arg("differential.py")
+            .arg(scratch.path())
+            .arg(&seeds)
+            .current_dir(crate_dir().join("tests/python"))
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .env_remove("LD_LIBRARY_PATH");
+        if let Some(d) = library {
+            cmd.env("LD_LIBRARY_PATH", d);
+        }
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let (sqlite, ours) = (run(None), run(Some(&dir)));
+    assert!(sqlite.lines().count() > 100, "too little ran:\n{sqlite}");
+    if let Some((a, b)) = sqlite.lines().zip(ours.lines()).find(|(a, b)| a != b) {
+        panic!("SQLite:  {a}\nBeechDB: {b}");
+    }
+    assert_eq!(sqlite.lines().count(), ours.lines().count());
+}
