@@ -475,6 +475,51 @@ pub fn declared_types(sql: &str) -> Result<Vec<Option<String>>> {
         .collect())
 }
 
+/// Each column's DEFAULT as typed in a CREATE TABLE, as `PRAGMA table_info` shows it: the
+/// value's token (a sign with it), or the text inside the parentheses of `DEFAULT (expr)`.
+pub fn declared_defaults(sql: &str) -> Result<Vec<Option<String>>> {
+    let toks = tokens(sql)?;
+    Ok(elements(&toks)
+        .into_iter()
+        .take_while(|&(first, _, _)| !is_table_constraint(&toks[first]))
+        .map(|(first, last, _)| {
+            let mut depth = 0;
+            let at = (first + 1..=last).find(|&i| {
+                match toks[i].kind {
+                    T::TK_LP => depth += 1,
+                    T::TK_RP => depth -= 1,
+                    T::TK_DEFAULT if depth == 0 => return true,
+                    _ => {}
+                }
+                false
+            })?;
+            let value = toks.get(at + 1).filter(|_| at < last)?;
+            let span = match value.kind {
+                T::TK_LP => {
+                    let mut depth = 0;
+                    let close = (at + 1..=last).find(|&i| {
+                        match toks[i].kind {
+                            T::TK_LP => depth += 1,
+                            T::TK_RP => depth -= 1,
+                            _ => {}
+                        }
+                        depth == 0
+                    })?;
+                    if close < at + 3 {
+                        return None;
+                    }
+                    toks[at + 2].span.start..toks[close - 1].span.end
+                }
+                T::TK_MINUS | T::TK_PLUS if at + 2 <= last => {
+                    value.span.start..toks[at + 2].span.end
+                }
+                _ => value.span.clone(),
+            };
+            Some(sql[span].to_string())
+        })
+        .collect())
+}
+
 /// Where a new column's definition goes in a CREATE TABLE: after the last column's (the
 /// table constraints follow the columns).
 pub fn columns_end(sql: &str) -> Result<usize> {

@@ -30,6 +30,7 @@ mod error;
 mod exec;
 mod func;
 pub mod functions;
+mod introspect;
 mod json;
 mod parse;
 mod reads;
@@ -873,76 +874,40 @@ impl Connection {
             _ => Value::Null,
         });
         Ok(match name {
-            "table_info" => {
-                let t = self
-                    .schema
-                    .table(&arg.unwrap_or_default().to_text())?
-                    .clone();
-                let mut r = QueryResult {
-                    rows: Vec::new(),
-                    ..QueryResult::named(&["cid", "name", "type", "notnull", "dflt_value", "pk"])
+            "table_info" | "table_xinfo" => {
+                let table = arg.unwrap_or_default().to_text();
+                let columns = match self.schema.table(&table) {
+                    Ok(t) => introspect::table_columns(&self.schema, &t.clone()),
+                    Err(_) if self.schema.views.contains_key(&schema::lc(&table)) => {
+                        let view = format!("SELECT * FROM {}", alter::quoted(&table));
+                        let described = self.describe(&self.prepare(&view)?)?;
+                        described
+                            .columns
+                            .iter()
+                            .zip(described.decl_types.iter())
+                            .map(|(n, t)| introspect::ColumnInfo {
+                                name: n.clone(),
+                                decl_type: t.clone().unwrap_or_default(),
+                                not_null: false,
+                                default: None,
+                                pk: 0,
+                            })
+                            .collect()
+                    }
+                    Err(_) => Vec::new(),
                 };
-                for (i, c) in t.columns.iter().enumerate() {
-                    r.rows.push(vec![
-                        (i as i64).into(),
-                        c.name.as_str().into(),
-                        c.decl_type.clone().unwrap_or_default().into(),
-                        (c.not_null as i64).into(),
-                        Value::Null,
-                        ((t.rowid_alias == Some(i)) as i64).into(),
-                    ]);
-                }
-                r
+                introspect::table_info(columns, name == "table_xinfo")
             }
             "index_list" => {
-                let t = arg.unwrap_or_default().to_text();
-                let table = self.schema.table(&t)?.clone();
-                let mut r = QueryResult {
-                    rows: Vec::new(),
-                    ..QueryResult::named(&["seq", "name", "unique", "origin", "partial"])
-                };
-                for (i, idx) in self.schema.indexes_of(&table.name).enumerate() {
-                    let origin = match (idx.auto, idx.primary) {
-                        (_, true) => "pk",
-                        (true, false) => "u",
-                        (false, _) => "c",
-                    };
-                    r.rows.push(vec![
-                        (i as i64).into(),
-                        idx.name.as_str().into(),
-                        (idx.unique as i64).into(),
-                        origin.into(),
-                        (idx.where_.is_some() as i64).into(),
-                    ]);
-                }
-                r
+                introspect::index_list(&self.schema, &arg.unwrap_or_default().to_text())
             }
-            "index_info" => {
-                let name = arg.unwrap_or_default().to_text();
-                let idx = self
-                    .schema
-                    .indexes
-                    .get(&schema::lc(&name))
-                    .ok_or_else(|| Error::Sql(format!("no such index: {name}")))?
-                    .clone();
-                let table = self.schema.table(&idx.table)?.clone();
-                QueryResult {
-                    rows: idx
-                        .columns
-                        .iter()
-                        .enumerate()
-                        .map(|(i, &(c, _, _))| match table.columns.get(c) {
-                            Some(col) => vec![
-                                (i as i64).into(),
-                                (c as i64).into(),
-                                col.name.as_str().into(),
-                            ],
-                            // An expression: cid -2 and no name, as SQLite shows it.
-                            None => vec![(i as i64).into(), (-2).into(), Value::Null],
-                        })
-                        .collect(),
-                    ..QueryResult::named(&["seqno", "cid", "name"])
-                }
+            "index_info" | "index_xinfo" => introspect::index_info(
+                &self.schema,
+                &arg.unwrap_or_default().to_text(),
+                name == "index_xinfo",
+            ),
+            "foreign_key_list" => {
+                introspect::foreign_key_list(&self.schema, &arg.unwrap_or_default().to_text())
             }
             "table_list" => {
                 let mut rows: Vec<Vec<Value>> = Vec::new();

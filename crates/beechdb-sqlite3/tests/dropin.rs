@@ -315,3 +315,35 @@ fn python_programs_see_what_they_see_on_sqlite() {
     }
     assert_eq!(sqlite.lines().count(), ours.lines().count());
 }
+
+/// An application on SQLAlchemy's ORM (`python/orm_sqlalchemy.py`) sees the same on
+/// SQLite's library and on this one. Needs SQLAlchemy 2 importable by the Python found
+/// (`pip install sqlalchemy`), so it is not in the default run:
+/// `cargo test -p beechdb-sqlite3 --test dropin -- --ignored`.
+#[test]
+#[ignore = "needs SQLAlchemy 2 (pip install sqlalchemy)"]
+fn an_sqlalchemy_application_sees_what_it_sees_on_sqlite() {
+    let dir = dropin_dir();
+    let python = python_on(&dir).expect("a Python whose sqlite3 module loads libsqlite3.so.0");
+    let run = |library: Option<&Path>| {
+        let scratch = tempfile::tempdir().unwrap();
+        let mut cmd = Command::new(&python);
+        cmd.arg("orm_sqlalchemy.py")
+            .arg(scratch.path().join("app.db"))
+            .current_dir(crate_dir().join("tests/python"))
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .env_remove("LD_LIBRARY_PATH");
+        if let Some(d) = library {
+            cmd.env("LD_LIBRARY_PATH", d);
+        }
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let (sqlite, ours) = (run(None), run(Some(&dir)));
+    assert_eq!(ours, sqlite);
+}
