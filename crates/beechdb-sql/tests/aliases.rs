@@ -82,14 +82,6 @@ fn result_columns_are_named_by_their_text_as_typed() {
         "SELECT DISTINCT v%2 FROM kv",
         "SELECT v*2 FROM kv WHERE v IN (SELECT v+0 FROM kv) ORDER BY v*2",
     ] {
-        let want: Vec<String> = lite
-            .prepare(sql)
-            .unwrap()
-            .column_names()
-            .into_iter()
-            .map(String::from)
-            .collect();
-        let got = ours.query(sql, &[]).unwrap().columns.to_vec();
-        assert_eq!(got, want, "{sql}");
+        common::same_names(&mut ours, &lite, sql);
     }
 }

@@ -51,15 +51,7 @@ fn returning_columns_are_named_as_in_sqlite() {
         "UPDATE kv SET v = v + 1 RETURNING v - 1, 'x'",
         "DELETE FROM kv RETURNING length(k)",
     ] {
-        let want: Vec<String> = lite
-            .prepare(sql)
-            .unwrap()
-            .column_names()
-            .into_iter()
-            .map(String::from)
-            .collect();
-        let got = ours.query(sql, &[]).unwrap().columns.to_vec();
-        assert_eq!(got, want, "{sql}");
+        common::same_names(&mut ours, &lite, sql);
         lite.execute_batch(sql).unwrap();
     }
 }

@@ -277,6 +277,33 @@ fn cpython_test_sqlite3_passes_on_the_library() {
     );
 }
 
+/// What `python` prints running `script` from `tests/python` with `args` (`DIR` in one
+/// stands for a fresh scratch directory), on SQLite's library and on this one (in `dir`).
+fn on_sqlite_and_on_beechdb(python: &str, dir: &Path, script: &str, args: &[&str]) -> [String; 2] {
+    [None, Some(dir)].map(|library| {
+        let scratch = tempfile::tempdir().unwrap();
+        let mut cmd = Command::new(python);
+        cmd.arg(script)
+            .args(
+                args.iter()
+                    .map(|a| a.replacen("DIR", &scratch.path().to_string_lossy(), 1)),
+            )
+            .current_dir(crate_dir().join("tests/python"))
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .env_remove("LD_LIBRARY_PATH");
+        if let Some(d) = library {
+            cmd.env("LD_LIBRARY_PATH", d);
+        }
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{script}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    })
+}
+
 /// Python's `sqlite3` module driven by `python/differential.py` (random statements through
 /// the module's transactions, parameters, executemany, executescript, rowcount, lastrowid,
 /// description) prints the same, line for line, on SQLite's library and on this one.
@@ -288,27 +315,8 @@ fn python_programs_see_what_they_see_on_sqlite() {
         return;
     };
     let seeds = std::env::var("BEECH_PY_DIFF_SEEDS").unwrap_or_else(|_| "40".into());
-    let run = |library: Option<&Path>| {
-        let scratch = tempfile::tempdir().unwrap();
-        let mut cmd = Command::new(&python);
-        cmd.arg("differential.py")
-            .arg(scratch.path())
-            .arg(&seeds)
-            .current_dir(crate_dir().join("tests/python"))
-            .env("PYTHONDONTWRITEBYTECODE", "1")
-            .env_remove("LD_LIBRARY_PATH");
-        if let Some(d) = library {
-            cmd.env("LD_LIBRARY_PATH", d);
-        }
-        let out = cmd.output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    };
-    let (sqlite, ours) = (run(None), run(Some(&dir)));
+    let [sqlite, ours] =
+        on_sqlite_and_on_beechdb(&python, &dir, "differential.py", &["DIR", &seeds]);
     assert!(sqlite.lines().count() > 100, "too little ran:\n{sqlite}");
     if let Some((a, b)) = sqlite.lines().zip(ours.lines()).find(|(a, b)| a != b) {
         panic!("SQLite:  {a}\nBeechDB: {b}");
@@ -325,25 +333,7 @@ fn python_programs_see_what_they_see_on_sqlite() {
 fn an_sqlalchemy_application_sees_what_it_sees_on_sqlite() {
     let dir = dropin_dir();
     let python = python_on(&dir).expect("a Python whose sqlite3 module loads libsqlite3.so.0");
-    let run = |library: Option<&Path>| {
-        let scratch = tempfile::tempdir().unwrap();
-        let mut cmd = Command::new(&python);
-        cmd.arg("orm_sqlalchemy.py")
-            .arg(scratch.path().join("app.db"))
-            .current_dir(crate_dir().join("tests/python"))
-            .env("PYTHONDONTWRITEBYTECODE", "1")
-            .env_remove("LD_LIBRARY_PATH");
-        if let Some(d) = library {
-            cmd.env("LD_LIBRARY_PATH", d);
-        }
-        let out = cmd.output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    };
-    let (sqlite, ours) = (run(None), run(Some(&dir)));
+    let [sqlite, ours] =
+        on_sqlite_and_on_beechdb(&python, &dir, "orm_sqlalchemy.py", &["DIR/app.db"]);
     assert_eq!(ours, sqlite);
 }

@@ -98,3 +98,17 @@ pub fn plan_of(c: &mut Connection, sql: &str) -> Vec<String> {
         .map(|r| r[3].to_text())
         .collect()
 }
+
+/// Asserts that `sql`'s result columns are named as SQLite names them (SQLite's names
+/// read from the prepared statement; BeechDB's from running it).
+pub fn same_names(ours: &mut Connection, lite: &rusqlite::Connection, sql: &str) {
+    let want: Vec<String> = lite
+        .prepare(sql)
+        .unwrap()
+        .column_names()
+        .into_iter()
+        .map(String::from)
+        .collect();
+    let got = ours.query(sql, &[]).unwrap().columns.to_vec();
+    assert_eq!(got, want, "{sql}");
+}
