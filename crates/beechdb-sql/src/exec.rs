@@ -236,6 +236,8 @@ pub struct Exec<'a> {
     pub foreign_keys: bool,
     /// Under EXPLAIN QUERY PLAN: the plan's lines, and nothing is read or changed.
     pub plan: Option<Vec<String>>,
+    /// Names the statement wrote double-quoted (see `parse::Parsed::quoted`).
+    pub quoted: &'a [String],
     /// Common table expressions in scope, innermost last: name -> (columns, rows).
     pub ctes: Vec<HashMap<String, Arc<Materialized>>>,
     /// Set from another thread to stop the statement (see `Interrupter`).
@@ -1317,6 +1319,11 @@ impl<'a> Exec<'a> {
                 return Ok(scope.row.get(slot).cloned().unwrap_or(Value::Null));
             }
             s = scope.outer;
+        }
+        // SQLite's fallback (on by default, and counted on: Django writes `WHERE tbl_name
+        // = "t"`): a double-quoted name that names no column is a string.
+        if table.is_none() && self.quoted.iter().any(|q| q == name) {
+            return Ok(Value::text(name));
         }
         Err(match table {
             Some(t) => Error::Sql(format!("no such column: {t}.{name}")),

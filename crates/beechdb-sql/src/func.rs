@@ -53,9 +53,13 @@ pub fn check_call(name: &str, n: usize) -> Result<()> {
         "min" | "max" | "json_extract" => (1, any),
         "char" | "printf" | "format" | "date" | "time" | "datetime" | "julianday" | "strftime"
         | "unixepoch" | "json_array" | "json_object" => (0, any),
+        "sqlite_compileoption_used" | "sqlite_compileoption_get" => (1, 1),
         // Operators the parser spells as calls.
         _ if name.starts_with("->") => (0, any),
-        _ => return Err(Error::Sql(format!("no such function: {name}"))),
+        _ => match crate::math::arity(name) {
+            Some(a) => a,
+            None => return Err(Error::Sql(format!("no such function: {name}"))),
+        },
     };
     match (least..=most).contains(&n) {
         true => Ok(()),
@@ -449,6 +453,17 @@ pub fn call(name: &str, args: &[Value]) -> Result<Value> {
             crate::date::call(name, args)?
         }
         "sqlite_version" => Value::text(crate::SQLITE_VERSION),
+        "sqlite_compileoption_used" => match a(0) {
+            Value::Null => Value::Null,
+            v => Value::Integer(crate::math::compile_option_used(&v.to_text()) as i64),
+        },
+        "sqlite_compileoption_get" => match usize::try_from(a(0).as_i64()) {
+            Ok(i) if !a(0).is_null() => crate::math::COMPILE_OPTIONS
+                .get(i)
+                .map_or(Value::Null, |o| Value::text(&o.to_string_lossy())),
+            _ => Value::Null,
+        },
+        _ if crate::math::arity(name).is_some() => crate::math::call(name, args)?,
         "last_insert_rowid" | "changes" | "total_changes" => {
             return Err(Error::Sql(format!(
                 "{name}() is answered by the connection"

@@ -32,6 +32,7 @@ mod func;
 pub mod functions;
 mod introspect;
 mod json;
+mod math;
 mod parse;
 mod reads;
 mod record;
@@ -40,6 +41,7 @@ pub mod slt;
 mod value;
 
 pub use error::{codes, ConstraintKind, Error, Result};
+pub use math::{compile_option_used, COMPILE_OPTIONS};
 
 /// The version of SQLite whose dialect this layer follows (`sqlite_version()`).
 pub const SQLITE_VERSION: &str = "3.46.0";
@@ -228,8 +230,22 @@ pub struct Statement {
     stmt: Stmt,
     params: Vec<Option<String>>,
     explain: bool,
+    /// See `parse::Parsed::quoted`.
+    quoted: Arc<[String]>,
     /// Plans kept between runs (shared by clones: they name the same `PlanId`s).
     plans: Arc<exec::PlanCache>,
+}
+
+impl From<parse::Parsed> for Statement {
+    fn from(p: parse::Parsed) -> Statement {
+        Statement {
+            stmt: p.stmt,
+            params: p.params,
+            explain: p.explain,
+            quoted: p.quoted.into(),
+            plans: Default::default(),
+        }
+    }
 }
 
 impl Statement {
@@ -318,12 +334,7 @@ impl Connection {
     /// Parses the first statement of `sql`.
     pub fn prepare(&self, sql: &str) -> Result<Statement> {
         match parse::parse_with(sql, &self.registry)? {
-            Some(p) => Ok(Statement {
-                stmt: p.stmt,
-                params: p.params,
-                explain: p.explain,
-                plans: Default::default(),
-            }),
+            Some(p) => Ok(Statement::from(p)),
             None => Err(Error::Misuse("no SQL statement".into())),
         }
     }
@@ -332,15 +343,8 @@ impl Connection {
     /// only spaces, comments and semicolons remain).
     pub fn prepare_first(&self, sql: &str) -> Result<Option<(Statement, usize)>> {
         Ok(parse::parse_with(sql, &self.registry)?.map(|p| {
-            (
-                Statement {
-                    stmt: p.stmt,
-                    params: p.params,
-                    explain: p.explain,
-                    plans: Default::default(),
-                },
-                p.consumed,
-            )
+            let consumed = p.consumed;
+            (Statement::from(p), consumed)
         }))
     }
 
@@ -348,14 +352,8 @@ impl Connection {
     pub fn execute_batch(&mut self, sql: &str) -> Result<()> {
         let mut rest = sql;
         while let Some(p) = parse::parse_with(rest, &self.registry)? {
-            let stmt = Statement {
-                stmt: p.stmt,
-                params: p.params,
-                explain: p.explain,
-                plans: Default::default(),
-            };
-            self.run(&stmt, &[])?;
             rest = &rest[p.consumed..];
+            self.run(&Statement::from(p), &[])?;
         }
         Ok(())
     }
@@ -622,6 +620,7 @@ impl Connection {
             ctes: Vec::new(),
             interrupted: &self.interrupted,
             plans: Some(&stmt.plans),
+            quoted: &stmt.quoted,
         };
         let mut described = None;
         let r = match &stmt.stmt {
@@ -668,6 +667,7 @@ impl Connection {
             ctes: Vec::new(),
             interrupted: &self.interrupted,
             plans: Some(&stmt.plans),
+            quoted: &stmt.quoted,
         };
         let res = match &stmt.stmt {
             Stmt::Select(s) => ex.select(s, None),

@@ -18,6 +18,9 @@ use sqlite3_parser::{Bump, FallibleIterator};
 pub struct Parsed {
     pub stmt: Stmt,
     pub params: Vec<Option<String>>,
+    /// The names written double-quoted where a column may stand: one that names no column
+    /// is read as a string, as SQLite reads it (see `Exec::column`).
+    pub quoted: Vec<String>,
     /// Bytes of the input this statement took (to find where the next begins).
     pub consumed: usize,
     pub explain: bool,
@@ -55,6 +58,7 @@ fn parse_checked(sql: &str, registry: &Registry, check_calls: bool) -> Result<Op
         windows: Vec::new(),
         check_calls,
         source: create_text(&sql[..consumed]),
+        quoted: Vec::new(),
         text: &sql[..consumed],
         typed: None,
     };
@@ -65,6 +69,7 @@ fn parse_checked(sql: &str, registry: &Registry, check_calls: bool) -> Result<Op
     Ok(Some(Parsed {
         stmt,
         params: cx.params,
+        quoted: cx.quoted,
         consumed,
         explain,
     }))
@@ -150,6 +155,8 @@ struct Cx<'r> {
     check_calls: bool,
     /// The text of a CREATE statement as written, kept in `sqlite_schema` as SQLite does.
     source: Option<String>,
+    /// See [`Parsed::quoted`].
+    quoted: Vec<String>,
     /// The statement's text, and its result columns as typed (`alter::typed_columns`, read
     /// at the first unaliased expression column): each whitespace-free and lower-cased, as
     /// typed, and whether a column was named by it.
@@ -1172,19 +1179,12 @@ impl Cx<'_> {
         Ok(match e {
             p::Expr::Literal(l) => Expr::Literal(literal(l)?),
             p::Expr::Id(id) => {
-                let n = id.0;
-                if n.starts_with('"') {
-                    // A double-quoted name that names no column is a string (resolved later).
-                    Expr::Column {
-                        table: None,
-                        name: unquote(n),
-                    }
-                } else {
-                    Expr::Column {
-                        table: None,
-                        name: unquote(n),
-                    }
+                let name = unquote(id.0);
+                if id.0.starts_with('"') {
+                    // A double-quoted name that names no column is a string (`Exec::column`).
+                    self.quoted.push(name.clone());
                 }
+                Expr::Column { table: None, name }
             }
             p::Expr::Name(n) => Expr::Column {
                 table: None,

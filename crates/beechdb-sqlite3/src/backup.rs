@@ -59,10 +59,6 @@ pub(crate) struct Transfer {
     next: usize,
 }
 
-fn quote_name(n: &str) -> String {
-    format!("\"{}\"", n.replace('"', "\"\""))
-}
-
 fn text(v: &Value) -> String {
     v.to_text()
 }
@@ -118,7 +114,10 @@ fn read_all(conn: &mut Connection, lsn: Option<u64>) -> beechdb_sql::Result<Snap
             continue;
         }
         // A rowid table without an INTEGER PRIMARY KEY keeps its rowids explicitly.
-        let info = conn.query(&format!("PRAGMA table_info({})", quote_name(&name)), &[])?;
+        let info = conn.query(
+            &format!("PRAGMA table_info({})", crate::util::quote_name(&name)),
+            &[],
+        )?;
         let mut columns: Vec<String> = info.rows.iter().map(|r| text(&r[1])).collect();
         let has_rowid_alias = info
             .rows
@@ -127,9 +126,9 @@ fn read_all(conn: &mut Connection, lsn: Option<u64>) -> beechdb_sql::Result<Snap
         let keeps_rowid = !has_rowid_alias && !sql.to_ascii_uppercase().contains("WITHOUT ROWID");
         let select = if keeps_rowid {
             columns.insert(0, "rowid".into());
-            format!("SELECT rowid, * FROM {}", quote_name(&name))
+            format!("SELECT rowid, * FROM {}", crate::util::quote_name(&name))
         } else {
-            format!("SELECT * FROM {}", quote_name(&name))
+            format!("SELECT * FROM {}", crate::util::quote_name(&name))
         };
         let rows = conn.query(&select, &[])?.rows;
         snap.tables.push(TableCopy {
@@ -194,11 +193,15 @@ impl Transfer {
                     if rows.start == 0 {
                         conn.execute(&t.sql, &[])?;
                     }
-                    let cols: Vec<String> = t.columns.iter().map(|c| quote_name(c)).collect();
+                    let cols: Vec<String> = t
+                        .columns
+                        .iter()
+                        .map(|c| crate::util::quote_name(c))
+                        .collect();
                     let marks = vec!["?"; cols.len()].join(", ");
                     let insert = conn.prepare(&format!(
                         "INSERT INTO {}({}) VALUES ({marks})",
-                        quote_name(&t.name),
+                        crate::util::quote_name(&t.name),
                         cols.join(", ")
                     ))?;
                     for row in &t.rows[rows.clone()] {
@@ -233,7 +236,10 @@ fn begin_replacing(conn: &mut Connection) -> beechdb_sql::Result<()> {
     for row in &old.rows {
         let kind = text(&row[0]).to_ascii_uppercase();
         conn.execute(
-            &format!("DROP {kind} IF EXISTS {}", quote_name(&text(&row[1]))),
+            &format!(
+                "DROP {kind} IF EXISTS {}",
+                crate::util::quote_name(&text(&row[1]))
+            ),
             &[],
         )?;
     }

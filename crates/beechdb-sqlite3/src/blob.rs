@@ -30,17 +30,13 @@ pub struct sqlite3_blob {
     expired: bool,
 }
 
-fn quote_name(n: &str) -> String {
-    format!("\"{}\"", n.replace('"', "\"\""))
-}
-
 impl sqlite3_blob {
     /// Reads the value at `rowid` into the handle.
     fn load(&mut self, inner: &mut crate::conn::Inner, rowid: i64) -> Result<(), Failure> {
         let sql = format!(
             "SELECT {} FROM {} WHERE rowid = ?",
-            quote_name(&self.column),
-            quote_name(&self.table)
+            crate::util::quote_name(&self.column),
+            crate::util::quote_name(&self.table)
         );
         let r = inner
             .conn()?
@@ -207,8 +203,8 @@ pub unsafe extern "C" fn sqlite3_blob_write(
         };
         let sql = format!(
             "UPDATE {} SET {} = ? WHERE rowid = ?",
-            quote_name(&b.table),
-            quote_name(&b.column)
+            crate::util::quote_name(&b.table),
+            crate::util::quote_name(&b.column)
         );
         inner
             .conn()?

@@ -7,6 +7,13 @@ use crate::consts::*;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 
 /// `s` as a C string (an inner NUL ends it).
+/// `n` quoted as an identifier for SQL this library writes. Backquotes, not double
+/// quotes: a double-quoted name that names no column would be read as a string (SQLite's
+/// fallback), so a missing column would not be an error.
+pub(crate) fn quote_name(n: &str) -> String {
+    format!("`{}`", n.replace('`', "``"))
+}
+
 pub(crate) fn c_str(s: &str) -> CString {
     let end = s.find('\0').unwrap_or(s.len());
     CString::new(&s[..end]).expect("no NUL before end")
@@ -131,14 +138,27 @@ pub extern "C" fn sqlite3_enable_shared_cache(_on: c_int) -> c_int {
     SQLITE_OK
 }
 
+/// Whether the library was built with option `name` (`beechdb_sql::COMPILE_OPTIONS`; the
+/// math functions are the one programs ask about).
+///
+/// # Safety
+/// `name` is NULL or a NUL-terminated string.
 #[no_mangle]
-pub extern "C" fn sqlite3_compileoption_used(_name: *const c_char) -> c_int {
-    0
+pub unsafe extern "C" fn sqlite3_compileoption_used(name: *const c_char) -> c_int {
+    if name.is_null() {
+        return 0;
+    }
+    let name = std::ffi::CStr::from_ptr(name).to_string_lossy();
+    beechdb_sql::compile_option_used(&name) as c_int
 }
 
+/// The `n`th option the library was built with, or NULL past the last.
 #[no_mangle]
-pub extern "C" fn sqlite3_compileoption_get(_n: c_int) -> *const c_char {
-    std::ptr::null()
+pub extern "C" fn sqlite3_compileoption_get(n: c_int) -> *const c_char {
+    usize::try_from(n)
+        .ok()
+        .and_then(|n| beechdb_sql::COMPILE_OPTIONS.get(n))
+        .map_or(std::ptr::null(), |o| o.as_ptr())
 }
 
 #[no_mangle]

@@ -1,0 +1,89 @@
+//! Two of SQLite's defaults that programs count on: a double-quoted name that names no
+//! column is a string (Django writes `WHERE tbl_name = "t"`), checked against SQLite
+//! (rusqlite, bundled); and the math functions SQLite builds in (SQLITE_ENABLE_MATH_
+//! FUNCTIONS, on in its own builds but not in rusqlite's, so their results here are the
+//! ones SQLite 3.40 gives, copied from it), with `sqlite_compileoption_used` saying so
+//! (Django asks before registering its own).
+
+mod common;
+
+use beechdb_sql::Value;
+
+#[test]
+fn a_double_quoted_name_that_names_no_column_is_a_string() {
+    let (_db, mut ours, lite) =
+        common::both("CREATE TABLE t(a, b); INSERT INTO t VALUES ('x', 1), ('a', 2);");
+    for sql in [
+        "SELECT a FROM t WHERE a = \"x\"",
+        "SELECT \"zz\", \"a\" FROM t ORDER BY b",
+        "SELECT sql FROM sqlite_master WHERE tbl_name = \"t\"",
+        "SELECT a FROM t WHERE \"a\" = 'a'",
+        "SELECT * FROM t WHERE nosuch = 1",
+        "SELECT \"it\"\"s\" FROM t LIMIT 1",
+        "SELECT t.\"zz\" FROM t",
+        "SELECT (SELECT \"a\" FROM t AS u WHERE u.b = 2) FROM t ORDER BY b",
+        "SELECT count(*) FROM t WHERE b IN (SELECT 1 WHERE \"q\" = 'q')",
+    ] {
+        common::same_outcome(&mut ours, &lite, sql);
+    }
+}
+
+#[test]
+fn math_functions_give_what_sqlite_gives() {
+    let db = beechdb_sql::Database::open_in_memory().unwrap();
+    let mut c = db.connect();
+    let r = |v: f64| Value::Real(v);
+    let i = Value::Integer;
+    for (expr, want) in [
+        ("ln(0)", Value::Null),
+        ("sqrt(-1)", Value::Null),
+        ("log(0)", Value::Null),
+        ("ln(-1)", Value::Null),
+        ("acos(2)", Value::Null),
+        ("sin('a')", Value::Null),
+        ("ceil(NULL)", Value::Null),
+        ("log(NULL, 2)", Value::Null),
+        ("mod(1, 0)", Value::Null),
+        ("log(1, 8)", Value::Null),
+        ("ceil(1)", i(1)),
+        ("ceil(1.2)", r(2.0)),
+        ("ceil('1.2')", r(2.0)),
+        ("ceiling(-1.2)", r(-1.0)),
+        ("floor(-1.5)", r(-2.0)),
+        ("floor(3)", i(3)),
+        ("trunc(-2.7)", r(-2.0)),
+        ("ceil(9223372036854775807)", i(i64::MAX)),
+        ("pow(2, 10)", r(1024.0)),
+        ("power(2, 0.5)", r(std::f64::consts::SQRT_2)),
+        ("mod(7, 3)", r(1.0)),
+        ("mod(7.5, 2)", r(1.5)),
+        ("log(100)", r(2.0)),
+        ("log(2, 8)", r(3.0)),
+        ("log10(1000)", r(2.9999999999999996)),
+        ("log2(8)", r(3.0)),
+        ("pi()", r(std::f64::consts::PI)),
+        ("degrees(pi())", r(180.0)),
+        ("exp(1)", r(std::f64::consts::E)),
+        ("exp(1000)", r(f64::INFINITY)),
+        ("atan2(1, 1)", r(std::f64::consts::FRAC_PI_4)),
+        ("sqrt(4)", r(2.0)),
+        ("sqlite_compileoption_used('ENABLE_MATH_FUNCTIONS')", i(1)),
+        (
+            "sqlite_compileoption_used('SQLITE_ENABLE_MATH_FUNCTIONS')",
+            i(1),
+        ),
+        ("sqlite_compileoption_used('OMIT_TRIGGER')", i(0)),
+        (
+            "sqlite_compileoption_get(0)",
+            Value::from("ENABLE_MATH_FUNCTIONS"),
+        ),
+        ("sqlite_compileoption_get(1)", Value::Null),
+    ] {
+        let got = c.query(&format!("SELECT {expr}"), &[]).unwrap().rows;
+        assert_eq!(got, vec![vec![want]], "{expr}");
+    }
+    for bad in ["SELECT sin()", "SELECT log(1, 2, 3)", "SELECT pi(1)"] {
+        let e = c.query(bad, &[]).unwrap_err().to_string();
+        assert!(e.starts_with("wrong number of arguments"), "{bad}: {e}");
+    }
+}
