@@ -1312,6 +1312,37 @@ impl<'a> Exec<'a> {
         })
     }
 
+    /// An error for the first column `e` names (outside its subqueries) that neither
+    /// `frame` nor an enclosing query has, unless it is a double-quoted string.
+    fn check_names(&self, e: &Expr, frame: &Frame, outer: Option<&Scope>) -> Result<()> {
+        let mut problem = None;
+        e.walk(&mut |x| {
+            let Expr::Column { table, name } = x else {
+                return;
+            };
+            if problem.is_some() {
+                return;
+            }
+            let mut frames = std::iter::once(frame)
+                .chain(std::iter::successors(outer, |s| s.outer).map(|s| s.frame));
+            // An ambiguous name (several sources have it) is the planner's to report.
+            if frames.any(|f| {
+                f.resolve(table.as_deref(), name)
+                    .map_or(true, |r| r.is_some())
+            }) {
+                return;
+            }
+            if table.is_none() && self.quoted.iter().any(|q| q == name) {
+                return;
+            }
+            problem = Some(Error::Sql(match table {
+                Some(t) => format!("no such column: {t}.{name}"),
+                None => format!("no such column: {name}"),
+            }));
+        });
+        problem.map_or(Ok(()), Err)
+    }
+
     fn column(&self, table: Option<&str>, name: &str, sc: &Scope) -> Result<Value> {
         let mut s = Some(sc);
         while let Some(scope) = s {
@@ -3919,6 +3950,23 @@ impl<'a> Exec<'a> {
             })
             .collect::<Result<_>>()?;
         let mut having = having;
+        // Every name must name something here, in an enclosing query, or be a double-quoted
+        // string: an error of the plan, as of SQLite's prepare, not only once a row is read.
+        let mut on = Vec::new();
+        if let Some(f) = from {
+            on_conditions(f, &mut on);
+        }
+        for e in exprs
+            .iter()
+            .map(|(e, _)| e)
+            .chain(where_)
+            .chain(on)
+            .chain(&order_exprs)
+            .chain(&group_terms)
+            .chain(&having)
+        {
+            self.check_names(e, &frame, outer)?;
+        }
         // Names resolved once: the plan's expressions read their columns by slot.
         let mut exprs = exprs;
         let mut order_exprs = order_exprs;
@@ -4605,6 +4653,16 @@ fn resolve_order_term(e: &Expr, exprs: &[(Expr, String)]) -> Result<Expr> {
         )),
         other => Ok(other.clone()),
     }
+}
+
+/// The ON conditions of `from`'s joins, nested joins' included.
+fn on_conditions<'f>(from: &'f From, out: &mut Vec<&'f Expr>) {
+    for t in std::iter::once(&from.first).chain(from.joins.iter().map(|j| &j.table)) {
+        if let TableRef::Nested(inner) = t {
+            on_conditions(inner, out);
+        }
+    }
+    out.extend(from.joins.iter().filter_map(|j| j.on.as_ref()));
 }
 
 /// A GROUP BY term that is an ordinal: the result column it names (`None` for any other

@@ -1,6 +1,7 @@
-//! Two of SQLite's defaults that programs count on: a double-quoted name that names no
-//! column is a string (Django writes `WHERE tbl_name = "t"`), checked against SQLite
-//! (rusqlite, bundled); and the math functions SQLite builds in (SQLITE_ENABLE_MATH_
+//! Names that name nothing are errors before any row is read, as SQLite's prepare makes
+//! them, and two of SQLite's defaults that programs count on: a double-quoted name that
+//! names no column is a string (Django writes `WHERE tbl_name = "t"`), both checked
+//! against SQLite (rusqlite, bundled); and the math functions SQLite builds in (SQLITE_ENABLE_MATH_
 //! FUNCTIONS, on in its own builds but not in rusqlite's, so their results here are the
 //! ones SQLite 3.40 gives, copied from it), with `sqlite_compileoption_used` saying so
 //! (Django asks before registering its own).
@@ -23,6 +24,25 @@ fn a_double_quoted_name_that_names_no_column_is_a_string() {
         "SELECT t.\"zz\" FROM t",
         "SELECT (SELECT \"a\" FROM t AS u WHERE u.b = 2) FROM t ORDER BY b",
         "SELECT count(*) FROM t WHERE b IN (SELECT 1 WHERE \"q\" = 'q')",
+    ] {
+        common::same_outcome(&mut ours, &lite, sql);
+    }
+}
+
+#[test]
+fn a_name_that_names_nothing_is_an_error_even_on_an_empty_table() {
+    let (_db, mut ours, lite) = common::both("CREATE TABLE t(a, b); CREATE TABLE u(c);");
+    for sql in [
+        "SELECT * FROM t WHERE nosuch = 1",
+        "SELECT a FROM t WHERE t.nosuch = 1",
+        "SELECT a FROM t GROUP BY nosuch",
+        "SELECT a FROM t GROUP BY a HAVING nosuch > 1",
+        "SELECT a FROM t ORDER BY nosuch",
+        "SELECT nosuch FROM t",
+        "SELECT a FROM t JOIN u ON nosuch = c",
+        "SELECT a FROM t WHERE EXISTS (SELECT 1 FROM u WHERE c = a)",
+        "SELECT a FROM t WHERE EXISTS (SELECT 1 FROM u WHERE c = t.a AND u.c = b)",
+        "SELECT a AS x FROM t WHERE x = 1",
     ] {
         common::same_outcome(&mut ours, &lite, sql);
     }
