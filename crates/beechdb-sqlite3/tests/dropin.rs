@@ -338,14 +338,17 @@ fn an_sqlalchemy_application_sees_what_it_sees_on_sqlite() {
     assert_eq!(ours, sqlite);
 }
 
-/// An application on Django's ORM (`python/app_django.py`) sees the same on SQLite's
-/// library and on this one. Needs Django 5 (`pip install "django<5.2"`), so it is not in
-/// the default run: `cargo test -p beechdb-sqlite3 --test dropin -- --ignored`.
+/// An application on Django's ORM (`python/app_django.py`: migrations, users and groups;
+/// `python/app_django_queries.py`: the query layer) sees the same on SQLite's library and
+/// on this one. Needs Django 5 (`pip install "django<5.2"`), so it is not in the default
+/// run: `cargo test -p beechdb-sqlite3 --test dropin -- --ignored`.
 #[test]
 #[ignore = "needs Django 5 (pip install django)"]
 fn a_django_application_sees_what_it_sees_on_sqlite() {
     let dir = dropin_dir();
     let python = python_on(&dir).expect("a Python whose sqlite3 module loads libsqlite3.so.0");
-    let [sqlite, ours] = on_sqlite_and_on_beechdb(&python, &dir, "app_django.py", &["DIR/app.db"]);
-    assert_eq!(ours, sqlite);
+    for script in ["app_django.py", "app_django_queries.py"] {
+        let [sqlite, ours] = on_sqlite_and_on_beechdb(&python, &dir, script, &["DIR/app.db"]);
+        assert_eq!(ours, sqlite, "{script}");
+    }
 }
