@@ -630,20 +630,21 @@ impl Exec<'_> {
 
     fn run_in_trigger(&mut self, stmt: &Stmt, frame: &Frame, row: &[Value]) -> Result<()> {
         let sc = Scope::new(frame, row, None);
-        match stmt {
-            Stmt::Insert(i) => self.insert(i, Some(&sc)).map(drop),
-            Stmt::Update(u) => self.update(u, Some(&sc)).map(drop),
+        let changed = match stmt {
+            Stmt::Insert(i) => self.insert(i, Some(&sc))?,
+            Stmt::Update(u) => self.update(u, Some(&sc))?,
             Stmt::Delete {
                 table,
                 where_,
                 plan,
                 ..
-            } => self
-                .delete(table, where_.as_ref(), &[], Some(&sc), *plan)
-                .map(drop),
-            Stmt::Select(s) => self.select(s, Some(&sc)).map(drop),
-            _ => Err(Error::Sql("statement not allowed in a trigger".into())),
-        }
+            } => self.delete(table, where_.as_ref(), &[], Some(&sc), *plan)?,
+            Stmt::Select(s) => self.select(s, Some(&sc)).map(|_| 0)?,
+            _ => return Err(Error::Sql("statement not allowed in a trigger".into())),
+        };
+        // Counted by total_changes() (not by changes()), as in SQLite.
+        self.trigger_changes += changed;
+        Ok(())
     }
 
     // ---- foreign keys ----

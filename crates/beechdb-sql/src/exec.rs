@@ -223,6 +223,8 @@ pub struct Exec<'a> {
     pub connection_changes: (u64, u64),
     /// Depth of nested trigger programs.
     pub trigger_depth: usize,
+    /// Rows the statement's trigger programs changed.
+    pub trigger_changes: u64,
     /// Database handles by engine database name, kept by the connection for its
     /// transaction (databases it created are not visible by name before it commits).
     pub dbs: &'a mut FxHashMap<String, Db>,

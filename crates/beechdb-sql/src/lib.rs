@@ -611,6 +611,7 @@ impl Connection {
             changes: 0,
             connection_changes: (self.changes, self.total_changes),
             trigger_depth: 0,
+            trigger_changes: 0,
             dbs: &mut dbs,
             returned: QueryResult::default(),
             rowids: &self.shared.rowids,
@@ -658,6 +659,7 @@ impl Connection {
             changes: 0,
             connection_changes: (self.changes, self.total_changes),
             trigger_depth: 0,
+            trigger_changes: 0,
             dbs: &mut self.dbs,
             returned: QueryResult::default(),
             rowids: &self.shared.rowids,
@@ -711,7 +713,7 @@ impl Connection {
         ) {
             self.changes = changes;
             if res.is_ok() {
-                self.total_changes += changes;
+                self.total_changes += changes + ex.trigger_changes;
             }
         }
         if !std::ptr::eq(schema_before, Arc::as_ptr(&self.schema)) {

@@ -96,8 +96,17 @@ fn render<T: ToTokens>(node: &T) -> String {
 /// as `name(args)` as they usually are.
 fn column_name(e: &p::Expr) -> String {
     match e {
-        p::Expr::FunctionCallStar { name, .. } => format!("{}(*)", name.0),
-        p::Expr::FunctionCall { name, args, .. } => format!(
+        p::Expr::FunctionCallStar {
+            name,
+            filter_over: None,
+        } => format!("{}(*)", name.0),
+        p::Expr::FunctionCall {
+            name,
+            args,
+            distinctness: None,
+            order_by: None,
+            filter_over: None,
+        } => format!(
             "{}({})",
             name.0,
             args.iter()

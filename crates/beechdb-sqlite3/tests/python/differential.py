@@ -1,8 +1,10 @@
-"""Differential run of Python's sqlite3 module: random statements on a database file,
+"""Differential run of Python's sqlite3 module: random statements on a database file
+(with triggers and a view; queries with CTEs, windows, date, JSON and string functions),
 through the module's own transaction handling (implicit BEGIN before writes, commit(),
 rollback(), isolation_level None), parameters, executemany, executescript, fetches and the
-cursor's rowcount, lastrowid and description. Prints one line per step; run under SQLite's
-library and under BeechDB's, the two outputs must be equal.
+cursor's rowcount, lastrowid and description, and the connection's total_changes. Prints
+one line per step; run under SQLite's library and under BeechDB's, the two outputs must be
+equal.
 
     python3 differential.py DIR SEEDS [STEPS]
 """
@@ -16,6 +18,10 @@ CREATE TABLE t1(a INTEGER PRIMARY KEY, b TEXT, c REAL);
 CREATE TABLE t2(k TEXT UNIQUE NOT NULL, v INTEGER DEFAULT 0, w BLOB);
 CREATE INDEX t1_b ON t1(b);
 CREATE TABLE log(id INTEGER PRIMARY KEY, msg);
+CREATE TABLE audit(what, k);
+CREATE TRIGGER t2_del AFTER DELETE ON t2 BEGIN INSERT INTO audit VALUES ('del', old.k); END;
+CREATE TRIGGER t2_upd AFTER UPDATE OF v ON t2 WHEN new.v > 20 BEGIN INSERT INTO audit VALUES ('big', new.k); END;
+CREATE VIEW big AS SELECT k, v * 2 AS dbl FROM t2 WHERE v > 5;
 """
 
 
@@ -28,7 +34,7 @@ def value(rng):
 
 def statement(rng):
     k = rng.randint(0, 15)
-    r = rng.randint(0, 27)
+    r = rng.randint(0, 28)
     if r < 4:
         # New rowids only where nothing is deleted: SQLite takes a deleted largest rowid
         # again, BeechDB does not (docs/sql-compat.md).
@@ -75,6 +81,22 @@ def statement(rng):
         return "INSERT INTO t1 VALUES (?)", (1,)
     if r == 26:
         return "SELECT a, b FROM t1 WHERE a = ?", (k,)
+    if r == 27:
+        return rng.choice([
+            ("SELECT * FROM big ORDER BY k", ()),
+            ("SELECT what, count(*) FROM audit GROUP BY what", ()),
+            ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < ?) SELECT sum(x) FROM c", (k,)),
+            ("SELECT k, v, rank() OVER (ORDER BY v DESC), count(v) OVER (ORDER BY k ROWS 1 PRECEDING) FROM t2 ORDER BY k", ()),
+            ("SELECT count(DISTINCT v), max(k) FILTER (WHERE v > 1) FROM t2", ()),
+            ("SELECT date('2024-01-31', ?), strftime('%W %j', '2024-03-01'), julianday('2000-01-01')", ("+%d month" % k,)),
+            ("SELECT json_object('k', k, 'v', v), json_array(v, w) FROM t2 WHERE typeof(w) != 'blob' ORDER BY k LIMIT 3", ()),
+            ("SELECT k FROM t2 WHERE k LIKE ? ESCAPE '!' ORDER BY k", ("k1%",)),
+            ("SELECT upper(k), substr(k, 2), instr(k, '1'), printf('%5.2f|%d|%s', v, v, k) FROM t2 ORDER BY k", ()),
+            ("SELECT a, c FROM t1 WHERE c BETWEEN ? AND ? ORDER BY a", (k / 4, k)),
+            ("SELECT count(*) FROM t1 AS x JOIN t2 AS y ON y.v = x.a", ()),
+            ("SELECT b, group_concat(a, ';') FROM t1 GROUP BY b ORDER BY b", ()),
+            ("SELECT CAST(v AS TEXT), CAST(k AS INTEGER), v / 3, v % 3, -v FROM t2 ORDER BY k", ()),
+        ])
     return "SELEC 1", ()
 
 
@@ -155,7 +177,7 @@ def run(path, seed, steps):
         except sqlite3.Error as e:
             out.append("error %s: %s in_transaction=%s" % (type(e).__name__, e, con.in_transaction))
     con.commit()
-    for table in ("t1", "t2", "log"):
+    for table in ("t1", "t2", "log", "audit"):
         out.append("%s: %s" % (table, con.execute("SELECT * FROM %s ORDER BY 1" % table).fetchall()))
     con.close()
     # A second connection reads what was committed.
