@@ -459,6 +459,9 @@ pub(crate) struct CorePlan {
     min_max: Option<MinMax>,
     /// How the FROM clause is read, if there is one.
     pub(crate) join: Option<JoinPlan>,
+    /// The ORDER BY is the rowid of the one table, streamed in that order (see
+    /// `JoinPlan::reverse`): rows come out sorted, and the select stops at its LIMIT.
+    in_rowid_order: bool,
     /// The WHERE clause with result columns' aliases in it replaced (see
     /// [`Exec::with_aliases`]), when it names any.
     where_: Option<Expr>,
@@ -497,6 +500,8 @@ pub(crate) struct JoinPlan {
     /// engine or into the application (no subquery, registered function or collation): so
     /// its rows can be lent by the engine (`Txn::visit_from`), whose lock is held meanwhile.
     lent: bool,
+    /// The streamed table is read from its last rowid down (ORDER BY rowid DESC).
+    reverse: bool,
 }
 
 /// What a streamed first item decodes when, each a mask of its columns that ends at its
@@ -2073,6 +2078,7 @@ impl<'a> Exec<'a> {
             on_level,
             lazy: None,
             lent: false,
+            reverse: false,
             wanted: vec![None; n],
         })
     }
@@ -2440,7 +2446,7 @@ impl<'a> Exec<'a> {
                 _ => &plan.at_level[0],
             };
             let db = self.db(&t.db)?;
-            if plan.lent {
+            if plan.lent && !plan.reverse {
                 // Nothing the rows go through calls into the engine: its leaves are lent.
                 let txn = self.txn;
                 let (mut failed, mut stopped) = (None, false);
@@ -2465,9 +2471,10 @@ impl<'a> Exec<'a> {
                 row[slots].fill(Value::Null);
                 return Ok(!stopped);
             }
-            let mut scan = match it.plan.access {
-                Access::Scan => self.txn.iter(&db),
-                _ => self.txn.range(&db, from..=to),
+            let mut scan = match (plan.reverse, &it.plan.access) {
+                (true, _) => self.txn.range_rev(&db, from..=to),
+                (false, Access::Scan) => self.txn.iter(&db),
+                (false, _) => self.txn.range(&db, from..=to),
             };
             while let Some(kv) = scan.next_ref() {
                 if !self.streamed_row(j, t, kv?, conditions, row, emit)? {
@@ -3482,7 +3489,7 @@ impl<'a> Exec<'a> {
             let mut next = Vec::new();
             let mut failed = None;
             for (_, core) in &cte.select.compounds {
-                match self.core(core, outer, &[]) {
+                match self.core(core, outer, &[], None) {
                     Ok(r) => next.extend(r.1.into_iter().map(|(row, _)| row)),
                     Err(e) => {
                         failed = Some(e);
@@ -3516,7 +3523,12 @@ impl<'a> Exec<'a> {
         } else {
             &[]
         };
-        let (meta, mut rows) = self.core(&sel.first, outer, order)?;
+        let (offset, limit) = self.offset_and_limit(sel, outer)?;
+        let wanted = match sel.compounds.is_empty() {
+            true => Some(offset.saturating_add(limit)),
+            false => None,
+        };
+        let (meta, mut rows) = self.core(&sel.first, outer, order, wanted)?;
         let mut result = QueryResult {
             columns: meta.names.clone(),
             decl_types: meta.types.clone(),
@@ -3525,7 +3537,7 @@ impl<'a> Exec<'a> {
         if !sel.compounds.is_empty() {
             let mut plain: Vec<Row> = rows.into_iter().map(|(r, _)| r).collect();
             for (op, core) in &sel.compounds {
-                let (m, more) = self.core(core, outer, &[])?;
+                let (m, more) = self.core(core, outer, &[], None)?;
                 if m.len() != meta.len() {
                     return Err(Error::Sql(format!(
                         "SELECTs to the left and right of {} do not have the same number of result columns",
@@ -3605,6 +3617,17 @@ impl<'a> Exec<'a> {
             }
             rows = plain.into_iter().map(|r| (r, Vec::new())).collect();
         }
+        result.rows = rows
+            .into_iter()
+            .skip(offset)
+            .take(limit)
+            .map(|(r, _)| r)
+            .collect();
+        Ok(result)
+    }
+
+    /// A select's OFFSET (0 if none) and LIMIT (`usize::MAX` if none or negative).
+    fn offset_and_limit(&mut self, sel: &Select, outer: Option<&Scope>) -> Result<(usize, usize)> {
         let sc = Scope::new(&EMPTY_FRAME, &[], outer);
         let offset = match &sel.offset {
             Some(o) => self.eval(o, &sc)?.as_i64().max(0) as usize,
@@ -3625,13 +3648,7 @@ impl<'a> Exec<'a> {
             }
             None => usize::MAX,
         };
-        result.rows = rows
-            .into_iter()
-            .skip(offset)
-            .take(limit)
-            .map(|(r, _)| r)
-            .collect();
-        Ok(result)
+        Ok((offset, limit))
     }
 
     /// The plan kept under `id` for the current schema, else `build`'s (kept, unless `id` is
@@ -3778,6 +3795,7 @@ impl<'a> Exec<'a> {
             aggregate: false,
             windows: false,
             join: Some(join),
+            in_rowid_order: false,
             where_: None,
         })
     }
@@ -3997,7 +4015,24 @@ impl<'a> Exec<'a> {
             ([(e, _)], Some(f), true) if f.joins.is_empty() => self.min_max(e, &f.first, &frame),
             _ => None,
         };
+        let in_rowid_order = match (&mut join, &order_exprs[..], &order[..]) {
+            (Some(j), [Expr::Slot(slot)], [term])
+                if !aggregate && !windows && streams(j, 0) && j.items.len() == 1 =>
+            {
+                let rowid = frame.sources.first().and_then(|s| {
+                    let alias = j.items[0].table.as_ref()?.rowid_alias;
+                    Some((s.rowid, alias.map(|a| s.start + a)))
+                });
+                let is_rowid = rowid.is_some_and(|(r, a)| r == Some(*slot) || a == Some(*slot));
+                if is_rowid {
+                    j.reverse = term.desc;
+                }
+                is_rowid
+            }
+            _ => false,
+        };
         Ok(CorePlan {
+            in_rowid_order,
             where_: aliased,
             frame,
             exprs,
@@ -4033,12 +4068,16 @@ impl<'a> Exec<'a> {
         Ok(out)
     }
 
-    /// Runs one core; rows are sorted by `order` (the select's ORDER BY, for a simple select).
+    /// Runs one core; rows are sorted by `order` (the select's ORDER BY, for a simple
+    /// select). `wanted`: how many of its first rows the select keeps (its OFFSET and
+    /// LIMIT), when the core is the whole select: a core read in the order asked for stops
+    /// there.
     fn core(
         &mut self,
         core: &Core,
         outer: Option<&Scope>,
         order: &[OrderTerm],
+        wanted: Option<usize>,
     ) -> Result<(Arc<Meta>, Keyed)> {
         let (distinct, columns, from, where_, group_by, having, plan_id) = match core {
             Core::Values(rows) => {
@@ -4128,12 +4167,14 @@ impl<'a> Exec<'a> {
         } else if !aggregate {
             // DISTINCT drops repeated result rows as they come, rather than keeping them.
             let mut seen = distinct.then(|| Distinct::with(plan.meta.collations()));
+            // Rows read in the order asked for: the select needs no more than it keeps.
+            let enough = wanted.filter(|_| plan.in_rowid_order).unwrap_or(usize::MAX);
             let mut produce = |me: &mut Self, r: &mut [Value]| -> Result<bool> {
                 let (row, key) = me.project(&plan, &Scope::new(frame, r, outer))?;
                 if seen.as_mut().is_none_or(|s| s.novel(&row)) {
                     out.push((row, key));
                 }
-                Ok(true)
+                Ok(out.len() < enough)
             };
             read(self, &mut produce)?;
         } else {
@@ -4351,10 +4392,11 @@ impl<'a> Exec<'a> {
             let mut seen = Distinct::with(plan.meta.collations());
             out.retain(|(r, _)| seen.novel(r));
         }
-        if let (false, Some(plan)) = (order.is_empty(), &mut self.plan) {
-            plan.push("USE TEMP B-TREE FOR ORDER BY".into());
+        let sorts = !order.is_empty() && !plan.in_rowid_order;
+        if let (true, Some(lines)) = (sorts, &mut self.plan) {
+            lines.push("USE TEMP B-TREE FOR ORDER BY".into());
         }
-        if !order.is_empty() {
+        if sorts {
             let sc = Scope::new(frame, &empty_row, outer);
             let specs: Vec<(bool, Option<bool>, Collation)> = order
                 .iter()

@@ -477,3 +477,47 @@ fn an_index_is_not_used_where_the_comparison_converts_its_column() {
         common::same_rows(&mut ours, &lite, sql, true);
     }
 }
+
+/// ORDER BY the rowid (or its INTEGER PRIMARY KEY alias) of one table reads the table in
+/// that order, either way, with no sort, and stops at the LIMIT: the rows are SQLite's,
+/// in a transaction's own writes too.
+#[test]
+fn order_by_the_rowid_reads_in_rowid_order_and_stops_at_the_limit() {
+    let (_db, mut ours, lite) = common::both(
+        "CREATE TABLE t(id INTEGER PRIMARY KEY, v);
+         WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 300)
+         INSERT INTO t SELECT i * 3, i % 7 FROM n;
+         CREATE TABLE u(a, b); INSERT INTO u SELECT v, id FROM t;",
+    );
+    let queries = [
+        "SELECT * FROM t ORDER BY id DESC LIMIT 5",
+        "SELECT * FROM t ORDER BY id LIMIT 4 OFFSET 10",
+        "SELECT id FROM t ORDER BY rowid DESC LIMIT 3 OFFSET 2",
+        "SELECT * FROM t WHERE v = 3 ORDER BY id DESC LIMIT 4",
+        "SELECT * FROM t WHERE id BETWEEN 100 AND 200 ORDER BY id DESC LIMIT 6",
+        "SELECT * FROM t WHERE id > 850 ORDER BY id DESC",
+        "SELECT DISTINCT v FROM t ORDER BY id DESC LIMIT 3",
+        "SELECT a, b FROM u ORDER BY rowid DESC LIMIT 3",
+        "SELECT * FROM t ORDER BY id DESC LIMIT 0",
+        "SELECT * FROM t ORDER BY id DESC LIMIT -1 OFFSET 295",
+        "SELECT * FROM t ORDER BY id DESC, v LIMIT 2",
+    ];
+    for sql in queries {
+        common::same_rows(&mut ours, &lite, sql, false);
+    }
+    for sql in [
+        "BEGIN",
+        "INSERT INTO t VALUES (2000, 1), (1, 2)",
+        "DELETE FROM t WHERE id = 900",
+    ] {
+        ours.execute_batch(sql).unwrap();
+        lite.execute_batch(sql).unwrap();
+    }
+    for sql in queries {
+        common::same_rows(&mut ours, &lite, sql, false);
+    }
+    assert_eq!(
+        common::plan_of(&mut ours, "SELECT * FROM t ORDER BY id DESC LIMIT 5"),
+        vec!["SCAN t"]
+    );
+}
