@@ -4015,7 +4015,7 @@ impl<'a> Exec<'a> {
             ([(e, _)], Some(f), true) if f.joins.is_empty() => self.min_max(e, &f.first, &frame),
             _ => None,
         };
-        let in_rowid_order = match (&mut join, &order_exprs[..], &order[..]) {
+        let in_rowid_order = match (&mut join, &order_exprs[..], order) {
             (Some(j), [Expr::Slot(slot)], [term])
                 if !aggregate && !windows && streams(j, 0) && j.items.len() == 1 =>
             {
