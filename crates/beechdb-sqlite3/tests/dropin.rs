@@ -87,13 +87,17 @@ fn c_program_runs_on_the_library() {
     }
 }
 
-/// A Python whose `sqlite3` module, given `LD_LIBRARY_PATH=dir`, loads this library.
+/// A Python whose `sqlite3` module, given `LD_LIBRARY_PATH=dir`, loads this library:
+/// `BEECH_PYTHON` if set (CI's, with SQLAlchemy and Django), else the first found.
 fn python_on(dir: &Path) -> Option<String> {
     let probe = "import sqlite3, os; \
                  maps = open('/proc/self/maps').read().split(); \
                  print(any('beechdb_sqlite3' in os.path.realpath(p) for p in maps if 'sqlite3' in p))";
-    ["python3", "/usr/bin/python3", "python"]
-        .into_iter()
+    let chosen = std::env::var("BEECH_PYTHON").ok();
+    let found = chosen
+        .iter()
+        .map(String::as_str)
+        .chain(["python3", "/usr/bin/python3", "python"])
         .find_map(|py| {
             let out = Command::new(py)
                 .args(["-c", probe])
@@ -101,7 +105,8 @@ fn python_on(dir: &Path) -> Option<String> {
                 .output()
                 .ok()?;
             (String::from_utf8_lossy(&out.stdout).trim() == "True").then(|| py.to_string())
-        })
+        });
+    found
 }
 
 /// `python_on(dir)`, one that can also import `module` when given; without one the test
