@@ -55,6 +55,14 @@ static void basics(void) {
     CHECK(sqlite3_threadsafe() == 1);
     CHECK(strcmp(sqlite3_libversion(), SQLITE_VERSION) == 0);
     CHECK(sqlite3_libversion_number() == SQLITE_VERSION_NUMBER);
+    /* The math functions are built in, and the library says so, with or without the
+       prefix; an option it lacks is 0, and the list ends after the last. */
+    CHECK(sqlite3_compileoption_used("ENABLE_MATH_FUNCTIONS") == 1);
+    CHECK(sqlite3_compileoption_used("SQLITE_ENABLE_MATH_FUNCTIONS") == 1);
+    CHECK(sqlite3_compileoption_used("OMIT_TRIGGER") == 0);
+    CHECK(sqlite3_compileoption_used(NULL) == 0);
+    CHECK(strcmp(sqlite3_compileoption_get(0), "ENABLE_MATH_FUNCTIONS") == 0);
+    CHECK(sqlite3_compileoption_get(1) == NULL && sqlite3_compileoption_get(-1) == NULL);
     CHECK_RC(db, sqlite3_exec(db, "CREATE TABLE t(a INTEGER PRIMARY KEY, b TEXT, c REAL, d BLOB);", 0, 0, 0), SQLITE_OK);
 
     sqlite3_stmt *ins;
