@@ -177,11 +177,17 @@ impl Exec<'_> {
     /// when no other connection took one since (`exec::TakenRowids`), so the next insert
     /// takes it again, as in SQLite; a deleted largest rowid is not taken again.
     fn new_rowid(&mut self, t: &Table) -> Result<i64> {
-        let db = self.db(&t.db)?;
-        let last = self.txn.last(&db, ..)?;
-        let mut seen = match last {
-            None => None,
-            Some((k, _)) => Some(rowid_of_key(&k)?),
+        let mut seen = match self.max_rowids.get(&t.db) {
+            Some(&known) => known,
+            None => {
+                let db = self.db(&t.db)?;
+                let known = match self.txn.last(&db, ..)? {
+                    None => None,
+                    Some((k, _)) => Some(rowid_of_key(&k)?),
+                };
+                self.max_rowids.insert(t.db.clone(), known);
+                known
+            }
         };
         // AUTOINCREMENT: never a rowid used before, deleted rows' included (the counter
         // covers this process's; the mark, those before it).
@@ -234,6 +240,9 @@ impl Exec<'_> {
     /// Puts row `rowid`'s record (the rowid alias column is not stored: it is the key).
     fn put_record(&mut self, t: &Table, rowid: i64, row: &[Value]) -> Result<()> {
         let db = self.db(&t.db)?;
+        if let Some(known) = self.max_rowids.get_mut(&t.db) {
+            *known = (*known).max(Some(rowid));
+        }
         let mut stored = row.to_vec();
         if let Some(a) = t.rowid_alias {
             stored[a] = Value::Null;
@@ -450,6 +459,9 @@ impl Exec<'_> {
     /// as in SQLite, that leaves AUTOINCREMENT's mark alone).
     fn remove_row(&mut self, t: &Table, rowid: i64, row: &[Value]) -> Result<()> {
         let db = self.db(&t.db)?;
+        if self.max_rowids.get(&t.db) == Some(&Some(rowid)) {
+            self.max_rowids.remove(&t.db);
+        }
         self.txn.delete(&db, &rowid_key(rowid))?;
         for idx in self.schema.indexes_of(&t.name).cloned().collect::<Vec<_>>() {
             if let Some((k, _)) = self.index_entry(t, &idx, row, rowid)? {
@@ -844,8 +856,13 @@ impl Exec<'_> {
         let source_rows: Vec<Row> = match &ins.source {
             None => vec![Vec::new()],
             Some(sel) => {
-                let r = self.select(sel, outer)?;
-                let n = r.columns.len();
+                let (n, rows) = match self.plain_values(sel, outer) {
+                    Some(values) => values?,
+                    None => {
+                        let r = self.select(sel, outer)?;
+                        (r.columns.len(), r.rows)
+                    }
+                };
                 if n != targets.len() {
                     return Err(Error::Sql(match &ins.columns {
                         None => format!(
@@ -857,7 +874,7 @@ impl Exec<'_> {
                         Some(_) => format!("{} values for {} columns", n, targets.len()),
                     }));
                 }
-                r.rows
+                rows
             }
         };
         if self.plan.is_some() {
@@ -890,6 +907,8 @@ impl Exec<'_> {
                 Some(a) if !row[a].is_null() => Some(row[a].clone()),
                 _ => explicit_rowid.filter(|v| !v.is_null()),
             };
+            // A rowid past every one this transaction sees cannot be taken already.
+            let fresh = rowid_value.is_none();
             let rowid = match rowid_value {
                 Some(Value::Integer(i)) => i,
                 Some(other) => match Affinity::Integer.apply(other) {
@@ -922,9 +941,10 @@ impl Exec<'_> {
             // conflict resolution.
             let mut skip = false;
             loop {
-                let found = match self.read_row(&t, rowid)? {
-                    Some(_) => Some((rowid, None)),
-                    None => self
+                let taken = !fresh && self.read_row(&t, rowid)?.is_some();
+                let found = match taken {
+                    true => Some((rowid, None)),
+                    false => self
                         .unique_conflict(&t, &row, rowid)?
                         .map(|(o, i)| (o, Some(i))),
                 };

@@ -234,6 +234,10 @@ pub struct Exec<'a> {
     pub rowids: &'a parking_lot::Mutex<HashMap<String, i64>>,
     /// The rowids this statement took from `rowids`, per table, to give back if it fails.
     pub taken_rowids: Vec<TakenRowids>,
+    /// The largest rowid of each table (by engine database) the transaction sees, where
+    /// known (`None`: no row): kept by the rows' writes and deletes from the first insert
+    /// that looked it up, so an insert does not look it up again.
+    pub max_rowids: HashMap<String, Option<i64>>,
     /// `PRAGMA foreign_keys`: foreign keys are enforced.
     pub foreign_keys: bool,
     /// Under EXPLAIN QUERY PLAN: the plan's lines, and nothing is read or changed.
@@ -4056,6 +4060,42 @@ impl<'a> Exec<'a> {
 
     /// The values of `exprs` in scope `sc`, in a row of their number (a collect from
     /// fallible evaluations would grow it step by step).
+    /// The rows of a plain `VALUES` list (no WITH, compound, ORDER BY or LIMIT), with
+    /// their width, as `select` would give them but without building a result: what an
+    /// `INSERT ... VALUES` reads. `None` for any other select.
+    pub(crate) fn plain_values(
+        &mut self,
+        sel: &Select,
+        outer: Option<&Scope>,
+    ) -> Option<Result<(usize, Vec<Row>)>> {
+        let Core::Values(rows) = &sel.first else {
+            return None;
+        };
+        let plain = sel.with.is_empty()
+            && sel.compounds.is_empty()
+            && sel.order_by.is_empty()
+            && sel.limit.is_none()
+            && sel.offset.is_none();
+        if !plain {
+            return None;
+        }
+        let sc = Scope::new(&EMPTY_FRAME, &[], outer);
+        let n = rows.first().map_or(0, Vec::len);
+        let mut out = Vec::with_capacity(rows.len());
+        for r in rows {
+            if r.len() != n {
+                return Some(Err(Error::Sql(
+                    "all VALUES must have the same number of terms".into(),
+                )));
+            }
+            match self.eval_all(r.iter(), &sc) {
+                Ok(row) => out.push(row),
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        Some(Ok((n, out)))
+    }
+
     fn eval_all<'e>(
         &mut self,
         exprs: impl ExactSizeIterator<Item = &'e Expr>,

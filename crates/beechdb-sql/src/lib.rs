@@ -150,6 +150,7 @@ impl Database {
             schema: self.shared.schema.read().clone(),
             savepoints: Vec::new(),
             txn_rowids: Vec::new(),
+            txn_max_rowids: HashMap::new(),
             dbs: Default::default(),
             dbs_schema: Default::default(),
             last_rowid: 0,
@@ -184,6 +185,8 @@ pub struct Connection {
     savepoints: Vec<NamedSavepoint>,
     /// The rowids the open transaction took (given back if it rolls back).
     txn_rowids: Vec<exec::TakenRowids>,
+    /// The transaction's known largest rowids (see `exec::Exec::max_rowids`).
+    txn_max_rowids: HashMap<String, Option<i64>>,
     dbs: rustc_hash::FxHashMap<String, Db>,
     /// The schema `dbs` was filled under, between auto-commit statements.
     dbs_schema: Arc<Schema>,
@@ -516,6 +519,7 @@ impl Connection {
                 Ok(res)
             });
             let taken = std::mem::take(&mut self.txn_rowids);
+            self.txn_max_rowids.clear();
             let r = match r {
                 Ok(res) => {
                     self.publish_schema()?;
@@ -616,6 +620,7 @@ impl Connection {
             returned: QueryResult::default(),
             rowids: &self.shared.rowids,
             taken_rowids: Vec::new(),
+            max_rowids: HashMap::new(),
             foreign_keys: self.foreign_keys,
             plan: Some(Vec::new()),
             ctes: Vec::new(),
@@ -664,6 +669,7 @@ impl Connection {
             returned: QueryResult::default(),
             rowids: &self.shared.rowids,
             taken_rowids: Vec::new(),
+            max_rowids: std::mem::take(&mut self.txn_max_rowids),
             foreign_keys: self.foreign_keys,
             plan: None,
             ctes: Vec::new(),
@@ -705,6 +711,16 @@ impl Connection {
                 exec::TakenRowids::fold(&mut self.txn_rowids, std::mem::take(&mut ex.taken_rowids))
             }
             false => exec::TakenRowids::give_back(&ex.taken_rowids, &mut self.shared.rowids.lock()),
+        }
+        // Known largest rowids outlive a statement that succeeded, unless it changed the
+        // schema (which may give a table's database to another); a failed one's writes are
+        // undone.
+        let rows_only = matches!(
+            stmt.stmt,
+            Stmt::Select(_) | Stmt::Insert(_) | Stmt::Update(_) | Stmt::Delete { .. }
+        );
+        if res.is_ok() && rows_only {
+            self.txn_max_rowids = std::mem::take(&mut ex.max_rowids);
         }
         let changes = ex.changes;
         if matches!(
@@ -765,6 +781,7 @@ impl Connection {
         let r = self.commit_txn(&txn);
         self.dbs.clear();
         let taken = std::mem::take(&mut self.txn_rowids);
+        self.txn_max_rowids.clear();
         match r {
             Ok(_) => self.publish_schema(),
             Err(e) => {
@@ -786,6 +803,7 @@ impl Connection {
         self.savepoints.clear();
         self.dbs.clear();
         let taken = std::mem::take(&mut self.txn_rowids);
+        self.txn_max_rowids.clear();
         self.give_back_rowids(&taken);
         self.schema = self.shared.schema.read().clone();
         self.schema_changed = false;
@@ -850,6 +868,7 @@ impl Connection {
         self.schema = sp.schema.clone();
         let since = exec::TakenRowids::since(&self.txn_rowids, &sp.rowids);
         self.txn_rowids = sp.rowids.clone();
+        self.txn_max_rowids.clear();
         self.give_back_rowids(&since);
         Ok(QueryResult::default())
     }

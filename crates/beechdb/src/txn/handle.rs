@@ -143,7 +143,8 @@ impl State {
     /// them.
     pub(super) fn commit_ops(&mut self) -> OpsBuilder {
         let mut ops = OpsBuilder::default();
-        for (k, v) in &self.writes.merged() {
+        for (k, written) in &self.writes.merged() {
+            let v = &written.w;
             let (db, key) = (u32::from_be_bytes(k[..4].try_into().unwrap()), &k[4..]);
             if self.removed(db) {
                 continue;

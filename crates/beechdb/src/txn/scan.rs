@@ -95,7 +95,7 @@ impl TxnIter {
     /// batches still grow if it reads on).
     pub(crate) fn one_at_a_time(mut self) -> Self {
         self.batch_bytes = 1;
-        self.own_cap = 4;
+        self.own_cap = 1;
         self
     }
 
@@ -192,12 +192,23 @@ impl TxnIter {
             }
         };
         batch.end_at(cut, self.reverse);
-        self.batch = if batch.overrides.is_empty() && own.is_empty() {
+        // The transaction's own writes, unscoped.
+        let own = own.into_iter().map(|(mut k, w)| {
+            k.drain(..4);
+            (k, w)
+        });
+        self.batch = if batch.overrides.is_empty() && own.len() == 0 {
             // The tree's entries are the view (already in the direction of travel).
             Entries::Flat(batch.run, 0)
+        } else if batch.overrides.is_empty() && batch.run.len() == 0 {
+            // The transaction's writes are the view (in the direction of travel too).
+            let upto = &batch.upto;
+            let entries = own
+                .filter(|(k, _)| !beyond(upto, k, self.reverse))
+                .filter_map(|(k, w)| Some((k, w?)));
+            Entries::Merged(entries.collect::<Vec<_>>().into_iter())
         } else {
             let mut view: BTreeMap<Vec<u8>, Vec<u8>> = batch.run.into_pairs().collect();
-            let own = own.into_iter().map(|(k, w)| (k[4..].to_vec(), w));
             for (k, w) in batch.overrides.into_iter().chain(own) {
                 let upto = &batch.upto;
                 if beyond(upto, &k, self.reverse) {
