@@ -463,9 +463,9 @@ pub(crate) struct CorePlan {
     min_max: Option<MinMax>,
     /// How the FROM clause is read, if there is one.
     pub(crate) join: Option<JoinPlan>,
-    /// The ORDER BY is the rowid of the one table, streamed in that order (see
-    /// `JoinPlan::reverse`): rows come out sorted, and the select stops at its LIMIT.
-    in_rowid_order: bool,
+    /// The one table is read in the order of the ORDER BY (see `Exec::order_path`): rows
+    /// come out sorted, and the select stops at its LIMIT.
+    in_order: bool,
     /// The WHERE clause with result columns' aliases in it replaced (see
     /// [`Exec::with_aliases`]), when it names any.
     where_: Option<Expr>,
@@ -535,7 +535,7 @@ impl JoinPlan {
         }
         for it in &mut self.items {
             match &mut it.access {
-                Access::Scan => {}
+                Access::Scan | Access::IndexOrder(..) => {}
                 Access::Rowid(e) | Access::Index(_, e, _) => ex.bind(e, frame),
                 Access::RowidRange(lo, hi) | Access::IndexRange(_, lo, hi) => {
                     lo.iter_mut().chain(hi).for_each(|e| ex.bind(e, frame))
@@ -560,7 +560,7 @@ impl JoinPlan {
             .items
             .iter()
             .flat_map(|it| match &it.access {
-                Access::Scan => vec![],
+                Access::Scan | Access::IndexOrder(..) => vec![],
                 Access::Rowid(e) | Access::Index(_, e, _) => vec![e],
                 Access::RowidRange(lo, hi) | Access::IndexRange(_, lo, hi) => {
                     lo.iter().chain(hi).collect()
@@ -890,6 +890,8 @@ enum Found {
     /// The rows of a rowid range, or of the whole table; with `true`, exactly those the
     /// range's conditions select.
     Scan(Box<beechdb::TxnIter>, bool),
+    /// The entries of an index, in the order to read the rows they name.
+    Entries(Box<beechdb::TxnIter>),
 }
 
 /// Whether item `i` of `plan` is read by streaming its table's rows (see `join_level`): the
@@ -1009,6 +1011,9 @@ enum Access {
     /// The rows whose indexed first column (numeric affinity, ascending) lies between the
     /// bounds (a superset, as for `RowidRange`).
     IndexRange(Arc<crate::schema::Index>, Option<Expr>, Option<Expr>),
+    /// Every row, in the index's order (with `true`, from its last entry back): an ORDER
+    /// BY with a LIMIT that the index's order satisfies, read until the LIMIT is reached.
+    IndexOrder(Arc<crate::schema::Index>, bool),
 }
 
 impl<'a> Exec<'a> {
@@ -2169,7 +2174,7 @@ impl<'a> Exec<'a> {
                 Access::Index(..) => 3,
                 Access::RowidRange(..) => 2,
                 Access::IndexRange(..) => 1,
-                Access::Scan => 0,
+                Access::Scan | Access::IndexOrder(..) => 0,
             }
         };
         let ranks: Vec<u8> = from_order.iter().map(|&i| rank(i, i)).collect();
@@ -2252,6 +2257,9 @@ impl<'a> Exec<'a> {
                 lines.push(match (&it.access, &it.table) {
                     (_, None) => format!("SCAN {name} (a subquery, view or CTE)"),
                     (Access::Scan, Some(_)) => format!("SCAN {name}"),
+                    (Access::IndexOrder(idx, _), Some(_)) => {
+                        format!("SCAN {name} USING INDEX {}", idx.name)
+                    }
                     (Access::Rowid(_), Some(_)) => {
                         format!("SEARCH {name} USING INTEGER PRIMARY KEY (rowid=?)")
                     }
@@ -2620,7 +2628,11 @@ impl<'a> Exec<'a> {
             _ => &plan.at_level[level],
         };
         let mut matched = false;
-        let found = self.lookup(t, access, &Scope::new(frame, row, outer))?;
+        let mut found = self.lookup(t, access, &Scope::new(frame, row, outer))?;
+        if let (Found::Rowids(rowids, _), true) = (&mut found, level == 0 && plan.reverse) {
+            // Read back to front, in the order the ORDER BY asks (see `order_path`).
+            rowids.reverse();
+        }
         let go_on = match found {
             Found::Rowids(rowids, exact) => {
                 let db = self.db(&t.db)?;
@@ -2663,6 +2675,27 @@ impl<'a> Exec<'a> {
                     break false;
                 }
             },
+            Found::Entries(mut entries) => {
+                let db = self.db(&t.db)?;
+                loop {
+                    let Some(kv) = entries.next_ref() else {
+                        break true;
+                    };
+                    let (k, v) = kv?;
+                    let r = index_rowid(k, v)?;
+                    let at = &mut row[slots.clone()];
+                    match self
+                        .txn
+                        .get_with(&db, &rowid_key(r), |v| t.read_into(r, v, at, wanted))?
+                    {
+                        None => continue,
+                        Some(decoded) => decoded?,
+                    }
+                    if !self.joined_row(j, level, row, emit, conditions(false), &mut matched)? {
+                        break false;
+                    }
+                }
+            }
         };
         if !go_on {
             return Ok(false);
@@ -3016,6 +3049,13 @@ impl<'a> Exec<'a> {
     fn lookup(&mut self, t: &Table, access: &Access, sc: &Scope) -> Result<Found> {
         let nothing = Ok(Found::Rowids(SmallVec::new(), true));
         match access {
+            Access::IndexOrder(idx, reverse) => {
+                let idb = self.db(&idx.db)?;
+                Ok(Found::Entries(Box::new(match reverse {
+                    true => self.txn.range_rev(&idb, ..),
+                    false => self.txn.iter(&idb),
+                })))
+            }
             Access::Scan | Access::RowidRange(..) => match self.rowid_scan(t, access, sc)? {
                 Some((scan, exact)) => Ok(Found::Scan(Box::new(scan), exact)),
                 None => nothing,
@@ -3688,6 +3728,100 @@ impl<'a> Exec<'a> {
         Ok(plan)
     }
 
+    /// Whether the one table of `j` can be read in the order `order` asks (its terms
+    /// `order_exprs`, bound), so that nothing is sorted and the select stops at its LIMIT;
+    /// if so, sets the reading up. The rowid (ascending or descending) is read in rowid
+    /// order. With a LIMIT (`limited`), a plain index whose columns the terms follow, all
+    /// in its direction or all against it, with the columns' collations and the default
+    /// NULLs order: the whole index is read in its order (when no other path was chosen),
+    /// or the rows its equality on its first column finds, or its range on that column.
+    /// (Without a LIMIT, a scan and a sort cost less than a lookup per row.)
+    fn order_path(
+        &self,
+        j: &mut JoinPlan,
+        frame: &Frame,
+        order_exprs: &[Expr],
+        order: &[OrderTerm],
+        limited: bool,
+    ) -> bool {
+        let (Some(t), Some(source)) = (j.items[0].table.clone(), frame.sources.first()) else {
+            return false;
+        };
+        if j.items.len() != 1 {
+            return false;
+        }
+        // The column of the table each term is, if each is one (the rowid: `ncols`).
+        let ncols = t.columns.len();
+        let columns: Option<Vec<usize>> = order_exprs
+            .iter()
+            .map(|e| match e {
+                Expr::Slot(s) if source.rowid == Some(*s) => Some(ncols),
+                Expr::Slot(s) if (source.start..source.start + ncols).contains(s) => {
+                    let c = s - source.start;
+                    Some(if t.rowid_alias == Some(c) { ncols } else { c })
+                }
+                _ => None,
+            })
+            .collect();
+        let Some(columns) = columns else {
+            return false;
+        };
+        if let ([c], [term]) = (&columns[..], order) {
+            if *c == ncols && streams(j, 0) {
+                j.reverse = term.desc;
+                return true;
+            }
+        }
+        // All terms in one direction, NULLs where that direction puts them by default.
+        let desc = order[0].desc;
+        let plain = |o: &OrderTerm| o.desc == desc && o.nulls_first.is_none_or(|f| f != o.desc);
+        if !limited || !order.iter().all(plain) {
+            return false;
+        }
+        // A last term of the rowid breaks ties as an index's entries do (its key ends with it).
+        let (columns, by_rowid) = match columns.split_last() {
+            Some((&last, rest)) if last == ncols => (rest, true),
+            _ => (&columns[..], false),
+        };
+        if columns.contains(&ncols) {
+            return false;
+        }
+        // Whether index `idx`'s columns from `skip` on are the terms', each in the
+        // direction its entries are read (`Some(true)`: from the last entry back).
+        let follows = |idx: &Index, skip: usize| -> Option<bool> {
+            if idx.where_.is_some() || !idx.exprs.is_empty() {
+                return None;
+            }
+            let parts = idx.columns.get(skip..skip + columns.len())?;
+            // (The rowid ending a key is ascending.)
+            let against = parts.first().map_or(desc, |&(_, d, _)| d != desc);
+            let each = parts.iter().zip(columns).all(|(&(c, d, coll), &oc)| {
+                c == oc && (d != desc) == against && coll == t.columns[c].collation
+            });
+            let rowid_next = skip + columns.len() == idx.columns.len() && against == desc;
+            (each && (!by_rowid || rowid_next)).then_some(against)
+        };
+        let path = match &j.items[0].access {
+            Access::Scan if !columns.is_empty() => self.schema.indexes_of(&t.name).find_map(|i| {
+                let against = follows(i, 0)?;
+                Some((Access::IndexOrder(i.clone(), against), false))
+            }),
+            Access::Index(i, ..) => {
+                follows(i, 1).map(|against| (j.items[0].access.clone(), against))
+            }
+            Access::IndexRange(i, ..) if !columns.is_empty() => {
+                follows(i, 0).map(|against| (j.items[0].access.clone(), against))
+            }
+            _ => None,
+        };
+        let Some((access, reverse)) = path else {
+            return false;
+        };
+        j.items[0].access = access;
+        j.reverse = reverse;
+        true
+    }
+
     /// The min/max plan for result `e` over `source`, when `e` is `min(c)` or `max(c)` of a
     /// table's column with an ascending index of the column's collation first on it (or
     /// the rowid).
@@ -3799,7 +3933,7 @@ impl<'a> Exec<'a> {
             aggregate: false,
             windows: false,
             join: Some(join),
-            in_rowid_order: false,
+            in_order: false,
             where_: None,
         })
     }
@@ -3876,6 +4010,7 @@ impl<'a> Exec<'a> {
         having: &Option<Expr>,
         outer: Option<&Scope>,
         order: &[OrderTerm],
+        limited: bool,
     ) -> Result<CorePlan> {
         let frame = self.frame_of(from)?;
         // Expand the result columns.
@@ -4002,6 +4137,12 @@ impl<'a> Exec<'a> {
         {
             self.bind(e, &frame);
         }
+        let in_order = match &mut join {
+            Some(j) if !aggregate && !windows && !order.is_empty() => {
+                self.order_path(j, &frame, &order_exprs, order, limited)
+            }
+            _ => false,
+        };
         if let Some(j) = &mut join {
             j.bind(self, &frame);
             let all = exprs.iter().map(|(e, _)| e);
@@ -4019,24 +4160,8 @@ impl<'a> Exec<'a> {
             ([(e, _)], Some(f), true) if f.joins.is_empty() => self.min_max(e, &f.first, &frame),
             _ => None,
         };
-        let in_rowid_order = match (&mut join, &order_exprs[..], order) {
-            (Some(j), [Expr::Slot(slot)], [term])
-                if !aggregate && !windows && streams(j, 0) && j.items.len() == 1 =>
-            {
-                let rowid = frame.sources.first().and_then(|s| {
-                    let alias = j.items[0].table.as_ref()?.rowid_alias;
-                    Some((s.rowid, alias.map(|a| s.start + a)))
-                });
-                let is_rowid = rowid.is_some_and(|(r, a)| r == Some(*slot) || a == Some(*slot));
-                if is_rowid {
-                    j.reverse = term.desc;
-                }
-                is_rowid
-            }
-            _ => false,
-        };
         Ok(CorePlan {
-            in_rowid_order,
+            in_order,
             where_: aliased,
             frame,
             exprs,
@@ -4058,8 +4183,6 @@ impl<'a> Exec<'a> {
         Ok((vals, self.eval_all(plan.order_exprs.iter(), sc)?))
     }
 
-    /// The values of `exprs` in scope `sc`, in a row of their number (a collect from
-    /// fallible evaluations would grow it step by step).
     /// The rows of a plain `VALUES` list (no WITH, compound, ORDER BY or LIMIT), with
     /// their width, as `select` would give them but without building a result: what an
     /// `INSERT ... VALUES` reads. `None` for any other select.
@@ -4096,6 +4219,8 @@ impl<'a> Exec<'a> {
         Some(Ok((n, out)))
     }
 
+    /// The values of `exprs` in scope `sc`, in a row of their number (a collect from
+    /// fallible evaluations would grow it step by step).
     fn eval_all<'e>(
         &mut self,
         exprs: impl ExactSizeIterator<Item = &'e Expr>,
@@ -4153,6 +4278,8 @@ impl<'a> Exec<'a> {
                 plan,
             } => (*distinct, columns, from, where_, group_by, having, *plan),
         };
+        // (Whether a LIMIT bounds the rows is the same at every run of the statement.)
+        let limited = wanted.is_some_and(|w| w != usize::MAX);
         let plan = self.cached_plan(plan_id, |me| {
             me.plan_core(
                 columns,
@@ -4162,6 +4289,7 @@ impl<'a> Exec<'a> {
                 having,
                 outer,
                 order,
+                limited,
             )
         })?;
         let (frame, exprs, order_exprs) = (&plan.frame, &plan.exprs, &plan.order_exprs);
@@ -4208,11 +4336,26 @@ impl<'a> Exec<'a> {
             // DISTINCT drops repeated result rows as they come, rather than keeping them.
             let mut seen = distinct.then(|| Distinct::with(plan.meta.collations()));
             // Rows read in the order asked for: the select needs no more than it keeps.
-            let enough = wanted.filter(|_| plan.in_rowid_order).unwrap_or(usize::MAX);
+            let enough = wanted.filter(|_| plan.in_order).unwrap_or(usize::MAX);
+            // Rows to be sorted for a LIMIT: only the first `wanted` in the order are kept,
+            // the buffer cut back to them (a stable sort: ties keep the order they came in)
+            // whenever it holds twice as many, so memory and sorting stay bounded.
+            let top = match (order.is_empty() || plan.in_order, wanted) {
+                (false, Some(w)) if w <= MAX_TOP => {
+                    Some((w, self.order_specs(order, order_exprs, frame, outer)))
+                }
+                _ => None,
+            };
             let mut produce = |me: &mut Self, r: &mut [Value]| -> Result<bool> {
                 let (row, key) = me.project(&plan, &Scope::new(frame, r, outer))?;
                 if seen.as_mut().is_none_or(|s| s.novel(&row)) {
                     out.push((row, key));
+                }
+                if let Some((w, specs)) = &top {
+                    if out.len() >= (2 * w).max(w + 64) {
+                        sort_rows(&mut out, specs);
+                        out.truncate(*w);
+                    }
                 }
                 Ok(out.len() < enough)
             };
@@ -4432,29 +4575,53 @@ impl<'a> Exec<'a> {
             let mut seen = Distinct::with(plan.meta.collations());
             out.retain(|(r, _)| seen.novel(r));
         }
-        let sorts = !order.is_empty() && !plan.in_rowid_order;
+        let sorts = !order.is_empty() && !plan.in_order;
         if let (true, Some(lines)) = (sorts, &mut self.plan) {
             lines.push("USE TEMP B-TREE FOR ORDER BY".into());
         }
         if sorts {
-            let sc = Scope::new(frame, &empty_row, outer);
-            let specs: Vec<(bool, Option<bool>, Collation)> = order
-                .iter()
-                .zip(order_exprs)
-                .map(|(o, e)| (o.desc, o.nulls_first, self.collation(e, &sc)))
-                .collect();
-            out.sort_by(|a, b| {
-                for (i, &(desc, nf, coll)) in specs.iter().enumerate() {
-                    let o = order_values(&a.1[i], &b.1[i], coll, desc, nf);
-                    if o != Ordering::Equal {
-                        return o;
-                    }
-                }
-                Ordering::Equal
-            });
+            let specs = self.order_specs(order, order_exprs, frame, outer);
+            sort_rows(&mut out, &specs);
         }
         Ok((meta, out))
     }
+
+    /// How each ORDER BY term sorts: descending, NULLs first, collation.
+    fn order_specs(
+        &self,
+        order: &[OrderTerm],
+        order_exprs: &[Expr],
+        frame: &Frame,
+        outer: Option<&Scope>,
+    ) -> Vec<OrderSpec> {
+        let empty_row = vec![Value::Null; frame.width];
+        let sc = Scope::new(frame, &empty_row, outer);
+        order
+            .iter()
+            .zip(order_exprs)
+            .map(|(o, e)| (o.desc, o.nulls_first, self.collation(e, &sc)))
+            .collect()
+    }
+}
+
+/// How an ORDER BY term sorts: descending, NULLs first, collation.
+type OrderSpec = (bool, Option<bool>, Collation);
+
+/// The most rows a LIMIT (with its OFFSET) may ask for and still have the rows to sort
+/// kept to twice that as they come (see `Exec::core`); past it, all are kept.
+const MAX_TOP: usize = 1 << 16;
+
+/// Sorts projected rows by their ORDER BY keys, stably.
+fn sort_rows(rows: &mut [(Row, Row)], specs: &[OrderSpec]) {
+    rows.sort_by(|a, b| {
+        for (i, &(desc, nf, coll)) in specs.iter().enumerate() {
+            let o = order_values(&a.1[i], &b.1[i], coll, desc, nf);
+            if o != Ordering::Equal {
+                return o;
+            }
+        }
+        Ordering::Equal
+    });
 }
 
 /// The rowid an index entry points at: a unique index keeps it as the value, others end
