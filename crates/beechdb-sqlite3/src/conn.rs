@@ -129,8 +129,18 @@ unsafe impl Send for Handle {}
 
 /// Open databases by canonical path. Lock order: this table, then a connection's lock
 /// (`hand_over` only tries the latter); a connection that needs the table while holding
-/// its own lock never waits for another connection's.
-static DATABASES: LazyLock<Mutex<HashMap<PathBuf, Open>>> = LazyLock::new(Default::default);
+/// its own lock never waits for another connection's. The standard library's mutex, not
+/// parking_lot's: a thread waiting for the latter when the process forks stays queued in
+/// the process-wide table of parking_lot's waiters, which the child inherits, and the
+/// child's own waits there then meet it.
+static DATABASES: LazyLock<std::sync::Mutex<HashMap<PathBuf, Open>>> =
+    LazyLock::new(Default::default);
+
+/// The table of open databases, locked (nothing panics holding it: a poisoned lock is
+/// taken as is).
+fn databases() -> std::sync::MutexGuard<'static, HashMap<PathBuf, Open>> {
+    DATABASES.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// An error as a code and message.
 pub(crate) type Failure = (c_int, String);
@@ -297,7 +307,7 @@ impl sqlite3 {
         // Off the table's list before the handle goes (still counted, so the database is
         // not handed over until the count follows).
         {
-            let mut all = DATABASES.lock();
+            let mut all = databases();
             let key = (*p).inner.lock().borrow().db_key.clone();
             if let Some(open) = key.and_then(|k| all.get_mut(&k)) {
                 open.handles.retain(|x| x.0 != p);
@@ -336,7 +346,7 @@ impl sqlite3 {
 /// One connection fewer uses the shared database at `key` (its connection already
 /// dropped or moved to another database).
 fn release_database(key: &PathBuf) {
-    let mut all = DATABASES.lock();
+    let mut all = databases();
     if let Some(entry) = all.get_mut(key) {
         entry.users -= 1;
         if entry.users == 0 {
@@ -422,7 +432,7 @@ fn start_handing_over() {
                 let mut last_had = std::time::Instant::now();
                 loop {
                     let had = {
-                        let mut all = DATABASES.lock();
+                        let mut all = databases();
                         let due: Vec<PathBuf> = all
                             .iter_mut()
                             .filter_map(|(key, open)| {
@@ -449,15 +459,20 @@ fn start_handing_over() {
 /// Whether this process has its handing-over thread (a forked child has none).
 static HANDING_OVER: AtomicBool = AtomicBool::new(false);
 
+thread_local! {
+    /// The table of open databases, held by the thread that forks while it forks.
+    static FORKING: RefCell<Option<std::sync::MutexGuard<'static, HashMap<PathBuf, Open>>>> =
+        const { RefCell::new(None) };
+}
+
 /// `fork` is about to copy the process: no thread may be changing the table of open
 /// databases meanwhile.
 extern "C" fn before_fork() {
-    std::mem::forget(DATABASES.lock());
+    FORKING.with(|f| *f.borrow_mut() = Some(databases()));
 }
 
 extern "C" fn after_fork() {
-    // SAFETY: locked by `before_fork`, in this thread.
-    unsafe { DATABASES.force_unlock() };
+    FORKING.with(|f| drop(f.borrow_mut().take()));
 }
 
 /// In a forked child: the databases in the table are the parent's, open in the parent,
@@ -469,10 +484,10 @@ extern "C" fn after_fork() {
 /// in use by another thread at the fork, or inside a transaction, is not to be used in
 /// the child.
 extern "C" fn forked_child() {
-    // SAFETY: locked by `before_fork`, in the thread that forked, which this one continues.
-    unsafe { DATABASES.force_unlock() };
+    // Locked by `before_fork`, in the thread that forked, which this one continues.
+    FORKING.with(|f| drop(f.borrow_mut().take()));
     HANDING_OVER.store(false, Relaxed);
-    let opens = std::mem::take(&mut *DATABASES.lock());
+    let opens = std::mem::take(&mut *databases());
     let mut locks = Vec::new();
     for (key, open) in opens {
         for h in &open.handles {
@@ -554,7 +569,7 @@ fn hand_over(all: &mut HashMap<PathBuf, Open>, key: &PathBuf) {
 
 /// Lists handle `h` as using the database at `key` (`on`), or takes it off the list.
 fn listed(key: &PathBuf, h: *const sqlite3, on: bool) {
-    if let Some(open) = DATABASES.lock().get_mut(key) {
+    if let Some(open) = databases().get_mut(key) {
         open.handles.retain(|x| x.0 != h);
         if on {
             open.handles.push(Handle(h));
@@ -706,7 +721,7 @@ fn open_database(target: Target, flags: c_int) -> Result<(Database, Option<PathB
         _ => Err(std::io::ErrorKind::InvalidInput.into()),
     }
     .map_err(|e| cant(format!("{shown}: {e}")))?;
-    let mut all = DATABASES.lock();
+    let mut all = databases();
     if let Some(open) = all.get_mut(&key) {
         open.users += 1;
         return Ok((open.db.clone(), Some(key)));

@@ -8,6 +8,7 @@ BeechDB's library; the first test checks that it is the library in use.
 import datetime
 import os
 import random
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -670,7 +671,17 @@ class TwoProcesses(unittest.TestCase):
                     code = 4
             finally:
                 os._exit(code)
-        _, status = os.waitpid(pid, 0)
+        # Waited for with a deadline: a child that hangs fails the test, not the suite.
+        deadline = time.monotonic() + 60
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                self.fail("the forked child did not finish within 60 s")
+            time.sleep(0.05)
         self.assertEqual(os.waitstatus_to_exitcode(status), 0)
         self.assertEqual(con.execute("SELECT x FROM t ORDER BY x").fetchall(), [(1,), (2,)])
         con.execute("INSERT INTO t VALUES (3)")

@@ -2,19 +2,22 @@
 //! and the log's background work (its next segment, syncs).
 //!
 //! Owns: [`CheckpointSignal`] and the thread's loop. May call: `Shared::checkpoint`, the
-//! log. Invariant: the thread holds only the signal and a weak reference while it waits,
-//! so it never keeps an environment (or its directory lock) alive.
+//! log. Invariants: the thread holds only the signal and a weak reference while it waits,
+//! so it never keeps an environment (or its directory lock) alive; it waits on the
+//! standard library's condition variable, not parking_lot's, whose waiters are queued in
+//! one table for the whole process: a thread waiting there when the process forks would
+//! stay queued in the child's copy of the table, where the child's own waits meet it (and
+//! hang: a pre-forking server opens databases in its children).
 
 use super::{Shared, Tx};
-use parking_lot::Mutex;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 /// How committers and `close` reach the background checkpointer.
 #[derive(Default)]
 pub(crate) struct CheckpointSignal {
-    pub(super) state: Mutex<BackgroundWork>,
-    pub(super) wake: parking_lot::Condvar,
+    state: Mutex<BackgroundWork>,
+    wake: Condvar,
 }
 
 #[derive(Default)]
@@ -26,8 +29,19 @@ pub(super) struct BackgroundWork {
 }
 
 impl CheckpointSignal {
+    /// The work asked for (no code panics holding it, so a poisoned lock is taken as is).
+    fn state(&self) -> MutexGuard<'_, BackgroundWork> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Asks the thread to stop.
+    pub(super) fn stop(&self) {
+        self.state().stop = true;
+        self.wake.notify_all();
+    }
+
     fn request(&self, what: impl FnOnce(&mut BackgroundWork) -> &mut bool) {
-        let mut st = self.state.lock();
+        let mut st = self.state();
         let flag = what(&mut st);
         if !*flag {
             *flag = true;
@@ -47,9 +61,12 @@ pub(super) fn checkpointer(
 ) {
     loop {
         let (log_work, log_only) = {
-            let mut st = signal.state.lock();
+            let mut st = signal.state();
             if !st.checkpoint && !st.log_work && !st.stop {
-                signal.wake.wait_for(&mut st, interval);
+                st = match signal.wake.wait_timeout(st, interval) {
+                    Ok((st, _)) => st,
+                    Err(e) => e.into_inner().0,
+                };
             }
             if st.stop {
                 return;

@@ -433,8 +433,7 @@ impl Shared {
 
     pub(super) fn stop_checkpointer(&self) {
         if let Some(tx) = &self.tx {
-            tx.checkpoint_signal.state.lock().stop = true;
-            tx.checkpoint_signal.wake.notify_all();
+            tx.checkpoint_signal.stop();
         }
     }
 }
