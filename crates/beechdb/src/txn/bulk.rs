@@ -16,10 +16,12 @@
 //!    every reader sees, for each key the commit has applied, the value before it), and the
 //!    databases it creates are created, nameless to others. No checkpoint begins while a
 //!    store is being applied: one would capture writes that no logged commit explains.
-//! 3. Batches of the writes are loaded with no lock held (no more writes than the pages
-//!    half the cache holds), then applied under it, each key's value before recorded
-//!    first; a hold that finds the next write's pages evicted meanwhile ends there, as
-//!    does one whose values before reach a batch's bytes in the store's file-bound entries.
+//! 3. Batches of the writes (no more writes than the pages half the cache holds) are
+//!    applied under it, each key's value before recorded with it (under the lock, readers
+//!    see both at once), only while their pages are in the cache: a hold that finds the
+//!    next write's pages missing ends there, and the next batch's are loaded with no lock
+//!    held first; a hold also ends when its values before reach a batch's bytes in the
+//!    store's file-bound entries.
 //!    The store writes its new entries to its file outside the lock: a spilled commit's
 //!    all of them, one from memory those past the transaction budget (its values before
 //!    stay in memory up to it). Other transactions cannot write these keys meanwhile: this
@@ -70,11 +72,22 @@ enum Source {
     Memory(OpsBuilder),
 }
 
-/// A write of a commit as `(database, key, write)`.
+/// A write of a commit as `(database, scoped key, write)` (the scoped key goes to the undo
+/// store once the write is applied).
 type OwnedWrite = (u32, Vec<u8>, Write);
 
 fn owned(op: Op) -> OwnedWrite {
-    (op.db(), op.key().to_vec(), op.value().map(<[u8]>::to_vec))
+    let w = op.value().map(<[u8]>::to_vec);
+    (op.db(), scoped_key(op.db(), op.key()), w)
+}
+
+/// The value `key` has in `db`'s tree (`None`: absent), if the pages that holds it are in
+/// the cache.
+fn resident_value(e: &Engine, db: u32, key: &[u8]) -> crate::engine::NeedResult<Option<Vec<u8>>> {
+    match e.locate(db, key)? {
+        None => Ok(None),
+        Some((leaf, idx)) => e.with_value(leaf, idx, <[u8]>::to_vec).map(Some),
+    }
 }
 
 /// The database a transaction both removes and creates (by name), if any: such a
@@ -286,10 +299,10 @@ impl Shared {
         Ok(lsn)
     }
 
-    /// Step 3: the merge applied in batches. A batch's pages are loaded with no lock first;
-    /// a hold that finds the pages of its next write gone (evicted by others' loads
-    /// meanwhile, or by the batch's own) ends there, and the rest of the batch is loaded
-    /// again, fewer writes at a time, before the next hold. A hold whose first write's pages
+    /// Step 3: the merge applied in batches. A hold that finds the pages of its next write
+    /// missing (never loaded, or evicted by others' loads meanwhile, or by the batch's own)
+    /// ends there, and the rest of the batch is loaded with no lock, fewer writes at a
+    /// time, before the next hold. A hold whose first write's pages
     /// went too applies nothing and loads it again, up to [`RELOADS`] times in a row; only
     /// then does it load under the lock.
     fn apply_batches(
@@ -305,6 +318,10 @@ impl Shared {
         // their first write's pages evicted since they were loaded.
         let mut window = ops;
         let mut missed = 0;
+        // Whether the last hold ended at a write whose pages were not in the cache: the
+        // next window is loaded first (else it is tried at once: most often, the pages
+        // are there, and a load with no lock would look each write up once more).
+        let mut short = false;
         loop {
             if batch.is_empty() {
                 let mut bytes = 0;
@@ -315,38 +332,51 @@ impl Shared {
                     if removed.contains(&db) {
                         continue;
                     }
-                    bytes += key.len() + w.as_ref().map_or(0, Vec::len);
+                    bytes += key.len() - 4 + w.as_ref().map_or(0, Vec::len);
                     batch.push((db, key, w));
                 }
                 if batch.is_empty() {
                     return Ok(());
                 }
             }
-            self.prefetch_keys(
-                batch
-                    .iter()
-                    .take(window)
-                    .map(|(db, key, w)| (*db, key.as_slice(), w.is_none())),
-            );
+            if short {
+                self.prefetch_keys(
+                    batch
+                        .iter()
+                        .take(window)
+                        .map(|(db, sk, w)| (*db, &sk[4..], w.is_none())),
+                );
+            }
             let (applied, undo_full) = {
                 self.live()?;
                 let mut e = self.exclusive();
                 e.check_writable()?;
                 let (mut applied, mut undo_full) = (0, false);
-                for (db, key, w) in batch.iter().take(window) {
-                    let resident = |e: &Engine| match w {
-                        Some(_) => e.locate(*db, key).is_ok(),
-                        None => e.locate_for_delete(*db, key).is_ok(),
+                for (db, sk, w) in batch.iter_mut().take(window) {
+                    let (db, key) = (*db, &sk[4..]);
+                    // Only what is in the cache is applied under the lock (see above); a
+                    // put's leaf found resident gives the value before at once.
+                    let may_stop = applied > 0 || missed < RELOADS;
+                    let before = match w {
+                        Some(_) => match resident_value(&e, db, key) {
+                            Ok(before) => before,
+                            Err(_) if may_stop => break,
+                            Err(_) => e.read_tree_loading(db, key)?,
+                        },
+                        None => {
+                            if may_stop && e.locate_for_delete(db, key).is_err() {
+                                break;
+                            }
+                            e.read_tree_loading(db, key)?
+                        }
                     };
-                    if (applied > 0 || missed < RELOADS) && !resident(&e) {
-                        break;
-                    }
-                    let before = e.read_tree_loading(*db, key)?;
-                    let to_write = store.push(scoped_key(*db, key), before);
-                    match w {
-                        Some(v) => drop(e.put(*db, key, v, false)?),
-                        None => drop(e.delete(*db, key)?),
-                    }
+                    let done = match w {
+                        Some(v) => e.put(db, key, v, false).map(drop),
+                        None => e.delete(db, key).map(drop),
+                    };
+                    // Kept even if the write failed partway (readers see the value before).
+                    let to_write = store.push(std::mem::take(sk), before);
+                    done?;
                     applied += 1;
                     // Long values before (deletes and overwrites of them): the hold ends,
                     // so the store writes them with no lock held before it takes more.
@@ -364,7 +394,8 @@ impl Shared {
             // that applied nothing loads its first write again, with no lock, up to
             // `RELOADS` times in a row before it loads under the lock.
             missed = if applied == 0 { missed + 1 } else { 0 };
-            window = match applied < window.min(batch.len()) && !undo_full {
+            short = applied < window.min(batch.len()) && !undo_full;
+            window = match short {
                 true => applied.max(1),
                 false => (window * 2).min(ops),
             };

@@ -49,7 +49,8 @@ struct Block {
 
 #[derive(Default)]
 struct Inner {
-    /// The last key the commit has applied: the store covers every key up to it.
+    /// The last key the commit had applied when the tail was last written out (with a
+    /// tail, its last key is the frontier: see `Inner::frontier`).
     frontier: Option<Vec<u8>>,
     blocks: Vec<Block>,
     /// Entries not yet written, after every block's, and the bytes they take encoded.
@@ -58,6 +59,17 @@ struct Inner {
     file_len: u64,
     /// The block read last, decoded.
     cached: Option<(usize, Arc<Entries>)>,
+}
+
+impl Inner {
+    /// The last key the commit has applied: the store covers every key up to it (keys are
+    /// pushed in order, so the tail's last, else the last written out).
+    fn frontier(&self) -> Option<&[u8]> {
+        self.tail
+            .last()
+            .map(|(k, _)| k.as_slice())
+            .or(self.frontier.as_deref())
+    }
 }
 
 fn encode(entries: &[(Vec<u8>, Write)]) -> Vec<u8> {
@@ -172,7 +184,6 @@ impl UndoStore {
     /// Returns the bytes the next [`UndoStore::flush`] will write.
     pub(crate) fn push(&self, key: Vec<u8>, before: Write) -> usize {
         let mut g = self.inner.lock();
-        g.frontier = Some(key.clone());
         g.tail_bytes += entry_bytes(&key, &before);
         g.tail.push((key, before));
         match self.keeps(&g) {
@@ -203,6 +214,9 @@ impl UndoStore {
         let rest = g.tail.split_off(n);
         g.tail_bytes = rest.iter().map(|(k, w)| entry_bytes(k, w)).sum();
         let written = std::mem::replace(&mut g.tail, rest);
+        if let Some((last, _)) = written.last() {
+            g.frontier = Some(last.clone());
+        }
         // Blocks of about BLOCK_BYTES each, so a lookup reads little.
         let mut at = off;
         let mut i = 0;
@@ -256,7 +270,7 @@ impl UndoStore {
     pub(crate) fn lookup(&self, key: &[u8]) -> Result<Option<Write>> {
         let block = {
             let g = self.inner.lock();
-            if g.frontier.as_deref().is_none_or(|f| key > f) {
+            if g.frontier().is_none_or(|f| key > f) {
                 return Ok(None);
             }
             if let Ok(i) = g.tail.binary_search_by(|(k, _)| k.as_slice().cmp(key)) {
