@@ -41,7 +41,7 @@ use super::commit::Ddl;
 use super::handle::State;
 use super::scoped_key;
 use super::undo::UndoStore;
-use super::writes::Write;
+use super::writes::{Write, Written};
 use crate::config::Duplicates;
 use crate::config::Durability;
 use crate::engine::Engine;
@@ -49,6 +49,7 @@ use crate::env::Shared;
 use crate::error::{Error, Result};
 use crate::wal::reader::RunMerge;
 use crate::wal::{Op, OpsBuilder, Record, RunsBuilder};
+use std::collections::btree_map;
 use std::sync::atomic::Ordering::{Relaxed, Release};
 
 /// Times in a row a hold may find its first write's pages evicted since they were loaded
@@ -69,7 +70,8 @@ const SMALL_COMMIT: usize = 16;
 /// (which its commit record holds).
 enum Source {
     Runs(RunMerge, Vec<(u64, u32)>),
-    Memory(OpsBuilder),
+    /// The commit's operations (for its record) and the writes themselves (applied).
+    Memory(OpsBuilder, btree_map::IntoIter<Vec<u8>, Written>),
 }
 
 /// A write of a commit as `(database, scoped key, write)` (the scoped key goes to the undo
@@ -140,7 +142,10 @@ impl Shared {
                 let (runs, reader) = st.writes.runs(txn, &tx.txns.stats)?;
                 Source::Runs(RunMerge::new(reader, txn, runs.iter().copied()), runs)
             }
-            false => Source::Memory(st.commit_ops()),
+            false => {
+                let (ops, writes) = st.commit_writes();
+                Source::Memory(ops, writes.into_iter())
+            }
         };
         let removed: Vec<u32> = st
             .ddl
@@ -178,7 +183,7 @@ impl Shared {
         // to the same budget (deletes and overwrites of long values can take far more).
         let keep_in_memory = match &source {
             Source::Runs(..) => 0,
-            Source::Memory(_) => tx.txn_memory,
+            Source::Memory(..) => tx.txn_memory,
         };
         let store = UndoStore::new(
             self.storage.clone(),
@@ -221,9 +226,14 @@ impl Shared {
             Source::Runs(merge, _) => {
                 self.apply_batches(&mut || Ok(merge.next()?.map(owned)), &store, &removed)
             }
-            Source::Memory(ops) => {
-                let mut ops = ops.ops().iter();
-                self.apply_batches(&mut || Ok(ops.next().map(owned)), &store, &removed)
+            Source::Memory(_, writes) => {
+                let mut next = || {
+                    Ok(writes.next().map(|(sk, written)| {
+                        let db = u32::from_be_bytes(sk[..4].try_into().expect("scoped"));
+                        (db, sk, written.w)
+                    }))
+                };
+                self.apply_batches(&mut next, &store, &removed)
             }
         };
         let mut e = self.exclusive();
@@ -255,7 +265,7 @@ impl Shared {
                         runs: listed.runs(),
                     }
                 }
-                Source::Memory(ops) => Record::Commit {
+                Source::Memory(ops, _) => Record::Commit {
                     txn,
                     prev: 0,
                     ops: ops.ops(),
@@ -285,7 +295,7 @@ impl Shared {
         st.writes.end_hold(Some(lsn));
         let counter = match source {
             Source::Runs(..) => &tx.txns.stats.spilled_commits,
-            Source::Memory(_) => &tx.txns.stats.large_commits,
+            Source::Memory(..) => &tx.txns.stats.large_commits,
         };
         counter.fetch_add(1, Relaxed);
         if let Some(w) = wal {

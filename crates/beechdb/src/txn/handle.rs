@@ -11,7 +11,7 @@
 //! begins write-set layer `i + 1`.
 
 use super::scan::TxnIter;
-use super::writes::WriteSet;
+use super::writes::{WriteSet, Written};
 use super::{scoped_key, Ddl};
 use crate::btree::cursor::KeyRange;
 use crate::btree::Seek;
@@ -23,6 +23,7 @@ use crate::replica::HeldLocks;
 use crate::wal::{Op, OpsBuilder};
 use parking_lot::{Mutex, MutexGuard};
 use rustc_hash::FxHashSet;
+use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -142,19 +143,25 @@ impl State {
     /// scoped-key order, the latest of each key; writes to databases it removed go with
     /// them.
     pub(super) fn commit_ops(&mut self) -> OpsBuilder {
+        self.commit_writes().0
+    }
+
+    /// As [`State::commit_ops`], with the writes themselves (to apply them without copying
+    /// them out of the operations).
+    pub(super) fn commit_writes(&mut self) -> (OpsBuilder, BTreeMap<Vec<u8>, Written>) {
         let mut ops = OpsBuilder::default();
-        for (k, written) in &self.writes.merged() {
-            let v = &written.w;
+        let writes = self.writes.merged();
+        for (k, written) in &writes {
             let (db, key) = (u32::from_be_bytes(k[..4].try_into().unwrap()), &k[4..]);
             if self.removed(db) {
                 continue;
             }
-            ops.push(match v {
+            ops.push(match &written.w {
                 Some(value) => Op::Put { db, key, value },
                 None => Op::Delete { db, key },
             });
         }
-        ops
+        (ops, writes)
     }
 
     pub(super) fn write(&mut self, db: u32, key: &[u8], value: Option<Vec<u8>>) {
