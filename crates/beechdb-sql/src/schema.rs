@@ -207,8 +207,10 @@ impl Table {
 
 impl Schema {
     pub fn table(&self, name: &str) -> Result<&Arc<Table>> {
+        // Keys are lower case: a name already so is found without making it.
         self.tables
-            .get(&lc(name))
+            .get(name)
+            .or_else(|| self.tables.get(&lc(name)))
             .ok_or_else(|| Error::Sql(format!("no such table: {name}")))
     }
 
