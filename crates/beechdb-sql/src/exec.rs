@@ -3072,7 +3072,7 @@ impl<'a> Exec<'a> {
                 // A bound as the key of a number: `None` when it is NULL (nothing matches);
                 // `Some(None)` when it is not a number (text and blobs sort after every
                 // number, so a high bound of text bounds nothing and a low one excludes
-                // every number: read the whole table then).
+                // every number: read the whole index then).
                 let key = |me: &mut Self, e: &Option<Expr>| -> Result<Option<Option<Vec<u8>>>> {
                     let Some(e) = e else { return Ok(Some(None)) };
                     let v = Affinity::Numeric.apply(me.eval(e, sc)?);
@@ -3090,7 +3090,9 @@ impl<'a> Exec<'a> {
                     return nothing;
                 };
                 if (lo.is_some() && l.is_none()) || (hi.is_some() && h.is_none()) {
-                    return self.lookup(t, &Access::Scan, sc);
+                    // The whole index, in its order (which an ORDER BY may rely on).
+                    let rowids = self.index_rowids(idx, &[], None)?;
+                    return Ok(Found::Rowids(rowids, false));
                 }
                 // From the low bound (or the first number, past the NULLs) to the high one
                 // (or the end: text and blobs are greater than any number).

@@ -579,6 +579,8 @@ fn order_by_an_indexed_order_reads_the_index_and_matches_sqlite() {
         "WHERE a > 0",
         "WHERE b = 'x'",
         "WHERE c < 3 AND d IS NOT NULL",
+        "WHERE d > 'a'",
+        "WHERE d < 'zz' AND d > 0",
     ];
     let mut index_reads = 0;
     for i in 0..400 {
