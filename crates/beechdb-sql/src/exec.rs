@@ -1328,6 +1328,13 @@ impl<'a> Exec<'a> {
         })
     }
 
+    /// Whether `table.name`, naming no column, is a string: SQLite's fallback (on by
+    /// default, and counted on: Django writes `WHERE tbl_name = "t"`) for a double-quoted
+    /// name.
+    fn quoted_string(&self, table: Option<&str>, name: &str) -> bool {
+        table.is_none() && self.quoted.iter().any(|q| q == name)
+    }
+
     /// An error for the first column `e` names (outside its subqueries) that neither
     /// `frame` nor an enclosing query has, unless it is a double-quoted string.
     fn check_names(&self, e: &Expr, frame: &Frame, outer: Option<&Scope>) -> Result<()> {
@@ -1348,13 +1355,9 @@ impl<'a> Exec<'a> {
             }) {
                 return;
             }
-            if table.is_none() && self.quoted.iter().any(|q| q == name) {
-                return;
+            if !self.quoted_string(table.as_deref(), name) {
+                problem = Some(no_such_column(table.as_deref(), name));
             }
-            problem = Some(Error::Sql(match table {
-                Some(t) => format!("no such column: {t}.{name}"),
-                None => format!("no such column: {name}"),
-            }));
         });
         problem.map_or(Ok(()), Err)
     }
@@ -1367,15 +1370,10 @@ impl<'a> Exec<'a> {
             }
             s = scope.outer;
         }
-        // SQLite's fallback (on by default, and counted on: Django writes `WHERE tbl_name
-        // = "t"`): a double-quoted name that names no column is a string.
-        if table.is_none() && self.quoted.iter().any(|q| q == name) {
+        if self.quoted_string(table, name) {
             return Ok(Value::text(name));
         }
-        Err(match table {
-            Some(t) => Error::Sql(format!("no such column: {t}.{name}")),
-            None => Error::Sql(format!("no such column: {name}")),
-        })
+        Err(no_such_column(table, name))
     }
 
     fn src_col<'s>(&self, e: &Expr, sc: &'s Scope<'s>) -> Option<&'s SrcCol> {
@@ -2647,15 +2645,8 @@ impl<'a> Exec<'a> {
                     if index_only {
                         // Only the rowid is read, and the index entry has it.
                         t.set_rowid(r, at);
-                    } else {
-                        let key = rowid_key(r);
-                        match self
-                            .txn
-                            .get_with(&db, &key, |v| t.read_into(r, v, at, wanted))?
-                        {
-                            None => continue,
-                            Some(decoded) => decoded?,
-                        }
+                    } else if !self.read_row_into(&db, t, r, at, wanted)? {
+                        continue;
                     }
                     if !self.joined_row(j, level, row, emit, conditions, &mut matched)? {
                         go_on = false;
@@ -2683,13 +2674,8 @@ impl<'a> Exec<'a> {
                     };
                     let (k, v) = kv?;
                     let r = index_rowid(k, v)?;
-                    let at = &mut row[slots.clone()];
-                    match self
-                        .txn
-                        .get_with(&db, &rowid_key(r), |v| t.read_into(r, v, at, wanted))?
-                    {
-                        None => continue,
-                        Some(decoded) => decoded?,
+                    if !self.read_row_into(&db, t, r, &mut row[slots.clone()], wanted)? {
+                        continue;
                     }
                     if !self.joined_row(j, level, row, emit, conditions(false), &mut matched)? {
                         break false;
@@ -2702,6 +2688,25 @@ impl<'a> Exec<'a> {
         }
         row[slots].fill(Value::Null);
         self.left_unmatched(j, level, row, emit, matched)
+    }
+
+    /// Reads row `r` of table `t` (engine database `db`) into `at`, only the `wanted`
+    /// columns when given; false when the transaction sees no such row.
+    fn read_row_into(
+        &self,
+        db: &Db,
+        t: &Table,
+        r: i64,
+        at: &mut [Value],
+        wanted: Option<&[bool]>,
+    ) -> Result<bool> {
+        match self
+            .txn
+            .get_with(db, &rowid_key(r), |v| t.read_into(r, v, at, wanted))?
+        {
+            None => Ok(false),
+            Some(decoded) => decoded.map(|()| true),
+        }
     }
 
     /// Passes on the row item `level` has just put in `row`: to the next level if it meets
@@ -4204,21 +4209,24 @@ impl<'a> Exec<'a> {
         if !plain {
             return None;
         }
+        let n = rows.first().map_or(0, Vec::len);
+        Some(self.values_rows(rows, outer).map(|out| (n, out)))
+    }
+
+    /// The rows of a `VALUES` list, evaluated.
+    fn values_rows(&mut self, rows: &[Vec<Expr>], outer: Option<&Scope>) -> Result<Vec<Row>> {
         let sc = Scope::new(&EMPTY_FRAME, &[], outer);
         let n = rows.first().map_or(0, Vec::len);
         let mut out = Vec::with_capacity(rows.len());
         for r in rows {
             if r.len() != n {
-                return Some(Err(Error::Sql(
+                return Err(Error::Sql(
                     "all VALUES must have the same number of terms".into(),
-                )));
+                ));
             }
-            match self.eval_all(r.iter(), &sc) {
-                Ok(row) => out.push(row),
-                Err(e) => return Some(Err(e)),
-            }
+            out.push(self.eval_all(r.iter(), &sc)?);
         }
-        Some(Ok((n, out)))
+        Ok(out)
     }
 
     /// The values of `exprs` in scope `sc`, in a row of their number (a collect from
@@ -4248,17 +4256,9 @@ impl<'a> Exec<'a> {
     ) -> Result<(Arc<Meta>, Keyed)> {
         let (distinct, columns, from, where_, group_by, having, plan_id) = match core {
             Core::Values(rows) => {
-                let sc = Scope::new(&EMPTY_FRAME, &[], outer);
                 let n = rows.first().map_or(0, Vec::len);
-                let mut out = Vec::new();
-                for r in rows {
-                    if r.len() != n {
-                        return Err(Error::Sql(
-                            "all VALUES must have the same number of terms".into(),
-                        ));
-                    }
-                    out.push((self.eval_all(r.iter(), &sc)?, Vec::new()));
-                }
+                let out = self.values_rows(rows, outer)?;
+                let out = out.into_iter().map(|r| (r, Vec::new())).collect();
                 let meta = (0..n)
                     .map(|i| SrcCol {
                         name: format!("column{}", i + 1),
@@ -4310,6 +4310,9 @@ impl<'a> Exec<'a> {
         }
         let aggregate = plan.aggregate;
         let empty_row = vec![Value::Null; frame.width];
+        // How the rows are sorted, unless they come in the order asked.
+        let specs = (!order.is_empty() && !plan.in_order)
+            .then(|| self.order_specs(order, order_exprs, frame, outer));
         // The core's joined rows that pass its WHERE, handed to `emit`.
         let filter = plan.where_.as_ref().or(where_.as_ref());
         let read =
@@ -4342,10 +4345,8 @@ impl<'a> Exec<'a> {
             // Rows to be sorted for a LIMIT: only the first `wanted` in the order are kept,
             // the buffer cut back to them (a stable sort: ties keep the order they came in)
             // whenever it holds twice as many, so memory and sorting stay bounded.
-            let top = match (order.is_empty() || plan.in_order, wanted) {
-                (false, Some(w)) if w <= MAX_TOP => {
-                    Some((w, self.order_specs(order, order_exprs, frame, outer)))
-                }
+            let top = match (&specs, wanted) {
+                (Some(specs), Some(w)) if w <= MAX_TOP => Some((w, specs)),
                 _ => None,
             };
             let mut produce = |me: &mut Self, r: &mut [Value]| -> Result<bool> {
@@ -4577,13 +4578,11 @@ impl<'a> Exec<'a> {
             let mut seen = Distinct::with(plan.meta.collations());
             out.retain(|(r, _)| seen.novel(r));
         }
-        let sorts = !order.is_empty() && !plan.in_order;
-        if let (true, Some(lines)) = (sorts, &mut self.plan) {
-            lines.push("USE TEMP B-TREE FOR ORDER BY".into());
-        }
-        if sorts {
-            let specs = self.order_specs(order, order_exprs, frame, outer);
-            sort_rows(&mut out, &specs);
+        if let Some(specs) = &specs {
+            if let Some(lines) = &mut self.plan {
+                lines.push("USE TEMP B-TREE FOR ORDER BY".into());
+            }
+            sort_rows(&mut out, specs);
         }
         Ok((meta, out))
     }
@@ -4906,6 +4905,13 @@ fn resolve_order_term(e: &Expr, exprs: &[(Expr, String)]) -> Result<Expr> {
         )),
         other => Ok(other.clone()),
     }
+}
+
+fn no_such_column(table: Option<&str>, name: &str) -> Error {
+    Error::Sql(match table {
+        Some(t) => format!("no such column: {t}.{name}"),
+        None => format!("no such column: {name}"),
+    })
 }
 
 /// The ON conditions of `from`'s joins, nested joins' included.

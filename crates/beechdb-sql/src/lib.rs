@@ -518,8 +518,7 @@ impl Connection {
                 self.commit_txn(&txn)?;
                 Ok(res)
             });
-            let taken = std::mem::take(&mut self.txn_rowids);
-            self.txn_max_rowids.clear();
+            let taken = self.end_txn_rowids();
             let r = match r {
                 Ok(res) => {
                     self.publish_schema()?;
@@ -780,8 +779,7 @@ impl Connection {
         self.savepoints.clear();
         let r = self.commit_txn(&txn);
         self.dbs.clear();
-        let taken = std::mem::take(&mut self.txn_rowids);
-        self.txn_max_rowids.clear();
+        let taken = self.end_txn_rowids();
         match r {
             Ok(_) => self.publish_schema(),
             Err(e) => {
@@ -802,8 +800,7 @@ impl Connection {
         txn.abort();
         self.savepoints.clear();
         self.dbs.clear();
-        let taken = std::mem::take(&mut self.txn_rowids);
-        self.txn_max_rowids.clear();
+        let taken = self.end_txn_rowids();
         self.give_back_rowids(&taken);
         self.schema = self.shared.schema.read().clone();
         self.schema_changed = false;
@@ -812,6 +809,13 @@ impl Connection {
 
     /// Gives back the rowids an undone transaction (or part of one) took, where no other
     /// connection has taken one since (see `exec::TakenRowids`).
+    /// Ends a transaction's rowid bookkeeping: returns the rowids it took (to give back
+    /// if it did not commit) and forgets its known largest rowids.
+    fn end_txn_rowids(&mut self) -> Vec<exec::TakenRowids> {
+        self.txn_max_rowids.clear();
+        std::mem::take(&mut self.txn_rowids)
+    }
+
     fn give_back_rowids(&self, taken: &[exec::TakenRowids]) {
         exec::TakenRowids::give_back(taken, &mut self.shared.rowids.lock());
     }
