@@ -22,6 +22,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use smallvec::SmallVec;
 use std::cmp::Ordering;
 use std::collections::HashMap;
+use std::ops::Bound;
 use std::sync::Arc;
 
 /// A row of values.
@@ -535,9 +536,11 @@ impl JoinPlan {
         }
         for it in &mut self.items {
             match &mut it.access {
-                Access::Scan | Access::IndexOrder(..) => {}
+                Access::Scan => {}
                 Access::Rowid(e) | Access::Index(_, e, _) => ex.bind(e, frame),
-                Access::RowidRange(lo, hi) | Access::IndexRange(_, lo, hi) => {
+                Access::RowidRange(lo, hi)
+                | Access::IndexRange(_, lo, hi)
+                | Access::IndexOrder(_, _, lo, hi) => {
                     lo.iter_mut().chain(hi).for_each(|e| ex.bind(e, frame))
                 }
             }
@@ -560,11 +563,11 @@ impl JoinPlan {
             .items
             .iter()
             .flat_map(|it| match &it.access {
-                Access::Scan | Access::IndexOrder(..) => vec![],
+                Access::Scan => vec![],
                 Access::Rowid(e) | Access::Index(_, e, _) => vec![e],
-                Access::RowidRange(lo, hi) | Access::IndexRange(_, lo, hi) => {
-                    lo.iter().chain(hi).collect()
-                }
+                Access::RowidRange(lo, hi)
+                | Access::IndexRange(_, lo, hi)
+                | Access::IndexOrder(_, _, lo, hi) => lo.iter().chain(hi).collect(),
             })
             .collect();
         for (i, it) in self.items.iter().enumerate() {
@@ -1011,9 +1014,10 @@ enum Access {
     /// The rows whose indexed first column (numeric affinity, ascending) lies between the
     /// bounds (a superset, as for `RowidRange`).
     IndexRange(Arc<crate::schema::Index>, Option<Expr>, Option<Expr>),
-    /// Every row, in the index's order (with `true`, from its last entry back): an ORDER
-    /// BY with a LIMIT that the index's order satisfies, read until the LIMIT is reached.
-    IndexOrder(Arc<crate::schema::Index>, bool),
+    /// Every row, in the index's order (with `true`, from its last entry back), or with
+    /// bounds those `IndexRange` would find, in that order: an ORDER BY with a LIMIT that
+    /// the index's order satisfies, its entries read until the LIMIT is reached.
+    IndexOrder(Arc<crate::schema::Index>, bool, Option<Expr>, Option<Expr>),
 }
 
 impl<'a> Exec<'a> {
@@ -2255,7 +2259,7 @@ impl<'a> Exec<'a> {
                 lines.push(match (&it.access, &it.table) {
                     (_, None) => format!("SCAN {name} (a subquery, view or CTE)"),
                     (Access::Scan, Some(_)) => format!("SCAN {name}"),
-                    (Access::IndexOrder(idx, _), Some(_)) => {
+                    (Access::IndexOrder(idx, _, None, None), Some(_)) => {
                         format!("SCAN {name} USING INDEX {}", idx.name)
                     }
                     (Access::Rowid(_), Some(_)) => {
@@ -2270,7 +2274,10 @@ impl<'a> Exec<'a> {
                         idx.name,
                         first_part_name(t, idx)
                     ),
-                    (Access::IndexRange(idx, lo, hi), Some(t)) => {
+                    (
+                        Access::IndexRange(idx, lo, hi) | Access::IndexOrder(idx, _, lo, hi),
+                        Some(t),
+                    ) => {
                         let col = first_part_name(t, idx);
                         let terms: Vec<String> = [(lo, ">"), (hi, "<")]
                             .iter()
@@ -3054,11 +3061,27 @@ impl<'a> Exec<'a> {
     fn lookup(&mut self, t: &Table, access: &Access, sc: &Scope) -> Result<Found> {
         let nothing = Ok(Found::Rowids(SmallVec::new(), true));
         match access {
-            Access::IndexOrder(idx, reverse) => {
+            Access::IndexOrder(idx, reverse, lo, hi) => {
+                let (from, high) = match (lo, hi) {
+                    (None, None) => (Vec::new(), None),
+                    _ => match self.index_span(lo, hi, sc)? {
+                        Some(span) => span,
+                        None => return nothing,
+                    },
+                };
+                // Keys that begin with `high` or less: those before its prefix's end.
+                let to = high.map_or(Bound::Unbounded, |h| prefix_end(&h));
                 let idb = self.db(&idx.db)?;
+                // (An open end, not the empty key: a scan open at its far end copies
+                // little at first, as a LIMIT wants.)
+                let from = match from.is_empty() {
+                    true => Bound::Unbounded,
+                    false => Bound::Included(from),
+                };
+                let range = (from, to);
                 Ok(Found::Entries(Box::new(match reverse {
-                    true => self.txn.range_rev(&idb, ..),
-                    false => self.txn.iter(&idb),
+                    true => self.txn.range_rev(&idb, range),
+                    false => self.txn.range(&idb, range),
                 })))
             }
             Access::Scan | Access::RowidRange(..) => match self.rowid_scan(t, access, sc)? {
@@ -3073,38 +3096,13 @@ impl<'a> Exec<'a> {
                     _ => nothing,
                 }
             }
-            Access::IndexRange(idx, lo, hi) => {
-                // A bound as the key of a number: `None` when it is NULL (nothing matches);
-                // `Some(None)` when it is not a number (text and blobs sort after every
-                // number, so a high bound of text bounds nothing and a low one excludes
-                // every number: read the whole index then).
-                let key = |me: &mut Self, e: &Option<Expr>| -> Result<Option<Option<Vec<u8>>>> {
-                    let Some(e) = e else { return Ok(Some(None)) };
-                    let v = Affinity::Numeric.apply(me.eval(e, sc)?);
-                    Ok(match v {
-                        Value::Null => None,
-                        Value::Integer(_) | Value::Real(_) => {
-                            let mut k = Vec::new();
-                            crate::record::encode_key_part(&mut k, &v, Collation::Binary, false);
-                            Some(Some(k))
-                        }
-                        _ => Some(None),
-                    })
-                };
-                let (Some(l), Some(h)) = (key(self, lo)?, key(self, hi)?) else {
-                    return nothing;
-                };
-                if (lo.is_some() && l.is_none()) || (hi.is_some() && h.is_none()) {
-                    // The whole index, in its order (which an ORDER BY may rely on).
-                    let rowids = self.index_rowids(idx, &[], None)?;
-                    return Ok(Found::Rowids(rowids, false));
+            Access::IndexRange(idx, lo, hi) => match self.index_span(lo, hi, sc)? {
+                Some((from, high)) => {
+                    let rowids = self.index_rowids(idx, &from, high.as_deref())?;
+                    Ok(Found::Rowids(rowids, false))
                 }
-                // From the low bound (or the first number, past the NULLs) to the high one
-                // (or the end: text and blobs are greater than any number).
-                let from = l.unwrap_or_else(|| vec![0x10]);
-                let rowids = self.index_rowids(idx, &from, h.as_deref())?;
-                Ok(Found::Rowids(rowids, false))
-            }
+                None => nothing,
+            },
             Access::Index(idx, e, other_aff) => {
                 let v = self.eval(e, sc)?;
                 if v.is_null() {
@@ -3127,6 +3125,45 @@ impl<'a> Exec<'a> {
                 Ok(Found::Rowids(rowids, crate::record::key_part_is_exact(&v)))
             }
         }
+    }
+
+    /// The keys an index range on a numeric first column reads (see `Access::IndexRange`):
+    /// from the first key to the last that begins with the second or less (the end with
+    /// none), a superset of the matching entries; `None` when nothing matches (a NULL
+    /// bound).
+    fn index_span(
+        &mut self,
+        lo: &Option<Expr>,
+        hi: &Option<Expr>,
+        sc: &Scope,
+    ) -> Result<Option<IndexSpan>> {
+        // A bound as the key of a number: `None` when it is NULL (nothing matches);
+        // `Some(None)` when it is not a number (text and blobs sort after every number, so
+        // a high bound of text bounds nothing and a low one excludes every number: read the
+        // whole index then).
+        let key = |me: &mut Self, e: &Option<Expr>| -> Result<Option<Option<Vec<u8>>>> {
+            let Some(e) = e else { return Ok(Some(None)) };
+            let v = Affinity::Numeric.apply(me.eval(e, sc)?);
+            Ok(match v {
+                Value::Null => None,
+                Value::Integer(_) | Value::Real(_) => {
+                    let mut k = Vec::new();
+                    crate::record::encode_key_part(&mut k, &v, Collation::Binary, false);
+                    Some(Some(k))
+                }
+                _ => Some(None),
+            })
+        };
+        let (Some(l), Some(h)) = (key(self, lo)?, key(self, hi)?) else {
+            return Ok(None);
+        };
+        if (lo.is_some() && l.is_none()) || (hi.is_some() && h.is_none()) {
+            // The whole index, in its order (which an ORDER BY may rely on).
+            return Ok(Some((Vec::new(), None)));
+        }
+        // From the low bound (or the first number, past the NULLs) to the high one (or the
+        // end: text and blobs are greater than any number).
+        Ok(Some((l.unwrap_or_else(|| vec![0x10]), h)))
     }
 
     /// The rowids of the entries of `idx` from key `from` through the last key that begins
@@ -3811,14 +3848,16 @@ impl<'a> Exec<'a> {
         let path = match &j.items[0].access {
             Access::Scan if !columns.is_empty() => self.schema.indexes_of(&t.name).find_map(|i| {
                 let against = follows(i, 0)?;
-                Some((Access::IndexOrder(i.clone(), against), false))
+                Some((Access::IndexOrder(i.clone(), against, None, None), false))
             }),
             Access::Index(i, ..) => {
                 follows(i, 1).map(|against| (j.items[0].access.clone(), against))
             }
-            Access::IndexRange(i, ..) if !columns.is_empty() => {
-                follows(i, 0).map(|against| (j.items[0].access.clone(), against))
-            }
+            // Its entries streamed in order (a range may hold most of the index).
+            Access::IndexRange(i, lo, hi) if !columns.is_empty() => follows(i, 0).map(|against| {
+                let access = Access::IndexOrder(i.clone(), against, lo.clone(), hi.clone());
+                (access, false)
+            }),
             _ => None,
         };
         let Some((access, reverse)) = path else {
@@ -4905,6 +4944,23 @@ fn resolve_order_term(e: &Expr, exprs: &[(Expr, String)]) -> Result<Expr> {
         )),
         other => Ok(other.clone()),
     }
+}
+
+/// The keys an index range reads: from the first through those that begin with the second
+/// (or to the end).
+type IndexSpan = (Vec<u8>, Option<Vec<u8>>);
+
+/// The end of the keys that begin with `prefix` or less: the first key past them (none
+/// when the prefix is all 0xFF bytes).
+fn prefix_end(prefix: &[u8]) -> Bound<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xFF {
+            end.push(last + 1);
+            return Bound::Excluded(end);
+        }
+    }
+    Bound::Unbounded
 }
 
 fn no_such_column(table: Option<&str>, name: &str) -> Error {
