@@ -2,9 +2,10 @@
 //! (rusqlite, bundled, WAL, with `--features peers`) in the same run, on the same data and
 //! the same random keys: point SELECT by primary key, point SELECT through a secondary
 //! index, single-row INSERT and UPDATE (auto-commit), a 100-row range scan, a 3-table join,
-//! and a GROUP BY over the whole table. Each engine's answers are checksummed and must
-//! agree (after the writes, the table's row count and sums), so that no engine is timed
-//! doing less work.
+//! a GROUP BY over the whole table, the first 20 rows by an indexed column (the whole
+//! index's order, and a range of it), and single-row INSERTs all in one transaction (its
+//! commit timed with them). Each engine's answers are checksummed and must agree (after
+//! the writes, the table's row count and sums), so that no engine is timed doing less work.
 
 use crate::engines::BenchResult;
 use beechdb_sql::Value;
@@ -97,7 +98,7 @@ impl SqlEngine for Lite {
 }
 
 /// The operations timed, in order: name, SQL, and how many runs per 1,000 point operations.
-const OPS: [(&str, &str, usize); 7] = [
+const OPS: [(&str, &str, usize); 10] = [
     ("point SELECT by primary key", "SELECT v FROM t WHERE id = ?1", 1000),
     ("point SELECT through an index", "SELECT id FROM t WHERE k = ?1", 1000),
     ("single-row INSERT", "INSERT INTO t(k, v) VALUES(?1, ?2)", 1000),
@@ -109,7 +110,21 @@ const OPS: [(&str, &str, usize); 7] = [
         1000,
     ),
     ("GROUP BY over the table", "SELECT k % 100, count(*), sum(id) FROM t GROUP BY 1", 1),
+    (
+        "ORDER BY an index LIMIT 20",
+        "SELECT id, k FROM t ORDER BY k DESC, id DESC LIMIT 20",
+        100,
+    ),
+    (
+        "the same below a key",
+        "SELECT id, k FROM t WHERE k < ?1 ORDER BY k DESC, id DESC LIMIT 20",
+        100,
+    ),
+    ("INSERT, one transaction", "INSERT INTO t(k, v) VALUES(?1, ?2)", 1000),
 ];
+
+/// The line whose INSERTs run in one transaction.
+const ONE_TRANSACTION: usize = 9;
 
 /// What the writes leave, compared across engines after the INSERT and UPDATE lines.
 const WRITTEN: &str = "SELECT count(*), sum(k), sum(length(v)) FROM t";
@@ -159,18 +174,24 @@ fn time_op(
     let mut rng = StdRng::seed_from_u64(seed);
     let mut check = (0u64, 0i64);
     let started = Instant::now();
+    if op == ONE_TRANSACTION {
+        e.batch("BEGIN")?;
+    }
     for _ in 0..runs {
         let id: i64 = rng.gen_range(1..=rows);
         let params: Vec<Value> = match op {
             0 | 4 => vec![id.into()],
-            1 => vec![(id % rows).into()],
-            2 => vec![id.into(), Value::from("inserted")],
+            1 | 8 => vec![(id % rows).into()],
+            2 | ONE_TRANSACTION => vec![id.into(), Value::from("inserted")],
             3 => vec![id.into(), Value::from(format!("updated-{id}"))],
             5 => vec![((id % (rows / 10).max(100)) + 1).into()],
             _ => vec![],
         };
         let (n, s) = e.run(sql, &params)?;
         check = (check.0 + n, check.1.wrapping_add(s));
+    }
+    if op == ONE_TRANSACTION {
+        e.batch("COMMIT")?;
     }
     Ok((runs as f64 / started.elapsed().as_secs_f64(), check))
 }
@@ -230,7 +251,7 @@ pub fn run(
                     "runs": runs, "ops_per_sec": ops, "durability": "nosync",
                 }));
             }
-            if op == 2 || op == 3 {
+            if [2, 3, ONE_TRANSACTION].contains(&op) {
                 // The writes' work checked: each engine's table must now hold the same.
                 checks.clear();
                 for e in engines.iter_mut() {
