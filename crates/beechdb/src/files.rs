@@ -94,6 +94,7 @@ impl Listing {
             } else if let Some(n) = segment_number(&name) {
                 l.segments.insert(n);
             } else if name == crate::wal::SPARE_SEGMENT
+                || name.starts_with(crate::wal::REUSE_PREFIX)
                 || name.starts_with(SCRATCH_PREFIX)
                 || (name.ends_with(".tmp")
                     && (name.starts_with("log.")

@@ -108,6 +108,8 @@ counters! {
         segments_prepared: "Log segments prepared ahead",
         /// Segments a flush had to create (and zero-fill) itself.
         segments_created_inline: "Log segments created by a flush",
+        /// Released segments whose files were kept as the next spare, not zero-filled anew.
+        segments_recycled: "Log segments recycled",
     }
 }
 

@@ -4,8 +4,12 @@
 //! recovery. After recovery the state must equal the state after some prefix of the
 //! commits that includes every commit acknowledged under SYNC; verify must be clean.
 //!
-//! `BEECH_TDS_POWER_SEEDS` sets the number of seeds (default 1000), `BEECH_FIRST_SEED` the
-//! first.
+//! A second run makes the log long beside its checkpoints, so that released segments are
+//! reused as the next ones (recycled: their old records stay behind the new ones until
+//! overwritten) and the cuts fall in segments holding an earlier segment's records.
+//!
+//! `BEECH_TDS_POWER_SEEDS` sets the number of seeds (default 1000; the recycling run takes
+//! a fifth as many), `BEECH_FIRST_SEED` the first.
 
 mod common;
 
@@ -17,29 +21,71 @@ use std::sync::Arc;
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
-fn config() -> Config {
+/// A run's configuration and its number of transactions (at most).
+#[derive(Clone, Copy)]
+struct Run {
+    checkpoint_log_bytes: u64,
+    txns: u32,
+}
+
+/// Frequent checkpoints and segment switches.
+const FREQUENT: Run = Run {
+    checkpoint_log_bytes: 96 << 10,
+    txns: 150,
+};
+
+/// Long enough for several checkpoints, each releasing segments that come back recycled.
+const RECYCLING: Run = Run {
+    checkpoint_log_bytes: 128 << 10,
+    txns: 1200,
+};
+
+fn config(run: Run) -> Config {
     Config::new()
         .page_size(4096)
         .cache_size(64 << 10)
         .transactional(true)
         .log_segment_size(64 << 10)
-        .checkpoint_log_bytes(96 << 10)
+        .checkpoint_log_bytes(run.checkpoint_log_bytes)
 }
 
-/// Runs seed's transactions until done or the power fails. Returns the model after each
-/// commit (index 0: before any) and, per commit, whether it was acknowledged under SYNC.
-fn workload(storage: &MemStorage, seed: u64) -> (Vec<Model>, Vec<bool>) {
+/// What a workload did: the model after each commit (index 0: before any), per commit
+/// whether it was acknowledged under SYNC, and how many log segments were recycled.
+struct Outcome {
+    models: Vec<Model>,
+    synced: Vec<bool>,
+    recycled: u64,
+}
+
+/// Runs seed's transactions until done or the power fails.
+fn workload(storage: &MemStorage, seed: u64, run: Run) -> Outcome {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let mut models = vec![Model::new()];
     let mut synced = Vec::new();
-    let Ok(env) = Env::open_with_storage(Arc::new(storage.clone()), config()) else {
-        return (models, synced);
+    let Ok(env) = Env::open_with_storage(Arc::new(storage.clone()), config(run)) else {
+        return Outcome {
+            models,
+            synced,
+            recycled: 0,
+        };
+    };
+    let recycled = |env: &Env| {
+        env.stat()
+            .ok()
+            .and_then(|s| s.txn?.log)
+            .map_or(0, |l| l.segments_recycled)
     };
     let Ok(db) = env.open_or_create_db("d") else {
-        return (models, synced);
+        let recycled = recycled(&env);
+        common::kill(storage, env);
+        return Outcome {
+            models,
+            synced,
+            recycled,
+        };
     };
     let mut model = Model::new();
-    for _ in 0..rng.gen_range(1..150) {
+    'txns: for _ in 0..rng.gen_range(1..run.txns) {
         let Ok(t) = env.begin_txn() else { break };
         let mut next = model.clone();
         for _ in 0..rng.gen_range(1..6) {
@@ -60,8 +106,7 @@ fn workload(storage: &MemStorage, seed: u64) -> (Vec<Model>, Vec<bool>) {
                 t.put(&db, &k, &v)
             };
             if r.is_err() {
-                common::kill(storage, env);
-                return (models, synced);
+                break 'txns;
             }
         }
         let d = [
@@ -77,38 +122,60 @@ fn workload(storage: &MemStorage, seed: u64) -> (Vec<Model>, Vec<bool>) {
         }
         model = next;
     }
+    let recycled = recycled(&env);
     common::kill(storage, env);
-    (models, synced)
+    Outcome {
+        models,
+        synced,
+        recycled,
+    }
 }
 
-fn recover(image: MemStorage) -> beechdb::Result<Env> {
-    Env::open_with_storage(Arc::new(image), config().create(false))
+fn recover(image: MemStorage, run: Run) -> beechdb::Result<Env> {
+    Env::open_with_storage(Arc::new(image), config(run).create(false))
 }
 
 #[test]
 fn power_cuts_in_commits_checkpoints_and_recovery() {
-    let range = common::seeds_from_env("BEECH_TDS_POWER_SEEDS", 1000);
+    let seeds = common::seeds_from_env("BEECH_TDS_POWER_SEEDS", 1000);
+    power_cuts(seeds, FREQUENT);
+}
+
+#[test]
+fn power_cuts_in_recycled_log_segments() {
+    let seeds = common::seeds_from_env("BEECH_TDS_POWER_SEEDS", 1000);
+    let recycled = power_cuts(
+        seeds.start..seeds.start + (seeds.end - seeds.start) / 5,
+        RECYCLING,
+    );
+    assert!(recycled > 0, "no log segment was recycled");
+}
+
+/// Cuts the power in each seed's workload of `run` at a random I/O call, and sometimes
+/// again in the recovery; checks what recovers. Returns the log segments the uncut
+/// workloads recycled.
+fn power_cuts(range: std::ops::Range<u64>, run: Run) -> u64 {
     let seeds = range.end - range.start;
-    let (mut inside, mut during_recovery) = (0, 0);
+    let (mut inside, mut during_recovery, mut recycled) = (0, 0, 0);
     for seed in range {
         let probe = MemStorage::new();
-        workload(&probe, seed);
+        recycled += workload(&probe, seed, run).recycled;
         let storage = MemStorage::new();
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0xBEEC);
         storage.cut_power_after(rng.gen_range(1..=probe.mutation_count() + 1));
-        let (models, synced) = workload(&storage, seed);
+        let Outcome { models, synced, .. } = workload(&storage, seed, run);
         inside += storage.is_power_off() as u64;
         let mut image = storage.crash_image(seed);
         if seed % 3 == 0 {
             // Cut again while recovery runs, then recover from that.
             let again = image.crash_image(seed);
             again.cut_power_after(rng.gen_range(1..40));
-            if recover(again.clone()).is_err() || again.is_power_off() {
+            if recover(again.clone(), run).is_err() || again.is_power_off() {
                 during_recovery += 1;
             }
             image = again.crash_image(seed + 1);
         }
-        let env = match recover(image) {
+        let env = match recover(image, run) {
             Ok(env) => env,
             // The environment itself was never completely created.
             Err(beechdb::Error::InvalidArgument(_)) if synced.is_empty() => continue,
@@ -137,7 +204,9 @@ fn power_cuts_in_commits_checkpoints_and_recovery() {
         assert!(report.is_clean(), "seed {seed}: {:?}", report.problems);
     }
     eprintln!(
-        "{seeds} seeds: {inside} cuts inside the workload, {during_recovery} during recovery"
+        "{seeds} seeds: {inside} cuts inside the workload, {during_recovery} during recovery, \
+         {recycled} log segments recycled by the uncut workloads"
     );
     assert!(inside * 2 > seeds);
+    recycled
 }

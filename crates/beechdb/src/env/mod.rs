@@ -310,6 +310,7 @@ impl Env {
         if let Some(w) = self.shared.tx.as_ref().and_then(|tx| tx.wal.as_ref()) {
             // No file of this environment may change once its directory is released.
             w.stop_preparing();
+            w.remove_reusable();
         }
         self.shared.close_scratch_logs();
         self.shared.lock.lock().take();

@@ -131,6 +131,9 @@ impl Env {
                 engine.free_doomed_now()?;
             }
             if !read_only {
+                // A checkpoint interval of log fills this many segments, which the next
+                // interval reuses.
+                let reusable = config.checkpoint_log_bytes / config.log_segment_size + 1;
                 let w = Wal::new(
                     storage.clone(),
                     config.log_segment_size,
@@ -138,7 +141,8 @@ impl Env {
                     rec.segments,
                     (rec.end, rec.chain),
                     from.lsn,
-                );
+                )
+                .keep_reusable(reusable.min(64) as usize);
                 w.rewrite_recovered()?;
                 wal = Some(Arc::new(w));
             }

@@ -107,6 +107,12 @@ pub trait StorageFile: Send + Sync {
         let _ = len;
         Ok(None)
     }
+    /// A hint that `len` bytes from `offset` will be written or read soon: a storage with a
+    /// cache may start reading them in. Changes nothing a read returns; the default does
+    /// nothing.
+    fn will_need(&self, offset: u64, len: u64) {
+        let _ = (offset, len);
+    }
 }
 
 /// A file's first bytes mapped for writing (see [`StorageFile::map_for_writing`]).

@@ -238,6 +238,23 @@ impl StorageFile for OsFile {
     fn sync_all(&self) -> io::Result<()> {
         self.file.sync_all()
     }
+    fn will_need(&self, offset: u64, len: u64) {
+        use std::os::fd::AsRawFd;
+        let (Ok(offset), Ok(len)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len))
+        else {
+            return;
+        };
+        // A hint: its failure changes nothing.
+        // SAFETY: the descriptor is this file's, open for the call's length.
+        unsafe {
+            libc::posix_fadvise(
+                self.file.as_raw_fd(),
+                offset,
+                len,
+                libc::POSIX_FADV_WILLNEED,
+            )
+        };
+    }
     fn map_for_writing(&self, len: u64) -> io::Result<Option<Box<dyn MappedFile>>> {
         if len == 0 || self.len()? < len {
             return Ok(None);

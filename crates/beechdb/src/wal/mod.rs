@@ -19,9 +19,11 @@
 //!   record before them (a chain), so a segment of another environment, or of a copy of
 //!   this one that has since diverged, is refused instead of replayed.
 //!
-//! Segment header (64 bytes): `magic "BeechLog" | version u32 (2) | 0 u32 | segment number
-//! u64 | start LSN u64 | capacity u64 | environment id u64 | crc32c of bytes 0..48 u32 |
-//! zero`. Records follow at byte 64; the record at LSN `l` sits at byte `64 + l - start`.
+//! Segment header (64 bytes): `magic "BeechLog" | version u32 (2) | flags u32 | segment
+//! number u64 | start LSN u64 | capacity u64 | environment id u64 | crc32c of bytes 0..48 u32
+//! | zero`. A segment is a zero-filled file, or a released segment's file reused
+//! ([`RECYCLED`]): then the bytes past its records are the earlier segment's, whose headers
+//! name LSNs older than this segment's start, so they never pass for its own records. Records follow at byte 64; the record at LSN `l` sits at byte `64 + l - start`.
 //! Records start 8-byte aligned (their framing and kinds: `record.rs`); a record's `crc` is
 //! crc32c of bytes 4..len seeded with the crc32c of the environment id, and its `prev` the
 //! `crc` of the record before it in the log (the chain; the meta page keeps the chain value
@@ -54,6 +56,10 @@ pub(crate) const SEG_HDR: usize = 64;
 pub(crate) const FIRST_LSN: u64 = 8;
 const MAGIC: &[u8; 8] = b"BeechLog";
 const VERSION: u32 = 2;
+/// Segment header flag: the file was a released segment's, so the bytes after this
+/// segment's records are not zeros but older records (see `scan.rs` for how recovery tells
+/// them apart).
+pub(crate) const RECYCLED: u32 = 1;
 /// Flushes up to this size are copied into the segment's mapping (see `Segment::write_at`).
 const MAPPED_WRITE_MAX: usize = 64 << 10;
 /// A NOSYNC commit leaves its record in the buffer until this much has gathered.
@@ -168,10 +174,17 @@ impl Segment {
         SEG_HDR as u64 + (lsn - self.start)
     }
 
-    pub(crate) fn encode_header(no: u64, start: u64, cap: u64, env_id: u64) -> [u8; SEG_HDR] {
+    pub(crate) fn encode_header(
+        no: u64,
+        start: u64,
+        cap: u64,
+        env_id: u64,
+        flags: u32,
+    ) -> [u8; SEG_HDR] {
         let mut h = [0u8; SEG_HDR];
         h[..8].copy_from_slice(MAGIC);
         wr32(&mut h, 8, VERSION);
+        wr32(&mut h, 12, flags);
         wr64(&mut h, 16, no);
         wr64(&mut h, 24, start);
         wr64(&mut h, 32, cap);
@@ -181,17 +194,24 @@ impl Segment {
         h
     }
 
-    /// `(segment number, start LSN, capacity, environment id)` of a valid header.
-    pub(crate) fn decode_header(h: &[u8]) -> Option<(u64, u64, u64, u64)> {
+    /// A valid header's fields (unknown flags make it invalid).
+    pub(crate) fn decode_header(h: &[u8]) -> Option<SegmentHeader> {
         use crate::storage::page::{rd32, rd64};
         if h.len() < SEG_HDR
             || &h[..8] != MAGIC
             || rd32(h, 8) != VERSION
+            || rd32(h, 12) & !RECYCLED != 0
             || crc32c::crc32c(&h[..48]) != rd32(h, 48)
         {
             return None;
         }
-        Some((rd64(h, 16), rd64(h, 24), rd64(h, 32), rd64(h, 40)))
+        Some(SegmentHeader {
+            no: rd64(h, 16),
+            start: rd64(h, 24),
+            cap: rd64(h, 32),
+            env_id: rd64(h, 40),
+            recycled: rd32(h, 12) & RECYCLED != 0,
+        })
     }
 
     /// Creates, zero-fills (so later syncs change no file size or allocation) and makes
@@ -206,26 +226,39 @@ impl Segment {
         let tmp = format!("{}.tmp", segment_name(no));
         let file = sized(storage, &tmp, cap, fill)
             .map_err(|e| Error::io(format!("creating log segment {}", segment_name(no)), e))?;
-        Segment::install(storage, file, &tmp, (no, start, cap, env_id))
+        Segment::install(storage, file, &tmp, (no, start, cap, env_id), 0)
     }
 
-    /// Gives a zero-filled, synced file named `from` its header `(number, start, capacity,
-    /// environment id)` and its segment name, durably (the directory is synced).
+    /// Gives a synced file named `from`, zero-filled or (`flags` [`RECYCLED`]) a released
+    /// segment's, its header `(number, start, capacity, environment id)` and its segment
+    /// name, durably (the directory is synced).
     fn install(
         storage: &dyn Storage,
         file: Box<dyn StorageFile>,
         from: &str,
         (no, start, cap, env_id): (u64, u64, u64, u64),
+        flags: u32,
     ) -> Result<Segment> {
         let name = segment_name(no);
         let io = |e| Error::io(format!("creating log segment {name}"), e);
-        file.write_at(&Segment::encode_header(no, start, cap, env_id), 0)
+        file.write_at(&Segment::encode_header(no, start, cap, env_id, flags), 0)
             .map_err(io)?;
         file.sync_data().map_err(io)?;
         storage.rename(from, &name).map_err(io)?;
         storage.sync_dir().map_err(io)?;
         Ok(Segment::installed(no, start, cap, file))
     }
+}
+
+/// A segment header's fields.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SegmentHeader {
+    pub no: u64,
+    pub start: u64,
+    pub cap: u64,
+    pub env_id: u64,
+    /// The bytes after the segment's records are an earlier segment's ([`RECYCLED`]).
+    pub recycled: bool,
 }
 
 /// A file `name` of a segment's size (header and `cap` bytes), zero-filled (with `fill`)
@@ -273,7 +306,7 @@ pub fn print_log(storage: &dyn Storage, out: &mut dyn std::io::Write) -> Result<
         .open(&name, false)
         .and_then(|f| f.read_at(&mut h, 0))
         .map_err(|e| Error::io(format!("reading {name}"), e))?;
-    let Some((_, start, _, _)) = Segment::decode_header(&h) else {
+    let Some(SegmentHeader { start, .. }) = Segment::decode_header(&h) else {
         return Err(Error::Corrupt {
             page: None,
             detail: format!("log segment {name} has a bad header"),
@@ -290,8 +323,36 @@ pub fn print_log(storage: &dyn Storage, out: &mut dyn std::io::Write) -> Result<
     Ok(n)
 }
 
-/// The next segment, zero-filled ahead of time by the background thread.
+/// The next segment's file: zero-filled ahead of time by the background thread, or a
+/// released segment's, reused.
 pub(crate) const SPARE_SEGMENT: &str = "log.spare";
+
+/// Released segments' files kept for reuse are renamed `log.reuse.NNNNNNNNNN` (their
+/// number), so that nothing takes them for live segments; any found at open are removed.
+pub(crate) const REUSE_PREFIX: &str = "log.reuse.";
+
+fn reuse_name(no: u64) -> String {
+    format!("{REUSE_PREFIX}{no:010}")
+}
+
+/// The file prepared for the next segment (`log.spare`).
+struct Spare {
+    file: Box<dyn StorageFile>,
+    /// A released segment's file, not zero-filled.
+    recycled: bool,
+}
+
+/// The files for the segments to come.
+#[derive(Default)]
+struct Spares {
+    /// The next segment's (`log.spare`).
+    ready: Option<Spare>,
+    /// Numbers of released segments' files kept for reuse after it, oldest first.
+    reusable: std::collections::VecDeque<u64>,
+    /// At most this many are kept: about as many as a checkpoint interval of log fills, so
+    /// that in a steady stream of commits no new segment is zero-filled.
+    keep: usize,
+}
 
 /// The checksum seed of an environment's records.
 pub(crate) fn salt(env_id: u64) -> u32 {
@@ -359,10 +420,11 @@ pub(crate) struct Wal {
     /// the mutex): what a gathering leader polls for.
     arriving: AtomicU64,
     buf_commits: AtomicU64,
-    /// A zero-filled file of a segment's size for the next segment (`log.spare`), so that
-    /// the commit which fills a segment only writes a header and renames. Held while it is
-    /// being prepared and while it is being installed.
-    spare: Mutex<Option<Box<dyn StorageFile>>>,
+    /// A file of a segment's size for the next segment (`log.spare`), so that the flush
+    /// that reaches a new segment only writes a header and renames: a released segment's
+    /// file, or else a zero-filled one. Held while it is being prepared, recycled or
+    /// installed.
+    spare: Mutex<Spares>,
     /// Set when the log wants background work: the next segment's spare (the current one
     /// is half full), or a sync (over a quarter segment is not yet durable).
     background_request: AtomicBool,
@@ -437,7 +499,7 @@ impl Wal {
             flushed_wake: Broadcast::new(),
             arriving: AtomicU64::new(0),
             buf_commits: AtomicU64::new(0),
-            spare: Mutex::new(None),
+            spare: Mutex::default(),
             background_request: AtomicBool::new(false),
             closing: AtomicBool::new(false),
             retained: Mutex::default(),
@@ -719,25 +781,93 @@ impl Wal {
 
     /// Segments wholly before `lsn` (a durable checkpoint's) are no longer needed by
     /// recovery, unless a spilled transaction's writes are in them (see [`Wal::retain`]):
-    /// they are removed, or with `keep` left in place for archiving. Removals need
-    /// no directory sync: a segment that comes back after a crash is removed again at open.
+    /// they are removed, or with `keep` left in place for archiving. While no spare is
+    /// ready, one is kept as the next spare instead ([`Wal::recycle`]), which spares the
+    /// background thread the zero-filling of a new file and its sync. Neither needs a
+    /// directory sync: a segment that comes back after a crash is removed again at open, and
+    /// so is a `log.spare`.
     pub(crate) fn release_before(&self, lsn: u64, keep: bool) -> Result<()> {
         let lsn = {
             let mut r = self.retained.lock();
             r.holds.retain(|h| h.2.is_none_or(|until| until > lsn));
             r.needed_from(lsn)
         };
-        let mut g = self.inner.lock();
-        while g.segments.len() > 1 && g.segments[1].start <= lsn {
-            let seg = g.segments.remove(0);
+        let released: Vec<Arc<Segment>> = {
+            let mut g = self.inner.lock();
+            let n = g
+                .segments
+                .iter()
+                .skip(1)
+                .take_while(|s| s.start <= lsn)
+                .count();
+            g.segments.drain(..n).collect()
+        };
+        for seg in released.iter().filter(|s| !keep && s.is_installed()) {
             let name = segment_name(seg.no);
-            if !keep && seg.is_installed() {
-                self.storage
-                    .remove(&name)
-                    .map_err(|e| Error::io(format!("removing {name}"), e))?;
+            let io = |e| Error::io(format!("removing {name}"), e);
+            if !self.recycle(seg).map_err(io)? {
+                self.storage.remove(&name).map_err(io)?;
             }
         }
         Ok(())
+    }
+
+    /// Keeps at most `n` released segments' files for reuse (see [`Wal::recycle`]).
+    pub(crate) fn keep_reusable(self, n: usize) -> Wal {
+        self.spare.lock().keep = n;
+        self
+    }
+
+    /// Keeps released segment `seg`'s file for reuse, when it has a segment's size and
+    /// fewer than the most kept are; says whether it did. Its records stay in it until
+    /// overwritten: each names its own LSN, older than any a later segment's records will
+    /// have, so none of them passes for one of the new segment's (whose header says the
+    /// file is reused).
+    fn recycle(&self, seg: &Segment) -> std::io::Result<bool> {
+        let mut spares = self.spare.lock();
+        if spares.reusable.len() >= spares.keep
+            || self.scratch
+            || seg.cap != self.segment_size
+            || self.closing.load(Relaxed)
+        {
+            return Ok(false);
+        }
+        if self
+            .storage
+            .rename(&segment_name(seg.no), &reuse_name(seg.no))
+            .is_err()
+        {
+            // The segment stays where it was, to be removed.
+            return Ok(false);
+        }
+        spares.reusable.push_back(seg.no);
+        self.stats.segments_recycled.fetch_add(1, Relaxed);
+        Ok(true)
+    }
+
+    /// The oldest released segment's file kept for reuse, renamed `log.spare`, if any.
+    fn reuse(&self, spares: &mut Spares) -> std::io::Result<Option<Spare>> {
+        let Some(no) = spares.reusable.pop_front() else {
+            return Ok(None);
+        };
+        self.storage.rename(&reuse_name(no), SPARE_SEGMENT)?;
+        let file = self.storage.open(SPARE_SEGMENT, false)?;
+        // Written into soon: what has left the cache is read back ahead of the writes.
+        file.will_need(SEG_HDR as u64, self.segment_size);
+        Ok(Some(Spare {
+            file,
+            recycled: true,
+        }))
+    }
+
+    /// Removes the released segments' files kept for reuse (at close: the directory keeps
+    /// only what the environment needs).
+    pub(crate) fn remove_reusable(&self) {
+        let mut spares = self.spare.lock();
+        for no in std::mem::take(&mut spares.reusable) {
+            // Left behind, it is removed at the next open.
+            let _ = self.storage.remove(&reuse_name(no));
+        }
     }
 
     /// Waits for a spare being prepared, and prevents any more.
@@ -856,33 +986,48 @@ impl Wal {
         })
     }
 
-    /// Prepares the next segment's file, unless one is ready (run off the commit path).
+    /// Prepares the next segment's file, unless one is ready (run off the commit path): a
+    /// released segment's file kept for reuse, else a zero-filled one.
     fn prepare_spare(&self) -> Result<()> {
-        let mut spare = self.spare.lock();
-        if spare.is_none() && !self.closing.load(Relaxed) {
-            let file = sized(
-                self.storage.as_ref(),
-                SPARE_SEGMENT,
-                self.segment_size,
-                true,
-            )
-            .map_err(|e| Error::io("preparing the next log segment", e))?;
-            *spare = Some(file);
+        let mut spares = self.spare.lock();
+        if spares.ready.is_none() && !self.closing.load(Relaxed) {
+            let io = |e| Error::io("preparing the next log segment", e);
+            spares.ready = match self.reuse(&mut spares).map_err(io)? {
+                Some(spare) => Some(spare),
+                None => Some(Spare {
+                    file: sized(
+                        self.storage.as_ref(),
+                        SPARE_SEGMENT,
+                        self.segment_size,
+                        true,
+                    )
+                    .map_err(io)?,
+                    recycled: false,
+                }),
+            };
         }
         Ok(())
     }
 
-    /// Installs `seg`: the prepared spare when the size fits (waiting for one in
-    /// preparation), else a new file.
+    /// Installs `seg`: when the size fits, the prepared spare (waiting for one in
+    /// preparation) or else a released segment's file kept for reuse; else a new file.
     fn install(&self, seg: &Segment) -> Result<()> {
         let header = (seg.no, seg.start, seg.cap, self.env_id);
         // Held until the spare is renamed: until then its name is `log.spare`, which the
         // background thread would otherwise open to prepare the next one.
         let mut slot = (seg.cap == self.segment_size && !self.scratch).then(|| self.spare.lock());
-        let installed = match slot.as_mut().and_then(|s| s.take()) {
-            Some(file) => {
+        let spare = match slot.as_mut() {
+            Some(s) if s.ready.is_some() => s.ready.take(),
+            Some(s) => self
+                .reuse(s)
+                .map_err(|e| Error::io("reusing a released log segment", e))?,
+            None => None,
+        };
+        let installed = match spare {
+            Some(Spare { file, recycled }) => {
                 self.stats.segments_prepared.fetch_add(1, Relaxed);
-                Segment::install(self.storage.as_ref(), file, SPARE_SEGMENT, header)?
+                let flags = if recycled { RECYCLED } else { 0 };
+                Segment::install(self.storage.as_ref(), file, SPARE_SEGMENT, header, flags)?
             }
             None => {
                 self.stats.segments_created_inline.fetch_add(1, Relaxed);

@@ -164,8 +164,9 @@ impl LogReader {
             file.read_at(&mut h, 0)
                 .map_err(|e| Error::io(format!("reading {name}"), e))?;
             match Segment::decode_header(&h) {
-                Some((n, start, cap, id)) if n == no && id == env_id => {
-                    map.insert(start, SegFile { no, cap, file });
+                Some(h) if h.no == no && h.env_id == env_id => {
+                    let cap = h.cap;
+                    map.insert(h.start, SegFile { no, cap, file });
                 }
                 _ => return Err(corrupt(format!("log segment {name} has a bad header"))),
             }

@@ -20,9 +20,10 @@
 //! is cut (zeroed and synced), and the all-zero segments after it removed. This pass judges
 //! the log; applying what it holds is the log reader's (`reader.rs`).
 
-use super::record::{unframe, Framed, Kind, Record, REC_HDR};
+use super::record::{align8, unframe, Framed, Kind, Record, REC_HDR};
 use super::{salt, segment_name, Segment, SEG_HDR};
 use crate::error::{Error, Result};
+use crate::storage::page::{rd32, rd64};
 use crate::storage::{Storage, StorageFile};
 use std::collections::BTreeSet;
 use std::io;
@@ -109,12 +110,12 @@ fn clean_end(
             .map_err(|e| Error::io(format!("reading {}", segment_name(no)), e))?;
         Ok(buf)
     };
-    let (start, cap) = header(&read(0, SEG_HDR as u64)?, len, no, env_id)?;
+    let (start, cap, recycled) = header(&read(0, SEG_HDR as u64)?, len, no, env_id)?;
     if from.lsn < start || from.lsn > start + cap {
         return Ok(None);
     }
     let next = read(SEG_HDR as u64 + (from.lsn - start), 4096)?;
-    if next.iter().any(|&b| b != 0) {
+    if records_end(&next, from.lsn, recycled) > 0 {
         return Ok(None);
     }
     Ok(Some(Recovered {
@@ -124,23 +125,44 @@ fn clean_end(
     }))
 }
 
-/// The checked header of segment `no`: `(start LSN, capacity)`, from `buf` (at least the
-/// header's bytes), checked against its number, its environment and the file's length
-/// `len`.
-fn header(buf: &[u8], len: u64, no: u64, env_id: u64) -> Result<(u64, u64)> {
+/// The checked header of segment `no`: `(start LSN, capacity, recycled)`, from `buf` (at
+/// least the header's bytes), checked against its number, its environment and the file's
+/// length `len`.
+fn header(buf: &[u8], len: u64, no: u64, env_id: u64) -> Result<(u64, u64, bool)> {
     let name = segment_name(no);
     match Segment::decode_header(buf) {
-        Some((n, start, cap, id)) if n == no && len >= SEG_HDR as u64 + cap => {
-            if id != env_id {
+        Some(h) if h.no == no && len >= SEG_HDR as u64 + h.cap => {
+            if h.env_id != env_id {
+                let id = h.env_id;
                 return Err(corrupt(format!(
                     "log segment {name} belongs to another environment (id {id:016x}, this \
                      environment's is {env_id:016x})"
                 )));
             }
-            Ok((start, cap))
+            Ok((h.start, h.cap, h.recycled))
         }
         _ => Err(corrupt(format!("log segment {name} has a bad header"))),
     }
+}
+
+/// How far into `bytes`, a segment's bytes from LSN `lsn` on, anything written as part of
+/// that segment may reach; 0 when nothing was. In a zero-filled segment that is its last
+/// nonzero byte. In a recycled one (flag `RECYCLED`) the bytes past its records are an
+/// earlier segment's, so it is the end of the last record whose header names its own
+/// position, whole or torn (an earlier segment's headers name older LSNs); the bytes of a
+/// torn record whose header never reached the disk cannot pass for a record, and are left.
+fn records_end(bytes: &[u8], lsn: u64, recycled: bool) -> usize {
+    if !recycled {
+        return nonzero_len(bytes);
+    }
+    let mut end = 0;
+    for at in (0..bytes.len().saturating_sub(15)).step_by(8) {
+        if rd64(bytes, at + 8) == lsn + at as u64 {
+            let len = (rd32(bytes, at + 4) as usize).max(REC_HDR);
+            end = bytes.len().min(at + align8(len));
+        }
+    }
+    end
 }
 
 /// The length of `bytes` without its trailing zeros, compared a word at a time: segments
@@ -228,7 +250,7 @@ pub(crate) fn recover(
     }
     let mut no = from.segment.max(1);
     let (mut buf, mut file) = read_all(storage, no, read_only)?;
-    let (mut start, mut cap) = header(&buf, buf.len() as u64, no, env_id)?;
+    let (mut start, mut cap, mut recycled) = header(&buf, buf.len() as u64, no, env_id)?;
     if from.lsn < start || from.lsn > start + cap {
         return Err(corrupt(format!(
             "checkpoint LSN {} is not in {}",
@@ -265,7 +287,7 @@ pub(crate) fn recover(
             )));
         }
         let (nbuf, nfile) = read_all(storage, next, read_only)?;
-        let (nstart, ncap) = header(&nbuf, nbuf.len() as u64, next, env_id)?;
+        let (nstart, ncap, nrecycled) = header(&nbuf, nbuf.len() as u64, next, env_id)?;
         if nstart != pos {
             return Err(corrupt(format!(
                 "log segment {} starts at LSN {nstart}, but {} ends at LSN {pos}",
@@ -274,7 +296,7 @@ pub(crate) fn recover(
             )));
         }
         segments.push(Segment::installed(no, start, cap, file));
-        (buf, file, no, start, cap) = (nbuf, nfile, next, nstart, ncap);
+        (buf, file, no, start, cap, recycled) = (nbuf, nfile, next, nstart, ncap, nrecycled);
     }
     // `pos` is the first position without a whole record: a torn tail, or damage?
     let off = SEG_HDR + (pos - start) as usize;
@@ -284,8 +306,8 @@ pub(crate) fn recover(
             "log damaged at LSN {pos} in {here}: {why}; every file is left as it was"
         ))
     };
-    // Bytes after the last nonzero one hold no record: the scans stop there.
-    let data_end = off + nonzero_len(&buf[off..]);
+    // Bytes past what this segment wrote hold no record of it: the scans stop there.
+    let data_end = off + records_end(&buf[off..], pos, recycled);
     let claims_durable = (off + 8..data_end.min(buf.len().saturating_sub(REC_HDR)))
         .step_by(8)
         .any(|o| {
@@ -307,8 +329,8 @@ pub(crate) fn recover(
             )));
         }
         let (b, _) = read_all(storage, n, read_only)?;
-        header(&b, b.len() as u64, n, env_id)?;
-        if nonzero_len(&b[SEG_HDR..]) > 0 {
+        let (nstart, _, nrecycled) = header(&b, b.len() as u64, n, env_id)?;
+        if records_end(&b[SEG_HDR..], nstart, nrecycled) > 0 {
             return Err(damaged(format!(
                 "{} after it holds log records",
                 segment_name(n)
