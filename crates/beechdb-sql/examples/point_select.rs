@@ -1,5 +1,5 @@
 //! Profiling aid: one prepared statement run many times on a 100,000-row table.
-//! `cargo run --release -p beechdb-sql --example point_select -- 1000000 [pk|index|update|insert|scan|join|filter|wide1|wide10|wide11|wide13|wide18|wide20|wide22|wide27]`
+//! `cargo run --release -p beechdb-sql --example point_select -- 1000000 [pk|index|update|insert|scan|order|orderlt|join|filter|wide1|wide10|wide11|wide13|wide18|wide20|wide22|wide27]`
 
 use beechdb_sql::{Database, Value};
 
@@ -68,6 +68,8 @@ fn main() -> Result<(), beechdb_sql::Error> {
         "insert" => "INSERT INTO t(k, v) VALUES(?1, 'inserted')",
         "scan" => "SELECT count(*), sum(k) FROM t WHERE id BETWEEN ?1 AND ?1 + 99",
         "filter" => "SELECT * FROM t WHERE k + 0 BETWEEN ?1 AND ?1 + 99",
+        "order" => "SELECT * FROM t ORDER BY k DESC, id DESC LIMIT 20 + 0 * ?1",
+        "orderlt" => "SELECT * FROM t WHERE k < ?1 ORDER BY k DESC LIMIT 20",
         "join" => "SELECT a.x, b.y, c.z FROM a JOIN b ON b.a_id = a.id JOIN c ON c.b_id = b.id WHERE a.id = ?1 % 10000 + 1",
         other => panic!("unknown statement kind {other}"),
     };

@@ -3072,17 +3072,17 @@ impl<'a> Exec<'a> {
                 // Keys that begin with `high` or less: those before its prefix's end.
                 let to = high.map_or(Bound::Unbounded, |h| prefix_end(&h));
                 let idb = self.db(&idx.db)?;
-                // (An open end, not the empty key: a scan open at its far end copies
-                // little at first, as a LIMIT wants.)
                 let from = match from.is_empty() {
                     true => Bound::Unbounded,
                     false => Bound::Included(from),
                 };
                 let range = (from, to);
-                Ok(Found::Entries(Box::new(match reverse {
+                let entries = match reverse {
                     true => self.txn.range_rev(&idb, range),
                     false => self.txn.range(&idb, range),
-                })))
+                };
+                // Read for a LIMIT: few entries at first.
+                Ok(Found::Entries(Box::new(entries.few_first())))
             }
             Access::Scan | Access::RowidRange(..) => match self.rowid_scan(t, access, sc)? {
                 Some((scan, exact)) => Ok(Found::Scan(Box::new(scan), exact)),

@@ -835,4 +835,41 @@ mod tests {
         assert_eq!(t.last(&db, ..).unwrap().unwrap().0, 2989u32.to_be_bytes());
         t.abort();
     }
+
+    /// A range with an end, read for a LIMIT (`few_first`), copies about half a kilobyte
+    /// of entries first, not 64 KiB; read on, it still yields the whole range in order,
+    /// either way round.
+    #[test]
+    fn a_range_read_few_first_copies_little_then_all() {
+        let storage = Arc::new(MemStorage::new());
+        let env = Env::open_with_storage(storage, Config::new().transactional(true)).unwrap();
+        let db = env.create_db("d").unwrap();
+        for i in 0..5000u32 {
+            db.put(&i.to_be_bytes(), b"value").unwrap();
+        }
+        let t = env.begin_txn().unwrap();
+        let range = 0u32.to_be_bytes().to_vec()..2500u32.to_be_bytes().to_vec();
+        for reverse in [false, true] {
+            let scan = || t.scan(&db, range.clone(), reverse);
+            let mut plain = scan();
+            plain.next().unwrap().unwrap();
+            let mut few = scan().few_first();
+            few.next().unwrap().unwrap();
+            let (plain, few) = (plain.batch_len(), few.batch_len());
+            assert!(
+                few < 64 && plain > few * 4,
+                "{plain} entries, {few} read few first"
+            );
+            let keys: Vec<u32> = scan()
+                .few_first()
+                .map(|r| u32::from_be_bytes(r.unwrap().0.try_into().unwrap()))
+                .collect();
+            let mut want: Vec<u32> = (0..2500).collect();
+            if reverse {
+                want.reverse();
+            }
+            assert_eq!(keys, want);
+        }
+        t.abort();
+    }
 }

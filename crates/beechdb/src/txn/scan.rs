@@ -60,6 +60,9 @@ pub struct TxnIter {
     misuse: Option<Error>,
 }
 
+/// The first batch of a scan open at its far end, or asked to read few first.
+const FEW_FIRST_BYTES: usize = 512;
+
 impl TxnIter {
     pub(crate) fn new(
         txn: Arc<TxnInner>,
@@ -72,7 +75,7 @@ impl TxnIter {
         let empty = is_empty(&lo, &hi);
         let (from, to) = if reverse { (hi, lo) } else { (lo, hi) };
         let batch_bytes = match to {
-            Bound::Unbounded => 512,
+            Bound::Unbounded => FEW_FIRST_BYTES,
             _ => crate::btree::cursor::RUN_BYTES,
         };
         TxnIter {
@@ -96,6 +99,15 @@ impl TxnIter {
     pub(crate) fn one_at_a_time(mut self) -> Self {
         self.batch_bytes = 1;
         self.own_cap = 1;
+        self
+    }
+
+    /// Reads a small batch first (about half a kilobyte of entries), whatever the range's
+    /// end, for a caller that may stop after a few entries (a LIMIT); the batches double
+    /// as it reads on. By default a range with an end is read in batches of up to 64 KiB
+    /// from the start, which suits a caller that reads it all.
+    pub fn few_first(mut self) -> Self {
+        self.batch_bytes = self.batch_bytes.min(FEW_FIRST_BYTES);
         self
     }
 
