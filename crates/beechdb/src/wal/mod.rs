@@ -23,7 +23,8 @@
 //! number u64 | start LSN u64 | capacity u64 | environment id u64 | crc32c of bytes 0..48 u32
 //! | zero`. A segment is a zero-filled file, or a released segment's file reused
 //! ([`RECYCLED`]): then the bytes past its records are the earlier segment's, whose headers
-//! name LSNs older than this segment's start, so they never pass for its own records. Records follow at byte 64; the record at LSN `l` sits at byte `64 + l - start`.
+//! name LSNs older than this segment's start, so they never pass for its own records.
+//! Records follow at byte 64; the record at LSN `l` sits at byte `64 + l - start`.
 //! Records start 8-byte aligned (their framing and kinds: `record.rs`); a record's `crc` is
 //! crc32c of bytes 4..len seeded with the crc32c of the environment id, and its `prev` the
 //! `crc` of the record before it in the log (the chain; the meta page keeps the chain value
@@ -781,11 +782,11 @@ impl Wal {
 
     /// Segments wholly before `lsn` (a durable checkpoint's) are no longer needed by
     /// recovery, unless a spilled transaction's writes are in them (see [`Wal::retain`]):
-    /// they are removed, or with `keep` left in place for archiving. While no spare is
-    /// ready, one is kept as the next spare instead ([`Wal::recycle`]), which spares the
-    /// background thread the zero-filling of a new file and its sync. Neither needs a
-    /// directory sync: a segment that comes back after a crash is removed again at open, and
-    /// so is a `log.spare`.
+    /// they are removed, or with `keep` left in place for archiving; up to a checkpoint
+    /// interval's are kept for reuse instead ([`Wal::recycle`]), which spares the background
+    /// thread the zero-filling of new files and their syncs. Neither needs a directory
+    /// sync: a segment that comes back after a crash is removed again at open, and so is a
+    /// file kept for reuse.
     pub(crate) fn release_before(&self, lsn: u64, keep: bool) -> Result<()> {
         let lsn = {
             let mut r = self.retained.lock();
@@ -803,10 +804,10 @@ impl Wal {
             g.segments.drain(..n).collect()
         };
         for seg in released.iter().filter(|s| !keep && s.is_installed()) {
-            let name = segment_name(seg.no);
-            let io = |e| Error::io(format!("removing {name}"), e);
-            if !self.recycle(seg).map_err(io)? {
-                self.storage.remove(&name).map_err(io)?;
+            if !self.recycle(seg) {
+                let name = segment_name(seg.no);
+                (self.storage.remove(&name))
+                    .map_err(|e| Error::io(format!("removing {name}"), e))?;
             }
         }
         Ok(())
@@ -823,41 +824,40 @@ impl Wal {
     /// overwritten: each names its own LSN, older than any a later segment's records will
     /// have, so none of them passes for one of the new segment's (whose header says the
     /// file is reused).
-    fn recycle(&self, seg: &Segment) -> std::io::Result<bool> {
+    fn recycle(&self, seg: &Segment) -> bool {
         let mut spares = self.spare.lock();
-        if spares.reusable.len() >= spares.keep
-            || self.scratch
-            || seg.cap != self.segment_size
-            || self.closing.load(Relaxed)
-        {
-            return Ok(false);
+        let kept = spares.reusable.len() < spares.keep
+            && !self.scratch
+            && seg.cap == self.segment_size
+            && !self.closing.load(Relaxed)
+            // Else the segment stays where it was, to be removed.
+            && (self.storage)
+                .rename(&segment_name(seg.no), &reuse_name(seg.no))
+                .is_ok();
+        if kept {
+            spares.reusable.push_back(seg.no);
+            self.stats.segments_recycled.fetch_add(1, Relaxed);
         }
-        if self
-            .storage
-            .rename(&segment_name(seg.no), &reuse_name(seg.no))
-            .is_err()
-        {
-            // The segment stays where it was, to be removed.
-            return Ok(false);
-        }
-        spares.reusable.push_back(seg.no);
-        self.stats.segments_recycled.fetch_add(1, Relaxed);
-        Ok(true)
+        kept
     }
 
-    /// The oldest released segment's file kept for reuse, renamed `log.spare`, if any.
-    fn reuse(&self, spares: &mut Spares) -> std::io::Result<Option<Spare>> {
-        let Some(no) = spares.reusable.pop_front() else {
-            return Ok(None);
-        };
-        self.storage.rename(&reuse_name(no), SPARE_SEGMENT)?;
-        let file = self.storage.open(SPARE_SEGMENT, false)?;
-        // Written into soon: what has left the cache is read back ahead of the writes.
-        file.will_need(SEG_HDR as u64, self.segment_size);
-        Ok(Some(Spare {
-            file,
-            recycled: true,
-        }))
+    /// The oldest released segment's file kept for reuse, renamed `log.spare`, if any. One
+    /// that cannot be renamed or opened is given up (left for the next open to remove),
+    /// and the next one tried.
+    fn reuse(&self, spares: &mut Spares) -> Option<Spare> {
+        while let Some(no) = spares.reusable.pop_front() {
+            let renamed = self.storage.rename(&reuse_name(no), SPARE_SEGMENT);
+            let Ok(file) = renamed.and_then(|()| self.storage.open(SPARE_SEGMENT, false)) else {
+                continue;
+            };
+            // Written into soon: what has left the cache is read back ahead of the writes.
+            file.will_need(SEG_HDR as u64, self.segment_size);
+            return Some(Spare {
+                file,
+                recycled: true,
+            });
+        }
+        None
     }
 
     /// Removes the released segments' files kept for reuse (at close: the directory keeps
@@ -991,8 +991,7 @@ impl Wal {
     fn prepare_spare(&self) -> Result<()> {
         let mut spares = self.spare.lock();
         if spares.ready.is_none() && !self.closing.load(Relaxed) {
-            let io = |e| Error::io("preparing the next log segment", e);
-            spares.ready = match self.reuse(&mut spares).map_err(io)? {
+            spares.ready = match self.reuse(&mut spares) {
                 Some(spare) => Some(spare),
                 None => Some(Spare {
                     file: sized(
@@ -1001,7 +1000,7 @@ impl Wal {
                         self.segment_size,
                         true,
                     )
-                    .map_err(io)?,
+                    .map_err(|e| Error::io("preparing the next log segment", e))?,
                     recycled: false,
                 }),
             };
@@ -1018,9 +1017,7 @@ impl Wal {
         let mut slot = (seg.cap == self.segment_size && !self.scratch).then(|| self.spare.lock());
         let spare = match slot.as_mut() {
             Some(s) if s.ready.is_some() => s.ready.take(),
-            Some(s) => self
-                .reuse(s)
-                .map_err(|e| Error::io("reusing a released log segment", e))?,
+            Some(s) => self.reuse(s),
             None => None,
         };
         let installed = match spare {
