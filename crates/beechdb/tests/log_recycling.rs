@@ -26,6 +26,13 @@ fn value(i: u64) -> Vec<u8> {
     vec![i as u8; 700]
 }
 
+fn names(dir: &std::path::Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
 /// What the hook saw: a spare given its header without being zero-filled first is a
 /// recycled one; the first write after its installation is the flush that ends the segment
 /// before it, and the image is taken just before it.
@@ -101,28 +108,26 @@ fn segments_are_recycled_on_disk_and_the_log_reads_back_whole() {
     let log = env.stat().unwrap().txn.unwrap().log.unwrap();
     assert!(log.segments_recycled >= 3, "{log:?}");
     // At most a checkpoint interval's files are kept for reuse (three here).
-    let kept = std::fs::read_dir(dir.path())
-        .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .file_name()
-                .to_string_lossy()
-                .starts_with("log.reuse.")
-        })
+    let kept = names(dir.path())
+        .iter()
+        .filter(|n| n.starts_with("log.reuse."))
         .count();
     assert!(kept <= 3, "{kept} files kept for reuse");
-    // The listing stops at the log's end, not in the earlier records behind it.
+    // The listing reads the live segments, recycled ones among them, in LSN order, and
+    // no more records than were appended.
     let mut listing = Vec::new();
     let storage = beechdb::storage::OsStorage::new(dir.path()).unwrap();
     let records = beechdb::print_log(&storage, &mut listing).unwrap();
-    assert!(records > 0);
+    let lsns: Vec<u64> = String::from_utf8(listing)
+        .unwrap()
+        .lines()
+        .map(|l| l.split('\t').next().unwrap().parse().unwrap())
+        .collect();
+    assert!(records > 0 && records <= log.records + 64, "{records} records");
+    assert!(lsns.windows(2).all(|w| w[0] < w[1]));
     drop(db);
     env.close().unwrap();
-    let names: Vec<String> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
+    let names = names(dir.path());
     assert!(
         !names.iter().any(|n| n.starts_with("log.reuse.")),
         "close leaves the files kept for reuse: {names:?}"
