@@ -123,7 +123,10 @@ fn segments_are_recycled_on_disk_and_the_log_reads_back_whole() {
         .lines()
         .map(|l| l.split('\t').next().unwrap().parse().unwrap())
         .collect();
-    assert!(records > 0 && records <= log.records + 64, "{records} records");
+    assert!(
+        records > 0 && records <= log.records + 64,
+        "{records} records"
+    );
     assert!(lsns.windows(2).all(|w| w[0] < w[1]));
     drop(db);
     env.close().unwrap();
