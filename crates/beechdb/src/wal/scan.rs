@@ -14,10 +14,14 @@
 //! - a whole record whose payload does not decode is damage;
 //! - a log closed cleanly (`LogStart::closed_clean`: its checkpoint covers all of it) holds
 //!   nothing after the checkpoint, so it is not read beyond the checkpoint's position
-//!   (`clean_end`), and with no segment left it starts again there.
+//!   (`clean_end`), and with no segment left it starts again there;
+//! - what a segment holds ("anything", "nothing", where its writes end) is its nonzero
+//!   bytes when it was zero-filled, and its record headers that name their own position
+//!   when it is a reused file (`RECYCLED`), whose older records name older LSNs
+//!   (`records_end`).
 //!
 //! On damage nothing is changed: every file stays as it was for inspection. Only a torn tail
-//! is cut (zeroed and synced), and the all-zero segments after it removed. This pass judges
+//! is cut (zeroed and synced), and the segments after it that hold nothing removed. This pass judges
 //! the log; applying what it holds is the log reader's (`reader.rs`).
 
 use super::record::{align8, unframe, Framed, Kind, Record, REC_HDR};
@@ -165,8 +169,8 @@ fn records_end(bytes: &[u8], lsn: u64, recycled: bool) -> usize {
     end
 }
 
-/// The length of `bytes` without its trailing zeros, compared a word at a time: segments
-/// are zero-filled, so most of a segment is usually zeros.
+/// The length of `bytes` without its trailing zeros, compared a word at a time: most of a
+/// zero-filled segment is usually zeros.
 fn nonzero_len(bytes: &[u8]) -> usize {
     let whole = bytes.len() / 8 * 8;
     if let Some(i) = bytes[whole..].iter().rposition(|&b| b != 0) {
