@@ -34,8 +34,8 @@ fn names(dir: &std::path::Path) -> Vec<String> {
 }
 
 /// What the hook saw: a spare given its header without being zero-filled first is a
-/// recycled one; the first write after its installation is the flush that ends the segment
-/// before it, and the image is taken just before it.
+/// recycled one; the image is taken just before the next write after its installation
+/// (mostly the flush that ends the segment before it, at times a checkpoint's page).
 #[derive(Default)]
 struct Watch {
     filled: AtomicBool,
