@@ -807,8 +807,6 @@ impl Connection {
         Ok(())
     }
 
-    /// Gives back the rowids an undone transaction (or part of one) took, where no other
-    /// connection has taken one since (see `exec::TakenRowids`).
     /// Ends a transaction's rowid bookkeeping: returns the rowids it took (to give back
     /// if it did not commit) and forgets its known largest rowids.
     fn end_txn_rowids(&mut self) -> Vec<exec::TakenRowids> {
@@ -816,6 +814,8 @@ impl Connection {
         std::mem::take(&mut self.txn_rowids)
     }
 
+    /// Gives back the rowids an undone transaction (or part of one) took, where no other
+    /// connection has taken one since (see `exec::TakenRowids`).
     fn give_back_rowids(&self, taken: &[exec::TakenRowids]) {
         exec::TakenRowids::give_back(taken, &mut self.shared.rowids.lock());
     }

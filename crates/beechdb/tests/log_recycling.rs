@@ -46,6 +46,7 @@ struct Watch {
 
 #[test]
 fn a_power_cut_after_a_recycled_segment_is_installed_loses_no_sync_commit() {
+    let mut kept_at_crash = 0;
     for seed in 0..12u64 {
         let inner = MemStorage::new();
         let watch = Arc::new(Watch::default());
@@ -77,7 +78,16 @@ fn a_power_cut_after_a_recycled_segment_is_installed_loses_no_sync_commit() {
         drop(db);
         drop(env);
         let (image, acked) = watch.image.lock().unwrap().take().unwrap();
-        let env = Env::open_with_storage(Arc::new(image), config().create(false))
+        let kept_in = |s: &MemStorage| -> Vec<String> {
+            let names = beechdb::storage::Storage::list(s).unwrap();
+            names
+                .into_iter()
+                .filter(|n| n.starts_with("log.reuse."))
+                .collect()
+        };
+        let left = kept_in(&image);
+        kept_at_crash += left.len();
+        let env = Env::open_with_storage(Arc::new(image.clone()), config().create(false))
             .unwrap_or_else(|e| panic!("seed {seed}: recovery failed after {acked} commits: {e}"));
         let db = env.open_db("d").unwrap();
         for k in 0..acked {
@@ -88,7 +98,18 @@ fn a_power_cut_after_a_recycled_segment_is_installed_loses_no_sync_commit() {
             );
         }
         assert!(env.verify().unwrap().is_clean(), "seed {seed}");
+        // Files kept for reuse that the crash left are not part of the log: the open
+        // removed them (those there now were kept since, from segments it released).
+        let now = kept_in(&image);
+        assert!(
+            !left.iter().any(|n| now.contains(n)),
+            "seed {seed}: {left:?} {now:?}"
+        );
     }
+    assert!(
+        kept_at_crash > 0,
+        "no crash image held a file kept for reuse"
+    );
 }
 
 #[test]
@@ -145,4 +166,36 @@ fn segments_are_recycled_on_disk_and_the_log_reads_back_whole() {
         drop(db);
         env.close().unwrap();
     }
+}
+
+/// A kept file that cannot become the spare (a directory named `log.spare` is in the way,
+/// so neither reuse nor zero-filling can make it) is given up and removed: flushes create
+/// their segments themselves, no commit fails, and kept files do not pile up.
+#[test]
+fn a_kept_file_that_cannot_be_reused_is_given_up_and_commits_go_on() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("log.spare")).unwrap();
+    let cfg = config().durability(Durability::WriteNoSync);
+    let env = Env::open(dir.path(), cfg.clone()).unwrap();
+    let db = env.create_db("d").unwrap();
+    let n = 3_000u64;
+    for i in 0..n {
+        db.put(&key(i), &value(i)).unwrap();
+        if i % 200 == 0 {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
+    let log = env.stat().unwrap().txn.unwrap().log.unwrap();
+    assert!(log.segments_recycled >= 3, "{log:?}");
+    assert_eq!(log.segments_prepared, 0, "{log:?}");
+    let kept = names(dir.path())
+        .iter()
+        .filter(|n| n.starts_with("log.reuse."))
+        .count();
+    assert!(kept <= 3, "{kept} files kept for reuse");
+    drop(db);
+    env.close().unwrap();
+    let env = Env::open(dir.path(), cfg).unwrap();
+    let db = env.open_db("d").unwrap();
+    assert_eq!(db.get(&key(n - 1)).unwrap(), Some(value(n - 1)));
 }

@@ -842,12 +842,16 @@ impl Wal {
     }
 
     /// The oldest released segment's file kept for reuse, renamed `log.spare`, if any. One
-    /// that cannot be renamed or opened is given up (left for the next open to remove),
-    /// and the next one tried.
+    /// that cannot be renamed or opened is given up (removed, or else left for the next
+    /// open to remove), and the next one tried.
     fn reuse(&self, spares: &mut Spares) -> Option<Spare> {
         while let Some(no) = spares.reusable.pop_front() {
-            let renamed = self.storage.rename(&reuse_name(no), SPARE_SEGMENT);
-            let Ok(file) = renamed.and_then(|()| self.storage.open(SPARE_SEGMENT, false)) else {
+            if self.storage.rename(&reuse_name(no), SPARE_SEGMENT).is_err() {
+                let _ = self.storage.remove(&reuse_name(no));
+                continue;
+            }
+            let Ok(file) = self.storage.open(SPARE_SEGMENT, false) else {
+                let _ = self.storage.remove(SPARE_SEGMENT);
                 continue;
             };
             // Written into soon: what has left the cache is read back ahead of the writes.
@@ -1210,6 +1214,15 @@ impl Wal {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_header_keeps_its_recycled_flag_and_unknown_flags_make_it_bad() {
+        let decode = |flags| Segment::decode_header(&Segment::encode_header(3, 80, 64, 9, flags));
+        assert!(!decode(0).unwrap().recycled);
+        let h = decode(RECYCLED).unwrap();
+        assert!(h.recycled && (h.no, h.start, h.cap, h.env_id) == (3, 80, 64, 9));
+        assert!(decode(2).is_none() && decode(RECYCLED | 4).is_none());
+    }
     use crate::storage::{FaultKind, HookStorage, MemStorage};
 
     /// The background sync fails between a SYNC flush's write and its own sync: the failed
