@@ -736,7 +736,7 @@ pub struct PlanCache(parking_lot::Mutex<Plans>);
 #[derive(Default)]
 struct Plans {
     schema: Option<Arc<Schema>>,
-    map: HashMap<PlanId, Arc<CorePlan>>,
+    map: FxHashMap<PlanId, Arc<CorePlan>>,
 }
 
 impl std::fmt::Debug for PlanCache {

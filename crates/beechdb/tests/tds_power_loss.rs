@@ -14,7 +14,7 @@
 mod common;
 
 use beechdb::storage::MemStorage;
-use beechdb::{Config, Durability, Env};
+use beechdb::{Config, Db, Durability, Env};
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -59,31 +59,29 @@ struct Outcome {
 
 /// Runs seed's transactions until done or the power fails.
 fn workload(storage: &MemStorage, seed: u64, run: Run) -> Outcome {
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let mut models = vec![Model::new()];
-    let mut synced = Vec::new();
+    let mut out = Outcome {
+        models: vec![Model::new()],
+        synced: Vec::new(),
+        recycled: 0,
+    };
     let Ok(env) = Env::open_with_storage(Arc::new(storage.clone()), config(run)) else {
-        return Outcome {
-            models,
-            synced,
-            recycled: 0,
-        };
+        return out;
     };
-    let recycled = |env: &Env| {
-        env.stat()
-            .ok()
-            .and_then(|s| s.txn?.log)
-            .map_or(0, |l| l.segments_recycled)
-    };
-    let Ok(db) = env.open_or_create_db("d") else {
-        let recycled = recycled(&env);
-        common::kill(storage, env);
-        return Outcome {
-            models,
-            synced,
-            recycled,
-        };
-    };
+    if let Ok(db) = env.open_or_create_db("d") {
+        commits(&env, &db, seed, run, &mut out);
+    }
+    out.recycled = env
+        .stat()
+        .ok()
+        .and_then(|s| s.txn?.log)
+        .map_or(0, |l| l.segments_recycled);
+    common::kill(storage, env);
+    out
+}
+
+/// The transactions of [`workload`], recorded in `out` as they commit.
+fn commits(env: &Env, db: &Db, seed: u64, run: Run, out: &mut Outcome) {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let mut model = Model::new();
     'txns: for _ in 0..rng.gen_range(1..run.txns) {
         let Ok(t) = env.begin_txn() else { break };
@@ -92,7 +90,7 @@ fn workload(storage: &MemStorage, seed: u64, run: Run) -> Outcome {
             let k = format!("k{:04}", rng.gen_range(0..400)).into_bytes();
             let r = if rng.gen_ratio(1, 4) {
                 next.remove(&k);
-                t.delete(&db, &k).map(drop)
+                t.delete(db, &k).map(drop)
             } else {
                 let v = vec![
                     rng.gen::<u8>();
@@ -103,7 +101,7 @@ fn workload(storage: &MemStorage, seed: u64, run: Run) -> Outcome {
                     }
                 ];
                 next.insert(k.clone(), v.clone());
-                t.put(&db, &k, &v)
+                t.put(db, &k, &v)
             };
             if r.is_err() {
                 break 'txns;
@@ -115,19 +113,12 @@ fn workload(storage: &MemStorage, seed: u64, run: Run) -> Outcome {
             Durability::NoSync,
         ][rng.gen_range(0..3)];
         // The commit in flight counts as a possible outcome.
-        models.push(next.clone());
+        out.models.push(next.clone());
         match t.commit_with(d) {
-            Ok(_) => synced.push(d == Durability::Sync),
+            Ok(_) => out.synced.push(d == Durability::Sync),
             Err(_) => break,
         }
         model = next;
-    }
-    let recycled = recycled(&env);
-    common::kill(storage, env);
-    Outcome {
-        models,
-        synced,
-        recycled,
     }
 }
 

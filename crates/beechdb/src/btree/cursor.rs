@@ -426,6 +426,49 @@ fn copy_run(
     // Backward: pick the slot range first, then copy it in ascending order.
     let (mut lo, hi) = (pos.idx, pos.idx + 1);
     let mut bytes = node::cell(p, pos.idx).len();
+    if !node::has_long_keys(p) {
+        // No long keys: the lowest entry to copy (one past `end`, if the leaf holds one) is
+        // found once by a search, and each entry is copied in one piece unless its value
+        // overflows, which ends the run unless first (as below).
+        let floor = match end {
+            Bound::Included(b) | Bound::Excluded(b) => {
+                let first_within = match (node::search(p, b), end) {
+                    (Ok(i), Bound::Excluded(_)) => i + 1,
+                    (Ok(i) | Err(i), _) => i,
+                };
+                first_within.saturating_sub(1)
+            }
+            Bound::Unbounded => 0,
+        };
+        while lo > floor && bytes < max_bytes {
+            match node::inline_entry(p, lo - 1) {
+                Some((entry, _)) => bytes += entry.len(),
+                None => break,
+            }
+            lo -= 1;
+        }
+        data.reserve(bytes);
+        spans.reserve(hi - lo);
+        for i in lo..hi {
+            let ks = data.len();
+            match node::inline_entry(p, i) {
+                Some((entry, klen)) => {
+                    data.extend_from_slice(entry);
+                    spans.push((ks, klen, ks + klen, entry.len() - klen));
+                }
+                None => {
+                    data.extend_from_slice(node::key(p, i));
+                    let vs = data.len();
+                    match node::leaf_value(p, i) {
+                        LeafValue::Inline(v) => data.extend_from_slice(v),
+                        LeafValue::Overflow { first, len } => e.read_overflow(first, len, data)?,
+                    }
+                    spans.push((ks, vs - ks, vs, data.len() - vs));
+                }
+            }
+        }
+        return Ok(pos.idx - lo);
+    }
     while let Some(i) = lo.checked_sub(1).filter(|_| bytes < max_bytes) {
         if beyond(end, &e.full_key(p, lo)?, true) {
             break;

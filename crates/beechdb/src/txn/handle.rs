@@ -211,33 +211,43 @@ impl TxnInner {
     }
 
     fn finish(&self, st: &mut State, committed: bool) {
-        if st.finished {
-            return;
+        finish(&self.shared, self.id, st, committed);
+    }
+}
+
+/// Ends transaction `id` (state `st`) once: releases its locks and snapshot and counts it.
+fn finish(shared: &Shared, id: u64, st: &mut State, committed: bool) {
+    if st.finished {
+        return;
+    }
+    st.finished = true;
+    if let Ok(tx) = shared.tx() {
+        // (A transaction that locked nothing leaves the lock table's mutex alone.)
+        if !st.locked.is_empty() {
+            tx.txns.locks.release(id, st.locked.drain());
         }
-        st.finished = true;
-        if let Ok(tx) = self.shared.tx() {
-            tx.txns.locks.release(self.id, st.locked.drain());
-            tx.txns
-                .locks
-                .release_databases(self.id, &std::mem::take(&mut st.escalated));
-            st.writes.end_hold(None);
-            if let Some(s) = st.registered.take() {
-                tx.txns.unregister(s);
-            }
-            let counter = if committed {
-                &tx.txns.stats.commits
-            } else {
-                &tx.txns.stats.aborts
-            };
-            counter.fetch_add(1, Relaxed);
+        tx.txns
+            .locks
+            .release_databases(id, &std::mem::take(&mut st.escalated));
+        st.writes.end_hold(None);
+        if let Some(s) = st.registered.take() {
+            tx.txns.unregister(s);
         }
+        let counter = if committed {
+            &tx.txns.stats.commits
+        } else {
+            &tx.txns.stats.aborts
+        };
+        counter.fetch_add(1, Relaxed);
     }
 }
 
 impl Drop for TxnInner {
     fn drop(&mut self) {
-        let mut st = std::mem::replace(self.state.get_mut(), State::empty());
-        self.finish(&mut st, false);
+        let TxnInner {
+            shared, id, state, ..
+        } = self;
+        finish(shared, *id, state.get_mut(), false);
     }
 }
 

@@ -35,7 +35,6 @@ pub use handle::{Savepoint, Txn};
 pub use scan::TxnIter;
 
 use parking_lot::Mutex;
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// The lock-table and version-map key of `key` in database `db`.
@@ -86,8 +85,10 @@ pub(crate) fn scoped_range(
 #[derive(Default)]
 pub(crate) struct TxnManager {
     next_id: AtomicU64,
-    /// Snapshot LSN -> number of transactions reading at it.
-    active: Mutex<BTreeMap<u64, usize>>,
+    /// Snapshot LSN and the number of transactions reading at it, ascending by LSN. A vector,
+    /// not a map: few snapshots are live at once, most new ones are the newest (a push at
+    /// the end), and it keeps its capacity, so a short transaction allocates nothing here.
+    active: Mutex<Vec<(u64, usize)>>,
     pub locks: locks::LockTable,
     pub stats: crate::stats::TxnCounters,
 }
@@ -99,21 +100,58 @@ impl TxnManager {
 
     /// Registers a snapshot; call under the engine's shared lock.
     pub(crate) fn register(&self, lsn: u64) {
-        *self.active.lock().entry(lsn).or_default() += 1;
+        let mut a = self.active.lock();
+        match a.last_mut() {
+            Some((last, n)) if *last == lsn => *n += 1,
+            Some((last, _)) if *last > lsn => match a.binary_search_by_key(&lsn, |e| e.0) {
+                Ok(i) => a[i].1 += 1,
+                Err(i) => a.insert(i, (lsn, 1)),
+            },
+            _ => a.push((lsn, 1)),
+        }
     }
 
     pub(crate) fn unregister(&self, lsn: u64) {
         let mut a = self.active.lock();
-        if let Some(n) = a.get_mut(&lsn) {
-            *n -= 1;
-            if *n == 0 {
-                a.remove(&lsn);
+        if let Ok(i) = a.binary_search_by_key(&lsn, |e| e.0) {
+            a[i].1 -= 1;
+            if a[i].1 == 0 {
+                a.remove(i);
             }
         }
     }
 
     /// The oldest active snapshot; call under the engine's exclusive lock.
     pub(crate) fn oldest(&self) -> Option<u64> {
-        self.active.lock().keys().next().copied()
+        self.active.lock().first().map(|e| e.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TxnManager;
+
+    /// Snapshots registered in any order, some twice, leave in any order; the oldest is
+    /// always the smallest still registered.
+    #[test]
+    fn active_snapshots_count_and_order() {
+        let m = TxnManager::default();
+        assert_eq!(m.oldest(), None);
+        for lsn in [20, 20, 10, 30, 15, 30] {
+            m.register(lsn);
+        }
+        assert_eq!(*m.active.lock(), [(10, 1), (15, 1), (20, 2), (30, 2)]);
+        m.unregister(10);
+        assert_eq!(m.oldest(), Some(15));
+        m.unregister(20);
+        m.unregister(15);
+        assert_eq!(m.oldest(), Some(20));
+        m.unregister(20);
+        m.unregister(30);
+        m.unregister(99); // never registered: ignored
+        assert_eq!(m.oldest(), Some(30));
+        m.unregister(30);
+        assert_eq!(m.oldest(), None);
+        assert!(m.active.lock().is_empty());
     }
 }

@@ -23,6 +23,7 @@ use crate::error::Result;
 use crate::stats::TxnCounters;
 use crate::wal::reader::{LogReader, LogRecord, RunMerge};
 use crate::wal::{Op, OpsBuilder, Record, Wal};
+use smallvec::{smallvec, SmallVec};
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::atomic::Ordering::Relaxed;
@@ -90,8 +91,9 @@ struct Spill {
 }
 
 pub(crate) struct WriteSet {
-    /// The real layers (see the module comment).
-    layers: Vec<Vec<Part>>,
+    /// The real layers (see the module comment); the first inline, so that a transaction
+    /// that never takes a savepoint allocates nothing for its layers.
+    layers: SmallVec<[Vec<Part>; 1]>,
     /// The undo layers, above the real ones.
     undo: Vec<UndoLayer>,
     /// The last undo layer's `start` given out.
@@ -129,7 +131,7 @@ fn write_of(op: Op) -> Write {
 impl Default for WriteSet {
     fn default() -> WriteSet {
         WriteSet {
-            layers: vec![Vec::new()],
+            layers: smallvec![Vec::new()],
             undo: Vec::new(),
             last_start: 0,
             mem_bytes: 0,
@@ -299,7 +301,8 @@ impl WriteSet {
         }
         // Into a real layer: the undo layers' writes are in the live map already.
         self.drop_undo();
-        for upper in self.layers.split_off(mark + 1) {
+        let uppers: Vec<Vec<Part>> = self.layers.drain(mark + 1..).collect();
+        for upper in uppers {
             for part in upper {
                 self.append_part(mark, part);
             }
@@ -538,7 +541,7 @@ impl WriteSet {
                 }
             }
         }
-        self.layers = vec![Vec::new()];
+        self.layers = smallvec![Vec::new()];
         self.mem_bytes = 0;
         all
     }
