@@ -151,6 +151,30 @@ fn second_open_in_process_is_locked() {
     Env::open(dir.path(), Config::new()).unwrap();
 }
 
+/// A process forked while an environment is open holds a copy of its lock file until it
+/// execs or exits (here: it sleeps). Closing the environment releases the lock all the same,
+/// so the directory can be opened again at once.
+#[test]
+fn a_close_releases_the_lock_a_forked_child_still_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::open(dir.path(), Config::new()).unwrap();
+    // SAFETY: the child only sleeps and exits, both async-signal-safe.
+    let child = unsafe { libc::fork() };
+    assert!(child >= 0, "fork failed");
+    if child == 0 {
+        unsafe {
+            libc::sleep(2);
+            libc::_exit(0);
+        }
+    }
+    env.close().unwrap();
+    let reopened = Env::open(dir.path(), Config::new());
+    let mut status = 0;
+    // SAFETY: waiting for our own child.
+    unsafe { libc::waitpid(child, &mut status, 0) };
+    reopened.unwrap().close().unwrap();
+}
+
 #[test]
 fn second_process_is_locked() {
     if let Ok(dir) = std::env::var("BEECH_LOCK_CHILD_DIR") {

@@ -184,7 +184,7 @@ impl Storage for OsStorage {
             .truncate(false)
             .open(self.path("beech.lock"))?;
         match file.try_lock() {
-            Ok(()) => Ok(Box::new(file)),
+            Ok(()) => Ok(Box::new(HeldLock(file))),
             Err(fs::TryLockError::WouldBlock) => Err(io::ErrorKind::WouldBlock.into()),
             Err(fs::TryLockError::Error(e)) => Err(e),
         }
@@ -195,6 +195,17 @@ impl Storage for OsStorage {
             None => self.dir.display().to_string(),
             Some(_) => self.path(DB_FILE).display().to_string(),
         }
+    }
+}
+
+/// The environment's lock file, locked. Released explicitly when dropped: a process forked
+/// meanwhile shares the lock through its copy of the descriptor until it execs or exits, and
+/// closing ours alone would leave the directory locked until then.
+struct HeldLock(File);
+
+impl Drop for HeldLock {
+    fn drop(&mut self) {
+        let _ = self.0.unlock();
     }
 }
 
