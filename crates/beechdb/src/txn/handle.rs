@@ -215,7 +215,30 @@ impl TxnInner {
     }
 }
 
-/// Ends transaction `id` (state `st`) once: releases its locks and snapshot and counts it.
+/// Writes in memory at or above which a transaction's end hands the memory its write set
+/// freed back at once (see [`release_freed`]).
+const BIG_WRITE_SET: usize = 1 << 16;
+
+/// Whether the end of a transaction in state `st` should call [`release_freed`].
+fn big(st: &State) -> bool {
+    st.writes.mem_writes() >= BIG_WRITE_SET
+}
+
+/// Merges the blocks a large write set freed and gives free memory back to the system.
+/// glibc's allocator keeps small freed blocks unmerged until the next large allocation,
+/// which then merges them all: after a 100,000-row load, the first statement to run paid
+/// 20-35 ms for it (SQLite's first statement: 0.2 ms). This puts that work in the
+/// transaction that made it.
+fn release_freed() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only rearranges the allocator's free memory.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// Ends transaction `id` (state `st`) once: releases its locks and snapshot, frees its
+/// writes and counts it.
 fn finish(shared: &Shared, id: u64, st: &mut State, committed: bool) {
     if st.finished {
         return;
@@ -240,6 +263,7 @@ fn finish(shared: &Shared, id: u64, st: &mut State, committed: bool) {
         };
         counter.fetch_add(1, Relaxed);
     }
+    drop(std::mem::take(&mut st.writes));
 }
 
 impl Drop for TxnInner {
@@ -247,7 +271,12 @@ impl Drop for TxnInner {
         let TxnInner {
             shared, id, state, ..
         } = self;
-        finish(shared, *id, state.get_mut(), false);
+        let st = state.get_mut();
+        let big = big(st);
+        finish(shared, *id, st, false);
+        if big {
+            release_freed();
+        }
     }
 }
 
@@ -752,6 +781,7 @@ impl Txn {
     /// finished: it releases its locks, and later calls fail with [`Error::TxnFinished`].
     pub fn commit_with(&self, d: Durability) -> Result<u64> {
         let mut st = self.inner.open_state()?;
+        let big = big(&st);
         let result = if st.writes.is_empty() && st.ddl.is_empty() {
             Ok(self
                 .inner
@@ -793,13 +823,22 @@ impl Txn {
             }
         };
         self.inner.finish(&mut st, result.is_ok());
+        drop(st);
+        if big {
+            release_freed();
+        }
         result
     }
 
     /// Discards the transaction's writes and releases its locks.
     pub fn abort(&self) {
         let mut st = self.inner.state();
+        let big = big(&st);
         self.inner.finish(&mut st, false);
+        drop(st);
+        if big {
+            release_freed();
+        }
     }
 }
 
