@@ -17,6 +17,7 @@ fn a_large_transaction_s_end_merges_what_it_freed() {
     let env = Env::open(dir.path(), config).unwrap();
     let db = env.create_db("d").unwrap();
     // Bytes in freed blocks the allocator has not merged yet.
+    // SAFETY: mallinfo2 only reads the allocator's counters.
     let unmerged = || unsafe { libc::mallinfo2() }.fsmblks;
     let load = |from: u32| {
         let t = env.begin_txn().unwrap();
