@@ -184,7 +184,7 @@ impl Frame {
 }
 
 /// Values of the aggregates of the group being output, by the address of their call.
-type AggValues = HashMap<usize, Value>;
+type AggValues = FxHashMap<usize, Value>;
 
 /// Where names resolve: a frame and the current row, inside an outer scope.
 #[derive(Clone, Copy)]
@@ -232,13 +232,13 @@ pub struct Exec<'a> {
     /// Rows a RETURNING clause produced.
     pub returned: QueryResult,
     /// The next rowid of each table (by engine database), shared by the connections.
-    pub rowids: &'a parking_lot::Mutex<HashMap<String, i64>>,
+    pub rowids: &'a parking_lot::Mutex<FxHashMap<String, i64>>,
     /// The rowids this statement took from `rowids`, per table, to give back if it fails.
     pub taken_rowids: Vec<TakenRowids>,
     /// The largest rowid of each table (by engine database) the transaction sees, where
     /// known (`None`: no row): kept by the rows' writes and deletes from the first insert
     /// that looked it up, so an insert does not look it up again.
-    pub max_rowids: HashMap<String, Option<i64>>,
+    pub max_rowids: FxHashMap<String, Option<i64>>,
     /// `PRAGMA foreign_keys`: foreign keys are enforced.
     pub foreign_keys: bool,
     /// Under EXPLAIN QUERY PLAN: the plan's lines, and nothing is read or changed.
@@ -428,7 +428,7 @@ impl TakenRowids {
     }
 
     /// Gives back what an undone statement or transaction took, where it can.
-    pub(crate) fn give_back(taken: &[TakenRowids], counters: &mut HashMap<String, i64>) {
+    pub(crate) fn give_back(taken: &[TakenRowids], counters: &mut FxHashMap<String, i64>) {
         for t in taken {
             let whole = t.last - t.first + 1 == t.count;
             if let Some(next) = counters
@@ -3206,7 +3206,7 @@ impl<'a> Exec<'a> {
         (rows, aggs): (&[Row], Option<&[AggValues]>),
         outer: Option<&Scope>,
     ) -> Result<Vec<AggValues>> {
-        let mut out: Vec<AggValues> = vec![HashMap::new(); rows.len()];
+        let mut out: Vec<AggValues> = vec![FxHashMap::default(); rows.len()];
         let empty_row = vec![Value::Null; frame.width];
         for call in calls {
             let Expr::Window(w) = call else { continue };
@@ -4582,7 +4582,7 @@ impl<'a> Exec<'a> {
             // Each group that HAVING keeps: its last row and its aggregates' values.
             let (mut kept, mut values_of) = (Vec::new(), Vec::new());
             for (_, g) in &mut groups {
-                let mut values: AggValues = HashMap::new();
+                let mut values: AggValues = FxHashMap::default();
                 for (ci, c) in calls.iter().enumerate() {
                     values.insert(key_of(c), g.accs[ci].finish()?);
                 }

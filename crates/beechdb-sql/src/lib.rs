@@ -56,7 +56,6 @@ use beechdb::{Config, Db, Durability, Env, Txn};
 use functions::Registry;
 use parking_lot::RwLock;
 use schema::{Schema, SCHEMA_DB};
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -67,7 +66,7 @@ struct Shared {
     /// The committed schema; connections take a copy per transaction.
     schema: RwLock<Arc<Schema>>,
     /// The next rowid of each table (see `dml.rs`, `new_rowid`).
-    rowids: parking_lot::Mutex<HashMap<String, i64>>,
+    rowids: parking_lot::Mutex<rustc_hash::FxHashMap<String, i64>>,
 }
 
 /// A SQL database: an environment (a directory, a file, or memory), shared by any number
@@ -150,7 +149,7 @@ impl Database {
             schema: self.shared.schema.read().clone(),
             savepoints: Vec::new(),
             txn_rowids: Vec::new(),
-            txn_max_rowids: HashMap::new(),
+            txn_max_rowids: Default::default(),
             dbs: Default::default(),
             dbs_schema: Default::default(),
             last_rowid: 0,
@@ -186,7 +185,7 @@ pub struct Connection {
     /// The rowids the open transaction took (given back if it rolls back).
     txn_rowids: Vec<exec::TakenRowids>,
     /// The transaction's known largest rowids (see `exec::Exec::max_rowids`).
-    txn_max_rowids: HashMap<String, Option<i64>>,
+    txn_max_rowids: rustc_hash::FxHashMap<String, Option<i64>>,
     dbs: rustc_hash::FxHashMap<String, Db>,
     /// The schema `dbs` was filled under, between auto-commit statements.
     dbs_schema: Arc<Schema>,
@@ -619,7 +618,7 @@ impl Connection {
             returned: QueryResult::default(),
             rowids: &self.shared.rowids,
             taken_rowids: Vec::new(),
-            max_rowids: HashMap::new(),
+            max_rowids: Default::default(),
             foreign_keys: self.foreign_keys,
             plan: Some(Vec::new()),
             ctes: Vec::new(),
