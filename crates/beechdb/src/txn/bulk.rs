@@ -41,7 +41,7 @@ use super::commit::Ddl;
 use super::handle::State;
 use super::scoped_key;
 use super::undo::UndoStore;
-use super::writes::{Write, Written};
+use super::writes::{Sk, Write, Written};
 use crate::config::Duplicates;
 use crate::config::Durability;
 use crate::engine::Engine;
@@ -71,7 +71,7 @@ const SMALL_COMMIT: usize = 16;
 enum Source {
     Runs(RunMerge, Vec<(u64, u32)>),
     /// The commit's operations (for its record) and the writes themselves (applied).
-    Memory(OpsBuilder, btree_map::IntoIter<Vec<u8>, Written>),
+    Memory(OpsBuilder, btree_map::IntoIter<Sk, Written>),
 }
 
 /// A write of a commit as `(database, scoped key, write)` (the scoped key goes to the undo
@@ -228,7 +228,7 @@ impl Shared {
             }
             Source::Memory(_, writes) => {
                 let mut next = || {
-                    Ok(writes.next().map(|(sk, written)| {
+                    Ok(writes.next().map(|(Sk(sk), written)| {
                         let db = u32::from_be_bytes(sk[..4].try_into().expect("scoped"));
                         (db, sk, written.w)
                     }))

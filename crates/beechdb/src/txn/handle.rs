@@ -11,7 +11,7 @@
 //! begins write-set layer `i + 1`.
 
 use super::scan::TxnIter;
-use super::writes::{WriteSet, Written};
+use super::writes::{Sk, WriteSet, Written};
 use super::{scoped_key, Ddl};
 use crate::btree::cursor::KeyRange;
 use crate::btree::Seek;
@@ -148,7 +148,7 @@ impl State {
 
     /// As [`State::commit_ops`], with the writes themselves (to apply them without copying
     /// them out of the operations).
-    pub(super) fn commit_writes(&mut self) -> (OpsBuilder, BTreeMap<Vec<u8>, Written>) {
+    pub(super) fn commit_writes(&mut self) -> (OpsBuilder, BTreeMap<Sk, Written>) {
         let mut ops = OpsBuilder::default();
         let writes = self.writes.merged();
         for (k, written) in &writes {

@@ -47,8 +47,91 @@ pub(crate) type Entries = Vec<(Vec<u8>, Write)>;
 pub(crate) type Capped = (Entries, Option<Vec<u8>>);
 
 enum Part {
-    Mem(BTreeMap<Vec<u8>, Written>),
+    Mem(BTreeMap<Sk, Written>),
     Run(Run),
+}
+
+/// A scoped key in a write map. Ordered as its bytes are, but compared a word at a time:
+/// a write or a read of the map compares its key with 30 to 40 others, and a call to
+/// `memcmp` for each was a fifth of a bulk load's time.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct Sk(pub(crate) Vec<u8>);
+
+/// A borrowed scoped key, ordered as [`Sk`]: what the maps are searched with.
+#[derive(PartialEq, Eq)]
+#[repr(transparent)]
+pub(crate) struct KeyRef([u8]);
+
+impl KeyRef {
+    pub(crate) fn new(key: &[u8]) -> &KeyRef {
+        // SAFETY: `KeyRef` is a transparent wrapper of `[u8]`, so the two references have
+        // the same layout and metadata.
+        unsafe { &*(key as *const [u8] as *const KeyRef) }
+    }
+}
+
+impl std::ops::Deref for Sk {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl std::borrow::Borrow<KeyRef> for Sk {
+    fn borrow(&self) -> &KeyRef {
+        KeyRef::new(&self.0)
+    }
+}
+
+impl Ord for KeyRef {
+    fn cmp(&self, other: &KeyRef) -> std::cmp::Ordering {
+        byte_order(&self.0, &other.0)
+    }
+}
+
+impl PartialOrd for KeyRef {
+    fn partial_cmp(&self, other: &KeyRef) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Sk {
+    fn cmp(&self, other: &Sk) -> std::cmp::Ordering {
+        byte_order(&self.0, &other.0)
+    }
+}
+
+impl PartialOrd for Sk {
+    fn partial_cmp(&self, other: &Sk) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// `a.cmp(b)` for byte strings, eight bytes at a time and without a call.
+#[inline]
+fn byte_order(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    let word = |k: &[u8], at: usize| u64::from_be_bytes(k[at..at + 8].try_into().expect("8"));
+    let n = a.len().min(b.len());
+    if n >= 8 {
+        let mut i = 0;
+        while i + 8 <= n {
+            let (x, y) = (word(a, i), word(b, i));
+            if x != y {
+                return x.cmp(&y);
+            }
+            i += 8;
+        }
+        // The last word of the common length, overlapping bytes already found equal.
+        if i < n {
+            let (x, y) = (word(a, n - 8), word(b, n - 8));
+            if x != y {
+                return x.cmp(&y);
+            }
+        }
+    } else if let Some(i) = (0..n).find(|&i| a[i] != b[i]) {
+        return a[i].cmp(&b[i]);
+    }
+    a.len().cmp(&b.len())
 }
 
 /// An in-memory write, and the `start` of the undo layer that made it (0: none).
@@ -62,7 +145,7 @@ pub(crate) struct Written {
 /// key it wrote, the entry its first write replaced (`None`: there was none), in order.
 struct UndoLayer {
     start: u64,
-    undo: Vec<(Vec<u8>, Option<Written>)>,
+    undo: Vec<(Sk, Option<Written>)>,
 }
 
 /// A spilled part: its records' LSNs and first keys, in key order, and its level: 0 when
@@ -175,7 +258,7 @@ impl WriteSet {
     }
 
     /// The live map: the top real layer's last part, made in-memory first if it is not.
-    fn live(&mut self) -> &mut BTreeMap<Vec<u8>, Written> {
+    fn live(&mut self) -> &mut BTreeMap<Sk, Written> {
         let layer = self.layers.last_mut().expect("a base layer");
         if !matches!(layer.last(), Some(Part::Mem(_))) {
             debug_assert!(self.undo.is_empty(), "undo layers sit on a live map");
@@ -195,7 +278,7 @@ impl WriteSet {
         let written = Written { w, seq };
         let map = self.live();
         // The entry replaced, and whether the newest undo layer must keep it.
-        let (replaced, record) = match map.entry(key) {
+        let (replaced, record) = match map.entry(Sk(key)) {
             Entry::Occupied(mut o) => {
                 let old = std::mem::replace(o.get_mut(), written);
                 let size = entry_size(o.key(), &old.w);
@@ -220,7 +303,7 @@ impl WriteSet {
         for li in (0..self.layers.len()).rev() {
             for pi in (0..self.layers[li].len()).rev() {
                 let found = match &self.layers[li][pi] {
-                    Part::Mem(map) => map.get(key).map(|e| e.w.clone()),
+                    Part::Mem(map) => map.get(KeyRef::new(key)).map(|e| e.w.clone()),
                     Part::Run(run) => {
                         let Some(lsn) = run.record_for(key) else {
                             continue;
@@ -310,7 +393,7 @@ impl WriteSet {
     }
 
     /// Puts back, newest first, the entries undo records hold.
-    fn restore(&mut self, records: Vec<(Vec<u8>, Option<Written>)>) {
+    fn restore(&mut self, records: Vec<(Sk, Option<Written>)>) {
         for (k, old) in records.into_iter().rev() {
             self.undo_bytes -= record_size(&k, &old);
             let restored = old.as_ref().map_or(0, |o| entry_size(&k, &o.w));
@@ -528,7 +611,7 @@ impl WriteSet {
 
     /// For a transaction that never spilled: every write, the latest of each key, in
     /// scoped-key order.
-    pub(crate) fn merged(&mut self) -> BTreeMap<Vec<u8>, Written> {
+    pub(crate) fn merged(&mut self) -> BTreeMap<Sk, Written> {
         debug_assert!(self.spill.is_none());
         self.drop_undo();
         let mut all = BTreeMap::new();
@@ -642,17 +725,19 @@ impl WriteSet {
 /// of travel; returns whether there were more. (Only the near bound is searched for: the
 /// far one is checked entry by entry, as a lookup takes few.)
 fn take_range(
-    map: &BTreeMap<Vec<u8>, Written>,
+    map: &BTreeMap<Sk, Written>,
     lo: &Bound<Vec<u8>>,
     hi: &Bound<Vec<u8>>,
     reverse: bool,
     cap: usize,
     got: &mut Entries,
 ) -> bool {
-    let unbounded = Bound::<&Vec<u8>>::Unbounded;
+    fn key(b: &Bound<Vec<u8>>) -> Bound<&KeyRef> {
+        b.as_ref().map(|k| KeyRef::new(k))
+    }
     match reverse {
         true => {
-            let r = map.range::<Vec<u8>, _>((unbounded, hi.as_ref())).rev();
+            let r = map.range::<KeyRef, _>((Bound::Unbounded, key(hi))).rev();
             take_entries(
                 r.take_while(|(k, _)| super::in_bounds(k, lo, &Bound::Unbounded)),
                 cap,
@@ -660,7 +745,7 @@ fn take_range(
             )
         }
         false => {
-            let r = map.range::<Vec<u8>, _>((lo.as_ref(), unbounded));
+            let r = map.range::<KeyRef, _>((key(lo), Bound::Unbounded));
             take_entries(
                 r.take_while(|(k, _)| super::in_bounds(k, &Bound::Unbounded, hi)),
                 cap,
@@ -672,12 +757,12 @@ fn take_range(
 
 /// Copies up to `cap` entries of `it` into `got`; returns whether it had more.
 fn take_entries<'a>(
-    mut it: impl Iterator<Item = (&'a Vec<u8>, &'a Written)>,
+    mut it: impl Iterator<Item = (&'a Sk, &'a Written)>,
     cap: usize,
     got: &mut Entries,
 ) -> bool {
     for (k, e) in it.by_ref().take(cap) {
-        got.push((k.clone(), e.w.clone()));
+        got.push((k.0.clone(), e.w.clone()));
     }
     it.next().is_some()
 }
@@ -811,6 +896,22 @@ mod tests {
     use super::*;
     use rand::{Rng, SeedableRng};
 
+    proptest::proptest! {
+        /// Keys order as their bytes do: short and long, with common prefixes of every
+        /// length around the eight-byte words.
+        #[test]
+        fn keys_order_as_bytes(
+            prefix in proptest::collection::vec(0u8..4, 0..20),
+            a in proptest::collection::vec(0u8..4, 0..20),
+            b in proptest::collection::vec(0u8..4, 0..20),
+        ) {
+            let a = [prefix.clone(), a].concat();
+            let b = [prefix, b].concat();
+            proptest::prop_assert_eq!(Sk(a.clone()).cmp(&Sk(b.clone())), a.cmp(&b));
+            proptest::prop_assert_eq!(KeyRef::new(&a).cmp(KeyRef::new(&b)), a.cmp(&b));
+        }
+    }
+
     /// What the in-memory parts and undo records take, counted from scratch.
     fn recount(ws: &WriteSet) -> usize {
         let parts: usize = ws
@@ -890,7 +991,7 @@ mod tests {
             }
             assert_eq!(ws.mem_bytes(), recount(&ws), "seed {seed}: rolled back");
             let merged: BTreeMap<Vec<u8>, Write> =
-                ws.merged().into_iter().map(|(k, e)| (k, e.w)).collect();
+                ws.merged().into_iter().map(|(k, e)| (k.0, e.w)).collect();
             assert_eq!(merged, model, "seed {seed}: merged");
         }
     }
