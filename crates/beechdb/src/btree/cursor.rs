@@ -387,49 +387,29 @@ fn copy_run(
         spans.reserve(stop.saturating_sub(pos.idx));
         let mut bytes = 0;
         for i in pos.idx..stop {
-            // The common entry (a short key, an inline value) in one copy.
-            if let Some((entry, klen)) = node::inline_entry(p, i).filter(|_| !checked) {
-                let ks = data.len();
-                data.extend_from_slice(entry);
-                spans.push((ks, klen, ks + klen, entry.len() - klen));
-                bytes += entry.len();
-                if bytes >= max_bytes {
-                    break;
-                }
-                continue;
-            }
-            let long = !plain && node::long_key(p, i).is_some();
-            let value = node::leaf_value(p, i);
-            if i > pos.idx && (long || matches!(value, LeafValue::Overflow { .. })) {
-                break;
-            }
             let ks = data.len();
-            if long {
-                data.extend_from_slice(&e.full_key(p, i)?);
-            } else {
-                data.extend_from_slice(node::key(p, i));
+            match node::inline_entry(p, i) {
+                // The common entry (a short key, an inline value) in one copy.
+                Some((entry, klen)) => push_inline(data, spans, entry, klen),
+                None if i > pos.idx => break,
+                None => copy_whole(e, p, i, data, spans)?,
             }
-            let vs = data.len();
-            match value {
-                LeafValue::Inline(v) => data.extend_from_slice(v),
-                LeafValue::Overflow { first, len } => e.read_overflow(first, len, data)?,
-            }
-            spans.push((ks, vs - ks, vs, data.len() - vs));
             bytes += data.len() - ks;
+            let klen = spans[spans.len() - 1].1;
             // One entry past the end is enough to show the run reached it.
-            if bytes >= max_bytes || (checked && beyond(end, &data[ks..vs], false)) {
+            if bytes >= max_bytes || (checked && beyond(end, &data[ks..ks + klen], false)) {
                 break;
             }
         }
         return Ok(0);
     }
-    // Backward: pick the slot range first, then copy it in ascending order.
+    // Backward: pick the slot range first, then copy it in ascending order. Entries with a
+    // long key or an overflow value end the run unless first.
     let (mut lo, hi) = (pos.idx, pos.idx + 1);
     let mut bytes = node::cell(p, pos.idx).len();
     if !node::has_long_keys(p) {
-        // No long keys: the lowest entry to copy (one past `end`, if the leaf holds one) is
-        // found once by a search, and each entry is copied in one piece unless its value
-        // overflows, which ends the run unless first (as below).
+        // The lowest entry to copy (one past `end`, if the leaf holds one) is found once, by
+        // a search, rather than by comparing every key.
         let floor = match end {
             Bound::Included(b) | Bound::Excluded(b) => {
                 let first_within = match (node::search(p, b), end) {
@@ -441,60 +421,61 @@ fn copy_run(
             Bound::Unbounded => 0,
         };
         while lo > floor && bytes < max_bytes {
-            match node::inline_entry(p, lo - 1) {
-                Some((entry, _)) => bytes += entry.len(),
-                None => break,
-            }
+            let Some((entry, _)) = node::inline_entry(p, lo - 1) else {
+                break;
+            };
+            bytes += entry.len();
             lo -= 1;
         }
-        data.reserve(bytes);
-        spans.reserve(hi - lo);
-        for i in lo..hi {
-            let ks = data.len();
-            match node::inline_entry(p, i) {
-                Some((entry, klen)) => {
-                    data.extend_from_slice(entry);
-                    spans.push((ks, klen, ks + klen, entry.len() - klen));
-                }
-                None => {
-                    data.extend_from_slice(node::key(p, i));
-                    let vs = data.len();
-                    match node::leaf_value(p, i) {
-                        LeafValue::Inline(v) => data.extend_from_slice(v),
-                        LeafValue::Overflow { first, len } => e.read_overflow(first, len, data)?,
-                    }
-                    spans.push((ks, vs - ks, vs, data.len() - vs));
-                }
+    } else {
+        while let Some(i) = lo.checked_sub(1).filter(|_| bytes < max_bytes) {
+            if beyond(end, &e.full_key(p, lo)?, true) || node::inline_entry(p, i).is_none() {
+                break;
             }
+            bytes += node::cell(p, i).len();
+            lo -= 1;
         }
-        return Ok(pos.idx - lo);
-    }
-    while let Some(i) = lo.checked_sub(1).filter(|_| bytes < max_bytes) {
-        if beyond(end, &e.full_key(p, lo)?, true) {
-            break;
-        }
-        if matches!(node::leaf_value(p, i), LeafValue::Overflow { .. })
-            || node::long_key(p, i).is_some()
-        {
-            break;
-        }
-        bytes += node::cell(p, i).len();
-        lo -= 1;
     }
     data.reserve(bytes);
     spans.reserve(hi - lo);
     for i in lo..hi {
-        let k = e.full_key(p, i)?;
-        let ks = data.len();
-        data.extend_from_slice(&k);
-        let vs = data.len();
-        match node::leaf_value(p, i) {
-            LeafValue::Inline(v) => data.extend_from_slice(v),
-            LeafValue::Overflow { first, len } => e.read_overflow(first, len, data)?,
+        match node::inline_entry(p, i) {
+            Some((entry, klen)) => push_inline(data, spans, entry, klen),
+            None => copy_whole(e, p, i, data, spans)?,
         }
-        spans.push((ks, k.len(), vs, data.len() - vs));
     }
     Ok(pos.idx - lo)
+}
+
+/// Copies an entry [`node::inline_entry`] gave (a short key, an inline value) in one piece.
+fn push_inline(
+    data: &mut Vec<u8>,
+    spans: &mut Vec<(usize, usize, usize, usize)>,
+    entry: &[u8],
+    klen: usize,
+) {
+    let ks = data.len();
+    data.extend_from_slice(entry);
+    spans.push((ks, klen, ks + klen, entry.len() - klen));
+}
+
+/// Copies entry `i` of leaf `p` whole: its long key's rest and its overflow value read.
+fn copy_whole(
+    e: &Engine,
+    p: &[u8],
+    i: usize,
+    data: &mut Vec<u8>,
+    spans: &mut Vec<(usize, usize, usize, usize)>,
+) -> NeedResult<()> {
+    let ks = data.len();
+    data.extend_from_slice(&e.full_key(p, i)?);
+    let vs = data.len();
+    match node::leaf_value(p, i) {
+        LeafValue::Inline(v) => data.extend_from_slice(v),
+        LeafValue::Overflow { first, len } => e.read_overflow(first, len, data)?,
+    }
+    spans.push((ks, vs - ks, vs, data.len() - vs));
+    Ok(())
 }
 
 /// An iterator over a key range, forward or backward. Created by [`Db::range`],

@@ -210,8 +210,9 @@ impl TxnInner {
         Ok(st)
     }
 
-    fn finish(&self, st: &mut State, committed: bool) {
-        finish(&self.shared, self.id, st, committed);
+    /// See [`finish`]; `held_many` as there.
+    fn finish(&self, st: &mut State, committed: bool, held_many: bool) {
+        finish(&self.shared, self.id, st, committed, held_many);
     }
 }
 
@@ -238,11 +239,13 @@ fn release_freed() {
 }
 
 /// Ends transaction `id` (state `st`) once: releases its locks and snapshot, frees its
-/// writes and counts it.
-fn finish(shared: &Shared, id: u64, st: &mut State, committed: bool) {
+/// writes and counts it; when its write set is big, or was (`held_many`: a commit has
+/// taken the writes out already), hands the freed memory back.
+fn finish(shared: &Shared, id: u64, st: &mut State, committed: bool, held_many: bool) {
     if st.finished {
         return;
     }
+    let held_many = held_many || big(st);
     st.finished = true;
     if let Ok(tx) = shared.tx() {
         // (A transaction that locked nothing leaves the lock table's mutex alone.)
@@ -264,19 +267,14 @@ fn finish(shared: &Shared, id: u64, st: &mut State, committed: bool) {
         counter.fetch_add(1, Relaxed);
     }
     drop(std::mem::take(&mut st.writes));
+    if held_many {
+        release_freed();
+    }
 }
 
 impl Drop for TxnInner {
     fn drop(&mut self) {
-        let TxnInner {
-            shared, id, state, ..
-        } = self;
-        let st = state.get_mut();
-        let big = big(st);
-        finish(shared, *id, st, false);
-        if big {
-            release_freed();
-        }
+        finish(&self.shared, self.id, self.state.get_mut(), false, false);
     }
 }
 
@@ -781,7 +779,7 @@ impl Txn {
     /// finished: it releases its locks, and later calls fail with [`Error::TxnFinished`].
     pub fn commit_with(&self, d: Durability) -> Result<u64> {
         let mut st = self.inner.open_state()?;
-        let big = big(&st);
+        let held_many = big(&st);
         let result = if st.writes.is_empty() && st.ddl.is_empty() {
             Ok(self
                 .inner
@@ -822,23 +820,13 @@ impl Txn {
                 }
             }
         };
-        self.inner.finish(&mut st, result.is_ok());
-        drop(st);
-        if big {
-            release_freed();
-        }
+        self.inner.finish(&mut st, result.is_ok(), held_many);
         result
     }
 
     /// Discards the transaction's writes and releases its locks.
     pub fn abort(&self) {
-        let mut st = self.inner.state();
-        let big = big(&st);
-        self.inner.finish(&mut st, false);
-        drop(st);
-        if big {
-            release_freed();
-        }
+        self.inner.finish(&mut self.inner.state(), false, false);
     }
 }
 
