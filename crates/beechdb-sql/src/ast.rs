@@ -342,7 +342,11 @@ pub enum TableRef {
 #[derive(Debug, Clone)]
 pub struct Join {
     pub natural: bool,
+    /// The left side's rows are kept when nothing joins them (LEFT or FULL).
     pub left: bool,
+    /// The right side's rows are kept when nothing joins them (RIGHT or FULL). Such a join
+    /// is always the only join of a nested FROM (see `parse::nest_outer_joins`).
+    pub right: bool,
     pub table: TableRef,
     pub on: Option<Expr>,
     pub using: Vec<String>,

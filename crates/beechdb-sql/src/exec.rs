@@ -94,6 +94,10 @@ pub struct SrcCol {
     pub decl_type: Option<String>,
     /// Left out of `*` (the right side's copy of a USING or NATURAL join column).
     pub hidden: bool,
+    /// The left side's copy of a USING or NATURAL column of a RIGHT or FULL join: the slot
+    /// of the merged value (the left's, else the right's) that `*` and an unqualified name
+    /// read, as SQLite merges them; a qualified name reads the column itself.
+    pub merged: Option<usize>,
 }
 
 /// One table (or subquery) of a FROM clause, its columns at `start..` of the joined row.
@@ -114,7 +118,9 @@ pub struct Frame {
 }
 
 impl Frame {
-    pub fn push(&mut self, name: &str, columns: Vec<SrcCol>, rowid: bool) {
+    pub fn push(&mut self, name: &str, mut columns: Vec<SrcCol>, rowid: bool) {
+        // A merged slot is of the frame that set it (see `Exec::hide_join_columns`).
+        columns.iter_mut().for_each(|c| c.merged = None);
         let start = self.width;
         self.width += columns.len() + rowid as usize;
         self.sources.push(Source {
@@ -158,7 +164,11 @@ impl Frame {
                 .columns
                 .iter()
                 .position(|c| c.name.eq_ignore_ascii_case(name))
-                .map(|i| (s.start + i, Some(&s.columns[i])))
+                .map(|i| {
+                    let c = &s.columns[i];
+                    let merged = c.merged.filter(|_| table.is_none());
+                    (merged.unwrap_or(s.start + i), Some(c))
+                })
                 .or_else(|| {
                     let is_rowid = ["rowid", "oid", "_rowid_"]
                         .iter()
@@ -904,6 +914,123 @@ fn streams(plan: &JoinPlan, i: usize) -> bool {
     i == 0
         && plan.items[0].table.is_some()
         && matches!(plan.items[0].access, Access::Scan | Access::RowidRange(..))
+}
+
+/// The name of the source holding a RIGHT or FULL join's merged USING values: no name a
+/// statement can write, so only `*` and unqualified names reach it (see `SrcCol::merged`).
+const MERGED_SOURCE: &str = "\0merged";
+
+/// The columns a USING or NATURAL join `j` matches on, its right side at `right` of `frame`
+/// (NATURAL: the right side's columns whose names the left side has too).
+fn join_names(frame: &Frame, j: &Join, right: std::ops::Range<usize>) -> Vec<String> {
+    if !j.natural {
+        return j.using.clone();
+    }
+    let has = |s: &Source, n: &str| s.columns.iter().any(|c| c.name.eq_ignore_ascii_case(n));
+    let left = frame.sources.iter().filter(|s| s.start < right.start);
+    let left: Vec<&Source> = left.collect();
+    let right = frame.sources.iter().filter(|s| right.contains(&s.start));
+    let mut names: Vec<String> = Vec::new();
+    for c in right.flat_map(|s| &s.columns) {
+        let new = !names.iter().any(|n| n.eq_ignore_ascii_case(&c.name));
+        if new && left.iter().any(|s| has(s, &c.name)) {
+            names.push(c.name.clone());
+        }
+    }
+    names
+}
+
+/// One USING column of a join whose right side is at `right_start..right_end`: the left
+/// side's copy (source and column index; unhidden first), the slot of the left side's value
+/// merged by an earlier RIGHT or FULL join, if one did (a merged slot past the right side is
+/// this join's own or a later one's), and the right copy's source and slot. (In a merged
+/// value's own source, `SrcCol::merged` is the slot of the left value it merged.)
+struct MergePair {
+    source: usize,
+    column: usize,
+    merged: Option<usize>,
+    right_source: usize,
+    right: usize,
+}
+
+impl MergePair {
+    /// The slot of the left side's value.
+    fn left(&self, frame: &Frame) -> usize {
+        self.merged
+            .unwrap_or(frame.sources[self.source].start + self.column)
+    }
+}
+
+/// The [`MergePair`] of each of `names` both sides have (one that is missing is the join's
+/// error, reported where its condition is built).
+fn merge_pairs(
+    frame: &Frame,
+    right_start: usize,
+    right_end: usize,
+    names: &[String],
+) -> Vec<MergePair> {
+    let find = |n: &str, range: std::ops::Range<usize>, unhidden: bool| {
+        frame.sources.iter().enumerate().find_map(|(si, s)| {
+            if !range.contains(&s.start) {
+                return None;
+            }
+            let ci = s
+                .columns
+                .iter()
+                .position(|c| c.name.eq_ignore_ascii_case(n) && !(unhidden && c.hidden))?;
+            Some((si, ci))
+        })
+    };
+    names
+        .iter()
+        .filter_map(|n| {
+            let (source, column) =
+                find(n, 0..right_start, true).or_else(|| find(n, 0..right_start, false))?;
+            let (right_source, rc) = find(n, right_start..right_end, false)?;
+            // Back along the merges made since this join's left side was whole: each merged
+            // slot's column names the left value its join merged.
+            let own = frame.sources[source].start + column;
+            let mut merged = frame.sources[source].columns[column].merged;
+            while let Some(m) = merged.filter(|&m| m >= right_start) {
+                merged = frame.slot(m).flatten().and_then(|c| c.merged);
+            }
+            Some(MergePair {
+                source,
+                column,
+                merged: merged.filter(|&m| m != own),
+                right_source,
+                right: frame.sources[right_source].start + rc,
+            })
+        })
+        .collect()
+}
+
+/// Of bound conditions `on`, an equality of a column at `right` (a slot of the row) with an
+/// expression of the slots before it (no subquery): the column's index in the right side's
+/// rows and the expression.
+fn equality_probe(on: &[Expr], right: std::ops::Range<usize>) -> Option<(usize, &Expr)> {
+    let before_right = |e: &Expr| {
+        let mut ok = true;
+        e.walk(&mut |x| match x {
+            Expr::Slot(s) => ok &= *s < right.start,
+            Expr::Exists(_) | Expr::Subquery(_) | Expr::InSelect { .. } => ok = false,
+            _ => {}
+        });
+        ok
+    };
+    on.iter().find_map(|e| {
+        let (Expr::Binary(BinOp::Eq, a, b) | Expr::Compare(BinOp::Eq, a, b, _)) = e else {
+            return None;
+        };
+        [(a, b), (b, a)]
+            .into_iter()
+            .find_map(|(col, other)| match **col {
+                Expr::Slot(s) if right.contains(&s) && before_right(other) => {
+                    Some((s - right.start, &**other))
+                }
+                _ => None,
+            })
+    })
 }
 
 /// The join level (index into `bound`) at which everything `e` names from `frame` is
@@ -1683,38 +1810,45 @@ impl<'a> Exec<'a> {
     pub(crate) fn frame_of(&self, from: Option<&From>) -> Result<Frame> {
         let mut frame = Frame::default();
         if let Some(f) = from {
-            self.add_ref_columns(&f.first, &mut frame)?;
-            for j in &f.joins {
-                let before = frame.width;
-                self.add_ref_columns(&j.table, &mut frame)?;
-                self.hide_join_columns(&mut frame, j, before);
-            }
+            self.add_from_columns(f, &mut frame)?;
         }
         Ok(frame)
     }
 
+    /// Hides the right side's copies of join `j`'s USING or NATURAL columns (its right side
+    /// at `right_start..` of `frame`); for a RIGHT or FULL join, adds a source of their merged
+    /// values after the right side's columns, which the left copies lead to (see
+    /// `SrcCol::merged`; `Exec::outer_join` fills it).
     fn hide_join_columns(&self, frame: &mut Frame, j: &Join, right_start: usize) {
-        let names: Vec<String> = if j.natural {
-            let right = frame.sources.iter().filter(|s| s.start >= right_start);
-            right
-                .flat_map(|s| s.columns.iter().map(|c| c.name.clone()))
-                .filter(|n| {
-                    frame
-                        .sources
-                        .iter()
-                        .filter(|s| s.start < right_start)
-                        .any(|s| s.columns.iter().any(|c| c.name.eq_ignore_ascii_case(n)))
-                })
-                .collect()
-        } else {
-            j.using.clone()
-        };
+        let names = join_names(frame, j, right_start..frame.width);
         for s in frame.sources.iter_mut().filter(|s| s.start >= right_start) {
             for c in s.columns.iter_mut() {
                 if names.iter().any(|n| n.eq_ignore_ascii_case(&c.name)) {
                     c.hidden = true;
                 }
             }
+        }
+        if !j.right {
+            return;
+        }
+        let pairs = merge_pairs(frame, right_start, frame.width, &names);
+        if pairs.is_empty() {
+            return;
+        }
+        let start = frame.width;
+        let mut merged = Vec::with_capacity(pairs.len());
+        for (k, p) in pairs.iter().enumerate() {
+            let left = p.left(frame);
+            let c = &mut frame.sources[p.source].columns[p.column];
+            c.merged = Some(start + k);
+            merged.push((c.clone(), left));
+        }
+        let (columns, lefts): (Vec<SrcCol>, Vec<usize>) = merged.into_iter().unzip();
+        frame.push(MERGED_SOURCE, columns, false);
+        let source = frame.sources.last_mut().expect("just pushed");
+        for (c, left) in source.columns.iter_mut().zip(lefts) {
+            c.hidden = true;
+            c.merged = Some(left);
         }
     }
 
@@ -1741,14 +1875,17 @@ impl<'a> Exec<'a> {
                 let cols = self.select_columns(select, None)?;
                 frame.push(alias.as_deref().unwrap_or(""), cols, false);
             }
-            TableRef::Nested(f) => {
-                self.add_ref_columns(&f.first, frame)?;
-                for j in &f.joins {
-                    let before = frame.width;
-                    self.add_ref_columns(&j.table, frame)?;
-                    self.hide_join_columns(frame, j, before);
-                }
-            }
+            TableRef::Nested(f) => self.add_from_columns(f, frame)?,
+        }
+        Ok(())
+    }
+
+    fn add_from_columns(&self, f: &From, frame: &mut Frame) -> Result<()> {
+        self.add_ref_columns(&f.first, frame)?;
+        for j in &f.joins {
+            let before = frame.width;
+            self.add_ref_columns(&j.table, frame)?;
+            self.hide_join_columns(frame, j, before);
         }
         Ok(())
     }
@@ -1766,6 +1903,7 @@ impl<'a> Exec<'a> {
                         coll: Collation::Binary,
                         decl_type: None,
                         hidden: false,
+                        merged: None,
                     })
                     .collect()
             })
@@ -1791,6 +1929,7 @@ impl<'a> Exec<'a> {
                     coll: Collation::Binary,
                     decl_type: None,
                     hidden: false,
+                    merged: None,
                 })
                 .collect());
         };
@@ -1819,6 +1958,7 @@ impl<'a> Exec<'a> {
                     coll: self.collation(e, &sc),
                     decl_type: self.src_col(e, &sc).and_then(|c| c.decl_type.clone()),
                     hidden: false,
+                    merged: None,
                 }),
             }
         }
@@ -1944,8 +2084,153 @@ impl<'a> Exec<'a> {
         outer: Option<&Scope>,
         emit: &mut dyn FnMut(&mut Self, &mut [Value]) -> Result<bool>,
     ) -> Result<()> {
+        if from.joins.first().is_some_and(|j| j.right) {
+            return self.outer_join(from, frame, filter, outer, emit);
+        }
         let plan = self.plan_join(from, frame, filter)?;
         self.run_join(from, &plan, frame, outer, emit)
+    }
+
+    /// A RIGHT or FULL join, the only join of `from` (see `parse::nest_outer_joins`): each
+    /// left row with every right row its conditions hold for; a left row that met none
+    /// (FULL), with NULLs on the right; then each right row that met no left row, with NULLs
+    /// on the left (SQLite's order too). Both sides are read whole; an equality of a right
+    /// column with the left's values picks each left row's candidates through a `HashProbe`,
+    /// otherwise every pair is tried. Each row gets its merged USING values before `filter`
+    /// sees it.
+    fn outer_join(
+        &mut self,
+        from: &From,
+        frame: &Frame,
+        filter: Option<&Expr>,
+        outer: Option<&Scope>,
+        emit: &mut dyn FnMut(&mut Self, &mut [Value]) -> Result<bool>,
+    ) -> Result<()> {
+        let j = &from.joins[0];
+        let right_start = self.ref_width(&from.first)?;
+        let right_end = right_start + self.ref_width(&j.table)?;
+        let mut on = self.join_conditions(j, frame, right_start)?;
+        let mut filter = filter.cloned();
+        for e in on.iter_mut().chain(filter.as_mut()) {
+            self.bind(e, frame);
+        }
+        let names = join_names(frame, j, right_start..right_end);
+        let merges: Vec<(usize, usize, usize)> = merge_pairs(frame, right_start, right_end, &names)
+            .iter()
+            .enumerate()
+            .map(|(k, p)| (p.left(frame), p.right, right_end + k))
+            .collect();
+        let left = self.ref_rows(&from.first, outer)?;
+        let right = self.ref_rows(&j.table, outer)?;
+        let hash = equality_probe(&on, right_start..right_end)
+            .filter(|_| right.len() >= 8)
+            .map(|(column, probe)| HashProbe::build(&right, column, probe.clone()));
+        let everything: Vec<usize> = (0..right.len()).collect();
+        let mut matched = vec![false; right.len()];
+        let mut row = vec![Value::Null; frame.width];
+        // Completes a joined row and hands it on if it passes `filter`; false: stop.
+        let mut pass = |me: &mut Self, row: &mut Vec<Value>| -> Result<bool> {
+            for &(l, r, m) in &merges {
+                row[m] = if row[l].is_null() {
+                    row[r].clone()
+                } else {
+                    row[l].clone()
+                };
+            }
+            if let Some(f) = &filter {
+                if me.eval(f, &Scope::new(frame, row, outer))?.truth() != Some(true) {
+                    return Ok(true);
+                }
+            }
+            emit(me, row)
+        };
+        for l in &left {
+            row[..right_start].clone_from_slice(l);
+            let mut met = false;
+            let candidates = match &hash {
+                Some(h) => h.candidates(&self.eval(&h.probe, &Scope::new(frame, &row, outer))?),
+                None => None,
+            };
+            for &k in candidates.as_deref().unwrap_or(&everything) {
+                let r = &right[k];
+                row[right_start..right_end].clone_from_slice(r);
+                let sc = Scope::new(frame, &row, outer);
+                let mut holds = true;
+                for e in &on {
+                    if self.eval(e, &sc)?.truth() != Some(true) {
+                        holds = false;
+                        break;
+                    }
+                }
+                if !holds {
+                    continue;
+                }
+                met = true;
+                matched[k] = true;
+                if !pass(self, &mut row)? {
+                    return Ok(());
+                }
+            }
+            if j.left && !met {
+                row[right_start..right_end].fill(Value::Null);
+                if !pass(self, &mut row)? {
+                    return Ok(());
+                }
+            }
+        }
+        row[..right_start].fill(Value::Null);
+        for (r, _) in right.iter().zip(&matched).filter(|(_, m)| !**m) {
+            row[right_start..right_end].clone_from_slice(r);
+            if !pass(self, &mut row)? {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    /// The conditions of join `j` whose right side begins at `right_start` of `frame`: its
+    /// ON condition's conjuncts and an equality for each USING or NATURAL column (the left's
+    /// value, merged if an earlier RIGHT or FULL join merged it, with the right's).
+    fn join_conditions(&self, j: &Join, frame: &Frame, right_start: usize) -> Result<Vec<Expr>> {
+        let mut on: Vec<Expr> = j.on.iter().flat_map(conjuncts).cloned().collect();
+        let right_end = right_start + self.ref_width(&j.table)?;
+        let names = join_names(frame, j, right_start..right_end);
+        let pairs = merge_pairs(frame, right_start, right_end, &names);
+        if pairs.len() < names.len() {
+            let missing = names.iter().find(|n| {
+                !pairs.iter().any(|p| {
+                    let c = &frame.sources[p.source].columns[p.column];
+                    c.name.eq_ignore_ascii_case(n)
+                })
+            });
+            return Err(Error::Sql(format!(
+                "cannot join using column {} - column not present in both tables",
+                missing.map_or("", |n| n.as_str())
+            )));
+        }
+        for p in pairs {
+            // By name where it can be, as written conditions are, so that access paths
+            // see them; a merged value has only its slot.
+            let c = &frame.sources[p.source].columns[p.column];
+            let column = |s: usize| Expr::Column {
+                table: Some(frame.sources[s].name.clone()),
+                name: c.name.clone(),
+            };
+            let left = match p.merged {
+                Some(slot) => Expr::Slot(slot),
+                None => column(p.source),
+            };
+            let right = column(p.right_source);
+            on.push(Expr::Binary(BinOp::Eq, Box::new(left), Box::new(right)));
+        }
+        Ok(on)
+    }
+
+    /// How many slots source `r` takes in a joined row.
+    fn ref_width(&self, r: &TableRef) -> Result<usize> {
+        let mut f = Frame::default();
+        self.add_ref_columns(r, &mut f)?;
+        Ok(f.width)
     }
 
     /// How the sources of `from` are read and joined and where each condition of `filter`
@@ -1975,64 +2260,8 @@ impl<'a> Exec<'a> {
         on_level.push(Vec::new());
         let mut bound: Vec<usize> = vec![0];
         for j in &from.joins {
-            let mut on: Vec<Expr> =
-                j.on.iter()
-                    .flat_map(|e| conjuncts(e).into_iter().cloned())
-                    .collect();
             let right_start = *bound.last().unwrap() + items.last().unwrap().width;
-            let mut names = j.using.clone();
-            if j.natural {
-                let mut f = Frame::default();
-                self.add_ref_columns(&j.table, &mut f)?;
-                for c in f.sources.iter().flat_map(|s| &s.columns) {
-                    let left_has =
-                        frame
-                            .sources
-                            .iter()
-                            .filter(|s| s.start < right_start)
-                            .any(|s| {
-                                s.columns
-                                    .iter()
-                                    .any(|x| x.name.eq_ignore_ascii_case(&c.name))
-                            });
-                    if left_has {
-                        names.push(c.name.clone());
-                    }
-                }
-            }
-            for n in &names {
-                let left_src = frame
-                    .sources
-                    .iter()
-                    .filter(|s| s.start < right_start)
-                    .find(|s| s.columns.iter().any(|c| c.name.eq_ignore_ascii_case(n)))
-                    .ok_or_else(|| {
-                        Error::Sql(format!(
-                            "cannot join using column {n} - column not present in both tables"
-                        ))
-                    })?;
-                let right_src = frame
-                    .sources
-                    .iter()
-                    .filter(|s| s.start >= right_start)
-                    .find(|s| s.columns.iter().any(|c| c.name.eq_ignore_ascii_case(n)))
-                    .ok_or_else(|| {
-                        Error::Sql(format!(
-                            "cannot join using column {n} - column not present in both tables"
-                        ))
-                    })?;
-                on.push(Expr::Binary(
-                    BinOp::Eq,
-                    Box::new(Expr::Column {
-                        table: Some(left_src.name.clone()),
-                        name: n.clone(),
-                    }),
-                    Box::new(Expr::Column {
-                        table: Some(right_src.name.clone()),
-                        name: n.clone(),
-                    }),
-                ));
-            }
+            let on = self.join_conditions(j, frame, right_start)?;
             bound.push(right_start);
             items.push(item(self, &j.table, j.left)?);
             on_level.push(on);
@@ -4075,17 +4304,18 @@ impl<'a> Exec<'a> {
                             }
                         }
                         any = true;
+                        let star = matches!(rc, ResultColumn::Star);
                         for c in &s.columns {
-                            if c.hidden && matches!(rc, ResultColumn::Star) {
-                                continue;
-                            }
-                            exprs.push((
-                                Expr::Column {
+                            let e = match c.merged {
+                                _ if c.hidden && star => continue,
+                                // SQLite's `left.*` has the merged value too.
+                                Some(slot) => Expr::Slot(slot),
+                                _ => Expr::Column {
                                     table: Some(s.name.clone()),
                                     name: c.name.clone(),
                                 },
-                                c.name.clone(),
-                            ));
+                            };
+                            exprs.push((e, c.name.clone()));
                         }
                     }
                     if !any {
@@ -4110,6 +4340,7 @@ impl<'a> Exec<'a> {
                     coll: self.collation(e, &sc),
                     decl_type: self.src_col(e, &sc).and_then(|c| c.decl_type.clone()),
                     hidden: false,
+                    merged: None,
                 })
                 .collect()
         };
@@ -4305,6 +4536,7 @@ impl<'a> Exec<'a> {
                         coll: Collation::Binary,
                         decl_type: None,
                         hidden: false,
+                        merged: None,
                     })
                     .collect::<Vec<_>>();
                 return Ok((Meta::new(meta), out));
@@ -5038,6 +5270,7 @@ pub fn table_columns(t: &Table) -> Vec<SrcCol> {
             coll: c.collation,
             decl_type: c.decl_type.clone(),
             hidden: false,
+            merged: None,
         })
         .collect()
 }
@@ -5058,6 +5291,7 @@ pub(crate) fn sequence_table_columns() -> Vec<SrcCol> {
             coll: Collation::Binary,
             decl_type: None,
             hidden: false,
+            merged: None,
         })
         .collect()
 }
@@ -5075,6 +5309,7 @@ fn schema_table_columns() -> Vec<SrcCol> {
             coll: Collation::Binary,
             decl_type: Some(if *n == "rootpage" { "int" } else { "text" }.into()),
             hidden: false,
+            merged: None,
         })
         .collect()
 }

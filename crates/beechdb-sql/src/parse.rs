@@ -151,6 +151,37 @@ pub fn unquote(s: &str) -> String {
     s.to_string()
 }
 
+/// Joins associate to the left, and a RIGHT or FULL join keeps the rows of its whole left
+/// side: so everything before such a join becomes one nested source, and the join with it
+/// the only join of a nested FROM, which the executor runs on its own
+/// (`Exec::outer_join`). `a JOIN b RIGHT JOIN c JOIN d` becomes
+/// `((a JOIN b) RIGHT JOIN c) JOIN d`; the row's slots stay in the written order.
+fn nest_outer_joins(first: TableRef, joins: Vec<Join>) -> From {
+    let mut from = From {
+        first,
+        joins: Vec::new(),
+    };
+    for j in joins {
+        if !j.right {
+            from.joins.push(j);
+            continue;
+        }
+        let left = match from.joins.is_empty() {
+            true => from.first,
+            false => TableRef::Nested(Box::new(from)),
+        };
+        let outer = From {
+            first: left,
+            joins: vec![j],
+        };
+        from = From {
+            first: TableRef::Nested(Box::new(outer)),
+            joins: Vec::new(),
+        };
+    }
+    from
+}
+
 fn unsupported(what: &str) -> Error {
     Error::Unsupported(what.to_string())
 }
@@ -1091,6 +1122,7 @@ impl Cx<'_> {
         let mut joins = vec![Join {
             natural: false,
             left: false,
+            right: false,
             table: items.first,
             on: None,
             using: Vec::new(),
@@ -1106,18 +1138,14 @@ impl Cx<'_> {
         let first = self.table_ref(f.select.ok_or_else(|| Error::syntax("empty FROM"))?)?;
         let mut joins = Vec::new();
         for j in f.joins.iter().flat_map(|j| j.iter()) {
-            let (natural, left) = match j.operator {
-                p::JoinOperator::Comma => (false, false),
-                p::JoinOperator::TypedJoin(None) => (false, false),
-                p::JoinOperator::TypedJoin(Some(t)) => {
-                    if t.contains(p::JoinType::RIGHT) {
-                        return Err(unsupported("RIGHT and FULL joins"));
-                    }
-                    (
-                        t.contains(p::JoinType::NATURAL),
-                        t.contains(p::JoinType::LEFT),
-                    )
-                }
+            let (natural, left, right) = match j.operator {
+                p::JoinOperator::Comma => (false, false, false),
+                p::JoinOperator::TypedJoin(None) => (false, false, false),
+                p::JoinOperator::TypedJoin(Some(t)) => (
+                    t.contains(p::JoinType::NATURAL),
+                    t.contains(p::JoinType::LEFT),
+                    t.contains(p::JoinType::RIGHT),
+                ),
             };
             let (on, using) = match &j.constraint {
                 None => (None, Vec::new()),
@@ -1127,12 +1155,13 @@ impl Cx<'_> {
             joins.push(Join {
                 natural,
                 left,
+                right,
                 table: self.table_ref(&j.table)?,
                 on,
                 using,
             });
         }
-        Ok(From { first, joins })
+        Ok(nest_outer_joins(first, joins))
     }
 
     fn table_ref(&mut self, t: &p::SelectTable) -> Result<TableRef> {

@@ -1,4 +1,4 @@
-//! Differential test: random schemas, data and queries (joins, aggregates, NULLs, mixed
+//! Differential test: random schemas, data and queries (inner and outer joins, aggregates, NULLs, mixed
 //! types, subqueries, compounds) run on BeechDB and on SQLite (rusqlite, bundled); results
 //! compared row for row (as multisets where the query leaves the order open).
 //! `BEECH_DIFF_SEEDS` sets the number of seeds (default 300).
@@ -93,10 +93,12 @@ fn query(rng: &mut StdRng) -> (String, bool, bool) {
     let two = rng.gen_bool(0.4);
     let tables: Vec<&str> = if two { vec!["t1", "t2"] } else { vec!["t1"] };
     let from = if two {
-        match rng.gen_range(0..3) {
+        match rng.gen_range(0..5) {
             0 => "t1, t2".to_string(),
             1 => format!("t1 JOIN t2 ON {}", predicate(rng, &["t1", "t2"])),
-            _ => format!("t1 LEFT JOIN t2 ON {}", predicate(rng, &["t1", "t2"])),
+            2 => format!("t1 LEFT JOIN t2 ON {}", predicate(rng, &["t1", "t2"])),
+            3 => format!("t1 RIGHT JOIN t2 ON {}", predicate(rng, &["t1", "t2"])),
+            _ => format!("t1 FULL JOIN t2 ON {}", predicate(rng, &["t1", "t2"])),
         }
     } else {
         "t1".to_string()
