@@ -169,12 +169,14 @@ pub fn quoted(name: &str) -> String {
 }
 
 /// Whether the parenthesized group opening at `toks[open]` holds names of `target`'s
-/// columns, in a CREATE TABLE of `this` table: a key list, a CHECK, or the column list of
-/// a REFERENCES to `target`.
+/// columns, in a CREATE TABLE of `this` table: a key list, a CHECK, a generated column's
+/// expression (`AS (...)`), or the column list of a REFERENCES to `target`.
 fn group_names_columns(sql: &str, toks: &[Tok], open: usize, this: &str, target: &str) -> bool {
     let before = |back: usize| open.checked_sub(back).map(|i| &toks[i]);
     match before(1).map(|t| t.kind) {
-        Some(T::TK_KEY | T::TK_UNIQUE | T::TK_CHECK) => this.eq_ignore_ascii_case(target),
+        Some(T::TK_KEY | T::TK_UNIQUE | T::TK_CHECK | T::TK_AS) => {
+            this.eq_ignore_ascii_case(target)
+        }
         _ => {
             before(2).is_some_and(|r| r.kind == T::TK_REFERENCES)
                 && before(1).is_some_and(|t| names(sql, t, target))

@@ -179,6 +179,8 @@ pub struct ColumnDef {
     pub checks: Vec<Expr>,
     /// `REFERENCES parent(...)` on this column.
     pub references: Option<ForeignKeyDef>,
+    /// `GENERATED ALWAYS AS (expr) [VIRTUAL | STORED]`: the expression, and whether STORED.
+    pub generated: Option<(Expr, bool)>,
 }
 
 impl ColumnDef {
@@ -195,6 +197,7 @@ impl ColumnDef {
             collation: None,
             checks: Vec::new(),
             references: None,
+            generated: None,
         }
     }
 }

@@ -523,6 +523,25 @@ impl Exec<'_> {
 
     /// NOT NULL and CHECK constraints of `row`; `Ok(false)` when the row is to be skipped
     /// (OR IGNORE).
+    /// Computes the generated columns of `row` (row `rowid` of `t`), each after those it
+    /// reads, with its column's affinity.
+    fn fill_generated(&mut self, t: &Table, row: &mut [Value], rowid: i64) -> Result<()> {
+        if t.generated.is_empty() {
+            return Ok(());
+        }
+        let mut frame = Frame::default();
+        frame.push(&t.name, table_columns(t), true);
+        let mut full = row.to_vec();
+        full.push(Value::Integer(rowid));
+        for &c in &t.generated {
+            let (e, _) = t.columns[c].generated.as_ref().expect("a generated column");
+            let v = self.eval(e, &Scope::new(&frame, &full, None))?;
+            full[c] = t.columns[c].affinity.apply(v);
+        }
+        row.clone_from_slice(&full[..row.len()]);
+        Ok(())
+    }
+
     fn check_row(
         &mut self,
         t: &Table,
@@ -833,10 +852,22 @@ impl Exec<'_> {
         }
         let t = self.schema.table(&ins.table)?.clone();
         let targets: Vec<usize> = match &ins.columns {
-            None => (0..t.columns.len()).collect(),
+            // A generated column takes no value: `VALUES` lists the others.
+            None => (0..t.columns.len())
+                .filter(|&c| t.columns[c].generated.is_none())
+                .collect(),
             Some(cols) => cols
                 .iter()
                 .map(|c| {
+                    if let Some(i) = t
+                        .column_index(c)
+                        .filter(|&i| t.columns[i].generated.is_some())
+                    {
+                        return Err(Error::Sql(format!(
+                            "cannot INSERT into generated column \"{}\"",
+                            t.columns[i].name
+                        )));
+                    }
                     t.column_index(c).map(Ok).unwrap_or_else(|| {
                         if ["rowid", "oid", "_rowid_"]
                             .iter()
@@ -868,7 +899,7 @@ impl Exec<'_> {
                         None => format!(
                             "table {} has {} columns but {} values were supplied",
                             t.name,
-                            t.columns.len(),
+                            targets.len(),
                             n
                         ),
                         Some(_) => format!("{} values for {} columns", n, targets.len()),
@@ -922,6 +953,7 @@ impl Exec<'_> {
             if let Some(a) = t.rowid_alias {
                 row[a] = Value::Integer(rowid);
             }
+            self.fill_generated(&t, &mut row, rowid)?;
             let mut new_full = row.clone();
             new_full.push(Value::Integer(rowid));
             if !self.fire(
@@ -1136,6 +1168,7 @@ impl Exec<'_> {
         changed: &[usize],
         conflict: Conflict,
     ) -> Result<Option<Row>> {
+        self.fill_generated(t, &mut new_row, new_rowid)?;
         let mut cur_full = current.clone();
         cur_full.push(Value::Integer(old_rowid));
         let mut new_full = new_row.clone();
@@ -1852,18 +1885,39 @@ impl Exec<'_> {
                         "Cannot add a PRIMARY KEY or UNIQUE column".into(),
                     ));
                 }
-                if col.not_null && col.default.is_none() {
-                    return Err(Error::Sql(
-                        "Cannot add a NOT NULL column with default value NULL".into(),
-                    ));
+                match &col.generated {
+                    Some((_, true)) => {
+                        return Err(Error::Sql("cannot add a STORED column".into()));
+                    }
+                    // Its value is computed for every row below, and checked.
+                    Some((_, false)) => {}
+                    None if col.not_null && col.default.is_none() => {
+                        return Err(Error::Sql(
+                            "Cannot add a NOT NULL column with default value NULL".into(),
+                        ));
+                    }
+                    None => {}
                 }
                 let end = alter::columns_end(&t.sql)?;
                 let sql = format!("{}, {text}{}", &t.sql[..end], &t.sql[end..]);
-                let (table, _) = Schema::defined_by(&sql, &t.db)?;
+                let (table, _) = Schema::defined_by(&sql, &t.db).map_err(|e| match e {
+                    Error::Sql(m) => {
+                        Error::Sql(format!("error in table {} after add column: {m}", t.name))
+                    }
+                    e => e,
+                })?;
+                let table = Arc::new(table);
+                if col.generated.is_some() {
+                    // SQLite computes a VIRTUAL column when it is read; BeechDB stores it.
+                    self.rewrite_rows(&table, |me, rowid, stored| {
+                        let mut row = table.row_from(rowid, stored)?;
+                        me.fill_generated(&table, &mut row, rowid)?;
+                        me.check_row(&table, &mut row, rowid, Conflict::Abort)?;
+                        me.put_record(&table, rowid, &row)
+                    })?;
+                }
                 self.put_entry(&t.name, table_entry(&t, &sql, self.seq_of(&t.name)))?;
-                self.schema_mut()
-                    .tables
-                    .insert(lc(&t.name), Arc::new(table));
+                self.schema_mut().tables.insert(lc(&t.name), table);
             }
             AlterAction::RenameColumn { old, new } => self.rename_column(&t, old, new)?,
             AlterAction::DropColumn(column) => self.drop_column(&t, column)?,
@@ -1960,26 +2014,41 @@ impl Exec<'_> {
             return Err(named_by(kind, &name));
         }
         let db = self.db(&t.db)?;
+        self.rewrite_rows(t, |me, rowid, stored| {
+            let mut values = crate::record::decode_row(stored, t.columns.len())?;
+            if c < values.len() {
+                values.remove(c);
+                me.txn.put(&db, &rowid_key(rowid), &encode_row(&values))?;
+            }
+            Ok(())
+        })?;
+        self.replace_entries(vec![table_entry(t, &sql, self.seq_of(&t.name))])
+    }
+
+    /// Calls `edit` with each row of `t` (its rowid and stored record), in batches, so a
+    /// large table is rewritten in bounded memory.
+    fn rewrite_rows(
+        &mut self,
+        t: &Table,
+        mut edit: impl FnMut(&mut Self, i64, &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        let db = self.db(&t.db)?;
         let mut from = Bound::Unbounded;
         loop {
-            // In batches, so a large table is rewritten in bounded memory.
             let batch = self
                 .txn
                 .range(&db, (from, Bound::Unbounded))
                 .take(1024)
                 .collect::<beechdb::Result<Vec<_>>>()?;
-            let Some((last, _)) = batch.last() else { break };
+            let Some((last, _)) = batch.last() else {
+                return Ok(());
+            };
             from = Bound::Excluded(last.clone());
             for (key, stored) in batch {
                 self.check_interrupt()?;
-                let mut values = crate::record::decode_row(&stored, t.columns.len())?;
-                if c < values.len() {
-                    values.remove(c);
-                    self.txn.put(&db, &key, &encode_row(&values))?;
-                }
+                edit(self, rowid_of_key(&key)?, &stored)?;
             }
         }
-        self.replace_entries(vec![table_entry(t, &sql, self.seq_of(&t.name))])
     }
 
     /// A view or trigger whose text may name table `t` (with `column`: that column of it):
@@ -2062,6 +2131,10 @@ fn assigned_columns<'e>(t: &Table, sets: &'e [Assignment]) -> Result<Vec<(Vec<us
             let columns = names
                 .iter()
                 .map(|name| match t.column_index(name) {
+                    Some(i) if t.columns[i].generated.is_some() => Err(Error::Sql(format!(
+                        "cannot UPDATE generated column \"{}\"",
+                        t.columns[i].name
+                    ))),
                     Some(i) => Ok(i),
                     None if ["rowid", "oid", "_rowid_"]
                         .iter()

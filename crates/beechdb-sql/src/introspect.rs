@@ -19,6 +19,9 @@ pub(crate) struct ColumnInfo {
     pub not_null: bool,
     pub default: Option<String>,
     pub pk: i64,
+    /// `table_xinfo`'s `hidden`: 0, or 2 for a VIRTUAL generated column, 3 for a STORED one
+    /// (which `table_info` leaves out).
+    pub hidden: i64,
 }
 
 /// The columns of table `t`.
@@ -42,6 +45,11 @@ pub(crate) fn table_columns(schema: &Schema, t: &Table) -> Vec<ColumnInfo> {
                     .map_or(0, |k| k as i64 + 1),
                 (None, None) => 0,
             },
+            hidden: match &c.generated {
+                None => 0,
+                Some((_, false)) => 2,
+                Some((_, true)) => 3,
+            },
         })
         .collect()
 }
@@ -53,7 +61,9 @@ pub(crate) fn table_info(columns: Vec<ColumnInfo>, extended: bool) -> QueryResul
         names.push("hidden");
     }
     let mut r = QueryResult::named(&names);
-    for (i, c) in columns.into_iter().enumerate() {
+    let shown = columns.into_iter().filter(|c| extended || c.hidden == 0);
+    for (i, c) in shown.enumerate() {
+        let hidden = c.hidden;
         let mut row: Vec<Value> = vec![
             (i as i64).into(),
             c.name.into(),
@@ -63,7 +73,7 @@ pub(crate) fn table_info(columns: Vec<ColumnInfo>, extended: bool) -> QueryResul
             c.pk.into(),
         ];
         if extended {
-            row.push(0.into());
+            row.push(hidden.into());
         }
         r.rows.push(row);
     }

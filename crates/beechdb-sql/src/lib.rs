@@ -915,6 +915,7 @@ impl Connection {
                                 not_null: false,
                                 default: None,
                                 pk: 0,
+                                hidden: 0,
                             })
                             .collect()
                     }

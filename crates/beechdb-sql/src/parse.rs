@@ -964,8 +964,19 @@ impl Cx<'_> {
                     col.references = Some(foreign_key(clause))
                 }
                 p::ColumnConstraint::Defer(_) => {}
-                p::ColumnConstraint::Generated { .. } => {
-                    return Err(unsupported("generated columns"))
+                p::ColumnConstraint::Generated { expr, typ } => {
+                    let stored = match typ.as_ref().map(|t| unquote(t.0)) {
+                        None => false,
+                        Some(t) if t.eq_ignore_ascii_case("VIRTUAL") => false,
+                        Some(t) if t.eq_ignore_ascii_case("STORED") => true,
+                        Some(_) => {
+                            return Err(Error::Sql(format!(
+                                "error in generated column \"{}\"",
+                                col.name
+                            )))
+                        }
+                    };
+                    col.generated = Some((self.expr(expr)?, stored));
                 }
             }
         }

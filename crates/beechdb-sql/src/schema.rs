@@ -25,6 +25,10 @@ pub struct Column {
     pub not_null: bool,
     pub default: Option<Expr>,
     pub collation: Collation,
+    /// A generated column's expression (of the row's other columns), and whether it is
+    /// STORED. BeechDB stores a VIRTUAL one's value too, computed on each write as a STORED
+    /// one's is: the values read are the same.
+    pub generated: Option<(Expr, bool)>,
 }
 
 #[derive(Debug, Clone)]
@@ -39,6 +43,8 @@ pub struct Table {
     pub checks: Vec<(Expr, String)>,
     /// Foreign keys: this table's columns and what they reference.
     pub foreign_keys: Vec<(Vec<usize>, ast::ForeignKeyDef)>,
+    /// The generated columns in the order they are computed: each after those it reads.
+    pub generated: Vec<usize>,
     pub db: String,
     pub sql: String,
 }
@@ -280,8 +286,10 @@ impl Schema {
                 not_null: c.not_null,
                 default: c.default.clone(),
                 collation: c.collation.unwrap_or_default(),
+                generated: c.generated.clone(),
             });
         }
+        let generated = generated_order(&ct.columns, &columns)?;
         let mut pk: Option<Vec<(usize, bool, Collation)>> = None;
         let mut uniques: Vec<Vec<(usize, bool, Collation)>> = Vec::new();
         let mut checks = Vec::new();
@@ -299,6 +307,11 @@ impl Schema {
             }
         };
         for (i, c) in ct.columns.iter().enumerate() {
+            if c.generated.is_some() && c.primary_key.is_some() {
+                return Err(Error::Sql(
+                    "generated columns cannot be part of the PRIMARY KEY".into(),
+                ));
+            }
             if let Some(desc) = c.primary_key {
                 if pk.is_some() {
                     return Err(Error::Sql(format!(
@@ -329,6 +342,11 @@ impl Schema {
                     let mut v = Vec::new();
                     for c in cols {
                         let i = col_of(&c.expr)?;
+                        if columns[i].generated.is_some() {
+                            return Err(Error::Sql(
+                                "generated columns cannot be part of the PRIMARY KEY".into(),
+                            ));
+                        }
                         v.push((i, c.desc, c.collation.unwrap_or(columns[i].collation)));
                     }
                     pk = Some(v);
@@ -414,6 +432,7 @@ impl Schema {
                 autoincrement,
                 checks,
                 foreign_keys,
+                generated,
                 db,
                 sql: ct.sql.clone(),
             },
@@ -542,6 +561,89 @@ impl Schema {
         }
         Ok(s)
     }
+}
+
+/// Checks a table's generated columns as SQLite's CREATE TABLE does (no DEFAULT, at least
+/// one ordinary column, an expression of this row's columns only: no rowid, subquery,
+/// parameter, aggregate or non-deterministic function) and orders them so that each is
+/// computed after the generated columns it reads; a loop is an error naming the column
+/// whose expression reads a column still being computed, as SQLite names it.
+fn generated_order(defs: &[ast::ColumnDef], columns: &[Column]) -> Result<Vec<usize>> {
+    if defs.iter().all(|d| d.generated.is_none()) {
+        return Ok(Vec::new());
+    }
+    if defs.iter().all(|d| d.generated.is_some()) {
+        return Err(Error::Sql(
+            "must have at least one non-generated column".into(),
+        ));
+    }
+    let probe = Table {
+        name: String::new(),
+        columns: columns.to_vec(),
+        rowid_alias: None,
+        autoincrement: false,
+        checks: Vec::new(),
+        foreign_keys: Vec::new(),
+        generated: Vec::new(),
+        db: String::new(),
+        sql: String::new(),
+    };
+    // The generated columns each one's expression reads.
+    let mut reads: Vec<Vec<usize>> = vec![Vec::new(); columns.len()];
+    for (i, d) in defs.iter().enumerate() {
+        let Some((e, _)) = &d.generated else { continue };
+        if d.default.is_some() {
+            return Err(Error::Sql(
+                "cannot use DEFAULT on a generated column".into(),
+            ));
+        }
+        check_index_expr(&probe, e, "generated columns")?;
+        e.walk(&mut |x| {
+            if let Expr::Column { name, .. } = x {
+                if let Some(c) = probe.column_index(name) {
+                    if columns[c].generated.is_some() && !reads[i].contains(&c) {
+                        reads[i].push(c);
+                    }
+                }
+            }
+        });
+    }
+    // Depth first, in column order, as SQLite computes them.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        Pending,
+        Busy,
+        Done,
+    }
+    fn visit(
+        c: usize,
+        reads: &[Vec<usize>],
+        marks: &mut [Mark],
+        order: &mut Vec<usize>,
+    ) -> std::result::Result<(), usize> {
+        marks[c] = Mark::Busy;
+        for &r in &reads[c] {
+            match marks[r] {
+                Mark::Busy => return Err(c),
+                Mark::Pending => visit(r, reads, marks, order)?,
+                Mark::Done => {}
+            }
+        }
+        marks[c] = Mark::Done;
+        order.push(c);
+        Ok(())
+    }
+    let mut marks = vec![Mark::Pending; columns.len()];
+    let mut order = Vec::new();
+    for (c, col) in columns.iter().enumerate() {
+        if col.generated.is_some() && marks[c] == Mark::Pending {
+            if let Err(at) = visit(c, &reads, &mut marks, &mut order) {
+                let name = &columns[at].name;
+                return Err(Error::Sql(format!("generated column loop on \"{name}\"")));
+            }
+        }
+    }
+    Ok(order)
 }
 
 fn corrupt(what: &str) -> Error {
