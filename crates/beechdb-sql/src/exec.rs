@@ -1397,16 +1397,7 @@ impl<'a> Exec<'a> {
                     let is_json: Vec<bool> = args
                         .iter()
                         .zip(&vals)
-                        .map(|(a, v)| match a {
-                            Expr::Function { name, .. } if crate::json::returns_json(name) => true,
-                            // json_extract gives arrays and objects as JSON.
-                            Expr::Function { name, .. }
-                                if name == "json_extract" || name == "->>" =>
-                            {
-                                matches!(v, Value::Text(t) if t.starts_with(['[', '{']))
-                            }
-                            _ => false,
-                        })
+                        .map(|(a, v)| crate::json::Made::by(a).is_json(v))
                         .collect();
                     return crate::json::call(name, &vals, &is_json);
                 }
@@ -3696,7 +3687,7 @@ impl<'a> Exec<'a> {
                                     .first()
                                     .map_or(Collation::Binary, |a| self.collation(a, &sc))
                             };
-                            let mut acc = Acc::new(name, w.user.as_ref());
+                            let mut acc = Acc::new(name, &w.args, w.user.as_ref());
                             for r in in_frame() {
                                 acc.step(&args[r], coll)?;
                             }
@@ -4734,9 +4725,9 @@ impl<'a> Exec<'a> {
                                 accs: calls
                                     .iter()
                                     .map(|c| match c {
-                                        Expr::Function { name, user, .. } => {
-                                            Acc::new(name, user.as_ref())
-                                        }
+                                        Expr::Function {
+                                            name, args, user, ..
+                                        } => Acc::new(name, args, user.as_ref()),
                                         _ => unreachable!(),
                                     })
                                     .collect(),
@@ -4802,7 +4793,9 @@ impl<'a> Exec<'a> {
                         accs: calls
                             .iter()
                             .map(|c| match c {
-                                Expr::Function { name, user, .. } => Acc::new(name, user.as_ref()),
+                                Expr::Function {
+                                    name, args, user, ..
+                                } => Acc::new(name, args, user.as_ref()),
                                 _ => unreachable!(),
                             })
                             .collect(),

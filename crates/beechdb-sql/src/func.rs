@@ -11,7 +11,8 @@ use std::sync::Arc;
 /// Whether `name` is an aggregate function (with `n` arguments).
 pub fn is_aggregate(name: &str, n: usize) -> bool {
     match name {
-        "count" | "sum" | "total" | "avg" | "group_concat" | "string_agg" => true,
+        "count" | "sum" | "total" | "avg" | "group_concat" | "string_agg" | "json_group_array"
+        | "json_group_object" => true,
         "min" | "max" => n == 1,
         _ => false,
     }
@@ -42,15 +43,17 @@ pub fn check_call(name: &str, n: usize) -> Result<()> {
         "random" | "sqlite_version" | "last_insert_rowid" | "changes" | "total_changes" => (0, 0),
         "abs" | "typeof" | "length" | "upper" | "lower" | "hex" | "quote" | "randomblob"
         | "zeroblob" | "unicode" | "sign" | "likely" | "unlikely" | "sum" | "total" | "avg"
-        | "json" | "json_valid" => (1, 1),
-        "ifnull" | "nullif" | "instr" | "likelihood" | "string_agg" => (2, 2),
+        | "json" | "json_valid" | "json_quote" | "json_group_array" => (1, 1),
+        "ifnull" | "nullif" | "instr" | "likelihood" | "string_agg" | "json_patch"
+        | "json_group_object" => (2, 2),
         "iif" | "replace" => (3, 3),
         "substr" | "substring" => (2, 3),
         "trim" | "ltrim" | "rtrim" | "round" | "group_concat" | "json_type"
-        | "json_array_length" => (1, 2),
+        | "json_array_length" | "json_pretty" => (1, 2),
         "count" => (0, 1),
         "coalesce" => (2, any),
-        "min" | "max" | "json_extract" => (1, any),
+        "min" | "max" | "json_extract" | "json_set" | "json_insert" | "json_replace"
+        | "json_remove" => (1, any),
         "char" | "printf" | "format" | "date" | "time" | "datetime" | "julianday" | "strftime"
         | "unixepoch" | "json_array" | "json_object" => (0, any),
         "sqlite_compileoption_used" | "sqlite_compileoption_get" => (1, 1),
@@ -93,12 +96,14 @@ pub enum Acc {
     /// min (the least so far, `Less`) or max (`Greater`).
     Extreme(Option<Value>, std::cmp::Ordering),
     Concat(Option<String>),
+    Json(crate::json::JsonAgg),
     User(Box<dyn AggregateState>),
 }
 
 impl Acc {
-    /// The state of a call of `name`, or of the registered aggregate it resolved to.
-    pub fn new(name: &str, user: Option<&UserFunction>) -> Acc {
+    /// The state of a call of `name` with `args`, or of the registered aggregate it
+    /// resolved to.
+    pub fn new(name: &str, args: &[crate::ast::Expr], user: Option<&UserFunction>) -> Acc {
         if let Some(UserFunction::Aggregate(f)) = user {
             return Acc::User(f.start());
         }
@@ -115,6 +120,9 @@ impl Acc {
             "avg" => Acc::Avg(0.0, 0),
             "min" => Acc::Extreme(None, std::cmp::Ordering::Less),
             "max" => Acc::Extreme(None, std::cmp::Ordering::Greater),
+            "json_group_array" | "json_group_object" => {
+                Acc::Json(crate::json::JsonAgg::new(name, args))
+            }
             _ => Acc::Concat(None),
         }
     }
@@ -153,6 +161,7 @@ impl Acc {
         let v = args.first();
         match self {
             Acc::User(state) => return state.step(args),
+            Acc::Json(j) => return j.step(args),
             Acc::Count(n) => {
                 if v.is_none_or(|v| !v.is_null()) {
                     *n += 1
@@ -236,6 +245,7 @@ impl Acc {
     pub fn finish(&mut self) -> Result<Value> {
         Ok(match self {
             Acc::User(state) => return state.finish(),
+            Acc::Json(j) => j.finish(),
             Acc::Count(n) => Value::Integer(*n),
             Acc::Sum {
                 int,

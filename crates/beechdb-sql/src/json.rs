@@ -1,14 +1,282 @@
 //! JSON functions (json1.html): `json`, `json_valid`, `json_array`, `json_object`,
-//! `json_extract`, `json_type`, `json_array_length`, and the `->` / `->>` operators, over
-//! JSON held as text.
+//! `json_extract`, `json_type`, `json_array_length`, `json_set`, `json_insert`,
+//! `json_replace`, `json_remove`, `json_patch`, `json_quote`, `json_pretty`, the aggregates
+//! `json_group_array` and `json_group_object` (their state: [`JsonAgg`]), and the `->` /
+//! `->>` operators, over JSON held as text.
 //!
-//! Owns: path evaluation and the conversions between JSON and SQL values. May call:
-//! `value`. Arguments that are themselves JSON (the result of a JSON function) are embedded
-//! as JSON, not as strings: the caller says which (SQLite's subtype).
+//! Owns: paths (parsed into [`Step`]s, looked up and edited) and the conversions between
+//! JSON and SQL values. May call: `value`, `ast` (which expressions make JSON). Arguments
+//! that are themselves JSON (the result of a JSON function) are embedded as JSON, not as
+//! strings: the caller says which (SQLite's subtype; see [`Made`]).
 
+use crate::ast::Expr;
 use crate::error::{Error, Result};
 use crate::value::Value;
 use serde_json::Value as J;
+
+/// How the expression that gave an argument makes its value: plain SQL, JSON (a JSON
+/// function's result, embedded as JSON), or `json_extract`'s result (JSON when it is an
+/// array or object).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Made {
+    Sql,
+    Json,
+    Extracted,
+}
+
+impl Made {
+    pub fn by(e: &Expr) -> Made {
+        match e {
+            Expr::Function { name, .. } if returns_json(name) => Made::Json,
+            Expr::Function { name, .. } if name == "json_extract" || name == "->>" => {
+                Made::Extracted
+            }
+            // A scalar subquery's value keeps its subtype, as in SQLite.
+            Expr::Subquery(sel) if sel.compounds.is_empty() => match &sel.first {
+                crate::ast::Core::Select { columns, .. } => match columns.as_slice() {
+                    [crate::ast::ResultColumn::Expr(e, _)] => Made::by(e),
+                    _ => Made::Sql,
+                },
+                crate::ast::Core::Values(_) => Made::Sql,
+            },
+            _ => Made::Sql,
+        }
+    }
+
+    /// Whether `v`, made this way, is embedded as JSON.
+    pub fn is_json(self, v: &Value) -> bool {
+        match self {
+            Made::Sql => false,
+            Made::Json => true,
+            Made::Extracted => matches!(v, Value::Text(t) if t.starts_with(['[', '{'])),
+        }
+    }
+}
+
+/// The running state of `json_group_array` (values) or `json_group_object` (pairs).
+pub enum JsonAgg {
+    Array(Vec<J>, Made),
+    Object(serde_json::Map<String, J>, Made),
+}
+
+impl JsonAgg {
+    pub fn new(name: &str, args: &[Expr]) -> JsonAgg {
+        match name {
+            "json_group_object" => JsonAgg::Object(
+                serde_json::Map::new(),
+                args.get(1).map_or(Made::Sql, Made::by),
+            ),
+            _ => JsonAgg::Array(Vec::new(), args.first().map_or(Made::Sql, Made::by)),
+        }
+    }
+
+    pub fn step(&mut self, args: &[Value]) -> Result<()> {
+        let a = |i: usize| args.get(i).cloned().unwrap_or(Value::Null);
+        match self {
+            JsonAgg::Array(items, made) => items.push(to_json(&a(0), made.is_json(&a(0)))?),
+            JsonAgg::Object(map, made) => {
+                if a(0).is_null() {
+                    return Err(Error::Sql("json_group_object() labels must be TEXT".into()));
+                }
+                map.insert(a(0).to_text(), to_json(&a(1), made.is_json(&a(1)))?);
+            }
+        }
+        Ok(())
+    }
+
+    pub fn finish(&mut self) -> Value {
+        Value::from(match self {
+            JsonAgg::Array(items, _) => J::Array(std::mem::take(items)).to_string(),
+            JsonAgg::Object(map, _) => J::Object(std::mem::take(map)).to_string(),
+        })
+    }
+}
+
+/// One step of a JSON path.
+#[derive(Debug, PartialEq)]
+enum Step {
+    Key(String),
+    Index(usize),
+    /// `[#-n]`: the element `n` from the end.
+    FromEnd(usize),
+    /// `[#]`: one past the last element (where an edit appends).
+    Append,
+}
+
+/// Parses a path (`$`, then `.key`, `."key"`, `[n]`, `[#-n]`, `[#]`), with SQLite's error.
+fn steps(path: &str) -> Result<Vec<Step>> {
+    let near = |_: &str| Error::Sql(format!("bad JSON path: '{path}'"));
+    let mut rest = path.strip_prefix('$').ok_or_else(|| near(path))?;
+    let mut out = Vec::new();
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix('.') {
+            let (key, after) = if let Some(q) = r.strip_prefix('"') {
+                let end = q.find('"').ok_or_else(|| near(rest))?;
+                (&q[..end], &q[end + 1..])
+            } else {
+                let end = r.find(['.', '[']).unwrap_or(r.len());
+                if end == 0 {
+                    return Err(near(rest));
+                }
+                (&r[..end], &r[end..])
+            };
+            out.push(Step::Key(key.to_string()));
+            rest = after;
+        } else if let Some(r) = rest.strip_prefix('[') {
+            let end = r.find(']').ok_or_else(|| near(rest))?;
+            let idx = r[..end].trim();
+            out.push(match idx.strip_prefix('#') {
+                Some("") => Step::Append,
+                Some(back) => match back.strip_prefix('-').map(str::parse) {
+                    Some(Ok(n)) => Step::FromEnd(n),
+                    _ => return Err(near(rest)),
+                },
+                None => Step::Index(idx.parse().map_err(|_| near(rest))?),
+            });
+            rest = &r[end + 1..];
+        } else {
+            return Err(near(rest));
+        }
+    }
+    Ok(out)
+}
+
+/// Where `step` leads in `arr`: an element's index, or `len` for one past the end.
+fn array_index(arr: &[J], step: &Step) -> Option<usize> {
+    match step {
+        Step::Index(i) => Some(*i),
+        Step::FromEnd(n) => arr.len().checked_sub(*n),
+        Step::Append => Some(arr.len()),
+        Step::Key(_) => None,
+    }
+}
+
+fn child<'a>(cur: &'a J, step: &Step) -> Option<&'a J> {
+    match (cur, step) {
+        (J::Object(m), Step::Key(k)) => m.get(k),
+        (J::Array(a), s) => a.get(array_index(a, s)?),
+        _ => None,
+    }
+}
+
+fn child_mut<'a>(cur: &'a mut J, step: &Step) -> Option<&'a mut J> {
+    match (cur, step) {
+        (J::Object(m), Step::Key(k)) => m.get_mut(k),
+        (J::Array(a), s) => {
+            let i = array_index(a, s)?;
+            a.get_mut(i)
+        }
+        _ => None,
+    }
+}
+
+/// What an edit does where its path leads: replace what is there, add what is not, or both.
+#[derive(Clone, Copy, PartialEq)]
+enum Edit {
+    Insert,
+    Replace,
+    Set,
+}
+
+/// The value a missing path `rest` (not empty) leads to: objects and arrays made on the way.
+fn substructure(rest: &[Step], value: J) -> Option<J> {
+    let Some((first, more)) = rest.split_first() else {
+        return Some(value);
+    };
+    let inner = substructure(more, value)?;
+    match first {
+        Step::Key(k) => Some(J::Object([(k.clone(), inner)].into_iter().collect())),
+        Step::Index(0) | Step::Append => Some(J::Array(vec![inner])),
+        _ => None,
+    }
+}
+
+/// Applies `edit` of `value` at `path` in `root`; a path whose parent is missing is made
+/// (objects for keys, an array for `[0]` or `[#]`) by an insert or a set.
+fn edit_at(root: &mut J, path: &[Step], edit: Edit, value: J) {
+    let Some((last, parents)) = path.split_last() else {
+        if edit != Edit::Insert {
+            *root = value;
+        }
+        return;
+    };
+    let mut cur = root;
+    for (k, step) in parents.iter().enumerate() {
+        if child(cur, step).is_none() {
+            if edit == Edit::Replace {
+                return;
+            }
+            if let Some(made) = substructure(&path[k + 1..], value) {
+                add(cur, step, made);
+            }
+            return;
+        }
+        cur = child_mut(cur, step).expect("present");
+    }
+    match child_mut(cur, last) {
+        Some(there) if edit != Edit::Insert => *there = value,
+        Some(_) => {}
+        None if edit != Edit::Replace => add(cur, last, value),
+        None => {}
+    }
+}
+
+/// Adds `value` to `cur` at a `step` that is not there: a key of an object, or the end of
+/// an array.
+fn add(cur: &mut J, step: &Step, value: J) {
+    match (cur, step) {
+        (J::Object(m), Step::Key(k)) => {
+            m.insert(k.clone(), value);
+        }
+        (J::Array(a), s) if array_index(a, s) == Some(a.len()) => a.push(value),
+        _ => {}
+    }
+}
+
+/// Removes what `path` leads to; false when the path is `$` (nothing is left).
+fn remove_at(root: &mut J, path: &[Step]) -> bool {
+    let Some((last, parents)) = path.split_last() else {
+        return false;
+    };
+    let mut cur = root;
+    for step in parents {
+        match child_mut(cur, step) {
+            Some(c) => cur = c,
+            None => return true,
+        }
+    }
+    match (cur, last) {
+        (J::Object(m), Step::Key(k)) => {
+            m.shift_remove(k);
+        }
+        (J::Array(a), s) => {
+            if let Some(i) = array_index(a, s).filter(|&i| i < a.len()) {
+                a.remove(i);
+            }
+        }
+        _ => {}
+    }
+    true
+}
+
+/// RFC 7396's merge patch, as `json_patch` applies it.
+fn merge_patch(target: &mut J, patch: J) {
+    let J::Object(patch) = patch else {
+        *target = patch;
+        return;
+    };
+    if !target.is_object() {
+        *target = J::Object(serde_json::Map::new());
+    }
+    let J::Object(t) = target else { unreachable!() };
+    for (k, v) in patch {
+        if v.is_null() {
+            t.shift_remove(&k);
+        } else {
+            merge_patch(t.entry(k).or_insert(J::Null), v);
+        }
+    }
+}
 
 fn parse(v: &Value) -> Result<J> {
     serde_json::from_str(&v.to_text()).map_err(|_| Error::Sql("malformed JSON".into()))
@@ -42,49 +310,13 @@ fn to_sql(j: &J) -> Value {
     }
 }
 
-/// The element of `root` at path `path` (`$`, `.key`, `."key"`, `[n]`, `[#-n]`).
+/// The element of `root` at path `path`.
 fn at<'a>(root: &'a J, path: &str) -> Result<Option<&'a J>> {
-    let bad = || Error::Sql(format!("bad JSON path: {path:?}"));
-    let mut rest = path.strip_prefix('$').ok_or_else(bad)?;
     let mut cur = root;
-    while !rest.is_empty() {
-        if let Some(r) = rest.strip_prefix('.') {
-            let (key, after) = if let Some(q) = r.strip_prefix('"') {
-                let end = q.find('"').ok_or_else(bad)?;
-                (&q[..end], &q[end + 1..])
-            } else {
-                let end = r.find(['.', '[']).unwrap_or(r.len());
-                (&r[..end], &r[end..])
-            };
-            match cur.get(key) {
-                Some(v) => cur = v,
-                None => return Ok(None),
-            }
-            rest = after;
-        } else if let Some(r) = rest.strip_prefix('[') {
-            let end = r.find(']').ok_or_else(bad)?;
-            let idx = r[..end].trim();
-            let arr = match cur.as_array() {
-                Some(a) => a,
-                None => return Ok(None),
-            };
-            let i = match idx.strip_prefix("#-") {
-                Some(back) => {
-                    let b: usize = back.parse().map_err(|_| bad())?;
-                    match arr.len().checked_sub(b) {
-                        Some(i) => i,
-                        None => return Ok(None),
-                    }
-                }
-                None => idx.parse().map_err(|_| bad())?,
-            };
-            match arr.get(i) {
-                Some(v) => cur = v,
-                None => return Ok(None),
-            }
-            rest = &r[end + 1..];
-        } else {
-            return Err(bad());
+    for step in steps(path)? {
+        match child(cur, &step) {
+            Some(c) => cur = c,
+            None => return Ok(None),
         }
     }
     Ok(Some(cur))
@@ -184,13 +416,95 @@ pub fn call(name: &str, args: &[Value], is_json: &[bool]) -> Result<Value> {
                 J::Object(_) => "object",
             })
         }
+        "json_set" | "json_insert" | "json_replace" => {
+            if args.len().is_multiple_of(2) {
+                return Err(Error::Sql(format!(
+                    "{name}() needs an odd number of arguments"
+                )));
+            }
+            if a(0).is_null() {
+                return Ok(Value::Null);
+            }
+            let edit = match name {
+                "json_set" => Edit::Set,
+                "json_insert" => Edit::Insert,
+                _ => Edit::Replace,
+            };
+            let mut root = parse(&a(0))?;
+            for i in (1..args.len()).step_by(2) {
+                if args[i].is_null() {
+                    continue;
+                }
+                let path = steps(&args[i].to_text())?;
+                edit_at(
+                    &mut root,
+                    &path,
+                    edit,
+                    to_json(&args[i + 1], is_json[i + 1])?,
+                );
+            }
+            Value::from(root.to_string())
+        }
+        "json_remove" => {
+            if a(0).is_null() {
+                return Ok(Value::Null);
+            }
+            let mut root = parse(&a(0))?;
+            for p in &args[1..] {
+                if p.is_null() {
+                    continue;
+                }
+                if !remove_at(&mut root, &steps(&p.to_text())?) {
+                    return Ok(Value::Null);
+                }
+            }
+            Value::from(root.to_string())
+        }
+        "json_patch" => {
+            if a(0).is_null() || a(1).is_null() {
+                return Ok(Value::Null);
+            }
+            let mut target = parse(&a(0))?;
+            merge_patch(&mut target, parse(&a(1))?);
+            Value::from(target.to_string())
+        }
+        "json_quote" => Value::from(to_json(&a(0), is_json.first() == Some(&true))?.to_string()),
+        "json_pretty" => {
+            if a(0).is_null() {
+                return Ok(Value::Null);
+            }
+            let indent = match args.get(1) {
+                None | Some(Value::Null) => "    ".to_string(),
+                Some(v) => v.to_text(),
+            };
+            let mut out = Vec::new();
+            let fmt = serde_json::ser::PrettyFormatter::with_indent(indent.as_bytes());
+            let mut ser = serde_json::Serializer::with_formatter(&mut out, fmt);
+            serde::Serialize::serialize(&parse(&a(0))?, &mut ser)
+                .map_err(|e| Error::Sql(e.to_string()))?;
+            Value::from(String::from_utf8_lossy(&out).into_owned())
+        }
         _ => return Err(Error::Sql(format!("no such function: {name}"))),
     })
 }
 
 /// Whether `name` is a JSON function whose result is JSON (embedded as such by others).
 pub fn returns_json(name: &str) -> bool {
-    matches!(name, "json" | "json_array" | "json_object" | "->")
+    matches!(
+        name,
+        "json"
+            | "json_array"
+            | "json_object"
+            | "->"
+            | "json_set"
+            | "json_insert"
+            | "json_replace"
+            | "json_remove"
+            | "json_patch"
+            | "json_quote"
+            | "json_group_array"
+            | "json_group_object"
+    )
 }
 
 pub fn is_json_function(name: &str) -> bool {
@@ -203,6 +517,13 @@ pub fn is_json_function(name: &str) -> bool {
             | "json_extract"
             | "json_type"
             | "json_array_length"
+            | "json_set"
+            | "json_insert"
+            | "json_replace"
+            | "json_remove"
+            | "json_patch"
+            | "json_quote"
+            | "json_pretty"
     )
 }
 

@@ -27,3 +27,54 @@ fn json_functions_match_sqlite() {
     }
     assert!(b.query("SELECT json('{bad')", &[]).is_err());
 }
+
+/// The functions that edit JSON, quote it, print it, and the two aggregates: checked against
+/// SQLite, errors included.
+#[test]
+fn json_edits_and_aggregates_match_sqlite() {
+    let setup = "CREATE TABLE kv(g, k, v);
+        INSERT INTO kv VALUES (1, 'a', 1), (1, 'b', 'two'), (1, 'c', NULL), (2, 'x', 2.5),
+                              (2, 'y', '[1]'), (3, 'z', 0);";
+    let (_db, mut b, s) = common::both(setup);
+    for sql in [
+        r#"SELECT json_set('{"a":1}', '$.b', 2), json_set('{}', '$.a.b', 1), json_insert('{}', '$.a[0]', 1)"#,
+        r#"SELECT json_set('[1,2]', '$[1]', 9, '$[#]', 3, '$[5]', 7), json_insert('[1,2]', '$[0]', 9, '$[#]', 3)"#,
+        r#"SELECT json_replace('{"a":1}', '$.a', 'x', '$.b', 2), json_set('{"a":1}', '$.a', json('[1,2]'))"#,
+        r#"SELECT json_set('{"a":1}', '$.a', '[1,2]'), json_set('{"a":1}', '$.a', json_array(1, 'x'))"#,
+        r#"SELECT json_insert('{"a":{"b":1}}', '$.a.c.d', 5), json_set('{"a":5}', '$.a.b', 1), json_set('[]', '$.a', 1)"#,
+        r#"SELECT json_set('{}', '$[0]', 1), json_set(NULL, '$.a', 1), json_set('{}', NULL, 1), json_set('{"a":1}', '$."x y"', 2)"#,
+        r#"SELECT json_set('{"a":[1]}', '$.a[#-1]', 7), json_set('{"a":1}', '$.a', 1.5), json_replace('[1,2,3]', '$[#-1]', 'z')"#,
+        r#"SELECT json_insert('[1,2]', '$[2]', 3), json_set('{"a":[]}', '$.a[0]', 1), json_set('{"a":{}}', '$.a[0]', 1)"#,
+        r#"SELECT json_insert('{}', '$.a[1]', 1), json_set('{}', '$.a[#]', 1), json_replace('{"a":[1]}', '$.a[#]', 2)"#,
+        r#"SELECT json_set('{"a":1,"b":2}', '$.a', NULL), json_insert('{"a":{"b":[1,{"c":2}]}}', '$.a.b[1].d', 'e')"#,
+        r#"SELECT json_remove('{"a":1,"b":[1,2,3]}', '$.b[1]', '$.a'), json_remove('[1,2,3]', '$[#-1]', '$[0]')"#,
+        r#"SELECT json_remove('{}', '$'), json_remove('{"a":1}'), json_remove('[1,2]', '$[5]'), json_remove(NULL, '$.a')"#,
+        r#"SELECT json_patch('{"a":1,"b":{"c":2}}', '{"b":{"c":null,"d":3},"e":[1]}'), json_patch('[1]', '{"a":1}'), json_patch('{"a":1}', '[2]')"#,
+        r#"SELECT json_quote('x"y'), json_quote(1.5), json_quote(NULL), json_quote(json('[1]')), json_quote(3)"#,
+        r#"SELECT json_object('k', json_set('{}', '$.a', 1)), json_array(json_remove('[1,2]', '$[0]'))"#,
+        "SELECT g, json_group_array(v) FROM kv GROUP BY g ORDER BY g",
+        "SELECT g, json_group_object(k, v) FROM kv GROUP BY g ORDER BY g",
+        "SELECT json_group_array(json_object('k', k)) FROM kv WHERE g = 1",
+        "SELECT json_group_array(json_extract('{\"a\":[1,2]}', '$.a')) FROM kv WHERE g = 3",
+        "SELECT json_group_array(v) FROM kv WHERE g > 9",
+        "SELECT json_group_object(k, v) FROM kv WHERE g > 9",
+        "SELECT json_object('all', (SELECT json_group_array(k) FROM kv))",
+        "SELECT k, json_group_array(k) OVER (ORDER BY k ROWS 1 PRECEDING) FROM kv ORDER BY k",
+        r#"SELECT json_pretty('{"a":[1,2,{}],"b":{"c":"d"},"e":[]}'), json_pretty('[1,{"x":null}]', '  ')"#,
+        "UPDATE kv SET v = json_set(coalesce(v, '{}'), '$.seen', 1) WHERE v IS NULL RETURNING v",
+    ] {
+        common::same_rows(&mut b, &s, sql, false);
+    }
+    for bad in [
+        r#"SELECT json_set('{"a":1}', '$.a')"#,
+        "SELECT json_set('x', '$.a', 1)",
+        "SELECT json_set('{}', 'a', 1)",
+        "SELECT json_remove('{}', '$.')",
+        "SELECT json_insert('[]', '$[x]', 1)",
+        "SELECT json_patch('{', '{}')",
+        "SELECT json_group_array()",
+        "SELECT json_group_object('a')",
+    ] {
+        common::same_outcome(&mut b, &s, bad);
+    }
+}
