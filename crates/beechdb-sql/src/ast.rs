@@ -340,6 +340,13 @@ pub enum TableRef {
         alias: Option<String>,
     },
     Nested(Box<From>),
+    /// A table-valued function (`json_each`, `json_tree`) and its arguments, which may
+    /// name the columns of the sources before it.
+    Function {
+        name: String,
+        args: Vec<Expr>,
+        alias: Option<String>,
+    },
 }
 
 #[derive(Debug, Clone)]

@@ -517,6 +517,9 @@ pub(crate) struct JoinPlan {
     lent: bool,
     /// The streamed table is read from its last rowid down (ORDER BY rowid DESC).
     reverse: bool,
+    /// The arguments of the table-valued functions among the items: what they read of
+    /// earlier items must be decoded before they are called.
+    function_args: Vec<Expr>,
 }
 
 /// What a streamed first item decodes when, each a mask of its columns that ends at its
@@ -541,7 +544,7 @@ impl JoinPlan {
             .iter_mut()
             .chain(&mut self.on_level)
             .chain(residual);
-        for e in conditions.flatten() {
+        for e in conditions.flatten().chain(&mut self.function_args) {
             ex.bind(e, frame);
         }
         for it in &mut self.items {
@@ -579,6 +582,7 @@ impl JoinPlan {
                 | Access::IndexRange(_, lo, hi)
                 | Access::IndexOrder(_, _, lo, hi) => lo.iter().chain(hi).collect(),
             })
+            .chain(&self.function_args)
             .collect();
         for (i, it) in self.items.iter().enumerate() {
             let Some(t) = it.table.as_ref().filter(|_| !whole_rows) else {
@@ -768,6 +772,9 @@ struct JoinItem<'p> {
     /// it (see `join_level`).
     probes: std::cell::Cell<usize>,
     hashed: std::cell::RefCell<Option<(Vec<Row>, HashProbe)>>,
+    /// A table-valued function whose arguments name earlier sources: called again for
+    /// each of their rows (its name and arguments).
+    lateral: Option<(&'p str, &'p [Expr])>,
 }
 
 /// `"COVERING "` when item `i` of `plan` is read through an index equality for nothing but
@@ -1867,6 +1874,19 @@ impl<'a> Exec<'a> {
                 frame.push(alias.as_deref().unwrap_or(""), cols, false);
             }
             TableRef::Nested(f) => self.add_from_columns(f, frame)?,
+            TableRef::Function { name, alias, .. } => {
+                let columns = crate::json::TABLE_COLUMNS.iter().enumerate();
+                let columns = columns.map(|(i, n)| SrcCol {
+                    name: n.to_string(),
+                    affinity: None,
+                    coll: Collation::Binary,
+                    decl_type: None,
+                    // `json` and `root` are hidden columns: not in `*`.
+                    hidden: i >= 8,
+                    merged: None,
+                });
+                frame.push(alias.as_deref().unwrap_or(name), columns.collect(), false);
+            }
         }
         Ok(())
     }
@@ -1996,6 +2016,10 @@ impl<'a> Exec<'a> {
                 Err(Error::Sql(format!("no such table: {name}")))
             }
             TableRef::Subquery { select, .. } => Ok(self.select(select, outer)?.rows),
+            TableRef::Function { name, args, .. } => {
+                let none = Frame::default();
+                self.function_rows(name, args, &Scope::new(&none, &[], outer))
+            }
             TableRef::Nested(f) => {
                 let frame = self.frame_of(Some(f))?;
                 let mut rows = Vec::new();
@@ -2006,6 +2030,12 @@ impl<'a> Exec<'a> {
                 Ok(rows)
             }
         }
+    }
+
+    /// The rows of table-valued function `name` called with `args` in scope `sc`.
+    fn function_rows(&mut self, name: &str, args: &[Expr], sc: &Scope) -> Result<Vec<Row>> {
+        let vals = self.eval_all(args.iter(), sc)?;
+        crate::json::table_rows(name, &vals)
     }
 
     /// `sqlite_schema`'s rows: type, name, table, root page (always 0), SQL text.
@@ -2301,6 +2331,13 @@ impl<'a> Exec<'a> {
                 residual[i] = Some(left.map(|(_, e)| e.clone()).collect());
             }
         }
+        let refs = std::iter::once(&from.first).chain(from.joins.iter().map(|j| &j.table));
+        let function_args = refs
+            .flat_map(|r| match r {
+                TableRef::Function { args, .. } => args.clone(),
+                _ => Vec::new(),
+            })
+            .collect();
         Ok(JoinPlan {
             items,
             bound,
@@ -2311,6 +2348,7 @@ impl<'a> Exec<'a> {
             lent: false,
             reverse: false,
             wanted: vec![None; n],
+            function_args,
         })
     }
 
@@ -2437,14 +2475,21 @@ impl<'a> Exec<'a> {
         let mut items: Vec<JoinItem> = Vec::with_capacity(plan.items.len());
         // Sources other than tables are read at once, tables when their path says so.
         for (i, p) in plan.items.iter().enumerate() {
-            let rows = match (&p.table, &p.access) {
-                (None, _) => {
-                    let r = match p.source {
-                        0 => &from.first,
-                        k => &from.joins[k - 1].table,
-                    };
-                    self.ref_rows(r, outer)?
+            let source = match p.source {
+                0 => &from.first,
+                k => &from.joins[k - 1].table,
+            };
+            let lateral = match source {
+                TableRef::Function { name, args, .. }
+                    if args.iter().any(|a| refers_to_frame(a, frame)) =>
+                {
+                    Some((name.as_str(), args.as_slice()))
                 }
+                _ => None,
+            };
+            let rows = match (&p.table, &p.access) {
+                (None, _) if lateral.is_some() => Vec::new(),
+                (None, _) => self.ref_rows(source, outer)?,
                 (Some(_), _) if streams(plan, i) => Vec::new(),
                 (Some(t), Access::Scan) if self.plan.is_none() => {
                     // Kept for every outer row: only those passing its own conditions. A LEFT
@@ -2465,6 +2510,7 @@ impl<'a> Exec<'a> {
                 hash: None,
                 probes: Default::default(),
                 hashed: Default::default(),
+                lateral,
             });
         }
         if let Some(lines) = &mut self.plan {
@@ -2724,6 +2770,9 @@ impl<'a> Exec<'a> {
         // A table read through its access path, or through the hash it was read into for
         // the lookups (which answers for numbers only; see `HashProbe`).
         let mut looked_up: Vec<Row> = Vec::new();
+        if let Some((name, args)) = it.lateral {
+            looked_up = self.function_rows(name, args, &Scope::new(frame, row, outer))?;
+        }
         if let (Some(t), false) = (&it.plan.table, matches!(it.plan.access, Access::Scan)) {
             if let Access::Index(idx, probe, _) = &it.plan.access {
                 self.consider_hashing(it, t, idx, probe)?;

@@ -488,6 +488,150 @@ pub fn call(name: &str, args: &[Value], is_json: &[bool]) -> Result<Value> {
     })
 }
 
+/// Whether `name` is a table-valued function.
+pub fn is_table_function(name: &str) -> bool {
+    matches!(name, "json_each" | "json_tree")
+}
+
+/// The columns of `json_each` and `json_tree`: the last two are hidden (not in `*`).
+pub const TABLE_COLUMNS: [&str; 10] = [
+    "key", "value", "type", "atom", "id", "parent", "fullkey", "path", "json", "root",
+];
+
+fn type_name(j: &J) -> &'static str {
+    match j {
+        J::Null => "null",
+        J::Bool(true) => "true",
+        J::Bool(false) => "false",
+        J::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        J::Number(_) => "real",
+        J::String(_) => "text",
+        J::Array(_) => "array",
+        J::Object(_) => "object",
+    }
+}
+
+/// `.key` as SQLite writes it in a full key: quoted unless a letter then letters and digits.
+fn key_step(k: &str) -> String {
+    let mut chars = k.chars();
+    let plain = chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric());
+    match plain {
+        true => format!(".{k}"),
+        false => format!(".\"{k}\""),
+    }
+}
+
+/// The rows of `json_each` (the children of the element at the path; the element itself
+/// when it is not an array or object) or `json_tree` (the element and everything under it,
+/// parents first) of `args` (the JSON, and a path, `$` when absent), in
+/// [`TABLE_COLUMNS`]' order. `id` numbers the elements in document order from 1 (SQLite's
+/// are positions in its own encoding).
+pub fn table_rows(name: &str, args: &[Value]) -> Result<Vec<Vec<Value>>> {
+    if args.len() > 2 {
+        return Err(Error::Sql(format!(
+            "too many arguments on {name}() - max 2"
+        )));
+    }
+    let (Some(doc), root) = (args.first().filter(|v| !v.is_null()), args.get(1)) else {
+        return Ok(Vec::new());
+    };
+    let root = match root {
+        None => "$".to_string(),
+        Some(Value::Null) => return Ok(Vec::new()),
+        Some(p) => p.to_text(),
+    };
+    let parsed = parse(doc)?;
+    let path = steps(&root)?;
+    let Some(top) = at(&parsed, &root)? else {
+        return Ok(Vec::new());
+    };
+    let mut rows = Rows {
+        rows: Vec::new(),
+        doc,
+        root: &root,
+    };
+    if name == "json_each" {
+        if !matches!(top, J::Array(_) | J::Object(_)) {
+            rows.push(Value::Null, top, Value::Null, &root, &root);
+        }
+        for (key, c, fullkey) in children(top, &root) {
+            rows.push(key, c, Value::Null, &fullkey, &root);
+        }
+        return Ok(rows.rows);
+    }
+    // json_tree: the element itself (keyed by the path's last step), then what is under it.
+    let key = match path.last() {
+        Some(Step::Key(k)) => Value::from(k.as_str()),
+        Some(Step::Index(i)) => Value::Integer(*i as i64),
+        _ => Value::Null,
+    };
+    let parent_path = match root.rfind(['.', '[']) {
+        Some(cut) if root.len() > 1 => &root[..cut],
+        _ => &root,
+    };
+    rows.tree(key, top, Value::Null, &root, parent_path);
+    Ok(rows.rows)
+}
+
+/// The rows `table_rows` makes, and what each repeats.
+struct Rows<'a> {
+    rows: Vec<Vec<Value>>,
+    doc: &'a Value,
+    root: &'a str,
+}
+
+impl Rows<'_> {
+    /// Adds the row of element `j`; returns its id.
+    fn push(&mut self, key: Value, j: &J, parent: Value, fullkey: &str, path: &str) -> i64 {
+        let id = self.rows.len() as i64 + 1;
+        let (value, atom) = match j {
+            J::Array(_) | J::Object(_) => (Value::from(j.to_string()), Value::Null),
+            other => (to_sql(other), to_sql(other)),
+        };
+        self.rows.push(vec![
+            key,
+            value,
+            Value::from(type_name(j)),
+            atom,
+            Value::Integer(id),
+            parent,
+            Value::from(fullkey),
+            Value::from(path),
+            self.doc.clone(),
+            Value::from(self.root),
+        ]);
+        id
+    }
+
+    /// Adds the rows of `j` and of everything under it, depth first.
+    fn tree(&mut self, key: Value, j: &J, parent: Value, fullkey: &str, path: &str) {
+        let id = self.push(key, j, parent, fullkey, path);
+        for (key, c, child_key) in children(j, fullkey) {
+            self.tree(key, c, Value::Integer(id), &child_key, fullkey);
+        }
+    }
+}
+
+/// The children of `j` at `fullkey`, each with its key and full key.
+fn children<'j>(j: &'j J, fullkey: &str) -> Vec<(Value, &'j J, String)> {
+    match j {
+        J::Array(a) => (a.iter().enumerate())
+            .map(|(i, c)| (Value::Integer(i as i64), c, format!("{fullkey}[{i}]")))
+            .collect(),
+        J::Object(m) => (m.iter())
+            .map(|(k, c)| {
+                (
+                    Value::from(k.as_str()),
+                    c,
+                    format!("{fullkey}{}", key_step(k)),
+                )
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
 /// Whether `name` is a JSON function whose result is JSON (embedded as such by others).
 pub fn returns_json(name: &str) -> bool {
     matches!(

@@ -1196,7 +1196,18 @@ impl Cx<'_> {
                 }
                 TableRef::Nested(Box::new(self.from(f)?))
             }
-            p::SelectTable::TableCall(..) => return Err(unsupported("table-valued functions")),
+            p::SelectTable::TableCall(q, args, a) => {
+                let fname = qname(q)?.to_ascii_lowercase();
+                if !crate::json::is_table_function(&fname) {
+                    return Err(Error::Sql(format!("no such table: {fname}")));
+                }
+                let args = args.iter().flat_map(|a| a.iter());
+                TableRef::Function {
+                    args: args.map(|e| self.expr(e)).collect::<Result<_>>()?,
+                    name: fname,
+                    alias: alias(a),
+                }
+            }
         })
     }
 

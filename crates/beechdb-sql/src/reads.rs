@@ -222,6 +222,18 @@ impl Reads<'_> {
                 });
             }
             TableRef::Nested(f) => self.from(f, outer, scope),
+            TableRef::Function { args, alias, name } => {
+                // Its arguments may name the sources before it.
+                let mut levels = outer.to_vec();
+                levels.push(scope.clone());
+                for a in args {
+                    self.expr(a, &levels);
+                }
+                scope.push(Source {
+                    label: alias.clone().unwrap_or_else(|| name.clone()),
+                    table: None,
+                });
+            }
         }
     }
 

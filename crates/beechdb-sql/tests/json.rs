@@ -78,3 +78,56 @@ fn json_edits_and_aggregates_match_sqlite() {
         common::same_outcome(&mut b, &s, bad);
     }
 }
+
+/// `json_each` and `json_tree` in FROM: alone, joined to a table whose column they read
+/// (called again for each of its rows), in a LEFT JOIN, in subqueries, with conditions on
+/// their columns; every column but `id` and `parent` (SQLite's are offsets in its own
+/// encoding), against SQLite.
+#[test]
+fn json_table_functions_match_sqlite() {
+    let setup = r#"CREATE TABLE docs(id INTEGER PRIMARY KEY, body TEXT);
+        INSERT INTO docs(body) VALUES
+          ('{"name":"ann","tags":["a","b"],"n":{"x":1,"y":[true,null,2.5]},"odd key":0}'),
+          ('{"name":"bob","tags":[]}'),
+          ('[1,"two",{"three":3}]'),
+          ('7'),
+          (NULL);"#;
+    let (_db, mut b, s) = common::both(setup);
+    let cols = "key, value, type, atom, fullkey, path";
+    for sql in [
+        format!("SELECT {cols} FROM json_each('[1,2,{{\"a\":[3]}}]')"),
+        format!("SELECT {cols} FROM json_each('{{\"a\":1,\"b c\":[2],\"_d\":null}}')"),
+        format!("SELECT {cols} FROM json_each('5')"),
+        format!("SELECT {cols} FROM json_each('{{\"a\":{{\"b\":[1,2]}}}}', '$.a.b')"),
+        format!("SELECT {cols} FROM json_each('{{\"a\":1}}', '$.nope')"),
+        format!("SELECT {cols} FROM json_each(NULL)"),
+        format!("SELECT {cols} FROM json_tree('{{\"a\":{{\"b\":[1,{{\"c\":2}}]}},\"d\":true}}')"),
+        format!("SELECT {cols} FROM json_tree('{{\"a\":{{\"b\":[1,{{\"c\":2}}]}}}}', '$.a')"),
+        format!("SELECT {cols} FROM json_tree('[[1],[2,[3]]]', '$[1]')"),
+        format!("SELECT docs.id, {cols} FROM docs, json_each(docs.body) ORDER BY docs.id"),
+        format!("SELECT docs.id, {cols} FROM docs, json_tree(docs.body) ORDER BY docs.id"),
+        "SELECT d.id, t.value FROM docs AS d JOIN json_each(d.body, '$.tags') AS t ORDER BY d.id".into(),
+        "SELECT d.id, t.value FROM docs AS d LEFT JOIN json_each(d.body, '$.tags') AS t ORDER BY d.id, t.key".into(),
+        "SELECT id FROM docs WHERE EXISTS (SELECT 1 FROM json_each(docs.body, '$.tags') WHERE value = 'b')".into(),
+        "SELECT id, (SELECT count(*) FROM json_tree(docs.body) WHERE type = 'integer') FROM docs ORDER BY id".into(),
+        "SELECT value, count(*) FROM docs, json_each(docs.body, '$.tags') GROUP BY value ORDER BY value".into(),
+        "SELECT key FROM json_each('{\"a\":1,\"b\":2,\"c\":3}') WHERE value >= 2 ORDER BY key DESC".into(),
+        "SELECT key, value FROM json_each('[10,20]') AS e WHERE e.type = 'integer'".into(),
+        "SELECT json_group_array(value) FROM json_each('[3,1,2]')".into(),
+        "SELECT e.value, f.value FROM json_each('[1,2]') AS e, json_each('[\"x\",\"y\"]') AS f ORDER BY 1, 2".into(),
+        "SELECT j.value FROM json_each('[1,2,3]') AS j WHERE j.value IN (SELECT id FROM docs)".into(),
+        "SELECT json, root FROM json_each('[1]', '$')".into(),
+    ] {
+        common::same_rows(&mut b, &s, &sql, false);
+    }
+    common::same_names(&mut b, &s, "SELECT * FROM json_each('[1]')");
+    common::same_names(&mut b, &s, "SELECT * FROM json_tree('[1]') AS t");
+    for bad in [
+        "SELECT * FROM json_each('[1')",
+        "SELECT * FROM json_each('[1]', 'x')",
+        "SELECT * FROM json_each('[1]', '$', 3)",
+        "SELECT * FROM no_such_function(1)",
+    ] {
+        common::same_outcome(&mut b, &s, bad);
+    }
+}
