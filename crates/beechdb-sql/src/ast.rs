@@ -37,6 +37,8 @@ pub enum Stmt {
     Insert(Box<Insert>),
     Update(Box<Update>),
     Delete {
+        /// The statement's WITH clause.
+        with: Vec<Cte>,
         table: String,
         where_: Option<Expr>,
         returning: Vec<ResultColumn>,
@@ -145,6 +147,8 @@ pub type Assignment = (Vec<String>, Expr);
 
 #[derive(Debug, Clone)]
 pub struct Update {
+    /// The statement's WITH clause.
+    pub with: Vec<Cte>,
     pub table: String,
     pub sets: Vec<(Vec<String>, Expr)>,
     /// `UPDATE ... FROM`: the target table joined with the FROM clause's items.

@@ -828,6 +828,7 @@ impl Exec<'_> {
                 ),
             };
             let update = Update {
+                with: Vec::new(),
                 table: child.name.clone(),
                 sets,
                 from: None,
@@ -1385,6 +1386,10 @@ impl Exec<'_> {
     }
 
     pub fn update(&mut self, u: &Update, outer: Option<&Scope>) -> Result<u64> {
+        self.with_ctes(&u.with, outer, |me| me.update_rows(u, outer))
+    }
+
+    fn update_rows(&mut self, u: &Update, outer: Option<&Scope>) -> Result<u64> {
         if self.schema.views.contains_key(&lc(&u.table)) {
             return Err(Error::Sql(format!(
                 "cannot modify {} because it is a view",

@@ -3760,23 +3760,35 @@ impl<'a> Exec<'a> {
 
     /// Runs a SELECT; `outer` is the scope of the enclosing query, for correlated subqueries.
     pub fn select(&mut self, sel: &Select, outer: Option<&Scope>) -> Result<QueryResult> {
-        let pushed = !sel.with.is_empty();
-        if pushed {
-            let mut map = HashMap::new();
-            self.ctes.push(HashMap::new());
-            for cte in &sel.with {
-                let r = self.cte(cte, outer)?;
-                map.insert(lc(&cte.name), Arc::new(r.clone()));
-                self.ctes
-                    .last_mut()
-                    .unwrap()
-                    .insert(lc(&cte.name), Arc::new(r));
+        self.with_ctes(&sel.with, outer, |me| me.select_body(sel, outer))
+    }
+
+    /// Runs `body` with the common table expressions of a WITH clause in scope.
+    pub(crate) fn with_ctes<T>(
+        &mut self,
+        with: &[Cte],
+        outer: Option<&Scope>,
+        body: impl FnOnce(&mut Self) -> Result<T>,
+    ) -> Result<T> {
+        if with.is_empty() {
+            return body(self);
+        }
+        self.ctes.push(HashMap::new());
+        let mut made = Ok(());
+        for cte in with {
+            match self.cte(cte, outer) {
+                Ok(r) => {
+                    let scope = self.ctes.last_mut().expect("pushed");
+                    scope.insert(lc(&cte.name), Arc::new(r));
+                }
+                Err(e) => {
+                    made = Err(e);
+                    break;
+                }
             }
         }
-        let result = self.select_body(sel, outer);
-        if pushed {
-            self.ctes.pop();
-        }
+        let result = made.and_then(|()| body(self));
+        self.ctes.pop();
         result
     }
 

@@ -631,12 +631,15 @@ impl Connection {
             Stmt::Select(s) => ex.select(s, None).map(|r| described = Some(r)),
             Stmt::Update(u) => ex.update(u, None).map(drop),
             Stmt::Delete {
+                with,
                 table,
                 where_,
                 plan,
                 ..
             } => ex
-                .delete(table, where_.as_ref(), &[], None, *plan)
+                .with_ctes(with, None, |ex| {
+                    ex.delete(table, where_.as_ref(), &[], None, *plan)
+                })
                 .map(drop),
             Stmt::Insert(i) => ex.insert(i, None).map(drop),
             _ => Ok(()),
@@ -680,12 +683,15 @@ impl Connection {
             Stmt::Insert(i) => ex.insert(i, None).map(|_| std::mem::take(&mut ex.returned)),
             Stmt::Update(u) => ex.update(u, None).map(|_| std::mem::take(&mut ex.returned)),
             Stmt::Delete {
+                with,
                 table,
                 where_,
                 returning,
                 plan,
             } => ex
-                .delete(table, where_.as_ref(), returning, None, *plan)
+                .with_ctes(with, None, |ex| {
+                    ex.delete(table, where_.as_ref(), returning, None, *plan)
+                })
                 .map(|_| std::mem::take(&mut ex.returned)),
             Stmt::CreateTable(ct) => ex.create_table(ct).map(|()| QueryResult::default()),
             s @ Stmt::CreateIndex { .. } => ex.create_index(s).map(|()| QueryResult::default()),

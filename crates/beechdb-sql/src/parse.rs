@@ -337,12 +337,17 @@ impl Cx<'_> {
                 limit,
                 ..
             } => {
-                if with.is_some() || order_by.is_some() || limit.is_some() {
-                    return Err(unsupported("WITH, ORDER BY or LIMIT on UPDATE"));
+                if order_by.is_some() || limit.is_some() {
+                    return Err(unsupported("ORDER BY or LIMIT on UPDATE"));
                 }
+                let with = match with {
+                    Some(w) => self.with_clause(w)?,
+                    None => Vec::new(),
+                };
                 let sets = self.assignments(sets)?;
                 let table = qname(tbl_name)?;
                 Stmt::Update(Box::new(Update {
+                    with,
                     from: self.update_from(&table, from.as_ref())?,
                     table,
                     sets,
@@ -361,10 +366,14 @@ impl Cx<'_> {
                 limit,
                 ..
             } => {
-                if with.is_some() || order_by.is_some() || limit.is_some() {
-                    return Err(unsupported("WITH, ORDER BY or LIMIT on DELETE"));
+                if order_by.is_some() || limit.is_some() {
+                    return Err(unsupported("ORDER BY or LIMIT on DELETE"));
                 }
                 Stmt::Delete {
+                    with: match with {
+                        Some(w) => self.with_clause(w)?,
+                        None => Vec::new(),
+                    },
                     table: qname(tbl_name)?,
                     where_: self.opt(where_clause.as_ref())?,
                     returning: self.returning(*returning)?,
@@ -539,6 +548,7 @@ impl Cx<'_> {
                 let sets = self.assignments(sets)?;
                 let table = qname(tbl_name)?;
                 Stmt::Update(Box::new(Update {
+                    with: Vec::new(),
                     from: self.update_from(&table, from.as_ref())?,
                     table,
                     sets,
@@ -574,6 +584,7 @@ impl Cx<'_> {
                 tbl_name,
                 where_clause,
             } => Stmt::Delete {
+                with: Vec::new(),
                 table: qname(tbl_name)?,
                 where_: self.opt(where_clause.as_ref())?,
                 returning: Vec::new(),

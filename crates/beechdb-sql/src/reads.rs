@@ -47,6 +47,17 @@ pub(crate) fn column_reads(stmt: &Stmt, schema: &Schema) -> Vec<(String, String)
 
 impl Reads<'_> {
     fn stmt(&mut self, stmt: &Stmt, outer: &[Vec<Source>]) {
+        // An UPDATE's or DELETE's WITH clause: in scope for the whole statement.
+        let ctes_before = match stmt {
+            Stmt::Update(u) => self.with(&u.with, outer),
+            Stmt::Delete { with, .. } => self.with(with, outer),
+            _ => self.ctes.len(),
+        };
+        self.stmt_body(stmt, outer);
+        self.ctes.truncate(ctes_before);
+    }
+
+    fn stmt_body(&mut self, stmt: &Stmt, outer: &[Vec<Source>]) {
         let target = match stmt {
             Stmt::Select(s) => {
                 self.select(s, outer);
@@ -134,14 +145,21 @@ impl Reads<'_> {
         Source { label, table }
     }
 
-    /// Walks `sel`, whose names may also resolve in `outer` (innermost last).
-    fn select(&mut self, sel: &Select, outer: &[Vec<Source>]) {
-        let ctes_before = self.ctes.len();
-        for cte in &sel.with {
+    /// Walks the tables of a WITH clause, whose names are then in scope (until the
+    /// returned count of earlier ones is restored).
+    fn with(&mut self, with: &[crate::ast::Cte], outer: &[Vec<Source>]) -> usize {
+        let before = self.ctes.len();
+        for cte in with {
             // A recursive one names itself: in scope for its own body.
             self.ctes.push(cte.name.clone());
             self.select(&cte.select, outer);
         }
+        before
+    }
+
+    /// Walks `sel`, whose names may also resolve in `outer` (innermost last).
+    fn select(&mut self, sel: &Select, outer: &[Vec<Source>]) {
+        let ctes_before = self.with(&sel.with, outer);
         for core in std::iter::once(&sel.first).chain(sel.compounds.iter().map(|(_, c)| c)) {
             match core {
                 crate::ast::Core::Values(rows) => {

@@ -59,3 +59,39 @@ fn update_from_matches_sqlite() {
         common::same_outcome(&mut ours, &lite, bad);
     }
 }
+
+/// A WITH clause before UPDATE and DELETE (and INSERT, already), its tables read by the
+/// statement's conditions, SET values, FROM and RETURNING, recursive ones too.
+#[test]
+fn with_before_update_and_delete_matches_sqlite() {
+    let (_db, mut ours, lite) = common::both(
+        "CREATE TABLE t(id INTEGER PRIMARY KEY, v, grp);
+         INSERT INTO t VALUES (1, 10, 'a'), (2, 20, 'a'), (3, 30, 'b'), (4, 40, 'b'), (5, 50, 'c');
+         CREATE TABLE audit(id, note);",
+    );
+    let script = [
+        "WITH big(id) AS (SELECT id FROM t WHERE v > 25) UPDATE t SET v = v + 1 WHERE id IN big RETURNING *",
+        "WITH m AS (SELECT grp, max(v) AS top FROM t GROUP BY grp) \
+         UPDATE t SET v = m.top FROM m WHERE m.grp = t.grp AND t.v < m.top RETURNING id, v",
+        "WITH k(n) AS (VALUES (2), (4)) UPDATE t SET grp = (SELECT 'k' || n FROM k WHERE n = t.id) \
+         WHERE id IN (SELECT n FROM k)",
+        "SELECT * FROM t ORDER BY id",
+        "WITH RECURSIVE seq(n) AS (SELECT 1 UNION ALL SELECT n + 2 FROM seq WHERE n < 3) \
+         DELETE FROM t WHERE id IN seq RETURNING id",
+        "SELECT * FROM t ORDER BY id",
+        "WITH gone AS (SELECT id FROM t WHERE grp LIKE 'k%') DELETE FROM t WHERE id IN gone",
+        "SELECT changes()",
+        "WITH x(a, b) AS (SELECT id, v FROM t) INSERT INTO audit SELECT a, b FROM x",
+        "SELECT * FROM audit ORDER BY id",
+    ];
+    for sql in script {
+        common::same_rows(&mut ours, &lite, sql, false);
+    }
+    for bad in [
+        "WITH x AS (SELECT nosuch FROM t) UPDATE t SET v = 1 WHERE id IN x",
+        "WITH x AS (SELECT 1) DELETE FROM nosuch",
+        "WITH x AS (SELECT 1) UPDATE t SET v = 1 WHERE id IN (SELECT * FROM y)",
+    ] {
+        common::same_outcome(&mut ours, &lite, bad);
+    }
+}
