@@ -14,7 +14,7 @@ use crate::ast::*;
 use crate::error::{Error, Result};
 use crate::func::{self, Acc};
 use crate::functions::UserFunction;
-use crate::record::{rowid_key, rowid_of_key};
+use crate::record::{decode_key_part, rowid_key, rowid_of_key, KeyPart};
 use crate::schema::{lc, Index, Schema, Table};
 use crate::value::{arith, Affinity, ArithOp, Collation, Value};
 use beechdb::{Db, Env, Txn};
@@ -886,10 +886,85 @@ fn first_part_name<'t>(t: &'t Table, idx: &crate::schema::Index) -> &'t str {
 }
 
 fn covering(plan: &JoinPlan, i: usize) -> &'static str {
-    match (&plan.items[i].access, &plan.wanted[i]) {
-        (Access::Index(..), Some(columns)) if columns.is_empty() => "COVERING ",
+    let it = &plan.items[i];
+    match (&it.access, &plan.wanted[i], &it.table) {
+        (Access::Index(..), Some(columns), _) if columns.is_empty() => "COVERING ",
+        (Access::IndexOrder(idx, ..), wanted, Some(t))
+            if covered_parts(t, idx, wanted.as_deref()).is_some() =>
+        {
+            "COVERING "
+        }
         _ => "",
     }
+}
+
+/// When the columns a statement reads of `t` (`wanted`; `None`: all) are all parts of
+/// index `idx`'s key that read back exactly, the column each part gives (`None` for a part
+/// not read); else `None`. A part reads back exactly under BINARY collation, for a column
+/// whose affinity decides a number's type (all but BLOB's; see `read_covered`).
+fn covered_parts(
+    t: &Table,
+    idx: &crate::schema::Index,
+    wanted: Option<&[bool]>,
+) -> Option<Vec<Option<usize>>> {
+    let mut parts = vec![None; idx.columns.len()];
+    for (c, &w) in wanted?.iter().enumerate() {
+        if !w || t.rowid_alias == Some(c) {
+            continue;
+        }
+        let is_part =
+            |&(col, _, coll): &(usize, bool, Collation)| col == c && coll == Collation::Binary;
+        let p = idx.columns.iter().position(is_part)?;
+        if t.columns[c].affinity == Affinity::Blob {
+            return None;
+        }
+        parts[p] = Some(c);
+    }
+    Some(parts)
+}
+
+/// Reads row `r`'s columns that `parts` names (see `covered_parts`) from its entry `key` in
+/// index `idx` into `at`, with its rowid; false when a value does not read back exactly
+/// (the integer 2^63 - 1 and the real 2^63 share a key, and only a REAL column's numbers
+/// are all reals): the row is read then.
+fn read_covered(
+    t: &Table,
+    idx: &crate::schema::Index,
+    parts: &[Option<usize>],
+    key: &[u8],
+    r: i64,
+    at: &mut [Value],
+) -> bool {
+    const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
+    let mut pos = 0;
+    for (p, &(_, desc, _)) in idx.columns.iter().enumerate() {
+        let Some(part) = decode_key_part(key, &mut pos, desc) else {
+            return false;
+        };
+        let Some(c) = parts[p] else { continue };
+        // A number in an INTEGER or NUMERIC column is an integer whenever it can be one
+        // (affinity made it so); a REAL column's are reals.
+        at[c] = match (part, t.columns[c].affinity) {
+            (KeyPart::Null, _) => Value::Null,
+            (KeyPart::Text(s), _) => Value::from(s),
+            (KeyPart::Blob(b), _) => Value::Blob(b.into()),
+            (KeyPart::Number(f, 0), Affinity::Real) => Value::Real(f),
+            (KeyPart::Number(f, tie), Affinity::Integer | Affinity::Numeric) => {
+                if (-TWO_POW_63..TWO_POW_63).contains(&f) && f.fract() == 0.0 {
+                    Value::Integer((f as i64).wrapping_add(tie))
+                } else if f >= TWO_POW_63 && tie != 0 {
+                    Value::Integer(i64::MAX.wrapping_add(tie))
+                } else if f == TWO_POW_63 {
+                    return false;
+                } else {
+                    Value::Real(f)
+                }
+            }
+            _ => return false,
+        };
+    }
+    t.set_rowid(r, at);
+    true
 }
 
 /// What every level of one join's nested loops shares: its items and plan, the frame of
@@ -2526,7 +2601,7 @@ impl<'a> Exec<'a> {
                     (_, None) => format!("SCAN {name} (a subquery, view or CTE)"),
                     (Access::Scan, Some(_)) => format!("SCAN {name}"),
                     (Access::IndexOrder(idx, _, None, None), Some(_)) => {
-                        format!("SCAN {name} USING INDEX {}", idx.name)
+                        format!("SCAN {name} USING {}INDEX {}", covering(plan, i), idx.name)
                     }
                     (Access::Rowid(_), Some(_)) => {
                         format!("SEARCH {name} USING INTEGER PRIMARY KEY (rowid=?)")
@@ -2551,7 +2626,8 @@ impl<'a> Exec<'a> {
                             .map(|(_, op)| format!("{col}{op}?"))
                             .collect();
                         format!(
-                            "SEARCH {name} USING INDEX {} ({})",
+                            "SEARCH {name} USING {}INDEX {} ({})",
+                            covering(plan, i),
                             idx.name,
                             terms.join(" AND ")
                         )
@@ -2944,13 +3020,24 @@ impl<'a> Exec<'a> {
             },
             Found::Entries(mut entries) => {
                 let db = self.db(&t.db)?;
+                // The index alone, when it holds every column read (SQLite's covering index).
+                let covered = match access {
+                    Access::IndexOrder(idx, ..) => {
+                        covered_parts(t, idx, wanted).map(|parts| (idx, parts))
+                    }
+                    _ => None,
+                };
                 loop {
                     let Some(kv) = entries.next_ref() else {
                         break true;
                     };
                     let (k, v) = kv?;
                     let r = index_rowid(k, v)?;
-                    if !self.read_row_into(&db, t, r, &mut row[slots.clone()], wanted)? {
+                    let at = &mut row[slots.clone()];
+                    let from_index = covered
+                        .as_ref()
+                        .is_some_and(|(idx, parts)| read_covered(t, idx, parts, k, r, at));
+                    if !from_index && !self.read_row_into(&db, t, r, at, wanted)? {
                         continue;
                     }
                     if !self.joined_row(j, level, row, emit, conditions(false), &mut matched)? {

@@ -268,6 +268,70 @@ pub fn encode_key_part(out: &mut Vec<u8>, v: &Value, coll: Collation, desc: bool
     }
 }
 
+/// A key part read back (see `encode_key_part`): a number as the nearest real and the
+/// integer's distance from it, which only the column's affinity turns back into a value.
+#[derive(Debug, PartialEq)]
+pub enum KeyPart {
+    Null,
+    Number(f64, i64),
+    Text(String),
+    Blob(Vec<u8>),
+}
+
+/// Reads the key part at `*at` of `key` (written with BINARY collation, `desc` as given)
+/// and moves `*at` past it; `None` when the bytes are not a key part.
+pub fn decode_key_part(key: &[u8], at: &mut usize, desc: bool) -> Option<KeyPart> {
+    let flip = if desc { 0xff } else { 0 };
+    let byte = |i: usize| key.get(i).map(|b| b ^ flip);
+    let tag = byte(*at)?;
+    *at += 1;
+    let word = |from: usize| -> Option<u64> {
+        let mut b = [0u8; 8];
+        for (k, x) in b.iter_mut().enumerate() {
+            *x = byte(from + k)?;
+        }
+        Some(u64::from_be_bytes(b))
+    };
+    match tag {
+        0x05 => Some(KeyPart::Null),
+        0x10 => {
+            let (ordered, tie) = (word(*at)?, word(*at + 8)?);
+            *at += 16;
+            let bits = match ordered >> 63 {
+                1 => ordered & !(1 << 63),
+                _ => !ordered,
+            };
+            Some(KeyPart::Number(
+                f64::from_bits(bits),
+                (tie ^ (1 << 63)) as i64,
+            ))
+        }
+        0x20 | 0x30 => {
+            let mut bytes = Vec::new();
+            loop {
+                let b = byte(*at)?;
+                *at += 1;
+                if b != 0 {
+                    bytes.push(b);
+                    continue;
+                }
+                let next = byte(*at)?;
+                *at += 1;
+                match next {
+                    0 => break,
+                    0xff => bytes.push(0),
+                    _ => return None,
+                }
+            }
+            Some(match tag {
+                0x20 => KeyPart::Text(String::from_utf8(bytes).ok()?),
+                _ => KeyPart::Blob(bytes),
+            })
+        }
+        _ => None,
+    }
+}
+
 /// Bytes with 0x00 written as 0x00 0xff, ended by 0x00 0x00: a prefix sorts first.
 fn escape(out: &mut Vec<u8>, bytes: &[u8]) {
     for &b in bytes {
@@ -282,6 +346,43 @@ fn escape(out: &mut Vec<u8>, bytes: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn key_parts_read_back() {
+        let values = [
+            Value::Null,
+            Value::Integer(0),
+            Value::Integer(-7),
+            Value::Integer(i64::MIN),
+            Value::Integer(i64::MAX - 1),
+            Value::Integer((1 << 53) + 1),
+            Value::Real(2.5),
+            Value::Real(-0.125),
+            Value::Real(1e300),
+            Value::from("a\0b"),
+            Value::from(""),
+            Value::Blob(vec![0, 0, 255, 1].into()),
+        ];
+        for desc in [false, true] {
+            let mut key = Vec::new();
+            for v in &values {
+                encode_key_part(&mut key, v, Collation::Binary, desc);
+            }
+            let mut at = 0;
+            for v in &values {
+                let part = decode_key_part(&key, &mut at, desc).unwrap();
+                let back = match part {
+                    KeyPart::Null => Value::Null,
+                    KeyPart::Number(f, 0) if !matches!(v, Value::Integer(_)) => Value::Real(f),
+                    KeyPart::Number(f, tie) => Value::Integer((f as i64).wrapping_add(tie)),
+                    KeyPart::Text(t) => Value::from(t),
+                    KeyPart::Blob(b) => Value::Blob(b.into()),
+                };
+                assert_eq!(&back, v, "desc {desc}");
+            }
+            assert_eq!(at, key.len());
+        }
+    }
 
     #[test]
     fn key_parts_are_shared_only_by_the_integer_and_real_at_two_to_the_63() {
