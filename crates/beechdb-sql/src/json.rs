@@ -405,16 +405,7 @@ pub fn call(name: &str, args: &[Value], is_json: &[bool]) -> Result<Value> {
             if name == "json_array_length" {
                 return Ok(Value::Integer(j.as_array().map_or(0, Vec::len) as i64));
             }
-            Value::from(match j {
-                J::Null => "null",
-                J::Bool(true) => "true",
-                J::Bool(false) => "false",
-                J::Number(n) if n.is_i64() || n.is_u64() => "integer",
-                J::Number(_) => "real",
-                J::String(_) => "text",
-                J::Array(_) => "array",
-                J::Object(_) => "object",
-            })
+            Value::from(type_name(j))
         }
         "json_set" | "json_insert" | "json_replace" => {
             if args.len().is_multiple_of(2) {
@@ -632,43 +623,33 @@ fn children<'j>(j: &'j J, fullkey: &str) -> Vec<(Value, &'j J, String)> {
     }
 }
 
-/// Whether `name` is a JSON function whose result is JSON (embedded as such by others).
+/// The scalar JSON functions [`call`] runs, each with whether its result is JSON (embedded
+/// as such by others).
+const SCALARS: [(&str, bool); 14] = [
+    ("json", true),
+    ("json_valid", false),
+    ("json_array", true),
+    ("json_object", true),
+    ("json_extract", false),
+    ("json_type", false),
+    ("json_array_length", false),
+    ("json_set", true),
+    ("json_insert", true),
+    ("json_replace", true),
+    ("json_remove", true),
+    ("json_patch", true),
+    ("json_quote", true),
+    ("json_pretty", false),
+];
+
+/// Whether `name` is a JSON function (or operator, or aggregate) whose result is JSON.
 pub fn returns_json(name: &str) -> bool {
-    matches!(
-        name,
-        "json"
-            | "json_array"
-            | "json_object"
-            | "->"
-            | "json_set"
-            | "json_insert"
-            | "json_replace"
-            | "json_remove"
-            | "json_patch"
-            | "json_quote"
-            | "json_group_array"
-            | "json_group_object"
-    )
+    matches!(name, "->" | "json_group_array" | "json_group_object")
+        || SCALARS.iter().any(|&(n, json)| json && n == name)
 }
 
 pub fn is_json_function(name: &str) -> bool {
-    matches!(
-        name,
-        "json"
-            | "json_valid"
-            | "json_array"
-            | "json_object"
-            | "json_extract"
-            | "json_type"
-            | "json_array_length"
-            | "json_set"
-            | "json_insert"
-            | "json_replace"
-            | "json_remove"
-            | "json_patch"
-            | "json_quote"
-            | "json_pretty"
-    )
+    SCALARS.iter().any(|&(n, _)| n == name)
 }
 
 #[cfg(test)]
