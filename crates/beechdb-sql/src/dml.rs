@@ -660,6 +660,14 @@ impl Exec<'_> {
     }
 
     fn run_in_trigger(&mut self, stmt: &Stmt, frame: &Frame, row: &[Value]) -> Result<()> {
+        // A run of its own: its subqueries run again (see `KeptSubqueries`).
+        let back_to = self.subqueries.begin_run();
+        let r = self.run_trigger_statement(stmt, frame, row);
+        self.subqueries.end_run(back_to);
+        r
+    }
+
+    fn run_trigger_statement(&mut self, stmt: &Stmt, frame: &Frame, row: &[Value]) -> Result<()> {
         let sc = Scope::new(frame, row, None);
         let changed = match stmt {
             Stmt::Insert(i) => self.insert(i, Some(&sc))?,
@@ -1246,6 +1254,15 @@ impl Exec<'_> {
         if cols.is_empty() {
             return Ok(());
         }
+        // Each row's RETURNING is a run of its own, as a trigger's statement is (SQLite
+        // runs its subqueries again for each row).
+        let back_to = self.subqueries.begin_run();
+        let r = self.returning_row(t, cols, full);
+        self.subqueries.end_run(back_to);
+        r
+    }
+
+    fn returning_row(&mut self, t: &Table, cols: &[ResultColumn], full: &[Value]) -> Result<()> {
         let mut frame = Frame::default();
         frame.push(&t.name, table_columns(t), true);
         let sc = Scope::new(&frame, full, None);

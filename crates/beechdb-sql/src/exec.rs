@@ -261,6 +261,120 @@ pub struct Exec<'a> {
     pub interrupted: &'a std::sync::atomic::AtomicBool,
     /// The running statement's plans, kept between its runs.
     pub plans: Option<&'a PlanCache>,
+    /// Results of subqueries that read nothing of the rows around them (see
+    /// `Exec::subquery`).
+    pub subqueries: KeptSubqueries,
+}
+
+/// The subqueries one statement keeps: SQLite runs a subquery that reads nothing of the
+/// rows around it once per run of the statement that holds it, the statement's own writes
+/// notwithstanding; each run of a trigger's statement is a run of its own.
+pub struct KeptSubqueries {
+    /// By the subquery's address and the run (of the statement or of a trigger's
+    /// statement) it was kept in.
+    kept: FxHashMap<(usize, u64), KeptSubquery>,
+    /// The current run, and the runs so far.
+    run: u64,
+    runs: u64,
+    /// The outermost scope (by `depth`) a column name resolved in since this was last
+    /// reset: how `Exec::subquery` tells a correlated subquery.
+    shallowest: std::cell::Cell<usize>,
+}
+
+impl Default for KeptSubqueries {
+    fn default() -> Self {
+        KeptSubqueries {
+            kept: FxHashMap::default(),
+            run: 0,
+            runs: 0,
+            shallowest: std::cell::Cell::new(usize::MAX),
+        }
+    }
+}
+
+impl KeptSubqueries {
+    /// Starts a run of a trigger's statement or of a row's RETURNING; returns the run to go
+    /// back to after it.
+    pub fn begin_run(&mut self) -> u64 {
+        self.runs += 1;
+        std::mem::replace(&mut self.run, self.runs)
+    }
+
+    pub fn end_run(&mut self, back_to: u64) {
+        self.run = back_to;
+    }
+
+    /// Forgets them all: a common table expression's scope changed under them.
+    fn forget(&mut self) {
+        self.kept.clear();
+    }
+}
+
+/// A subquery's rows kept for the rest of its statement's run (see `KeptSubqueries`).
+pub struct KeptSubquery {
+    result: Arc<QueryResult>,
+    /// For `x IN (subquery)`: its values as the comparison sees them, sorted (see
+    /// `InProbe`).
+    probe: Option<Arc<InProbe>>,
+}
+
+/// `x IN (subquery)` answered by a binary search: the subquery's values with the affinity
+/// the comparison gives them, sorted in the comparison's collation, and whether one was
+/// NULL.
+pub struct InProbe {
+    values: Vec<Value>,
+    saw_null: bool,
+    /// The affinity the comparison gives the left side, and its collation.
+    left: Option<Affinity>,
+    coll: Collation,
+}
+
+impl InProbe {
+    /// `x [NOT] IN (subquery)` for `x`, with SQL's NULL rules.
+    fn answer(&self, x: Value, not: bool) -> Value {
+        if self.values.is_empty() && !self.saw_null {
+            return Value::Integer(not as i64);
+        }
+        if x.is_null() {
+            return Value::Null;
+        }
+        let x = self.left.map_or(x.clone(), |a| a.apply(x));
+        let found = (self.values)
+            .binary_search_by(|v| v.cmp_with(&x, self.coll))
+            .is_ok();
+        match (found, self.saw_null) {
+            (true, _) => Value::Integer(!not as i64),
+            (false, true) => Value::Null,
+            (false, false) => Value::Integer(not as i64),
+        }
+    }
+}
+
+/// How many scopes `sc` and those around it make.
+fn depth(sc: &Scope) -> usize {
+    std::iter::successors(Some(sc), |s| s.outer).count()
+}
+
+/// The affinities `x IN (subquery)` gives its two sides (SQLite's comparison rules, as
+/// `compare_values` applies them), for `x` of affinity `left`, the subquery's of `right`.
+fn in_affinities(
+    left: Option<Affinity>,
+    right: Option<Affinity>,
+) -> (Option<Affinity>, Option<Affinity>) {
+    let numeric = |x: Option<Affinity>| x.is_some_and(Affinity::is_numeric);
+    let textish =
+        |x: Option<Affinity>| matches!(x, None | Some(Affinity::Text) | Some(Affinity::Blob));
+    if numeric(left) && textish(right) {
+        (None, Some(Affinity::Numeric))
+    } else if numeric(right) && textish(left) {
+        (Some(Affinity::Numeric), None)
+    } else if left == Some(Affinity::Text) && right.is_none() {
+        (None, Some(Affinity::Text))
+    } else if right == Some(Affinity::Text) && left.is_none() {
+        (Some(Affinity::Text), None)
+    } else {
+        (None, None)
+    }
 }
 
 fn key_of(e: &Expr) -> usize {
@@ -1343,7 +1457,11 @@ impl<'a> Exec<'a> {
             }
             Expr::InSelect { expr, not, select } => {
                 let lhs = self.eval(expr, sc)?;
-                let result = self.select(select, Some(sc))?;
+                let key = (&**select as *const Select as usize, self.subqueries.run);
+                if let Some(p) = self.subqueries.kept.get(&key).and_then(|k| k.probe.clone()) {
+                    return Ok(p.answer(lhs, *not));
+                }
+                let result = self.subquery(select, sc)?;
                 if result.columns.len() != 1 {
                     return Err(Error::Sql(format!(
                         "sub-select returns {} columns - expected 1",
@@ -1357,8 +1475,11 @@ impl<'a> Exec<'a> {
                     return Ok(Value::Null);
                 }
                 let aff = self.affinity(expr, sc);
-                let sub_aff = self.select_affinity(select);
+                let sub_aff = self.select_affinity(select, Some(sc));
                 let coll = self.collation(expr, sc);
+                if let Some(probe) = self.in_probe(select, aff, sub_aff, coll) {
+                    return Ok(probe.answer(lhs, *not));
+                }
                 let mut saw_null = false;
                 for r in &result.rows {
                     match compare_values(&lhs, aff, &r[0], sub_aff, coll) {
@@ -1486,15 +1607,14 @@ impl<'a> Exec<'a> {
                 func::call(name, &vals)?
             }
             Expr::Exists(sel) => {
-                let r = self.select(sel, Some(sc))?;
+                let r = self.subquery(sel, sc)?;
                 Value::Integer(!r.rows.is_empty() as i64)
             }
             Expr::Subquery(sel) => {
-                let r = self.select(sel, Some(sc))?;
+                let r = self.subquery(sel, sc)?;
                 r.rows
-                    .into_iter()
-                    .next()
-                    .and_then(|r| r.into_iter().next())
+                    .first()
+                    .and_then(|r| r.first().cloned())
                     .unwrap_or(Value::Null)
             }
             Expr::Row(_) => return Err(Error::Sql("row value misused".into())),
@@ -1570,6 +1690,8 @@ impl<'a> Exec<'a> {
         let mut s = Some(sc);
         while let Some(scope) = s {
             if let Some((slot, _)) = scope.frame.resolve(table, name)? {
+                let shallowest = &self.subqueries.shallowest;
+                shallowest.set(shallowest.get().min(depth(scope)));
                 return Ok(scope.row.get(slot).cloned().unwrap_or(Value::Null));
             }
             s = scope.outer;
@@ -1617,12 +1739,13 @@ impl<'a> Exec<'a> {
                 .and_then(|c| c.map_or(Some(Affinity::Integer), |c| c.affinity)),
             Expr::Cast(_, ty) => Some(Affinity::of_declared(ty.as_deref())),
             Expr::Collate(a, _) => self.affinity(a, sc),
-            Expr::Subquery(sel) => self.select_affinity(sel),
+            Expr::Subquery(sel) => self.select_affinity(sel, Some(sc)),
             _ => None,
         }
     }
 
-    fn select_affinity(&self, sel: &Select) -> Option<Affinity> {
+    /// The affinity of a subquery's first result column (its names may reach `outer`).
+    fn select_affinity(&self, sel: &Select, outer: Option<&Scope>) -> Option<Affinity> {
         let Core::Select { columns, from, .. } = &sel.first else {
             return None;
         };
@@ -1631,7 +1754,7 @@ impl<'a> Exec<'a> {
         };
         let frame = self.frame_of(from.as_ref()).ok()?;
         let row = vec![Value::Null; frame.width];
-        self.affinity(e, &Scope::new(&frame, &row, None))
+        self.affinity(e, &Scope::new(&frame, &row, outer))
     }
 
     /// The collation of an expression: an explicit COLLATE, else a column's.
@@ -3845,6 +3968,66 @@ impl<'a> Exec<'a> {
         Ok(out)
     }
 
+    /// Runs subquery `sel` in scope `sc`, or gives the rows kept from its first run in this
+    /// run of its statement (see `KeptSubqueries`). A run of the subquery in which no name
+    /// resolved in `sc` or a scope around it read nothing of the enclosing queries' rows, so
+    /// it gives the same rows for every one of them: those are kept.
+    fn subquery(&mut self, sel: &Select, sc: &Scope) -> Result<Arc<QueryResult>> {
+        let key = (sel as *const Select as usize, self.subqueries.run);
+        if let Some(kept) = self.subqueries.kept.get(&key) {
+            return Ok(kept.result.clone());
+        }
+        let before = self.subqueries.shallowest.replace(usize::MAX);
+        let result = self.select(sel, Some(sc));
+        // What the subquery reached is reached by what holds it too.
+        let reached = self.subqueries.shallowest.get();
+        self.subqueries.shallowest.set(before.min(reached));
+        let result = Arc::new(result?);
+        if reached > depth(sc) && self.plan.is_none() {
+            let kept = KeptSubquery {
+                result: result.clone(),
+                probe: None,
+            };
+            self.subqueries.kept.insert(key, kept);
+        }
+        Ok(result)
+    }
+
+    /// The sorted values of kept subquery `sel` for `x IN (sel)`, with `x` of affinity
+    /// `left`, the subquery's column of `right`, compared in `coll` (see `InProbe`);
+    /// `None` when the subquery is not kept.
+    fn in_probe(
+        &mut self,
+        sel: &Select,
+        left: Option<Affinity>,
+        right: Option<Affinity>,
+        coll: Collation,
+    ) -> Option<Arc<InProbe>> {
+        let key = (sel as *const Select as usize, self.subqueries.run);
+        let kept = self.subqueries.kept.get_mut(&key)?;
+        if let Some(p) = &kept.probe {
+            return Some(p.clone());
+        }
+        let (to_left, to_right) = in_affinities(left, right);
+        let mut saw_null = false;
+        let mut values: Vec<Value> = Vec::with_capacity(kept.result.rows.len());
+        for r in &kept.result.rows {
+            match &r[0] {
+                Value::Null => saw_null = true,
+                v => values.push(to_right.map_or(v.clone(), |a| a.apply(v.clone()))),
+            }
+        }
+        values.sort_by(|a, b| a.cmp_with(b, coll));
+        let probe = Arc::new(InProbe {
+            values,
+            saw_null,
+            left: to_left,
+            coll,
+        });
+        kept.probe = Some(probe.clone());
+        Some(probe)
+    }
+
     /// Runs a SELECT; `outer` is the scope of the enclosing query, for correlated subqueries.
     pub fn select(&mut self, sel: &Select, outer: Option<&Scope>) -> Result<QueryResult> {
         self.with_ctes(&sel.with, outer, |me| me.select_body(sel, outer))
@@ -3860,6 +4043,7 @@ impl<'a> Exec<'a> {
         if with.is_empty() {
             return body(self);
         }
+        self.subqueries.forget();
         self.ctes.push(HashMap::new());
         let mut made = Ok(());
         for cte in with {
@@ -3867,6 +4051,7 @@ impl<'a> Exec<'a> {
                 Ok(r) => {
                     let scope = self.ctes.last_mut().expect("pushed");
                     scope.insert(lc(&cte.name), Arc::new(r));
+                    self.subqueries.forget();
                 }
                 Err(e) => {
                     made = Err(e);
@@ -3876,6 +4061,7 @@ impl<'a> Exec<'a> {
         }
         let result = made.and_then(|()| body(self));
         self.ctes.pop();
+        self.subqueries.forget();
         result
     }
 
@@ -3942,6 +4128,8 @@ impl<'a> Exec<'a> {
                 lc(&cte.name),
                 Arc::new((names.clone(), queue.clone())),
             )]));
+            // A subquery kept from the step before may have read the queue that was.
+            self.subqueries.forget();
             let mut next = Vec::new();
             let mut failed = None;
             for (_, core) in &cte.select.compounds {
@@ -3954,6 +4142,7 @@ impl<'a> Exec<'a> {
                 }
             }
             self.ctes.pop();
+            self.subqueries.forget();
             if let Some(e) = failed {
                 return Err(e);
             }

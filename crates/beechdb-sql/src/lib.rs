@@ -624,6 +624,7 @@ impl Connection {
             ctes: Vec::new(),
             interrupted: &self.interrupted,
             plans: Some(&stmt.plans),
+            subqueries: Default::default(),
             quoted: &stmt.quoted,
         };
         let mut described = None;
@@ -676,6 +677,7 @@ impl Connection {
             ctes: Vec::new(),
             interrupted: &self.interrupted,
             plans: Some(&stmt.plans),
+            subqueries: Default::default(),
             quoted: &stmt.quoted,
         };
         let res = match &stmt.stmt {

@@ -118,6 +118,9 @@ impl Affinity {
                     None => v,
                 },
                 Value::Integer(i) => Value::Real(i as f64),
+                // SQLite stores a REAL column's integral values as integers: -0.0 comes
+                // back as 0.0.
+                Value::Real(0.0) => Value::Real(0.0),
                 other => other,
             },
         }
@@ -602,5 +605,7 @@ mod tests {
         );
         assert_eq!(Affinity::Text.apply(Value::Integer(7)), Value::text("7"));
         assert_eq!(Affinity::Real.apply(Value::Integer(7)), Value::Real(7.0));
+        let zero = Affinity::Real.apply(Value::Real(-0.0));
+        assert!(matches!(zero, Value::Real(z) if z.is_sign_positive()));
     }
 }

@@ -108,7 +108,7 @@ fn query(rng: &mut StdRng) -> (String, bool, bool) {
     } else {
         String::new()
     };
-    match rng.gen_range(0..7) {
+    match rng.gen_range(0..8) {
         0 => {
             let g = column(rng, &tables);
             let agg =
@@ -159,6 +159,24 @@ fn query(rng: &mut StdRng) -> (String, bool, bool) {
             false,
             false,
         ),
+        // A subquery that reads nothing of the outer row: run once, then searched.
+        7 => {
+            let not = if rng.gen_bool(0.3) { "NOT " } else { "" };
+            let sub_where = if rng.gen_bool(0.5) {
+                format!(" WHERE {}", predicate(rng, &["t2"]))
+            } else {
+                String::new()
+            };
+            (
+                format!(
+                    "SELECT t1.c0, t1.c1 FROM t1 WHERE {} {not}IN (SELECT {} FROM t2{sub_where})",
+                    expr(rng, &["t1"], 1),
+                    column(rng, &["t2"])
+                ),
+                false,
+                false,
+            )
+        }
         // A result column's alias in WHERE, which SQLite allows.
         5 => {
             let e1 = expr(rng, &tables, 2);
