@@ -665,6 +665,9 @@ impl JoinPlan {
             match &mut it.access {
                 Access::Scan => {}
                 Access::Rowid(e) | Access::Index(_, e, _) => ex.bind(e, frame),
+                Access::RowidIn(list) | Access::IndexIn(_, list) => {
+                    list.iter_mut().for_each(|e| ex.bind(e, frame))
+                }
                 Access::RowidRange(lo, hi)
                 | Access::IndexRange(_, lo, hi)
                 | Access::IndexOrder(_, _, lo, hi) => {
@@ -692,6 +695,7 @@ impl JoinPlan {
             .flat_map(|it| match &it.access {
                 Access::Scan => vec![],
                 Access::Rowid(e) | Access::Index(_, e, _) => vec![e],
+                Access::RowidIn(list) | Access::IndexIn(_, list) => list.iter().collect(),
                 Access::RowidRange(lo, hi)
                 | Access::IndexRange(_, lo, hi)
                 | Access::IndexOrder(_, _, lo, hi) => lo.iter().chain(hi).collect(),
@@ -816,6 +820,34 @@ fn index_affinity_ok(column: Affinity, other: Option<Affinity>) -> bool {
         // The other side's value is converted to a number for the lookup.
         Affinity::Numeric | Affinity::Integer | Affinity::Real => true,
     }
+}
+
+/// The first key part of index `idx` (of table `t`) that `v`, of affinity `other`, is equal
+/// to: `v` as the comparison meets the column's values (converted to a number for a
+/// numeric column, to text for a TEXT one), and whether only values equal to it have that
+/// key part (see `record::key_part_is_exact`); `None` for NULL, which nothing equals.
+fn index_probe_key(
+    t: &Table,
+    idx: &crate::schema::Index,
+    v: Value,
+    other: Option<Affinity>,
+) -> Option<(Vec<u8>, bool)> {
+    if v.is_null() {
+        return None;
+    }
+    let &(c, desc, coll) = &idx.columns[0];
+    // (An expression has no affinity: its value is compared as it is.)
+    let col_aff = t.columns.get(c).map(|c| c.affinity);
+    let v = match (col_aff, other) {
+        (Some(a), x) if a.is_numeric() && !x.is_some_and(Affinity::is_numeric) => {
+            Affinity::Numeric.apply(v)
+        }
+        (Some(Affinity::Text), None | Some(Affinity::Blob)) => Affinity::Text.apply(v),
+        _ => v,
+    };
+    let mut prefix = Vec::with_capacity(32);
+    crate::record::encode_key_part(&mut prefix, &v, coll, desc);
+    Some((prefix, crate::record::key_part_is_exact(&v)))
 }
 
 /// Whether evaluating `e` stays within the SQL layer: no subquery (which reads the engine),
@@ -1327,6 +1359,12 @@ impl HashProbe {
 enum Access {
     /// Every row.
     Scan,
+    /// The rows whose rowid equals one of the expressions (`rowid IN (...)`; a superset
+    /// for the conditions, which are checked on each row).
+    RowidIn(Vec<Expr>),
+    /// The rows whose indexed first column equals one of the expressions (`c IN (...)`,
+    /// the list's values having no affinity; a superset, as for `RowidIn`).
+    IndexIn(Arc<crate::schema::Index>, Vec<Expr>),
     /// The row whose rowid equals the expression (of earlier tables and outer queries).
     Rowid(Expr),
     /// The rows whose indexed first column equals the expression.
@@ -2629,7 +2667,7 @@ impl<'a> Exec<'a> {
             let t = items[item].table.as_ref().expect("tables only");
             match self.choose_access(t, frame, &bound, level, &own, 0).0 {
                 Access::Rowid(_) => 4,
-                Access::Index(..) => 3,
+                Access::Index(..) | Access::RowidIn(_) | Access::IndexIn(..) => 3,
                 Access::RowidRange(..) => 2,
                 Access::IndexRange(..) => 1,
                 Access::Scan | Access::IndexOrder(..) => 0,
@@ -2726,12 +2764,17 @@ impl<'a> Exec<'a> {
                     (Access::IndexOrder(idx, _, None, None), Some(_)) => {
                         format!("SCAN {name} USING {}INDEX {}", covering(plan, i), idx.name)
                     }
-                    (Access::Rowid(_), Some(_)) => {
+                    (Access::Rowid(_) | Access::RowidIn(_), Some(_)) => {
                         format!("SEARCH {name} USING INTEGER PRIMARY KEY (rowid=?)")
                     }
                     (Access::RowidRange(..), Some(_)) => {
                         format!("SEARCH {name} USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)")
                     }
+                    (Access::IndexIn(idx, _), Some(t)) => format!(
+                        "SEARCH {name} USING INDEX {} ({}=?)",
+                        idx.name,
+                        first_part_name(t, idx)
+                    ),
                     (Access::Index(idx, ..), Some(t)) => format!(
                         "SEARCH {name} USING {}INDEX {} ({}=?)",
                         covering(plan, i),
@@ -3441,6 +3484,48 @@ impl<'a> Exec<'a> {
             best,
             Access::Scan | Access::RowidRange(..) | Access::IndexRange(..)
         ) {
+            // `c IN (list)` of values known before the table is read: each one looked up.
+            for e in exprs {
+                let Expr::InList {
+                    expr,
+                    not: false,
+                    list,
+                } = e
+                else {
+                    continue;
+                };
+                if list.is_empty() || !list.iter().all(known_before) {
+                    continue;
+                }
+                let Expr::Column { table, name } = &**expr else {
+                    continue;
+                };
+                let Ok(Some((slot, _))) = frame.resolve(table.as_deref(), name) else {
+                    continue;
+                };
+                if slot < start || slot > start + ncols {
+                    continue;
+                }
+                let c = slot - start;
+                if c == ncols || t.rowid_alias == Some(c) {
+                    best = Access::RowidIn(list.clone());
+                    break;
+                }
+                let coll = t.columns[c].collation;
+                let idx = usable.iter().find(|i| {
+                    i.columns
+                        .first()
+                        .is_some_and(|&(ic, _, icoll)| ic == c && icoll == coll)
+                });
+                if let Some(idx) = idx.filter(|_| index_affinity_ok(t.columns[c].affinity, None)) {
+                    best = Access::IndexIn((*idx).clone(), list.clone());
+                }
+            }
+        }
+        if matches!(
+            best,
+            Access::Scan | Access::RowidRange(..) | Access::IndexRange(..)
+        ) {
             // An equality of an indexed expression (its conjunct is checked again on each
             // row found, so the index need only find a superset).
             let null_row = vec![Value::Null; frame.width];
@@ -3575,6 +3660,29 @@ impl<'a> Exec<'a> {
                     _ => nothing,
                 }
             }
+            Access::RowidIn(list) => {
+                let mut rowids = SmallVec::new();
+                for e in list {
+                    if let Value::Integer(i) = Affinity::Integer.apply(self.eval(e, sc)?) {
+                        rowids.push(i);
+                    }
+                }
+                rowids.sort_unstable();
+                rowids.dedup();
+                Ok(Found::Rowids(rowids, false))
+            }
+            Access::IndexIn(idx, list) => {
+                let mut rowids: SmallVec<[i64; 4]> = SmallVec::new();
+                for e in list {
+                    let v = self.eval(e, sc)?;
+                    if let Some((prefix, _)) = index_probe_key(t, idx, v, None) {
+                        rowids.extend(self.index_rowids(idx, &prefix, Some(&prefix))?);
+                    }
+                }
+                rowids.sort_unstable();
+                rowids.dedup();
+                Ok(Found::Rowids(rowids, false))
+            }
             Access::IndexRange(idx, lo, hi) => match self.index_span(lo, hi, sc)? {
                 Some((from, high)) => {
                     let rowids = self.index_rowids(idx, &from, high.as_deref())?;
@@ -3584,24 +3692,11 @@ impl<'a> Exec<'a> {
             },
             Access::Index(idx, e, other_aff) => {
                 let v = self.eval(e, sc)?;
-                if v.is_null() {
+                let Some((prefix, exact)) = index_probe_key(t, idx, v, *other_aff) else {
                     return nothing;
-                }
-                let &(c, desc, coll) = &idx.columns[0];
-                // (An expression has no affinity: its value is compared as it is.)
-                let col_aff = t.columns.get(c).map(|c| c.affinity);
-                // The value the comparison would meet the column's values with.
-                let v = match (col_aff, other_aff) {
-                    (Some(a), x) if a.is_numeric() && !x.is_some_and(Affinity::is_numeric) => {
-                        Affinity::Numeric.apply(v)
-                    }
-                    (Some(Affinity::Text), None | Some(Affinity::Blob)) => Affinity::Text.apply(v),
-                    _ => v,
                 };
-                let mut prefix = Vec::with_capacity(32);
-                crate::record::encode_key_part(&mut prefix, &v, coll, desc);
                 let rowids = self.index_rowids(idx, &prefix, Some(&prefix))?;
-                Ok(Found::Rowids(rowids, crate::record::key_part_is_exact(&v)))
+                Ok(Found::Rowids(rowids, exact))
             }
         }
     }

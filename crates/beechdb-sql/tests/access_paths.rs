@@ -6,7 +6,8 @@
 //! that turn into a hash of the whole table when there are many of them; an inner join
 //! that starts at the table a condition lets it read by key, or at a much smaller table;
 //! min and max read at one end of an index; an index equality with a constant that reads
-//! the index alone when the rowid is all the statement needs.
+//! the index alone when the rowid is all the statement needs; `IN (list)` on the rowid or
+//! an indexed column, each value looked up.
 
 mod common;
 
@@ -635,4 +636,65 @@ fn order_by_an_indexed_order_reads_the_index_and_matches_sqlite() {
         common::plan_of(&mut ours, "SELECT * FROM t ORDER BY a DESC, id LIMIT 20"),
         vec!["SCAN t", "USE TEMP B-TREE FOR ORDER BY"]
     );
+}
+
+#[test]
+fn in_lists_on_the_rowid_and_indexed_columns_match_sqlite() {
+    let mut setup = String::from(
+        "CREATE TABLE t(id INTEGER PRIMARY KEY, i INTEGER, s TEXT, c TEXT COLLATE NOCASE, x);
+         CREATE INDEX t_i ON t(i DESC); CREATE INDEX t_s ON t(s); CREATE INDEX t_c ON t(c);
+         CREATE INDEX t_x ON t(x);
+         CREATE TABLE o(k, v);
+         INSERT INTO o VALUES (3, 'a'), ('7', 'b'), (NULL, 'c');",
+    );
+    let vals = [
+        "1", "2.5", "'3'", "'abc'", "'ABC'", "NULL", "X'01'", "7", "7.0", "'7'",
+    ];
+    for n in 1..=60 {
+        let v = vals[n % vals.len()];
+        setup += &format!(
+            "INSERT INTO t(id, i, s, c, x) VALUES ({n}, {}, {v}, {v}, {v});",
+            n % 9
+        );
+    }
+    let (_db, mut ours, lite) = common::both(&setup);
+    let queries: Vec<String> = [
+        "SELECT * FROM t WHERE id IN (3, '5', 7.0, 8.5, NULL, 3, 1000)",
+        "SELECT * FROM t WHERE rowid IN (1, 2) AND i > 0",
+        "SELECT * FROM t WHERE i IN (1, '2', 3.0, 4.5, NULL)",
+        "SELECT * FROM t WHERE s IN ('abc', 3, 7, '2.5', NULL)",
+        "SELECT * FROM t WHERE c IN ('abc', 'x')",
+        "SELECT * FROM t WHERE x IN (7, '7', 2.5, X'01')",
+        "SELECT * FROM t WHERE i NOT IN (1, 2)",
+        "SELECT * FROM t WHERE i IN (1, 2) AND s IN ('abc', 'ABC')",
+        "SELECT o.v, t.id FROM o, t WHERE t.id IN (o.k, o.k + 10)",
+        "SELECT o.v, t.id FROM o JOIN t ON t.i IN (o.k, 8)",
+        "SELECT id FROM t WHERE id IN (SELECT k FROM o)",
+        "SELECT count(*) FROM t WHERE i IN (0)",
+    ]
+    .iter()
+    .map(|q| q.to_string())
+    .collect();
+    same_rows(&mut ours, &lite, &queries);
+    for (q, want) in [
+        (
+            "SELECT * FROM t WHERE id IN (1, 2)",
+            "SEARCH t USING INTEGER PRIMARY KEY (rowid=?)",
+        ),
+        (
+            "SELECT * FROM t WHERE i IN (1, 2)",
+            "SEARCH t USING INDEX t_i (i=?)",
+        ),
+    ] {
+        assert_eq!(common::plan_of(&mut ours, q), vec![want.to_string()], "{q}");
+    }
+    let params = [Value::Integer(4), Value::from("5"), Value::Null];
+    let rows = ours
+        .query(
+            "SELECT id FROM t WHERE id IN (?1, ?2, ?3) ORDER BY id",
+            &params,
+        )
+        .unwrap()
+        .rows;
+    assert_eq!(rows, vec![vec![Value::Integer(4)], vec![Value::Integer(5)]]);
 }
