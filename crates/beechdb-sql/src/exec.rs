@@ -1559,10 +1559,17 @@ impl<'a> Exec<'a> {
                 if v.is_null() || p.is_null() {
                     return Ok(Value::Null);
                 }
+                // Text is matched in place; other values as their text.
+                fn text(x: &Value) -> std::borrow::Cow<'_, str> {
+                    match x {
+                        Value::Text(t) => std::borrow::Cow::Borrowed(&**t),
+                        other => std::borrow::Cow::Owned(other.to_text()),
+                    }
+                }
                 let m = if *glob {
-                    func::glob(&v.to_text(), &p.to_text())
+                    func::glob(&text(&v), &text(&p))
                 } else {
-                    func::like(&v.to_text(), &p.to_text(), esc)
+                    func::like(&text(&v), &text(&p), esc)
                 };
                 Value::Integer((m != *not) as i64)
             }

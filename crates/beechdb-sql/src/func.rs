@@ -6,6 +6,7 @@
 use crate::error::{Error, Result};
 use crate::functions::{AggregateState, UserFunction};
 use crate::value::{arith, format_real, ArithOp, Collation, Value};
+use smallvec::SmallVec;
 use std::sync::Arc;
 
 /// Whether `name` is an aggregate function (with `n` arguments).
@@ -703,26 +704,45 @@ fn printf(args: &[Value]) -> Result<Value> {
 
 /// `x LIKE pattern` (ASCII case-insensitive, `%` and `_`, optional escape).
 pub fn like(s: &str, pattern: &str, escape: Option<char>) -> bool {
-    let s: Vec<char> = s.chars().collect();
-    let p: Vec<char> = pattern.chars().collect();
-    fn go(s: &[char], p: &[char], esc: Option<char>) -> bool {
-        let Some((&c, rest)) = p.split_first() else {
-            return s.is_empty();
-        };
-        if Some(c) == esc {
-            let Some((&lit, rest)) = rest.split_first() else {
-                return false;
+    let s: SmallVec<[char; 64]> = s.chars().collect();
+    let p: SmallVec<[char; 32]> = pattern.chars().collect();
+    // Left to right, going back only to just after the last `%` met (with one more
+    // character under it) when the rest fails to match: linear in the common patterns,
+    // never exponential.
+    let (mut si, mut pi) = (0, 0);
+    let mut last_percent: Option<(usize, usize)> = None;
+    loop {
+        if let Some(&c) = p.get(pi) {
+            let (matches, width) = if Some(c) == escape {
+                let Some(&lit) = p.get(pi + 1) else {
+                    return false;
+                };
+                (s.get(si).is_some_and(|x| x.eq_ignore_ascii_case(&lit)), 2)
+            } else if c == '%' {
+                last_percent = Some((pi + 1, si));
+                pi += 1;
+                continue;
+            } else if c == '_' {
+                (si < s.len(), 1)
+            } else {
+                (s.get(si).is_some_and(|x| x.eq_ignore_ascii_case(&c)), 1)
             };
-            return s.first().is_some_and(|&x| x.eq_ignore_ascii_case(&lit))
-                && go(&s[1..], rest, esc);
+            if matches {
+                si += 1;
+                pi += width;
+                continue;
+            }
+        } else if si == s.len() {
+            return true;
         }
-        match c {
-            '%' => (0..=s.len()).any(|i| go(&s[i..], rest, esc)),
-            '_' => !s.is_empty() && go(&s[1..], rest, esc),
-            _ => s.first().is_some_and(|&x| x.eq_ignore_ascii_case(&c)) && go(&s[1..], rest, esc),
+        match last_percent {
+            Some((after, from)) if from < s.len() => {
+                last_percent = Some((after, from + 1));
+                (pi, si) = (after, from + 1);
+            }
+            _ => return false,
         }
     }
-    go(&s, &p, escape)
 }
 
 /// `x GLOB pattern` (case-sensitive, `*`, `?`, `[...]`).
@@ -840,6 +860,54 @@ mod tests {
         assert!(!glob("Abc", "a*"));
         assert!(glob("b", "[a-c]"));
         assert!(glob("d", "[^a-c]"));
+    }
+
+    /// The matcher LIKE had: a direct reading of the rules, tried on every split at a `%`.
+    fn like_reference(s: &[char], p: &[char], esc: Option<char>) -> bool {
+        let Some((&c, rest)) = p.split_first() else {
+            return s.is_empty();
+        };
+        if Some(c) == esc {
+            let Some((&lit, rest)) = rest.split_first() else {
+                return false;
+            };
+            return s.first().is_some_and(|&x| x.eq_ignore_ascii_case(&lit))
+                && like_reference(&s[1..], rest, esc);
+        }
+        match c {
+            '%' => (0..=s.len()).any(|i| like_reference(&s[i..], rest, esc)),
+            '_' => !s.is_empty() && like_reference(&s[1..], rest, esc),
+            _ => {
+                s.first().is_some_and(|&x| x.eq_ignore_ascii_case(&c))
+                    && like_reference(&s[1..], rest, esc)
+            }
+        }
+    }
+
+    #[test]
+    fn like_agrees_with_the_rules_and_stays_linear() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let pick = |rng: &mut rand::rngs::StdRng, from: &[char], n: usize| -> String {
+            (0..rng.gen_range(0..n))
+                .map(|_| from[rng.gen_range(0..from.len())])
+                .collect()
+        };
+        for _ in 0..20_000 {
+            let s = pick(&mut rng, &['a', 'A', 'b', '%', '_', 'é'], 8);
+            let p = pick(&mut rng, &['a', 'b', 'B', '%', '_', '\\', 'é'], 7);
+            let esc = rng.gen_bool(0.5).then_some('\\');
+            let (sc, pc): (Vec<char>, Vec<char>) = (s.chars().collect(), p.chars().collect());
+            assert_eq!(
+                like(&s, &p, esc),
+                like_reference(&sc, &pc, esc),
+                "{s:?} LIKE {p:?} ESCAPE {esc:?}"
+            );
+        }
+        // Many `%` against a long string that almost matches: the reference (trying every
+        // split) would not end; this goes back to the last `%` only.
+        let long = "a".repeat(5000);
+        assert!(!like(&long, "%a%a%a%a%a%a%a%a%a%a%b", None));
     }
 
     #[test]
