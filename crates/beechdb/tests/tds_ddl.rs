@@ -212,3 +212,33 @@ fn create_and_remove_survive_power_cuts() {
         assert!(env.verify().unwrap().is_clean(), "seed {seed}");
     }
 }
+
+/// A database a transaction creates is out of every other transaction's reach until the
+/// commit, so writing it takes no key locks: loading it never escalates (with a budget that
+/// makes loading an existing database escalate at 64 keys), and what was written commits
+/// whole.
+#[test]
+fn writes_to_a_database_being_created_take_no_key_locks() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::open(dir.path(), tds().txn_memory(64 << 10)).unwrap();
+    let escalations = |env: &Env| env.stat().unwrap().txn.unwrap().locks.escalations;
+    let old = env.create_db("old").unwrap();
+    let t = env.begin_txn().unwrap();
+    for i in 0..1000u32 {
+        t.put(&old, &i.to_be_bytes(), b"v").unwrap();
+    }
+    t.commit().unwrap();
+    let before = escalations(&env);
+    assert!(before > 0, "the control load escalates");
+    let t = env.begin_txn().unwrap();
+    let new = t.create_db("new").unwrap();
+    for i in 0..1000u32 {
+        t.put(&new, &i.to_be_bytes(), b"w").unwrap();
+    }
+    // No other transaction sees the database before the commit.
+    assert!(matches!(env.open_db("new"), Err(Error::DbNotFound(_))));
+    t.commit().unwrap();
+    assert_eq!(escalations(&env), before, "no key locks to trade");
+    let new = env.open_db("new").unwrap();
+    assert_eq!(env.begin_txn().unwrap().iter(&new).count(), 1000);
+}

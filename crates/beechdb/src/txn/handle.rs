@@ -171,6 +171,13 @@ impl State {
         self.writes.insert(scoped_key(db, key), value);
     }
 
+    /// Whether database `db` is one this transaction creates.
+    fn created_here(&self, db: u32) -> bool {
+        self.ddl
+            .iter()
+            .any(|d| matches!(d, Ddl::Create { db: c, .. } if *c == db))
+    }
+
     /// The name's latest state in this transaction: `Some(Some(db))` created, `Some(None)`
     /// removed, `None` untouched.
     fn ddl_of(&self, name: &str) -> Option<Option<u32>> {
@@ -654,7 +661,10 @@ impl Txn {
         let tx = self.inner.shared.tx()?;
         let covered = {
             let st = self.inner.open_state()?;
-            if st.locked.contains(&sk) {
+            // No other transaction can reach a database before its creation commits, so
+            // its keys take no locks (an index built, a table loaded), and no commit newer
+            // than the snapshot wrote them.
+            if st.locked.contains(&sk) || st.created_here(db) {
                 return Ok(());
             }
             st.escalated.contains(&db)
