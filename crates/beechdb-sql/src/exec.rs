@@ -665,9 +665,11 @@ impl JoinPlan {
             match &mut it.access {
                 Access::Scan => {}
                 Access::Rowid(e) | Access::Index(_, e, _) => ex.bind(e, frame),
-                Access::RowidIn(list) | Access::IndexIn(_, list) => {
+                Access::RowidIn(InValues::List(list))
+                | Access::IndexIn(_, InValues::List(list)) => {
                     list.iter_mut().for_each(|e| ex.bind(e, frame))
                 }
+                Access::RowidIn(InValues::Query(_)) | Access::IndexIn(_, InValues::Query(_)) => {}
                 Access::RowidRange(lo, hi)
                 | Access::IndexRange(_, lo, hi)
                 | Access::IndexOrder(_, _, lo, hi) => {
@@ -695,7 +697,11 @@ impl JoinPlan {
             .flat_map(|it| match &it.access {
                 Access::Scan => vec![],
                 Access::Rowid(e) | Access::Index(_, e, _) => vec![e],
-                Access::RowidIn(list) | Access::IndexIn(_, list) => list.iter().collect(),
+                Access::RowidIn(InValues::List(list))
+                | Access::IndexIn(_, InValues::List(list)) => list.iter().collect(),
+                Access::RowidIn(InValues::Query(_)) | Access::IndexIn(_, InValues::Query(_)) => {
+                    vec![]
+                }
                 Access::RowidRange(lo, hi)
                 | Access::IndexRange(_, lo, hi)
                 | Access::IndexOrder(_, _, lo, hi) => lo.iter().chain(hi).collect(),
@@ -1354,17 +1360,25 @@ impl HashProbe {
     }
 }
 
+/// The values an `IN` access path looks up: a list's (which have no affinity), or the rows
+/// of a subquery that reads nothing of the statement's rows (with its column's affinity).
+#[derive(Clone)]
+enum InValues {
+    List(Vec<Expr>),
+    Query(Box<Select>),
+}
+
 /// How a table of a join is read.
 #[derive(Clone)]
 enum Access {
     /// Every row.
     Scan,
-    /// The rows whose rowid equals one of the expressions (`rowid IN (...)`; a superset
-    /// for the conditions, which are checked on each row).
-    RowidIn(Vec<Expr>),
-    /// The rows whose indexed first column equals one of the expressions (`c IN (...)`,
-    /// the list's values having no affinity; a superset, as for `RowidIn`).
-    IndexIn(Arc<crate::schema::Index>, Vec<Expr>),
+    /// The rows whose rowid equals one of the values (`rowid IN (...)`; a superset for
+    /// the conditions, which are checked on each row).
+    RowidIn(InValues),
+    /// The rows whose indexed first column equals one of the values (`c IN (...)`; a
+    /// superset, as for `RowidIn`).
+    IndexIn(Arc<crate::schema::Index>, InValues),
     /// The row whose rowid equals the expression (of earlier tables and outer queries).
     Rowid(Expr),
     /// The rows whose indexed first column equals the expression.
@@ -3493,17 +3507,21 @@ impl<'a> Exec<'a> {
         ) {
             // `c IN (list)` of values known before the table is read: each one looked up.
             for e in exprs {
-                let Expr::InList {
-                    expr,
-                    not: false,
-                    list,
-                } = e
-                else {
-                    continue;
+                let (expr, values) = match e {
+                    Expr::InList {
+                        expr,
+                        not: false,
+                        list,
+                    } if !list.is_empty() && list.iter().all(known_before) => {
+                        (expr, InValues::List(list.clone()))
+                    }
+                    Expr::InSelect {
+                        expr,
+                        not: false,
+                        select,
+                    } if self.reads_no_outer_row(select) => (expr, InValues::Query(select.clone())),
+                    _ => continue,
                 };
-                if list.is_empty() || !list.iter().all(known_before) {
-                    continue;
-                }
                 let Expr::Column { table, name } = &**expr else {
                     continue;
                 };
@@ -3515,7 +3533,7 @@ impl<'a> Exec<'a> {
                 }
                 let c = slot - start;
                 if c == ncols || t.rowid_alias == Some(c) {
-                    best = Access::RowidIn(list.clone());
+                    best = Access::RowidIn(values);
                     break;
                 }
                 let coll = t.columns[c].collation;
@@ -3524,8 +3542,12 @@ impl<'a> Exec<'a> {
                         .first()
                         .is_some_and(|&(ic, _, icoll)| ic == c && icoll == coll)
                 });
-                if let Some(idx) = idx.filter(|_| index_affinity_ok(t.columns[c].affinity, None)) {
-                    best = Access::IndexIn((*idx).clone(), list.clone());
+                let other = match &values {
+                    InValues::List(_) => None,
+                    InValues::Query(sel) => self.select_affinity(sel, None),
+                };
+                if let Some(idx) = idx.filter(|_| index_affinity_ok(t.columns[c].affinity, other)) {
+                    best = Access::IndexIn((*idx).clone(), values);
                 }
             }
         }
@@ -3667,10 +3689,10 @@ impl<'a> Exec<'a> {
                     _ => nothing,
                 }
             }
-            Access::RowidIn(list) => {
+            Access::RowidIn(values) => {
                 let mut rowids = SmallVec::new();
-                for e in list {
-                    if let Value::Integer(i) = Affinity::Integer.apply(self.eval(e, sc)?) {
+                for (v, _) in self.in_values(values, sc)? {
+                    if let Value::Integer(i) = Affinity::Integer.apply(v) {
                         rowids.push(i);
                     }
                 }
@@ -3678,11 +3700,10 @@ impl<'a> Exec<'a> {
                 rowids.dedup();
                 Ok(Found::Rowids(rowids, false))
             }
-            Access::IndexIn(idx, list) => {
+            Access::IndexIn(idx, values) => {
                 let mut rowids: SmallVec<[i64; 4]> = SmallVec::new();
-                for e in list {
-                    let v = self.eval(e, sc)?;
-                    if let Some((prefix, _)) = index_probe_key(t, idx, v, None) {
+                for (v, aff) in self.in_values(values, sc)? {
+                    if let Some((prefix, _)) = index_probe_key(t, idx, v, aff) {
                         rowids.extend(self.index_rowids(idx, &prefix, Some(&prefix))?);
                     }
                 }
@@ -3706,6 +3727,109 @@ impl<'a> Exec<'a> {
                 Ok(Found::Rowids(rowids, exact))
             }
         }
+    }
+
+    /// The values an `IN` access path looks up, each with its affinity.
+    fn in_values(
+        &mut self,
+        values: &InValues,
+        sc: &Scope,
+    ) -> Result<Vec<(Value, Option<Affinity>)>> {
+        match values {
+            InValues::List(list) => list.iter().map(|e| Ok((self.eval(e, sc)?, None))).collect(),
+            InValues::Query(sel) => {
+                let r = self.subquery(sel, sc)?;
+                if r.columns.len() != 1 {
+                    return Err(Error::Sql(format!(
+                        "sub-select returns {} columns - expected 1",
+                        r.columns.len()
+                    )));
+                }
+                let aff = self.select_affinity(sel, None);
+                Ok(r.rows.iter().map(|row| (row[0].clone(), aff)).collect())
+            }
+        }
+    }
+
+    /// Whether every name in `sel` names something of `sel` itself (its sources, or those
+    /// of a query inside it): then it reads nothing of the rows around it, and gives the
+    /// same rows wherever it runs. Conservative: a name it cannot place (a result column's
+    /// alias, a double-quoted string, a common table expression's) says no.
+    fn reads_no_outer_row(&self, sel: &Select) -> bool {
+        sel.with.is_empty() && self.closed_select(sel, &mut Vec::new())
+    }
+
+    fn closed_select(&self, sel: &Select, scopes: &mut Vec<Frame>) -> bool {
+        let cores = std::iter::once(&sel.first).chain(sel.compounds.iter().map(|(_, c)| c));
+        for core in cores {
+            let closed = match core {
+                Core::Values(rows) => rows.iter().flatten().all(|e| self.closed_expr(e, scopes)),
+                Core::Select {
+                    columns,
+                    from,
+                    where_,
+                    group_by,
+                    having,
+                    ..
+                } => {
+                    let Ok(frame) = self.frame_of(from.as_ref()) else {
+                        return false;
+                    };
+                    scopes.push(frame);
+                    let refs = from.iter().flat_map(|f| {
+                        std::iter::once(&f.first).chain(f.joins.iter().map(|j| &j.table))
+                    });
+                    let sources_closed = refs.into_iter().all(|r| match r {
+                        TableRef::Subquery { select, .. } => self.closed_select(select, scopes),
+                        TableRef::Nested(_) | TableRef::Function { .. } => false,
+                        TableRef::Table { .. } => true,
+                    });
+                    let mut on = Vec::new();
+                    if let Some(f) = from {
+                        on_conditions(f, &mut on);
+                    }
+                    let exprs = columns
+                        .iter()
+                        .filter_map(|c| match c {
+                            ResultColumn::Expr(e, _) => Some(e),
+                            _ => None,
+                        })
+                        .chain(where_)
+                        .chain(group_by)
+                        .chain(having)
+                        .chain(on);
+                    let closed =
+                        sources_closed && exprs.into_iter().all(|e| self.closed_expr(e, scopes));
+                    scopes.pop();
+                    closed
+                }
+            };
+            if !closed {
+                return false;
+            }
+        }
+        sel.order_by.is_empty()
+            && sel
+                .limit
+                .iter()
+                .chain(&sel.offset)
+                .all(|e| self.closed_expr(e, scopes))
+    }
+
+    fn closed_expr(&self, e: &Expr, scopes: &mut Vec<Frame>) -> bool {
+        let mut closed = true;
+        e.walk(&mut |x| match x {
+            Expr::Column { table, name } => {
+                closed &= scopes
+                    .iter()
+                    .any(|f| matches!(f.resolve(table.as_deref(), name), Ok(Some(_))));
+            }
+            Expr::Subquery(s) | Expr::Exists(s) | Expr::InSelect { select: s, .. } => {
+                closed &= self.closed_select(s, scopes);
+            }
+            _ => {}
+        });
+        closed
     }
 
     /// The keys an index range on a numeric first column reads (see `Access::IndexRange`):

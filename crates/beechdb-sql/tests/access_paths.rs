@@ -670,6 +670,13 @@ fn in_lists_on_the_rowid_and_indexed_columns_match_sqlite() {
         "SELECT o.v, t.id FROM o, t WHERE t.id IN (o.k, o.k + 10)",
         "SELECT o.v, t.id FROM o JOIN t ON t.i IN (o.k, 8)",
         "SELECT id FROM t WHERE id IN (SELECT k FROM o)",
+        "SELECT id FROM t WHERE i IN (SELECT k FROM o)",
+        "SELECT id FROM t WHERE s IN (SELECT v FROM o UNION SELECT 'abc')",
+        "SELECT id FROM t WHERE x IN (SELECT k FROM o WHERE k IS NOT NULL)",
+        "SELECT id FROM t WHERE id IN (SELECT k FROM o WHERE o.v = t.s)",
+        "SELECT id FROM t WHERE id IN (SELECT i FROM t AS t2 WHERE t2.s = 'abc')",
+        "SELECT id FROM t WHERE id NOT IN (SELECT k FROM o WHERE k IS NOT NULL)",
+        "SELECT o.v, t.id FROM o, t WHERE t.id IN (SELECT k + 1 FROM o)",
         "SELECT count(*) FROM t WHERE i IN (0)",
     ]
     .iter()
@@ -685,9 +692,28 @@ fn in_lists_on_the_rowid_and_indexed_columns_match_sqlite() {
             "SELECT * FROM t WHERE i IN (1, 2)",
             "SEARCH t USING INDEX t_i (i=?)",
         ),
+        (
+            "SELECT * FROM t WHERE id IN (SELECT k FROM o)",
+            "SEARCH t USING INTEGER PRIMARY KEY (rowid=?)",
+        ),
+        (
+            "SELECT * FROM t WHERE i IN (SELECT k FROM o)",
+            "SEARCH t USING INDEX t_i (i=?)",
+        ),
     ] {
         assert_eq!(common::plan_of(&mut ours, q), vec![want.to_string()], "{q}");
     }
+    // A subquery naming the table read is no access path: it is checked on each row.
+    let correlated = "SELECT * FROM t WHERE id IN (SELECT k FROM o WHERE o.v = t.s)";
+    assert_eq!(
+        common::plan_of(&mut ours, correlated),
+        vec!["SCAN t".to_string()]
+    );
+    common::same_outcome(
+        &mut ours,
+        &lite,
+        "SELECT id FROM t WHERE id IN (SELECT k, v FROM o)",
+    );
     let params = [Value::Integer(4), Value::from("5"), Value::Null];
     let rows = ours
         .query(
