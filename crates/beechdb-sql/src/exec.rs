@@ -270,9 +270,9 @@ pub struct Exec<'a> {
 /// rows around it once per run of the statement that holds it, the statement's own writes
 /// notwithstanding; each run of a trigger's statement is a run of its own.
 pub struct KeptSubqueries {
-    /// By the subquery's address and the run (of the statement or of a trigger's
-    /// statement) it was kept in.
-    kept: FxHashMap<(usize, u64), KeptSubquery>,
+    /// By the subquery (see `KeptSubqueries::key`) and the run (of the statement, of a
+    /// trigger's statement or of a row's RETURNING) it was kept in.
+    kept: FxHashMap<(PlanId, u64), KeptSubquery>,
     /// The current run, and the runs so far.
     run: u64,
     runs: u64,
@@ -302,6 +302,16 @@ impl KeptSubqueries {
 
     pub fn end_run(&mut self, back_to: u64) {
         self.run = back_to;
+    }
+
+    /// What subquery `sel` is kept by in this run: its first core's plan id, the same in
+    /// the statement's tree and in every copy a plan makes of it (an address is not: a
+    /// copy dropped leaves its address to another); `None` for a tree built while running.
+    fn key(&self, sel: &Select) -> Option<(PlanId, u64)> {
+        match &sel.first {
+            Core::Select { plan, .. } if *plan != PlanId::NONE => Some((*plan, self.run)),
+            _ => None,
+        }
     }
 
     /// Forgets them all: a common table expression's scope changed under them.
@@ -1509,8 +1519,11 @@ impl<'a> Exec<'a> {
             }
             Expr::InSelect { expr, not, select } => {
                 let lhs = self.eval(expr, sc)?;
-                let key = (&**select as *const Select as usize, self.subqueries.run);
-                if let Some(p) = self.subqueries.kept.get(&key).and_then(|k| k.probe.clone()) {
+                let kept = self
+                    .subqueries
+                    .key(select)
+                    .and_then(|k| self.subqueries.kept.get(&k));
+                if let Some(p) = kept.and_then(|k| k.probe.clone()) {
                     return Ok(p.answer(lhs, *not));
                 }
                 let result = self.subquery(select, sc)?;
@@ -4199,8 +4212,8 @@ impl<'a> Exec<'a> {
     /// resolved in `sc` or a scope around it read nothing of the enclosing queries' rows, so
     /// it gives the same rows for every one of them: those are kept.
     fn subquery(&mut self, sel: &Select, sc: &Scope) -> Result<Arc<QueryResult>> {
-        let key = (sel as *const Select as usize, self.subqueries.run);
-        if let Some(kept) = self.subqueries.kept.get(&key) {
+        let key = self.subqueries.key(sel);
+        if let Some(kept) = key.and_then(|k| self.subqueries.kept.get(&k)) {
             return Ok(kept.result.clone());
         }
         let before = self.subqueries.shallowest.replace(usize::MAX);
@@ -4209,7 +4222,7 @@ impl<'a> Exec<'a> {
         let reached = self.subqueries.shallowest.get();
         self.subqueries.shallowest.set(before.min(reached));
         let result = Arc::new(result?);
-        if reached > depth(sc) && self.plan.is_none() {
+        if let Some(key) = key.filter(|_| reached > depth(sc) && self.plan.is_none()) {
             let kept = KeptSubquery {
                 result: result.clone(),
                 probe: None,
@@ -4229,7 +4242,7 @@ impl<'a> Exec<'a> {
         right: Option<Affinity>,
         coll: Collation,
     ) -> Option<Arc<InProbe>> {
-        let key = (sel as *const Select as usize, self.subqueries.run);
+        let key = self.subqueries.key(sel)?;
         let kept = self.subqueries.kept.get_mut(&key)?;
         if let Some(p) = &kept.probe {
             return Some(p.clone());

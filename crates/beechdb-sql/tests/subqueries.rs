@@ -53,6 +53,12 @@ fn kept_subqueries_match_sqlite() {
         "SELECT id, (SELECT count(*) FROM u WHERE (SELECT t.grp) = u.k) FROM t",
         "SELECT id FROM t WHERE grp IN (SELECT k FROM u WHERE k IN (SELECT grp FROM t WHERE id < 5))",
         "SELECT id FROM t WHERE grp IN (SELECT x FROM (SELECT t.grp AS x))",
+        // Planned again at each run inside a WITH: two correlated subqueries, each holding
+        // a different uncorrelated one, keep their own rows.
+        "WITH c AS (SELECT 1 AS one) SELECT id, \
+         (SELECT count(*) FROM u WHERE u.k = t.grp AND u.k IN (SELECT k FROM u WHERE k > 1)), \
+         (SELECT count(*) FROM u WHERE u.k = t.grp AND u.k IN (SELECT k FROM u WHERE k < 3)) \
+         FROM t, c",
     ];
     for q in sorted {
         common::same_rows(&mut ours, &lite, q, true);
