@@ -29,6 +29,11 @@ def q(label, sql, args=(), n=1):
         best = took if best is None else min(best, took)
     res[label] = best
     return r
+def once(label, sql):
+    t = time.perf_counter()
+    c.execute(sql)
+    c.commit()
+    res[label] = time.perf_counter() - t
 q("count(*)", "SELECT count(*) FROM t", n=5)
 q("sum where", "SELECT sum(score) FROM t WHERE grp = 7", n=5)
 q("like prefix", "SELECT count(*) FROM t WHERE name LIKE 'name99%'", n=5)
@@ -36,7 +41,7 @@ q("like infix", "SELECT count(*) FROM t WHERE note LIKE '%xxxxx%'", n=5)
 q("group by", "SELECT grp, count(*), avg(score) FROM t GROUP BY grp", n=3)
 q("order by limit (no index)", "SELECT * FROM t ORDER BY score DESC LIMIT 10", n=3)
 q("distinct", "SELECT DISTINCT grp FROM t", n=3)
-t = time.perf_counter(); c.execute("CREATE INDEX t_grp ON t(grp)"); c.commit(); res["create index"] = time.perf_counter() - t
+once("create index", "CREATE INDEX t_grp ON t(grp)")
 q("count via index", "SELECT count(*) FROM t WHERE grp = 7", n=20)
 q("in list", "SELECT count(*) FROM t WHERE grp IN (1,2,3,4,5)", n=10)
 q("subquery in", "SELECT count(*) FROM t WHERE id IN (SELECT id FROM t WHERE grp = 3)", n=5)
@@ -44,14 +49,14 @@ q("self join", "SELECT count(*) FROM t a JOIN t b ON a.id = b.id + 1 WHERE a.grp
 q("correlated", "SELECT id, (SELECT max(score) FROM t b WHERE b.grp = a.grp) FROM t a WHERE a.id < 200", n=3)
 q("window", "SELECT id, row_number() OVER (PARTITION BY grp ORDER BY score) FROM t WHERE id < 20000", n=1)
 q("cte recursive", "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x < 100000) SELECT sum(x) FROM c", n=1)
-t = time.perf_counter(); c.execute("UPDATE t SET score = score + 1 WHERE grp < 50"); c.commit(); res["update half"] = time.perf_counter() - t
-t = time.perf_counter(); c.execute("DELETE FROM t WHERE grp >= 90"); c.commit(); res["delete 10%"] = time.perf_counter() - t
+once("update half", "UPDATE t SET score = score + 1 WHERE grp < 50")
+once("delete 10%", "DELETE FROM t WHERE grp >= 90")
 t = time.perf_counter()
 for i in range(2000):
     c.execute("INSERT INTO t(name, grp) VALUES (?, ?)", (f"n{i}", i % 100)); c.commit()
 res["2000 autocommit inserts"] = time.perf_counter() - t
-t = time.perf_counter(); c.execute("VACUUM"); res["vacuum"] = time.perf_counter() - t
-t = time.perf_counter(); c.execute("ALTER TABLE t ADD COLUMN extra INTEGER DEFAULT 5"); c.commit(); res["add column"] = time.perf_counter() - t
+once("vacuum", "VACUUM")
+once("add column", "ALTER TABLE t ADD COLUMN extra INTEGER DEFAULT 5")
 q("select after add column", "SELECT sum(extra) FROM t", n=3)
 print(sqlite3.sqlite_version)
 for k, v in res.items():
