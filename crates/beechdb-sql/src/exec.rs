@@ -264,7 +264,14 @@ pub struct Exec<'a> {
     /// Results of subqueries that read nothing of the rows around them (see
     /// `Exec::subquery`).
     pub subqueries: KeptSubqueries,
+    /// Plans made where common table expressions were in scope, for this run (see
+    /// `Exec::cached_plan`).
+    pub scoped_plans: std::cell::RefCell<FxHashMap<(PlanId, u64), ScopedPlan>>,
 }
+
+/// A plan made where common table expressions were in scope: their names and columns per
+/// scope, and the plan.
+pub type ScopedPlan = (Vec<Vec<(String, Vec<String>)>>, Arc<CorePlan>);
 
 /// The subqueries one statement keeps: SQLite runs a subquery that reads nothing of the
 /// rows around it once per run of the statement that holds it, the statement's own writes
@@ -4545,6 +4552,25 @@ impl<'a> Exec<'a> {
     ) -> Result<Arc<CorePlan>> {
         let cache = match self.plans {
             Some(c) if id != PlanId::NONE && self.ctes.is_empty() => c,
+            // Where common table expressions are in scope their names may hide tables: the
+            // plan is kept for this run only, and by the names in scope too (a recursive
+            // one's step is planned once, not at every step).
+            Some(_) if id != PlanId::NONE => {
+                let key = (id, self.cte_signature());
+                if let Some((names, p)) = self.scoped_plans.borrow().get(&key) {
+                    if self.same_ctes(names) {
+                        return Ok(p.clone());
+                    }
+                }
+                let plan = Arc::new(build(self)?);
+                let names = self.ctes.iter().map(|scope| {
+                    let entries = scope.iter().map(|(n, m)| (n.clone(), m.0.clone()));
+                    entries.collect()
+                });
+                let kept = (names.collect(), plan.clone());
+                self.scoped_plans.borrow_mut().insert(key, kept);
+                return Ok(plan);
+            }
             _ => return build(self).map(Arc::new),
         };
         let current = |p: &Plans| {
@@ -4566,6 +4592,34 @@ impl<'a> Exec<'a> {
         }
         plans.map.insert(id, plan.clone());
         Ok(plan)
+    }
+
+    /// A hash of the common table expressions in scope (each scope's names and columns,
+    /// in any order within it): what a plan made in their scope depends on besides the
+    /// statement and the schema. `same_ctes` confirms a match.
+    fn cte_signature(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut sig = 0u64;
+        for (i, scope) in self.ctes.iter().enumerate() {
+            for (name, m) in scope {
+                let mut h = rustc_hash::FxHasher::default();
+                (i, name, &m.0).hash(&mut h);
+                sig = sig.wrapping_add(h.finish());
+            }
+        }
+        sig
+    }
+
+    /// Whether the common table expressions in scope are `names` (per scope, each with its
+    /// columns), as a kept plan records them.
+    fn same_ctes(&self, names: &[Vec<(String, Vec<String>)>]) -> bool {
+        names.len() == self.ctes.len()
+            && names.iter().zip(&self.ctes).all(|(kept, scope)| {
+                kept.len() == scope.len()
+                    && kept
+                        .iter()
+                        .all(|(n, cols)| scope.get(n).is_some_and(|m| &m.0 == cols))
+            })
     }
 
     /// Whether the one table of `j` can be read in the order `order` asks (its terms

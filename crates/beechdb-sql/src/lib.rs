@@ -625,6 +625,7 @@ impl Connection {
             interrupted: &self.interrupted,
             plans: Some(&stmt.plans),
             subqueries: Default::default(),
+            scoped_plans: Default::default(),
             quoted: &stmt.quoted,
         };
         let mut described = None;
@@ -678,6 +679,7 @@ impl Connection {
             interrupted: &self.interrupted,
             plans: Some(&stmt.plans),
             subqueries: Default::default(),
+            scoped_plans: Default::default(),
             quoted: &stmt.quoted,
         };
         let res = match &stmt.stmt {
