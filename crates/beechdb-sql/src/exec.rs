@@ -372,9 +372,10 @@ fn depth(sc: &Scope) -> usize {
     std::iter::successors(Some(sc), |s| s.outer).count()
 }
 
-/// The affinities `x IN (subquery)` gives its two sides (SQLite's comparison rules, as
-/// `compare_values` applies them), for `x` of affinity `left`, the subquery's of `right`.
-fn in_affinities(
+/// The affinities a comparison applies to its two sides (SQLite's rules: a numeric side
+/// makes a text or untyped other side numeric, a TEXT side makes an untyped one text), for
+/// operands of affinity `left` and `right`.
+fn comparison_affinities(
     left: Option<Affinity>,
     right: Option<Affinity>,
 ) -> (Option<Affinity>, Option<Affinity>) {
@@ -1256,31 +1257,36 @@ fn merge_pairs(
         .collect()
 }
 
-/// Of bound conditions `on`, an equality of a column at `right` (a slot of the row) with an
-/// expression of the slots before it (no subquery): the column's index in the right side's
-/// rows and the expression.
-fn equality_probe(on: &[Expr], right: std::ops::Range<usize>) -> Option<(usize, &Expr)> {
-    let before_right = |e: &Expr| {
-        let mut ok = true;
-        e.walk(&mut |x| match x {
-            Expr::Slot(s) => ok &= *s < right.start,
-            Expr::Exists(_) | Expr::Subquery(_) | Expr::InSelect { .. } => ok = false,
-            _ => {}
-        });
-        ok
-    };
-    on.iter().find_map(|e| {
+/// Of conditions `exprs`, an equality of a column at slots `range` of `frame` (by name or
+/// by slot) with an expression that holds no subquery and that `known` says is bound
+/// before those slots are: the column's index in the range and the expression. What a
+/// `HashProbe` is built on.
+fn equality_probe<'e>(
+    exprs: &'e [Expr],
+    frame: &Frame,
+    range: std::ops::Range<usize>,
+    known: impl Fn(&Expr) -> bool,
+) -> Option<(usize, &'e Expr)> {
+    exprs.iter().find_map(|e| {
         let (Expr::Binary(BinOp::Eq, a, b) | Expr::Compare(BinOp::Eq, a, b, _)) = e else {
             return None;
         };
-        [(a, b), (b, a)]
-            .into_iter()
-            .find_map(|(col, other)| match **col {
-                Expr::Slot(s) if right.contains(&s) && before_right(other) => {
-                    Some((s - right.start, &**other))
-                }
-                _ => None,
-            })
+        [(a, b), (b, a)].into_iter().find_map(|(col, other)| {
+            let slot = match &**col {
+                Expr::Column { table, name } => frame.resolve(table.as_deref(), name).ok()??.0,
+                Expr::Slot(slot) => *slot,
+                _ => return None,
+            };
+            let mut subquery = false;
+            other.walk(&mut |x| {
+                subquery |= matches!(
+                    x,
+                    Expr::Exists(_) | Expr::Subquery(_) | Expr::InSelect { .. }
+                )
+            });
+            (range.contains(&slot) && !subquery && known(other))
+                .then(|| (slot - range.start, &**other))
+        })
     })
 }
 
@@ -2407,20 +2413,23 @@ impl<'a> Exec<'a> {
         let j = &from.joins[0];
         let right_start = self.ref_width(&from.first)?;
         let right_end = right_start + self.ref_width(&j.table)?;
-        let mut on = self.join_conditions(j, frame, right_start)?;
+        let (mut on, pairs) = self.join_conditions(j, frame, right_start)?;
         let mut filter = filter.cloned();
         for e in on.iter_mut().chain(filter.as_mut()) {
             self.bind(e, frame);
         }
-        let names = join_names(frame, j, right_start..right_end);
-        let merges: Vec<(usize, usize, usize)> = merge_pairs(frame, right_start, right_end, &names)
-            .iter()
-            .enumerate()
+        let merges: Vec<(usize, usize, usize)> = (pairs.iter().enumerate())
             .map(|(k, p)| (p.left(frame), p.right, right_end + k))
             .collect();
         let left = self.ref_rows(&from.first, outer)?;
         let right = self.ref_rows(&j.table, outer)?;
-        let hash = equality_probe(&on, right_start..right_end)
+        // (Bound: what names the frame is a slot; a slot before the right side's is known.)
+        let left_only = |o: &Expr| {
+            let mut before = true;
+            o.walk(&mut |x| before &= !matches!(x, Expr::Slot(s) if *s >= right_start));
+            before
+        };
+        let hash = equality_probe(&on, frame, right_start..right_end, left_only)
             .filter(|_| right.len() >= 8)
             .map(|(column, probe)| HashProbe::build(&right, column, probe.clone()));
         let everything: Vec<usize> = (0..right.len()).collect();
@@ -2435,10 +2444,8 @@ impl<'a> Exec<'a> {
                     row[l].clone()
                 };
             }
-            if let Some(f) = &filter {
-                if me.eval(f, &Scope::new(frame, row, outer))?.truth() != Some(true) {
-                    return Ok(true);
-                }
+            if !me.row_passes(filter.iter(), frame, row, outer)? {
+                return Ok(true);
             }
             emit(me, row)
         };
@@ -2452,15 +2459,7 @@ impl<'a> Exec<'a> {
             for &k in candidates.as_deref().unwrap_or(&everything) {
                 let r = &right[k];
                 row[right_start..right_end].clone_from_slice(r);
-                let sc = Scope::new(frame, &row, outer);
-                let mut holds = true;
-                for e in &on {
-                    if self.eval(e, &sc)?.truth() != Some(true) {
-                        holds = false;
-                        break;
-                    }
-                }
-                if !holds {
+                if !self.row_passes(on.iter(), frame, &row, outer)? {
                     continue;
                 }
                 met = true;
@@ -2488,8 +2487,14 @@ impl<'a> Exec<'a> {
 
     /// The conditions of join `j` whose right side begins at `right_start` of `frame`: its
     /// ON condition's conjuncts and an equality for each USING or NATURAL column (the left's
-    /// value, merged if an earlier RIGHT or FULL join merged it, with the right's).
-    fn join_conditions(&self, j: &Join, frame: &Frame, right_start: usize) -> Result<Vec<Expr>> {
+    /// value, merged if an earlier RIGHT or FULL join merged it, with the right's); and
+    /// those columns' [`MergePair`]s.
+    fn join_conditions(
+        &self,
+        j: &Join,
+        frame: &Frame,
+        right_start: usize,
+    ) -> Result<(Vec<Expr>, Vec<MergePair>)> {
         let mut on: Vec<Expr> = j.on.iter().flat_map(conjuncts).cloned().collect();
         let right_end = right_start + self.ref_width(&j.table)?;
         let names = join_names(frame, j, right_start..right_end);
@@ -2506,7 +2511,7 @@ impl<'a> Exec<'a> {
                 missing.map_or("", |n| n.as_str())
             )));
         }
-        for p in pairs {
+        for p in &pairs {
             // By name where it can be, as written conditions are, so that access paths
             // see them; a merged value has only its slot.
             let c = &frame.sources[p.source].columns[p.column];
@@ -2521,7 +2526,7 @@ impl<'a> Exec<'a> {
             let right = column(p.right_source);
             on.push(Expr::Binary(BinOp::Eq, Box::new(left), Box::new(right)));
         }
-        Ok(on)
+        Ok((on, pairs))
     }
 
     /// How many slots source `r` takes in a joined row.
@@ -2559,7 +2564,7 @@ impl<'a> Exec<'a> {
         let mut bound: Vec<usize> = vec![0];
         for j in &from.joins {
             let right_start = *bound.last().unwrap() + items.last().unwrap().width;
-            let on = self.join_conditions(j, frame, right_start)?;
+            let (on, _) = self.join_conditions(j, frame, right_start)?;
             bound.push(right_start);
             items.push(item(self, &j.table, j.left)?);
             on_level.push(on);
@@ -2948,34 +2953,11 @@ impl<'a> Exec<'a> {
             } else {
                 &plan.at_level[i]
             };
-            let (start, end) = (plan.bound[i], plan.bound[i] + it.plan.width);
-            let found = exprs.iter().find_map(|e| {
-                let (Expr::Binary(BinOp::Eq, a, b) | Expr::Compare(BinOp::Eq, a, b, _)) = e else {
-                    return None;
-                };
-                [(a, b), (b, a)].into_iter().find_map(|(col, other)| {
-                    let slot = match &**col {
-                        Expr::Column { table, name } => {
-                            frame.resolve(table.as_deref(), name).ok()??.0
-                        }
-                        Expr::Slot(slot) => *slot,
-                        _ => return None,
-                    };
-                    let mut subquery = false;
-                    other.walk(&mut |x| {
-                        subquery |= matches!(
-                            x,
-                            Expr::Exists(_) | Expr::Subquery(_) | Expr::InSelect { .. }
-                        )
-                    });
-                    let earlier =
-                        level_of(other, frame, &plan.bound) < i || !refers_to_frame(other, frame);
-                    ((start..end).contains(&slot) && earlier && !subquery)
-                        .then(|| (slot - start, (**other).clone()))
-                })
-            });
-            if let Some((column, probe)) = found {
-                it.hash = Some(HashProbe::build(&it.rows, column, probe));
+            let slots = plan.bound[i]..plan.bound[i] + it.plan.width;
+            let earlier =
+                |o: &Expr| level_of(o, frame, &plan.bound) < i || !refers_to_frame(o, frame);
+            if let Some((column, probe)) = equality_probe(exprs, frame, slots, earlier) {
+                it.hash = Some(HashProbe::build(&it.rows, column, probe.clone()));
             }
         }
     }
@@ -4254,7 +4236,7 @@ impl<'a> Exec<'a> {
         if let Some(p) = &kept.probe {
             return Some(p.clone());
         }
-        let (to_left, to_right) = in_affinities(left, right);
+        let (to_left, to_right) = comparison_affinities(left, right);
         let mut saw_null = false;
         let mut values: Vec<Value> = Vec::with_capacity(kept.result.rows.len());
         for r in &kept.result.rows {
@@ -5700,20 +5682,14 @@ pub fn compare_values(
         }
         _ => {}
     }
-    let numeric = |x: Option<Affinity>| x.is_some_and(Affinity::is_numeric);
-    let textish =
-        |x: Option<Affinity>| matches!(x, None | Some(Affinity::Text) | Some(Affinity::Blob));
-    let (mut x, mut y) = (Cow::Borrowed(a), Cow::Borrowed(b));
-    if numeric(aa) && textish(ab) {
-        y = Cow::Owned(Affinity::Numeric.apply(b.clone()));
-    } else if numeric(ab) && textish(aa) {
-        x = Cow::Owned(Affinity::Numeric.apply(a.clone()));
-    } else if aa == Some(Affinity::Text) && ab.is_none() {
-        y = Cow::Owned(Affinity::Text.apply(b.clone()));
-    } else if ab == Some(Affinity::Text) && aa.is_none() {
-        x = Cow::Owned(Affinity::Text.apply(a.clone()));
+    fn converted(v: &Value, to: Option<Affinity>) -> Cow<'_, Value> {
+        match to {
+            Some(aff) => Cow::Owned(aff.apply(v.clone())),
+            None => Cow::Borrowed(v),
+        }
     }
-    Some(x.cmp_with(&y, coll))
+    let (to_a, to_b) = comparison_affinities(aa, ab);
+    Some(converted(a, to_a).cmp_with(&converted(b, to_b), coll))
 }
 
 fn order_values(

@@ -74,10 +74,9 @@ impl JsonAgg {
         let a = |i: usize| args.get(i).cloned().unwrap_or(Value::Null);
         match self {
             JsonAgg::Array(items, made) => items.push(to_json(&a(0), made.is_json(&a(0)))?),
+            // A NULL label adds nothing, as in SQLite.
+            JsonAgg::Object(_, _) if a(0).is_null() => {}
             JsonAgg::Object(map, made) => {
-                if a(0).is_null() {
-                    return Err(Error::Sql("json_group_object() labels must be TEXT".into()));
-                }
                 map.insert(a(0).to_text(), to_json(&a(1), made.is_json(&a(1)))?);
             }
         }

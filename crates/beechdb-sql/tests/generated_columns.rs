@@ -82,6 +82,7 @@ fn generated_columns_match_sqlite() {
         "CREATE TABLE x(a, b AS (rowid))",
         "CREATE TABLE x(a, b AS (nosuch))",
         "CREATE TABLE x(a, b AS (?))",
+        "CREATE TABLE x(a, b GENERATED ALWAYS AS (a) foo)",
         "ALTER TABLE v ADD COLUMN s AS (z) STORED",
         "ALTER TABLE v ADD COLUMN s AS (nosuch)",
         "ALTER TABLE v DROP COLUMN z",

@@ -58,6 +58,7 @@ fn json_edits_and_aggregates_match_sqlite() {
         "SELECT json_group_array(json_extract('{\"a\":[1,2]}', '$.a')) FROM kv WHERE g = 3",
         "SELECT json_group_array(v) FROM kv WHERE g > 9",
         "SELECT json_group_object(k, v) FROM kv WHERE g > 9",
+        "SELECT json_group_object(NULL, 1), json_group_object(k, g) FROM (SELECT NULL AS k, 1 AS g UNION ALL SELECT 'a', 2)",
         "SELECT json_object('all', (SELECT json_group_array(k) FROM kv))",
         "SELECT k, json_group_array(k) OVER (ORDER BY k ROWS 1 PRECEDING) FROM kv ORDER BY k",
         r#"SELECT json_pretty('{"a":[1,2,{}],"b":{"c":"d"},"e":[]}'), json_pretty('[1,{"x":null}]', '  ')"#,
