@@ -12,7 +12,7 @@ use crate::alter;
 use crate::ast::*;
 use crate::error::{ConstraintKind, Error, Result};
 use crate::exec::{table_columns, CorePlan, Exec, Frame, Row, Scope};
-use crate::record::{encode_key_part, encode_row, rowid_key, rowid_of_key};
+use crate::record::{encode_key_part, encode_row, encode_row_except, rowid_key, rowid_of_key};
 use crate::schema::{index_columns, lc, Index, Schema, Table, Trigger, View, EXPR_PART, SCHEMA_DB};
 use crate::value::{Affinity, Value};
 use std::ops::Bound;
@@ -243,11 +243,8 @@ impl Exec<'_> {
         if let Some(known) = self.max_rowids.get_mut(&t.db) {
             *known = (*known).max(Some(rowid));
         }
-        let mut stored = row.to_vec();
-        if let Some(a) = t.rowid_alias {
-            stored[a] = Value::Null;
-        }
-        Ok(self.txn.put(&db, &rowid_key(rowid), &encode_row(&stored))?)
+        let record = encode_row_except(row, t.rowid_alias);
+        Ok(self.txn.put(&db, &rowid_key(rowid), &record)?)
     }
 
     /// Row `rowid`'s entry in `index` (of table `t`): key and value; `None` when the index
@@ -867,29 +864,22 @@ impl Exec<'_> {
                 .collect(),
             Some(cols) => cols
                 .iter()
-                .map(|c| {
-                    if let Some(i) = t
-                        .column_index(c)
-                        .filter(|&i| t.columns[i].generated.is_some())
+                .map(|c| match t.column_index(c) {
+                    Some(i) if t.columns[i].generated.is_some() => Err(Error::Sql(format!(
+                        "cannot INSERT into generated column \"{}\"",
+                        t.columns[i].name
+                    ))),
+                    Some(i) => Ok(i),
+                    None if ["rowid", "oid", "_rowid_"]
+                        .iter()
+                        .any(|r| r.eq_ignore_ascii_case(c)) =>
                     {
-                        return Err(Error::Sql(format!(
-                            "cannot INSERT into generated column \"{}\"",
-                            t.columns[i].name
-                        )));
+                        Ok(usize::MAX)
                     }
-                    t.column_index(c).map(Ok).unwrap_or_else(|| {
-                        if ["rowid", "oid", "_rowid_"]
-                            .iter()
-                            .any(|r| r.eq_ignore_ascii_case(c))
-                        {
-                            Ok(usize::MAX)
-                        } else {
-                            Err(Error::Sql(format!(
-                                "table {} has no column named {c}",
-                                t.name
-                            )))
-                        }
-                    })
+                    None => Err(Error::Sql(format!(
+                        "table {} has no column named {c}",
+                        t.name
+                    ))),
                 })
                 .collect::<Result<_>>()?,
         };
@@ -920,17 +910,22 @@ impl Exec<'_> {
         if self.plan.is_some() {
             return Ok(0);
         }
+        let mut given = vec![false; t.columns.len()];
+        for &c in targets.iter().filter(|&&c| c != usize::MAX) {
+            given[c] = true;
+        }
+        // The row with its rowid, for triggers and RETURNING: made only when one reads it.
+        let wants_full =
+            !ins.returning.is_empty() || self.schema.triggers_of(&t.name).next().is_some();
         let mut count = 0;
         for src in source_rows {
             let mut row = vec![Value::Null; t.columns.len()];
-            let mut given = vec![false; t.columns.len()];
             let mut explicit_rowid: Option<Value> = None;
             for (v, &c) in src.into_iter().zip(&targets) {
                 if c == usize::MAX {
                     explicit_rowid = Some(v);
                 } else {
                     row[c] = v;
-                    given[c] = true;
                 }
             }
             let empty = Frame::default();
@@ -963,16 +958,22 @@ impl Exec<'_> {
                 row[a] = Value::Integer(rowid);
             }
             self.fill_generated(&t, &mut row, rowid)?;
-            let mut new_full = row.clone();
-            new_full.push(Value::Integer(rowid));
-            if !self.fire(
-                &t,
-                TriggerTime::Before,
-                &TriggerEvent::Insert,
-                None,
-                Some(&new_full),
-                &[],
-            )? {
+            let mut new_full = Vec::new();
+            if wants_full {
+                new_full.reserve_exact(row.len() + 1);
+                new_full.extend_from_slice(&row);
+                new_full.push(Value::Integer(rowid));
+            }
+            if wants_full
+                && !self.fire(
+                    &t,
+                    TriggerTime::Before,
+                    &TriggerEvent::Insert,
+                    None,
+                    Some(&new_full),
+                    &[],
+                )?
+            {
                 continue;
             }
             if !self.check_row(&t, &mut row, rowid, ins.conflict)? {
@@ -1041,15 +1042,17 @@ impl Exec<'_> {
             self.check_parents(&t, &row)?;
             *self.last_rowid = rowid;
             count += 1;
-            self.emit_returning(&t, &ins.returning, &new_full)?;
-            self.fire(
-                &t,
-                TriggerTime::After,
-                &TriggerEvent::Insert,
-                None,
-                Some(&new_full),
-                &[],
-            )?;
+            if wants_full {
+                self.emit_returning(&t, &ins.returning, &new_full)?;
+                self.fire(
+                    &t,
+                    TriggerTime::After,
+                    &TriggerEvent::Insert,
+                    None,
+                    Some(&new_full),
+                    &[],
+                )?;
+            }
         }
         self.changes = count;
         Ok(count)

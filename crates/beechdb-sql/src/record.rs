@@ -47,8 +47,18 @@ fn unzigzag(z: u64) -> i64 {
 /// A row: per value a tag (0 NULL, 1 integer, 2 real, 3 text, 4 blob) and its bytes;
 /// integers zigzag varints, reals 8 bytes, text and blobs a varint length and the bytes.
 pub fn encode_row(values: &[Value]) -> Vec<u8> {
+    encode_row_except(values, None)
+}
+
+/// As [`encode_row`], with column `skip` stored as NULL (a table's rowid alias, which its
+/// key holds).
+pub fn encode_row_except(values: &[Value], skip: Option<usize>) -> Vec<u8> {
     let mut out = Vec::with_capacity(values.len() * 9);
-    for v in values {
+    for (i, v) in values.iter().enumerate() {
+        if skip == Some(i) {
+            out.push(0);
+            continue;
+        }
         match v {
             Value::Null => out.push(0),
             Value::Integer(i) => {

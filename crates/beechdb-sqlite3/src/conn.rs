@@ -590,10 +590,12 @@ impl Inner {
     /// The connection, for its settings, functions and collations only (no database
     /// needed: one still waiting keeps them for when it has it).
     pub(crate) fn settings(&mut self) -> Result<&mut Connection, Failure> {
-        self.conn.as_mut().ok_or((
-            SQLITE_MISUSE,
-            "the database connection failed to open".into(),
-        ))
+        self.conn.as_mut().ok_or_else(|| {
+            (
+                SQLITE_MISUSE,
+                "the database connection failed to open".into(),
+            )
+        })
     }
 
     /// Opens the database this connection waits for, trying again (as SQLite's busy

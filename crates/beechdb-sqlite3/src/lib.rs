@@ -35,6 +35,9 @@ mod udf;
 mod util;
 mod value;
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 pub use backup::sqlite3_backup;
 pub use blob::sqlite3_blob;
 pub use conn::sqlite3;

@@ -206,7 +206,11 @@ pub(crate) unsafe fn text_value(p: *const c_char, n: i64) -> Value {
     }
     // With a length, every byte of it, NULs included (SQLite keeps them too); without
     // one, up to the first NUL.
-    Value::from(String::from_utf8_lossy(bytes(p.cast(), n)).into_owned())
+    // Valid text (the usual case) goes straight into the value's one allocation.
+    match String::from_utf8_lossy(bytes(p.cast(), n)) {
+        std::borrow::Cow::Borrowed(s) => Value::Text(s.into()),
+        std::borrow::Cow::Owned(s) => Value::from(s),
+    }
 }
 
 pub(crate) unsafe fn blob_value(p: *const c_void, n: i64) -> Value {

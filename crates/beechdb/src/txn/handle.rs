@@ -149,7 +149,9 @@ impl State {
     /// As [`State::commit_ops`], with the writes themselves (to apply them without copying
     /// them out of the operations).
     pub(super) fn commit_writes(&mut self) -> (OpsBuilder, BTreeMap<Sk, Written>) {
-        let mut ops = OpsBuilder::default();
+        // Sized once: a load's commit is megabytes, and growing it by doubling copied it
+        // again and again.
+        let mut ops = OpsBuilder::with_capacity(self.writes.commit_bytes());
         let writes = self.writes.merged();
         for (k, written) in &writes {
             let (db, key) = (u32::from_be_bytes(k[..4].try_into().unwrap()), &k[4..]);

@@ -146,6 +146,13 @@ pub(crate) struct OpsBuilder {
 }
 
 impl OpsBuilder {
+    pub(crate) fn with_capacity(bytes: usize) -> OpsBuilder {
+        OpsBuilder {
+            count: 0,
+            bytes: Vec::with_capacity(bytes),
+        }
+    }
+
     pub(crate) fn push(&mut self, op: Op) {
         op.encode(&mut self.bytes);
         self.count += 1;
