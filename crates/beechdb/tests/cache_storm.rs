@@ -387,6 +387,11 @@ fn removing_a_database_far_larger_than_the_cache_walks_no_tree_under_the_exclusi
         db.put(&(100_000 + k).to_be_bytes(), &vec![k as u8; 20_000])
             .unwrap();
     }
+    let st = db.stat().unwrap();
+    let pages = st.leaf_pages + st.branch_pages + st.overflow_pages;
+    // The catalog's pages back in memory after the walk of `stat` (the removal's commit
+    // writes them).
+    assert_eq!(kept.get(&0u32.to_be_bytes()).unwrap(), Some(value(0)));
     env.sync().unwrap();
     let before = env.stat().unwrap();
     env.remove_db("d").unwrap();
@@ -394,6 +399,17 @@ fn removing_a_database_far_larger_than_the_cache_walks_no_tree_under_the_exclusi
     let (unlocked, locked) = loads_between(&before, &after);
     assert!(unlocked > 1_000, "the tree's pages were read ({unlocked})");
     assert_eq!(locked, 0, "the walk loaded pages under the exclusive lock");
+    // The walk keeps what it found across a read's attempts: it used to walk its batch
+    // again for each page missed, and run out of attempts on a batch missing every page.
+    assert!(
+        unlocked <= pages,
+        "{unlocked} loads for a tree of {pages} pages: each at most once"
+    );
+    assert_eq!(
+        after.cache_reads_locked - before.cache_reads_locked,
+        0,
+        "a read of the walk ran out of attempts"
+    );
     assert!(
         after.cache_resident_pages <= before.cache_resident_pages.max(64) + 64,
         "the cache grew past its budget: {} pages",

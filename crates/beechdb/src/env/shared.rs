@@ -303,14 +303,21 @@ impl Shared {
     /// [`Shared::free_doomed`], by the holder of `freeing`: only it takes pages off the
     /// front of the list (removals add theirs at the back).
     fn free_doomed_holding(&self, _freeing: &parking_lot::MutexGuard<'_, ()>) -> Result<()> {
-        const BATCH: usize = 64;
+        // Fewer than a read's attempts, so that a batch whose every page misses is loaded
+        // with no lock held, not under the exclusive lock after the read runs out of them.
+        const BATCH: usize = READ_ATTEMPTS / 2;
         loop {
-            let ((batch, chains), _) = self.read(|e| {
-                let mut batch = Vec::new();
-                for &pid in e.doomed.iter().take(BATCH) {
+            // A page missing from the cache makes the read run its closure again: the pages
+            // already walked are kept across runs (a removed tree's pages never change, and
+            // only this holder takes them off the list), so each run walks only the pages
+            // after them (it walked the batch again per miss, a load of a whole index
+            // costing 30 times its pages).
+            let mut batch = Vec::with_capacity(BATCH);
+            let (chains, _) = self.read(|e| {
+                for &pid in e.doomed.iter().skip(batch.len()).take(BATCH - batch.len()) {
                     batch.push((pid, crate::engine::tree_refs(e.pager.page(pid)?)));
                 }
-                Ok((batch, e.chain_reader()))
+                Ok(e.chain_reader())
             })?;
             if batch.is_empty() {
                 return Ok(());
