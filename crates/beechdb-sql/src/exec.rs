@@ -735,7 +735,7 @@ impl JoinPlan {
             }
             // Its own conditions but those its index lookup makes true (see `residual`).
             let own = match (&it.access, &self.residual[i]) {
-                (Access::Index(..), Some(r)) => r,
+                (Access::Index(..) | Access::IndexIn(..) | Access::IndexRange(..), Some(r)) => r,
                 _ => &self.at_level[i],
             };
             let others = self.at_level.iter().enumerate().filter(|&(j, _)| j != i);
@@ -1058,7 +1058,11 @@ fn first_part_name<'t>(t: &'t Table, idx: &crate::schema::Index) -> &'t str {
 fn covering(plan: &JoinPlan, i: usize) -> &'static str {
     let it = &plan.items[i];
     match (&it.access, &plan.wanted[i], &it.table) {
-        (Access::Index(..), Some(columns), _) if columns.is_empty() => "COVERING ",
+        (Access::Index(..) | Access::IndexIn(..) | Access::IndexRange(..), Some(columns), _)
+            if columns.is_empty() =>
+        {
+            "COVERING "
+        }
         (Access::IndexOrder(idx, ..), wanted, Some(t))
             if covered_parts(t, idx, wanted.as_deref()).is_some() =>
         {
@@ -1066,6 +1070,50 @@ fn covering(plan: &JoinPlan, i: usize) -> &'static str {
         }
         _ => "",
     }
+}
+
+/// `c = x OR c = y OR ...` (each side of `=` either way round) as the column `c` and the
+/// values it is compared with: the same as `c IN (x, y, ...)`, whose access path it takes.
+fn equalities_of_one_column(e: &Expr) -> Option<(&Expr, Vec<&Expr>)> {
+    let mut values = Vec::new();
+    let mut column: Option<&Expr> = None;
+    let mut stack = vec![e];
+    while let Some(e) = stack.pop() {
+        match e {
+            Expr::Binary(BinOp::Or, a, b) => stack.extend([&**b, &**a]),
+            Expr::Binary(BinOp::Eq, a, b) => {
+                let (col, value) = match (&**a, &**b) {
+                    (c @ Expr::Column { .. }, v) if !matches!(v, Expr::Column { .. }) => (c, v),
+                    (v, c @ Expr::Column { .. }) if !matches!(v, Expr::Column { .. }) => (c, v),
+                    _ => return None,
+                };
+                let same = |seen: &Expr| match (seen, col) {
+                    (
+                        Expr::Column {
+                            table: t1,
+                            name: n1,
+                        },
+                        Expr::Column {
+                            table: t2,
+                            name: n2,
+                        },
+                    ) => {
+                        n1.eq_ignore_ascii_case(n2)
+                            && t1.as_deref().map(str::to_ascii_lowercase)
+                                == t2.as_deref().map(str::to_ascii_lowercase)
+                    }
+                    _ => false,
+                };
+                if column.is_some_and(|seen| !same(seen)) {
+                    return None;
+                }
+                column = Some(col);
+                values.push(value);
+            }
+            _ => return None,
+        }
+    }
+    Some((column?, values))
 }
 
 /// When the columns a statement reads of `t` (`wanted`; `None`: all) are all parts of
@@ -2816,12 +2864,7 @@ impl<'a> Exec<'a> {
                     (Access::RowidRange(..), Some(_)) => {
                         format!("SEARCH {name} USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)")
                     }
-                    (Access::IndexIn(idx, _), Some(t)) => format!(
-                        "SEARCH {name} USING INDEX {} ({}=?)",
-                        idx.name,
-                        first_part_name(t, idx)
-                    ),
-                    (Access::Index(idx, ..), Some(t)) => format!(
+                    (Access::Index(idx, ..) | Access::IndexIn(idx, _), Some(t)) => format!(
                         "SEARCH {name} USING {}INDEX {} ({}=?)",
                         covering(plan, i),
                         idx.name,
@@ -3175,7 +3218,14 @@ impl<'a> Exec<'a> {
         let go_on = match found {
             Found::Rowids(rowids, exact) => {
                 let db = self.db(&t.db)?;
-                let implied = exact && matches!(access, Access::Rowid(_) | Access::Index(..));
+                let implied = exact
+                    && matches!(
+                        access,
+                        Access::Rowid(_)
+                            | Access::Index(..)
+                            | Access::IndexIn(..)
+                            | Access::IndexRange(..)
+                    );
                 let conditions = conditions(implied);
                 // A lookup that is not exact checks every condition, on the whole row.
                 let wanted = wanted.filter(|_| implied);
@@ -3453,7 +3503,7 @@ impl<'a> Exec<'a> {
                 (!desc && t.columns[c].affinity.is_numeric()).then(|| ((*i).clone(), r.clone()))
             });
             if let Some((idx, (lo, hi))) = ranged {
-                best = Access::IndexRange(idx, lo.map(|b| b.0), hi.map(|b| b.0));
+                best = Access::IndexRange(idx, bound_expr(lo), bound_expr(hi));
             }
         }
         for (k, e) in exprs.iter().enumerate() {
@@ -3507,24 +3557,35 @@ impl<'a> Exec<'a> {
             best,
             Access::Scan | Access::RowidRange(..) | Access::IndexRange(..)
         ) {
-            // `c IN (list)` of values known before the table is read: each one looked up.
-            for e in exprs {
+            // `c IN (list)` of values known before the table is read, or `c = x OR c = y
+            // ...` (the same): each one looked up.
+            for (k, e) in exprs.iter().enumerate() {
+                let or_list;
                 let (expr, values) = match e {
                     Expr::InList {
                         expr,
                         not: false,
                         list,
                     } if !list.is_empty() && list.iter().all(known_before) => {
-                        (expr, InValues::List(list.clone()))
+                        (&**expr, InValues::List(list.clone()))
                     }
                     Expr::InSelect {
                         expr,
                         not: false,
                         select,
-                    } if self.reads_no_outer_row(select) => (expr, InValues::Query(select.clone())),
+                    } if self.reads_no_outer_row(select) => {
+                        (&**expr, InValues::Query(select.clone()))
+                    }
+                    Expr::Binary(BinOp::Or, ..) => match equalities_of_one_column(e) {
+                        Some((col, list)) if list.iter().all(|v| known_before(v)) => {
+                            or_list = col;
+                            (or_list, InValues::List(list.into_iter().cloned().collect()))
+                        }
+                        _ => continue,
+                    },
                     _ => continue,
                 };
-                let Expr::Column { table, name } = &**expr else {
+                let Expr::Column { table, name } = expr else {
                     continue;
                 };
                 let Ok(Some((slot, _))) = frame.resolve(table.as_deref(), name) else {
@@ -3549,6 +3610,11 @@ impl<'a> Exec<'a> {
                     InValues::Query(sel) => self.select_affinity(sel, None),
                 };
                 if let Some(idx) = idx.filter(|_| index_affinity_ok(t.columns[c].affinity, other)) {
+                    // Constants and parameters, compared in the column's collation: its
+                    // entries are exactly the rows where the conjunct holds (as for `=`).
+                    let constants = matches!(&values, InValues::List(list)
+                        if list.iter().all(|v| matches!(v, Expr::Literal(_) | Expr::Param(_))));
+                    index_implied = constants.then_some(k);
                     best = Access::IndexIn((*idx).clone(), values);
                 }
             }
@@ -3595,7 +3661,14 @@ impl<'a> Exec<'a> {
         }
         match best {
             Access::RowidRange(..) => {}
-            Access::Index(ref idx, ..) if idx.exprs.is_empty() => {
+            // A numeric range of constants: every number between them, and the text and
+            // blobs past a low bound alone (which compare greater than any number).
+            Access::IndexRange(_, ref lo, ref hi)
+                if lo
+                    .iter()
+                    .chain(hi)
+                    .all(|b| matches!(b, Expr::Literal(_) | Expr::Param(_))) => {}
+            Access::Index(ref idx, ..) | Access::IndexIn(ref idx, _) if idx.exprs.is_empty() => {
                 implied = index_implied.into_iter().collect()
             }
             _ => implied.clear(),
@@ -3660,7 +3733,7 @@ impl<'a> Exec<'a> {
                 let (from, high) = match (lo, hi) {
                     (None, None) => (Vec::new(), None),
                     _ => match self.index_span(lo, hi, sc)? {
-                        Some(span) => span,
+                        Some((from, high, _)) => (from, high),
                         None => return nothing,
                     },
                 };
@@ -3704,19 +3777,25 @@ impl<'a> Exec<'a> {
             }
             Access::IndexIn(idx, values) => {
                 let mut rowids: SmallVec<[i64; 4]> = SmallVec::new();
+                let mut exact = true;
                 for (v, aff) in self.in_values(values, sc)? {
-                    if let Some((prefix, _)) = index_probe_key(t, idx, v, aff) {
-                        rowids.extend(self.index_rowids(idx, &prefix, Some(&prefix))?);
+                    match index_probe_key(t, idx, v, aff) {
+                        Some((prefix, exactly)) => {
+                            exact &= exactly;
+                            rowids.extend(self.index_rowids(idx, &prefix, Some(&prefix))?);
+                        }
+                        // NULL, or a value no entry can equal: it finds no row.
+                        None => {}
                     }
                 }
                 rowids.sort_unstable();
                 rowids.dedup();
-                Ok(Found::Rowids(rowids, false))
+                Ok(Found::Rowids(rowids, exact))
             }
             Access::IndexRange(idx, lo, hi) => match self.index_span(lo, hi, sc)? {
-                Some((from, high)) => {
+                Some((from, high, exact)) => {
                     let rowids = self.index_rowids(idx, &from, high.as_deref())?;
-                    Ok(Found::Rowids(rowids, false))
+                    Ok(Found::Rowids(rowids, exact))
                 }
                 None => nothing,
             },
@@ -3848,12 +3927,16 @@ impl<'a> Exec<'a> {
         // `Some(None)` when it is not a number (text and blobs sort after every number, so
         // a high bound of text bounds nothing and a low one excludes every number: read the
         // whole index then).
-        let key = |me: &mut Self, e: &Option<Expr>| -> Result<Option<Option<Vec<u8>>>> {
+        // Keys order numbers exactly, but for those of 2^63 and more (the largest integers
+        // share a key with 2^63 as a real): a bound there reads a superset.
+        let mut exact = true;
+        let mut key = |me: &mut Self, e: &Option<Expr>| -> Result<Option<Option<Vec<u8>>>> {
             let Some(e) = e else { return Ok(Some(None)) };
             let v = Affinity::Numeric.apply(me.eval(e, sc)?);
             Ok(match v {
                 Value::Null => None,
                 Value::Integer(_) | Value::Real(_) => {
+                    exact &= v.as_f64() < 9_223_372_036_854_775_808.0;
                     let mut k = Vec::new();
                     crate::record::encode_key_part(&mut k, &v, Collation::Binary, false);
                     Some(Some(k))
@@ -3866,11 +3949,11 @@ impl<'a> Exec<'a> {
         };
         if (lo.is_some() && l.is_none()) || (hi.is_some() && h.is_none()) {
             // The whole index, in its order (which an ORDER BY may rely on).
-            return Ok(Some((Vec::new(), None)));
+            return Ok(Some((Vec::new(), None, false)));
         }
         // From the low bound (or the first number, past the NULLs) to the high one (or the
         // end: text and blobs are greater than any number).
-        Ok(Some((l.unwrap_or_else(|| vec![0x10]), h)))
+        Ok(Some((l.unwrap_or_else(|| vec![0x10]), h, exact)))
     }
 
     /// The rowids of the entries of `idx` from key `from` through the last key that begins
@@ -5779,7 +5862,9 @@ fn resolve_order_term(e: &Expr, exprs: &[(Expr, String)]) -> Result<Expr> {
 
 /// The keys an index range reads: from the first through those that begin with the second
 /// (or to the end).
-type IndexSpan = (Vec<u8>, Option<Vec<u8>>);
+/// The keys an index range reads (see `Exec::index_span`), and whether they are exactly
+/// the entries its bounds' comparisons hold for.
+type IndexSpan = (Vec<u8>, Option<Vec<u8>>, bool);
 
 /// The end of the keys that begin with `prefix` or less: the first key past them (none
 /// when the prefix is all 0xFF bytes).

@@ -70,8 +70,21 @@ fn expr(rng: &mut StdRng, tables: &[&str], depth: u32) -> String {
 fn predicate(rng: &mut StdRng, tables: &[&str]) -> String {
     let a = expr(rng, tables, 2);
     let b = expr(rng, tables, 1);
-    match rng.gen_range(0..8) {
+    match rng.gen_range(0..11) {
         6 => format!("t1.c0 BETWEEN {} AND {}", literal(rng), literal(rng)),
+        // Constants against the indexed column (i1): IN lists, ORs of equalities, ranges.
+        8 => format!(
+            "t1.c1 IN ({}, {}, {})",
+            literal(rng),
+            literal(rng),
+            literal(rng)
+        ),
+        9 => format!("t1.c1 = {} OR {} = t1.c1", literal(rng), literal(rng)),
+        10 => format!(
+            "t1.c1 {} {}",
+            ["<", "<=", ">", ">=", "BETWEEN 0 AND"][rng.gen_range(0..5)],
+            literal(rng)
+        ),
         7 => format!(
             "t1.c0 {} {}",
             ["<", "<=", ">", ">=", "="][rng.gen_range(0..5)],
