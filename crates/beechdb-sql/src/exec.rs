@@ -3779,13 +3779,10 @@ impl<'a> Exec<'a> {
                 let mut rowids: SmallVec<[i64; 4]> = SmallVec::new();
                 let mut exact = true;
                 for (v, aff) in self.in_values(values, sc)? {
-                    match index_probe_key(t, idx, v, aff) {
-                        Some((prefix, exactly)) => {
-                            exact &= exactly;
-                            rowids.extend(self.index_rowids(idx, &prefix, Some(&prefix))?);
-                        }
-                        // NULL, or a value no entry can equal: it finds no row.
-                        None => {}
+                    // None: NULL, or a value no entry can equal; it finds no row.
+                    if let Some((prefix, exactly)) = index_probe_key(t, idx, v, aff) {
+                        exact &= exactly;
+                        rowids.extend(self.index_rowids(idx, &prefix, Some(&prefix))?);
                     }
                 }
                 rowids.sort_unstable();
