@@ -602,7 +602,7 @@ pub(crate) struct CorePlan {
     bare: bool,
     windows: bool,
     /// `SELECT min(c)` or `max(c)` of one table, alone, read at one end of its rowid or an
-    /// index on `c` (SQLite's min/max optimization).
+    /// index on `c` (SQLite's min/max optimization); or `count(*)`, the table's count.
     min_max: Option<MinMax>,
     /// How the FROM clause is read, if there is one.
     pub(crate) join: Option<JoinPlan>,
@@ -621,7 +621,15 @@ struct MinMax {
     index: Option<Arc<crate::schema::Index>>,
     /// The column whose value is the answer (`None`: the rowid).
     column: Option<usize>,
-    max: bool,
+    end: End,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum End {
+    Min,
+    Max,
+    /// Not an end: the number of rows (`Txn::len`, from the tree's count).
+    Count,
 }
 
 /// How the sources of a FROM clause are read and joined.
@@ -4794,19 +4802,15 @@ impl<'a> Exec<'a> {
         else {
             return None;
         };
-        let max = match name.as_str() {
-            "min" => false,
-            "max" => true,
+        let end = match name.as_str() {
+            "min" => End::Min,
+            "max" => End::Max,
             _ => return None,
         };
         let (TableRef::Table { name: t, .. }, [arg]) = (source, &args[..]) else {
             return None;
         };
-        let table = self
-            .schema
-            .tables
-            .get(&lc(t))
-            .filter(|_| self.cte_columns(t).is_none())?;
+        let table = self.plain_table(t)?;
         let slot = match arg {
             Expr::Slot(slot) => *slot,
             Expr::Column { table, name } => frame.resolve(table.as_deref(), name).ok()??.0,
@@ -4831,18 +4835,54 @@ impl<'a> Exec<'a> {
             table: table.clone(),
             index,
             column,
-            max,
+            end,
         })
+    }
+
+    /// `count(*)` of `source` alone, when it is a table: its count.
+    fn count_rows(&self, e: &Expr, source: &TableRef) -> Option<MinMax> {
+        let (
+            Expr::Function {
+                name,
+                args,
+                distinct: false,
+                star: true,
+                user: None,
+            },
+            TableRef::Table { name: t, .. },
+        ) = (e, source)
+        else {
+            return None;
+        };
+        (name == "count" && args.is_empty()).then_some(())?;
+        Some(MinMax {
+            table: self.plain_table(t)?.clone(),
+            index: None,
+            column: None,
+            end: End::Count,
+        })
+    }
+
+    /// The table `name` names, unless a CTE of the statement does.
+    fn plain_table(&self, name: &str) -> Option<&Arc<Table>> {
+        self.schema
+            .tables
+            .get(&lc(name))
+            .filter(|_| self.cte_columns(name).is_none())
     }
 
     /// The answer of a min/max plan: the value at one end of the rowid or index order
     /// (the first one past the NULLs, for min).
     fn read_min_max(&mut self, mm: &MinMax) -> Result<Value> {
         let t = &mm.table;
+        if mm.end == End::Count {
+            let db = self.db(&t.db)?;
+            return Ok(Value::Integer(self.txn.len(&db)? as i64));
+        }
         let rowid = match &mm.index {
             None => {
                 let db = self.db(&t.db)?;
-                let end = if mm.max {
+                let end = if mm.end == End::Max {
                     self.txn.last(&db, ..)?
                 } else {
                     self.txn.first(&db, ..)?
@@ -4855,7 +4895,7 @@ impl<'a> Exec<'a> {
             Some(idx) => {
                 let idb = self.db(&idx.db)?;
                 // NULL keys (0x05) sort first; any other value's key is above 0x05.
-                let end = if mm.max {
+                let end = if mm.end == End::Max {
                     self.txn.last(&idb, ..)?
                 } else {
                     self.txn.first(&idb, vec![0x06]..)?
@@ -5117,7 +5157,9 @@ impl<'a> Exec<'a> {
         };
         let alone = where_.is_none() && group_by.is_empty() && having.is_none();
         let min_max = match (&exprs[..], from, alone) {
-            ([(e, _)], Some(f), true) if f.joins.is_empty() => self.min_max(e, &f.first, &frame),
+            ([(e, _)], Some(f), true) if f.joins.is_empty() => self
+                .min_max(e, &f.first, &frame)
+                .or_else(|| self.count_rows(e, &f.first)),
             _ => None,
         };
         Ok(CorePlan {
@@ -5253,11 +5295,11 @@ impl<'a> Exec<'a> {
         let meta = plan.meta.clone();
         if let Some(mm) = &plan.min_max {
             if let Some(lines) = &mut self.plan {
-                let how = match &mm.index {
-                    Some(i) => format!("USING INDEX {}", i.name),
-                    None => "USING INTEGER PRIMARY KEY".into(),
-                };
-                lines.push(format!("SEARCH {} {how}", mm.table.name));
+                lines.push(match (&mm.index, mm.end) {
+                    (_, End::Count) => format!("SCAN {}", mm.table.name),
+                    (Some(i), _) => format!("SEARCH {} USING INDEX {}", mm.table.name, i.name),
+                    (None, _) => format!("SEARCH {} USING INTEGER PRIMARY KEY", mm.table.name),
+                });
                 return Ok((meta, Vec::new()));
             }
             return Ok((meta, vec![(vec![self.read_min_max(mm)?], Vec::new())]));

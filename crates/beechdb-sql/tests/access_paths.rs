@@ -292,6 +292,52 @@ fn min_and_max_read_one_end_of_an_index_and_match_sqlite() {
     );
 }
 
+/// `SELECT count(*) FROM t` alone is the table's count (`Txn::len`): what the statement's
+/// transaction sees, its own changes included, and not another connection's later commit.
+#[test]
+fn count_of_a_whole_table_is_its_count_as_the_transaction_sees_it() {
+    let setup = "CREATE TABLE c(id INTEGER PRIMARY KEY, v); CREATE TABLE empty(x);
+                 CREATE VIEW half AS SELECT * FROM c WHERE id % 2 = 0;";
+    let db = Database::open_in_memory().unwrap();
+    let (mut ours, mut other) = (db.connect(), db.connect());
+    let lite = rusqlite::Connection::open_in_memory().unwrap();
+    ours.execute_batch(setup).unwrap();
+    lite.execute_batch(setup).unwrap();
+    let count = |c: &mut beechdb_sql::Connection, sql: &str| c.query(sql, &[]).unwrap().rows;
+    for step in [
+        "WITH RECURSIVE s(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM s WHERE x < 500)
+         INSERT INTO c(v) SELECT x FROM s",
+        "DELETE FROM c WHERE id % 7 = 0",
+        "BEGIN; INSERT INTO c(v) VALUES (1), (2); DELETE FROM c WHERE id < 10",
+        "INSERT INTO c(v) SELECT v FROM c",
+        "COMMIT",
+    ] {
+        ours.execute_batch(step).unwrap();
+        lite.execute_batch(step).unwrap();
+        let queries = [
+            "SELECT count(*) FROM c",
+            "SELECT count(*) FROM empty",
+            "SELECT count(*) FROM half",
+            "SELECT count(*) FROM c LIMIT 1 OFFSET 1",
+            "WITH c AS (SELECT 1) SELECT count(*) FROM c",
+        ]
+        .map(String::from);
+        same_rows(&mut ours, &lite, &queries);
+    }
+    assert_eq!(
+        common::plan_of(&mut ours, "SELECT count(*) FROM c"),
+        ["SCAN c"]
+    );
+    // A transaction's count stays its snapshot's while another connection commits.
+    ours.execute_batch("BEGIN").unwrap();
+    let before = count(&mut ours, "SELECT count(*) FROM c");
+    other.execute_batch("INSERT INTO c(v) VALUES (7)").unwrap();
+    assert_eq!(count(&mut ours, "SELECT count(*) FROM c"), before);
+    ours.execute_batch("COMMIT").unwrap();
+    let after = count(&mut ours, "SELECT count(*) FROM c");
+    assert_eq!(after[0][0].as_i64(), before[0][0].as_i64() + 1);
+}
+
 #[test]
 fn rowid_ranges_and_lookups_drop_only_the_conditions_they_make_true() {
     // A rowid range from integer bounds reads exactly the rows its conditions select, so

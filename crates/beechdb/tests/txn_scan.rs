@@ -304,3 +304,76 @@ fn lent_walks_cross_leaves_long_keys_and_concurrent_commits() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     writer.join().unwrap();
 }
+
+/// `Txn::len` counts what the transaction sees: its snapshot (other commits made after it
+/// began are not counted) and its own writes, few or many, with savepoints rolled back;
+/// under read-committed the latest commits; in a database it creates, and with duplicates.
+#[test]
+fn len_counts_the_entries_the_transaction_sees() {
+    let env = env();
+    let db = env.create_db("d").unwrap();
+    let mut latest = filled(&env, &db, |_| 8);
+    for seed in 0..30u64 {
+        let rng = &mut StdRng::seed_from_u64(seed);
+        let read_committed = seed % 3 == 2;
+        let txn = match read_committed {
+            true => env.begin_txn_with(Isolation::ReadCommitted).unwrap(),
+            false => env.begin_txn().unwrap(),
+        };
+        let mut view = latest.clone();
+        let mut owned = Model::new();
+        // Between none and well past the writes checked one by one.
+        for _ in 0..[0, 5, 40, 150][seed as usize % 4] {
+            let k = key(rng.gen_range(0..2200));
+            owned.insert(k.clone(), Vec::new());
+            if rng.gen_bool(0.4) {
+                txn.delete(&db, &k).unwrap();
+                view.remove(&k);
+            } else {
+                txn.put(&db, &k, b"own").unwrap();
+                view.insert(k, b"own".to_vec());
+            }
+        }
+        let sp = txn.savepoint().unwrap();
+        for i in 0..3 {
+            txn.put(&db, &key(2300 + i), b"undone").unwrap();
+        }
+        txn.rollback_to(&sp).unwrap();
+        if rng.gen_bool(0.5) {
+            // Commits after the snapshot: counted only under read-committed.
+            let before = latest.clone();
+            commit_elsewhere(&env, &db, rng, &mut latest, &owned);
+            if read_committed {
+                for (k, _) in before.iter().filter(|(k, _)| !latest.contains_key(*k)) {
+                    view.remove(k);
+                }
+                for (k, v) in latest.iter().filter(|(k, _)| !before.contains_key(*k)) {
+                    view.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        assert_eq!(txn.len(&db).unwrap(), view.len() as u64, "seed {seed}");
+        txn.abort();
+    }
+    // A database the transaction creates, and one with duplicates (pairs are counted).
+    let txn = env.begin_txn().unwrap();
+    let made = txn.create_db("made").unwrap();
+    for i in 0..100 {
+        txn.put(&made, &key(i), b"v").unwrap();
+    }
+    assert_eq!(txn.len(&made).unwrap(), 100);
+    let dups = txn
+        .create_db_with("dups", beechdb::Duplicates::Sorted)
+        .unwrap();
+    for v in [&b"a"[..], b"b", b"c"] {
+        txn.put(&dups, b"k", v).unwrap();
+    }
+    txn.commit().unwrap();
+    let txn = env.begin_txn().unwrap();
+    assert_eq!(txn.len(&made).unwrap(), 100);
+    assert_eq!(txn.len(&dups).unwrap(), 3);
+    txn.delete(&dups, b"k").unwrap();
+    assert_eq!(txn.len(&dups).unwrap(), 0);
+    assert_eq!(txn.len(&db).unwrap(), latest.len() as u64);
+    txn.abort();
+}

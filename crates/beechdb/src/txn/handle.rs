@@ -532,6 +532,54 @@ impl Txn {
             .transpose()
     }
 
+    /// The number of entries of `db` this transaction sees (with duplicates, of pairs).
+    /// Read from the tree's count, with each of the transaction's own writes in `db`
+    /// checked against the tree, when the trees are as its snapshot saw them and it has
+    /// written few keys there; else counted through the merging scan.
+    pub fn len(&self, db: &Db) -> Result<u64> {
+        // Own writes checked one by one: beyond this many, the scan is cheaper.
+        const OWN_WRITES: usize = 64;
+        let own = {
+            let mut st = self.inner.checked(db)?;
+            if st.created(db.id()) {
+                None
+            } else if st.writes.is_empty() {
+                Some(Vec::new())
+            } else {
+                let (lo, hi) = super::scoped_range(db.id(), &Bound::Unbounded, &Bound::Unbounded);
+                let (writes, cut) = st.writes.range(&lo, &hi, false, OWN_WRITES + 1)?;
+                (cut.is_none() && writes.len() <= OWN_WRITES).then_some(writes)
+            }
+        };
+        if let Some(own) = own {
+            let at = self.inner.snapshot;
+            let (counted, _) = self.inner.shared.read(|e| {
+                if !e.trees_as_seen(at) {
+                    return Ok(None);
+                }
+                let mut n = e.db(db.id())?.entries;
+                for (sk, w) in &own {
+                    match (e.locate(db.id(), &sk[4..])?.is_some(), w.is_some()) {
+                        (false, true) => n += 1,
+                        (true, false) => n -= 1,
+                        _ => {}
+                    }
+                }
+                Ok(Some(n))
+            })?;
+            if let Some(n) = counted {
+                return Ok(n);
+            }
+        }
+        let mut entries = self.scan(db, .., false);
+        let mut n = 0;
+        while let Some(kv) = entries.next_ref() {
+            kv?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
     fn scan(&self, db: &Db, range: impl KeyRange, rev: bool) -> TxnIter {
         let (lo, hi) = range.bounds();
         let decode = db.duplicates();
