@@ -267,6 +267,20 @@ pub struct Exec<'a> {
     /// Plans made where common table expressions were in scope, for this run (see
     /// `Exec::cached_plan`).
     pub scoped_plans: std::cell::RefCell<FxHashMap<(PlanId, u64), ScopedPlan>>,
+    /// The bar of the top-N sort being read, if any (see `TopGate`).
+    pub top_gate: Option<TopGate>,
+}
+
+/// The bar a sort for a LIMIT sets for the rows it reads (see `Exec::core`): once it has
+/// kept the first N, a row whose ORDER BY key does not sort before the last of them is
+/// dropped before the columns only its result reads are decoded.
+pub struct TopGate {
+    /// The address of the plan whose rows it bars (a subquery's rows are not its).
+    plan: usize,
+    keys: Vec<Expr>,
+    specs: Vec<OrderSpec>,
+    /// The key of the last row kept, once N are.
+    worst: Option<Row>,
 }
 
 /// A plan made where common table expressions were in scope: their names and columns per
@@ -710,7 +724,14 @@ impl JoinPlan {
     /// those read at all. `rest` are the plan's other expressions (the result columns and
     /// such); `whole_rows` says the rows it passes on are read whole (UPDATE and DELETE).
     /// Nothing is lazy unless the first item's conditions read its columns by slot only.
-    fn decode_lazily<'e>(&mut self, rest: impl Iterator<Item = &'e Expr>, whole_rows: bool) {
+    /// `sort_keys` are a top-N sort's keys, read before the result's own columns (see
+    /// `TopGate`).
+    fn decode_lazily<'e>(
+        &mut self,
+        rest: impl Iterator<Item = &'e Expr>,
+        whole_rows: bool,
+        sort_keys: &[Expr],
+    ) {
         let rest: Vec<&Expr> = rest.collect();
         let conditions = self.at_level.iter().chain(&self.on_level).flatten();
         self.lent = self.items.len() == 1
@@ -768,7 +789,8 @@ impl JoinPlan {
         let slots = self.bound[0]..self.bound[0] + n;
         let filter = columns_read(self.at_level[0].iter(), slots.clone());
         let later = self.at_level[1..].iter().chain(&self.on_level).flatten();
-        let joins = columns_read(later.chain(accesses.iter().copied()), slots.clone());
+        let before_rest = accesses.iter().copied().chain(sort_keys);
+        let joins = columns_read(later.chain(before_rest), slots.clone());
         let rest = columns_read(rest.into_iter(), slots).filter(|_| !whole_rows);
         if let Some(filter) = filter {
             let read = |c: usize, m: &Option<Vec<bool>>| m.as_ref().is_none_or(|m| m[c]);
@@ -776,8 +798,9 @@ impl JoinPlan {
             let mask = |pick: &dyn Fn(usize) -> bool| {
                 trimmed((0..n).map(|c| stored(c) && pick(c)).collect())
             };
-            // Alone, the item's rows go straight to the result: nothing to defer.
-            let defer = self.items.len() > 1;
+            // Alone, the item's rows go straight to the result: nothing to defer, but for a
+            // top-N sort's bar.
+            let defer = self.items.len() > 1 || !sort_keys.is_empty();
             let rest = |c| read(c, &rest) && !filter[c];
             self.lazy = Some(LazyColumns {
                 joins: mask(&|c| (read(c, &joins) || !defer && rest(c)) && !filter[c]),
@@ -3182,6 +3205,9 @@ impl<'a> Exec<'a> {
                 let mut decoded = false;
                 let mut finish = |me: &mut Self, r: &mut [Value]| {
                     if !decoded {
+                        if !me.top_admits(plan, r, j.frame, j.outer)? {
+                            return Ok(true);
+                        }
                         t.read_columns(v, &mut r[slots.clone()], Some(&l.rest))?;
                         decoded = true;
                     }
@@ -3298,6 +3324,26 @@ impl<'a> Exec<'a> {
         }
         row[slots].fill(Value::Null);
         self.left_unmatched(j, level, row, emit, matched)
+    }
+
+    /// Whether `row`, read by `plan`, passes the bar of the top-N sort reading it (see
+    /// `TopGate`): true for any other plan's rows, and before the sort has N rows.
+    fn top_admits(
+        &mut self,
+        plan: &JoinPlan,
+        row: &[Value],
+        frame: &Frame,
+        outer: Option<&Scope>,
+    ) -> Result<bool> {
+        let ours = |g: &TopGate| g.plan == plan as *const JoinPlan as usize && g.worst.is_some();
+        let Some(gate) = self.top_gate.take_if(|g| ours(g)) else {
+            return Ok(true);
+        };
+        let key = self.eval_all(gate.keys.iter(), &Scope::new(frame, row, outer));
+        let worst = gate.worst.as_deref().unwrap_or_default();
+        let admits = key.map(|key| compare_keys(&key, worst, &gate.specs) == Ordering::Less);
+        self.top_gate = Some(gate);
+        admits
     }
 
     /// Reads row `r` of table `t` (engine database `db`) into `at`, only the `wanted`
@@ -4918,7 +4964,7 @@ impl<'a> Exec<'a> {
         let frame = self.frame_of(Some(from))?;
         let mut join = self.plan_join(from, &frame, filter)?;
         join.bind(self, &frame);
-        join.decode_lazily(std::iter::empty(), true);
+        join.decode_lazily(std::iter::empty(), true, &[]);
         Ok(CorePlan {
             frame,
             exprs: Vec::new(),
@@ -5147,7 +5193,9 @@ impl<'a> Exec<'a> {
             j.bind(self, &frame);
             let all = exprs.iter().map(|(e, _)| e);
             let rest = all.chain(&order_exprs).chain(&group_terms).chain(&having);
-            j.decode_lazily(rest, false);
+            let top_n = limited && !aggregate && !windows && !in_order && j.items.len() == 1;
+            let gated = top_n && top_gate_applies(exprs.iter().map(|(e, _)| e), &order_exprs);
+            j.decode_lazily(rest, false, if gated { &order_exprs } else { &[] });
         }
         let bare = {
             let all = exprs.iter().map(|(e, _)| e);
@@ -5345,8 +5393,36 @@ impl<'a> Exec<'a> {
                 (Some(specs), Some(w)) if w <= MAX_TOP => Some((w, specs)),
                 _ => None,
             };
+            // Once the buffer has been cut back, the key of its last row: a row whose key
+            // does not sort before it cannot be among the first `wanted` (it comes later,
+            // so it sorts after that row even when equal), and its result columns are not
+            // evaluated, unless evaluating them could be seen (a registered function, a
+            // subquery).
+            let mut worst: Option<Row> = None;
+            let may_skip = top_gate_applies(exprs.iter().map(|(e, _)| e), order_exprs);
+            let gate_of = join.map_or(0, |j| j as *const JoinPlan as usize);
+            let gate = match (&top, join.and_then(|j| j.lazy.as_ref())) {
+                (Some((_, specs)), Some(lazy)) if !lazy.rest.is_empty() => Some(TopGate {
+                    plan: gate_of,
+                    keys: order_exprs.clone(),
+                    specs: specs.to_vec(),
+                    worst: None,
+                }),
+                _ => None,
+            };
+            let outer_gate = std::mem::replace(&mut self.top_gate, gate);
             let mut produce = |me: &mut Self, r: &mut [Value]| -> Result<bool> {
-                let (row, key) = me.project(&plan, &Scope::new(frame, r, outer))?;
+                let sc = Scope::new(frame, r, outer);
+                let (row, key) = match (&top, &worst) {
+                    (Some((_, specs)), Some(worst)) if may_skip => {
+                        let key = me.eval_all(plan.order_exprs.iter(), &sc)?;
+                        if compare_keys(&key, worst, specs) != Ordering::Less {
+                            return Ok(true);
+                        }
+                        (me.eval_all(plan.exprs.iter().map(|(e, _)| e), &sc)?, key)
+                    }
+                    _ => me.project(&plan, &sc)?,
+                };
                 if seen.as_mut().is_none_or(|s| s.novel(&row)) {
                     out.push((row, key));
                 }
@@ -5354,11 +5430,17 @@ impl<'a> Exec<'a> {
                     if out.len() >= (2 * w).max(w + 64) {
                         sort_rows(&mut out, specs);
                         out.truncate(*w);
+                        worst = out.get(w - 1).map(|(_, key)| key.clone());
+                        if let Some(g) = me.top_gate.as_mut().filter(|g| g.plan == gate_of) {
+                            g.worst.clone_from(&worst);
+                        }
                     }
                 }
                 Ok(out.len() < enough)
             };
-            read(self, &mut produce)?;
+            let read_all = read(self, &mut produce);
+            self.top_gate = outer_gate;
+            read_all?;
         } else {
             // Aggregates: the calls in the result, HAVING and ORDER BY.
             let mut calls: Vec<&Expr> = Vec::new();
@@ -5612,15 +5694,25 @@ const MAX_TOP: usize = 1 << 16;
 
 /// Sorts projected rows by their ORDER BY keys, stably.
 fn sort_rows(rows: &mut [(Row, Row)], specs: &[OrderSpec]) {
-    rows.sort_by(|a, b| {
-        for (i, &(desc, nf, coll)) in specs.iter().enumerate() {
-            let o = order_values(&a.1[i], &b.1[i], coll, desc, nf);
-            if o != Ordering::Equal {
-                return o;
-            }
+    rows.sort_by(|a, b| compare_keys(&a.1, &b.1, specs));
+}
+
+/// Whether a top-N sort may drop rows before evaluating their result columns, its keys
+/// evaluated first: when neither calls into the application or reads other tables (so
+/// that evaluating them less often, or the keys twice, cannot be seen).
+fn top_gate_applies<'e>(mut results: impl Iterator<Item = &'e Expr>, keys: &[Expr]) -> bool {
+    results.all(is_self_contained) && keys.iter().all(is_self_contained)
+}
+
+/// The order of two rows' ORDER BY keys.
+fn compare_keys(a: &[Value], b: &[Value], specs: &[OrderSpec]) -> Ordering {
+    for (i, &(desc, nf, coll)) in specs.iter().enumerate() {
+        let o = order_values(&a[i], &b[i], coll, desc, nf);
+        if o != Ordering::Equal {
+            return o;
         }
-        Ordering::Equal
-    });
+    }
+    Ordering::Equal
 }
 
 /// The rowid an index entry points at: a unique index keeps it as the value, others end

@@ -626,6 +626,7 @@ impl Connection {
             plans: Some(&stmt.plans),
             subqueries: Default::default(),
             scoped_plans: Default::default(),
+            top_gate: None,
             quoted: &stmt.quoted,
         };
         let mut described = None;
@@ -680,6 +681,7 @@ impl Connection {
             plans: Some(&stmt.plans),
             subqueries: Default::default(),
             scoped_plans: Default::default(),
+            top_gate: None,
             quoted: &stmt.quoted,
         };
         let res = match &stmt.stmt {

@@ -861,3 +861,87 @@ fn in_lists_ors_and_ranges_of_constants_read_only_the_index_when_the_rowid_is_al
     );
     assert_eq!(common::printed(&got[0][0]), want[0][0]);
 }
+
+/// A sort for a LIMIT drops a row whose key does not sort before the last of the rows it
+/// keeps before decoding the columns only the result reads: the same rows as SQLite's, for
+/// keys of every storage class with ties, NULLs, collations, DISTINCT and OFFSET; and a
+/// subquery read while the sort runs keeps all its own rows.
+#[test]
+fn sorts_for_a_limit_keep_exactly_sqlites_rows() {
+    let mut setup = String::from(
+        "CREATE TABLE s(id INTEGER PRIMARY KEY, k, t TEXT COLLATE NOCASE, pad TEXT, g INTEGER);
+         CREATE TABLE small(x);
+         INSERT INTO small VALUES (1), (2), (3);",
+    );
+    let keys = [
+        "1", "2.5", "'b'", "'B'", "NULL", "X'01'", "-3", "2", "'a'", "7.0", "7",
+    ];
+    for n in 0..700 {
+        let k = keys[(n * 7) % keys.len()];
+        setup += &format!(
+            "INSERT INTO s VALUES ({n}, {k}, {k}, '{}', {});",
+            "p".repeat(n % 40),
+            n % 13
+        );
+    }
+    let (_db, mut ours, lite) = common::both(&setup);
+    let mut queries = Vec::new();
+    for order in [
+        "k, id",
+        "k DESC, id",
+        "t, id DESC",
+        "t COLLATE BINARY DESC, id",
+        "k NULLS LAST, id",
+        "g * 2 - id % 5, id",
+        "length(pad) DESC, id",
+    ] {
+        for limit in ["1", "10", "95", "10 OFFSET 20", "0"] {
+            queries.push(format!("SELECT * FROM s ORDER BY {order} LIMIT {limit}"));
+            queries.push(format!(
+                "SELECT id, pad FROM s WHERE g > 3 ORDER BY {order} LIMIT {limit}"
+            ));
+        }
+    }
+    // Ties: only the keys are compared (which of two tied rows comes is SQLite's choice).
+    queries.push("SELECT k FROM s ORDER BY k LIMIT 50".into());
+    queries.push("SELECT DISTINCT g FROM s ORDER BY g DESC LIMIT 5".into());
+    queries.push("SELECT DISTINCT k, t FROM s ORDER BY t, k LIMIT 7".into());
+    // A subquery in the result or per row: the bar stands aside, and the subquery's own
+    // sort keeps its rows.
+    queries.push(
+        "SELECT id, (SELECT x FROM small ORDER BY x DESC LIMIT 1) FROM s ORDER BY g, id LIMIT 5"
+            .into(),
+    );
+    queries.push(
+        "SELECT id FROM s WHERE g IN (SELECT x FROM small ORDER BY x LIMIT 2)
+         ORDER BY pad DESC, id LIMIT 12"
+            .into(),
+    );
+    queries.push(
+        "SELECT id FROM s AS o WHERE id IN
+           (SELECT id FROM s WHERE s.g = o.g ORDER BY length(pad) DESC, id LIMIT 3)
+         ORDER BY pad DESC, id LIMIT 12"
+            .into(),
+    );
+    for q in &queries {
+        common::same_rows(&mut ours, &lite, q, false);
+    }
+    // A parameter LIMIT, run again with other values.
+    let st = ours
+        .prepare("SELECT id FROM s ORDER BY pad, id DESC LIMIT ?1")
+        .unwrap();
+    for n in [3i64, 200, 0, 1] {
+        let got: Vec<Vec<String>> = ours
+            .run(&st, &[Value::Integer(n)])
+            .unwrap()
+            .rows
+            .iter()
+            .map(|r| r.iter().map(common::printed).collect())
+            .collect();
+        let want = common::sqlite_rows(
+            &lite,
+            &format!("SELECT id FROM s ORDER BY pad, id DESC LIMIT {n}"),
+        );
+        assert_eq!(got, want, "LIMIT {n}");
+    }
+}
