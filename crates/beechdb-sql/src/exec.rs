@@ -1658,7 +1658,23 @@ impl<'a> Exec<'a> {
                 pattern,
                 escape,
             } => {
-                let (v, p) = (self.eval(expr, sc)?, self.eval(pattern, sc)?);
+                // Columns, constants and parameters are matched where they are.
+                let params = self.params;
+                let (v_made, p_made);
+                let v = match leaf_ref(expr, sc, params) {
+                    Some(v) => v,
+                    None => {
+                        v_made = self.eval(expr, sc)?;
+                        &v_made
+                    }
+                };
+                let p = match leaf_ref(pattern, sc, params) {
+                    Some(p) => p,
+                    None => {
+                        p_made = self.eval(pattern, sc)?;
+                        &p_made
+                    }
+                };
                 let esc = match escape {
                     Some(x) => {
                         let x = self.eval(x, sc)?;
@@ -1686,9 +1702,9 @@ impl<'a> Exec<'a> {
                     }
                 }
                 let m = if *glob {
-                    func::glob(&text(&v), &text(&p))
+                    func::glob(&text(v), &text(p))
                 } else {
-                    func::like(&text(&v), &text(&p), esc)
+                    func::like(&text(v), &text(p), esc)
                 };
                 Value::Integer((m != *not) as i64)
             }
@@ -5695,6 +5711,16 @@ const MAX_TOP: usize = 1 << 16;
 /// Sorts projected rows by their ORDER BY keys, stably.
 fn sort_rows(rows: &mut [(Row, Row)], specs: &[OrderSpec]) {
     rows.sort_by(|a, b| compare_keys(&a.1, &b.1, specs));
+}
+
+/// The value a leaf (a slot, literal or parameter) holds, where it is.
+fn leaf_ref<'v>(e: &'v Expr, sc: &'v Scope, params: &'v [Value]) -> Option<&'v Value> {
+    match e {
+        Expr::Slot(i) => sc.row.get(*i),
+        Expr::Literal(v) => Some(v),
+        Expr::Param(i) => params.get(i - 1),
+        _ => None,
+    }
 }
 
 /// Whether a top-N sort may drop rows before evaluating their result columns, its keys

@@ -704,8 +704,43 @@ fn printf(args: &[Value]) -> Result<Value> {
 
 /// `x LIKE pattern` (ASCII case-insensitive, `%` and `_`, optional escape).
 pub fn like(s: &str, pattern: &str, escape: Option<char>) -> bool {
+    // An ASCII pattern matches bytes as it matches characters, unless a `_` (one character)
+    // meets a character of several bytes: no ASCII byte is part of another character.
+    if pattern.is_ascii()
+        && escape.is_none_or(|e| e.is_ascii())
+        && (!pattern.contains('_') || s.is_ascii())
+    {
+        return like_units(s.as_bytes(), pattern.as_bytes(), escape.map(|e| e as u8));
+    }
     let s: SmallVec<[char; 64]> = s.chars().collect();
     let p: SmallVec<[char; 32]> = pattern.chars().collect();
+    like_units(&s, &p, escape)
+}
+
+/// A character of LIKE's matching: a `char`, or a byte of ASCII text.
+trait LikeUnit: Copy + PartialEq {
+    const PERCENT: Self;
+    const UNDERSCORE: Self;
+    fn same_letter(self, other: Self) -> bool;
+}
+
+impl LikeUnit for char {
+    const PERCENT: char = '%';
+    const UNDERSCORE: char = '_';
+    fn same_letter(self, other: char) -> bool {
+        self.eq_ignore_ascii_case(&other)
+    }
+}
+
+impl LikeUnit for u8 {
+    const PERCENT: u8 = b'%';
+    const UNDERSCORE: u8 = b'_';
+    fn same_letter(self, other: u8) -> bool {
+        self.eq_ignore_ascii_case(&other)
+    }
+}
+
+fn like_units<U: LikeUnit>(s: &[U], p: &[U], escape: Option<U>) -> bool {
     // Left to right, going back only to just after the last `%` met (with one more
     // character under it) when the rest fails to match: linear in the common patterns,
     // never exponential.
@@ -717,15 +752,15 @@ pub fn like(s: &str, pattern: &str, escape: Option<char>) -> bool {
                 let Some(&lit) = p.get(pi + 1) else {
                     return false;
                 };
-                (s.get(si).is_some_and(|x| x.eq_ignore_ascii_case(&lit)), 2)
-            } else if c == '%' {
+                (s.get(si).is_some_and(|x| x.same_letter(lit)), 2)
+            } else if c == U::PERCENT {
                 last_percent = Some((pi + 1, si));
                 pi += 1;
                 continue;
-            } else if c == '_' {
+            } else if c == U::UNDERSCORE {
                 (si < s.len(), 1)
             } else {
-                (s.get(si).is_some_and(|x| x.eq_ignore_ascii_case(&c)), 1)
+                (s.get(si).is_some_and(|x| x.same_letter(c)), 1)
             };
             if matches {
                 si += 1;
@@ -894,7 +929,8 @@ mod tests {
                 .collect()
         };
         for _ in 0..20_000 {
-            let s = pick(&mut rng, &['a', 'A', 'b', '%', '_', 'é'], 8);
+            // Characters of one to four bytes: an ASCII pattern is matched on bytes.
+            let s = pick(&mut rng, &['a', 'A', 'b', '%', '_', 'é', '€', '😀'], 8);
             let p = pick(&mut rng, &['a', 'b', 'B', '%', '_', '\\', 'é'], 7);
             let esc = rng.gen_bool(0.5).then_some('\\');
             let (sc, pc): (Vec<char>, Vec<char>) = (s.chars().collect(), p.chars().collect());
