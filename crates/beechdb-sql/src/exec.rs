@@ -2793,8 +2793,9 @@ impl<'a> Exec<'a> {
             .into_iter()
             .chain(on_level.iter().flatten())
             .collect();
-        // How well item `item` is read when `first` starts the loops.
-        let rank = |first: usize, item: usize| {
+        // The conditions of item `item`, and its level and the items' first slots, when
+        // `first` starts the loops.
+        let placed = |first: usize, item: usize| {
             let order: Vec<usize> = std::iter::once(first)
                 .chain(from_order.iter().copied().filter(|&i| i != first))
                 .collect();
@@ -2805,6 +2806,11 @@ impl<'a> Exec<'a> {
                 .copied()
                 .filter(|c| level_of(c, frame, &bound) == level)
                 .collect();
+            (own, level, bound)
+        };
+        // How well item `item` is read when `first` starts the loops.
+        let rank = |first: usize, item: usize| {
+            let (own, level, bound) = placed(first, item);
             let t = items[item].table.as_ref().expect("tables only");
             match self.choose_access(t, frame, &bound, level, &own, 0).0 {
                 Access::Rowid(_) => 4,
@@ -2814,9 +2820,49 @@ impl<'a> Exec<'a> {
                 Access::Scan | Access::IndexOrder(..) => 0,
             }
         };
+        let size = |i: usize| {
+            let t = items[i].table.as_ref().expect("tables only");
+            self.estimated_rows(t).unwrap_or(i64::MAX / 1024).max(1)
+        };
+        // The later items that, when `first` starts the loops, would be scanned whole for
+        // each row before them: no access path, and no equality with one of their columns
+        // for a hash of their rows to answer.
+        let rescanned = |first: usize| -> Vec<usize> {
+            let later = from_order.iter().copied().filter(|&i| i != first);
+            later
+                .filter(|&item| {
+                    let (own, level, bound) = placed(first, item);
+                    let own: Vec<Expr> = own.into_iter().cloned().collect();
+                    let slots = bound[level]..bound[level] + items[item].width;
+                    let earlier =
+                        |o: &Expr| level_of(o, frame, &bound) < level || !refers_to_frame(o, frame);
+                    rank(first, item) == 0 && equality_probe(&own, frame, slots, earlier).is_none()
+                })
+                .collect()
+        };
         let ranks: Vec<u8> = from_order.iter().map(|&i| rank(i, i)).collect();
         let best = (0..items.len()).max_by_key(|&i| (ranks[i], std::cmp::Reverse(i)));
+        // A start that leaves a table scanned again for each of its rows costs their
+        // product (an equality by key taken to find about ten, as SQLite guesses without
+        // statistics): a start that reads every later table by key is taken instead when
+        // it costs less, even though it scans its own table (a lookup taken as four rows).
+        let keyed_instead = |best: usize| {
+            let again = rescanned(best);
+            if again.is_empty() {
+                return None;
+            }
+            let outer_rows = if ranks[best] >= 3 { 10 } else { size(best) };
+            let cost = again
+                .iter()
+                .map(|&i| size(i).saturating_mul(outer_rows))
+                .fold(0i64, i64::saturating_add);
+            let later = |f: usize| from_order.iter().copied().filter(move |&i| i != f);
+            (0..items.len()).find(|&f| {
+                f != best && later(f).all(|i| rank(f, i) >= 3) && size(f).saturating_mul(4) < cost
+            })
+        };
         let first = match best {
+            Some(b) if keyed_instead(b).is_some() => keyed_instead(b).expect("found"),
             Some(b) if ranks[b] > ranks[0] => b,
             Some(_) if ranks.iter().all(|&r| r == 0) => {
                 let sizes: Option<Vec<i64>> = items

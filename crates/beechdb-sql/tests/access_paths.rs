@@ -226,7 +226,18 @@ fn an_inner_join_starts_at_the_table_read_by_key_and_matches_sqlite() {
     // by key.
     let plan = common::plan_of(&mut ours, "SELECT * FROM big, small WHERE big.k = small.k");
     assert_eq!(plan, ["SCAN small", "SEARCH big USING INDEX big_k (k=?)"]);
+    // A start read by key that would leave the other table scanned again for each of its
+    // rows (no key, no equality with a column to hash): the other table goes first, and
+    // this one is read by key from it.
+    let self_join = "SELECT count(*) FROM big a JOIN big b ON a.id = b.id + 1 WHERE a.k = 5";
+    assert_eq!(
+        common::plan_of(&mut ours, self_join),
+        ["SCAN b", "SEARCH a USING INTEGER PRIMARY KEY (rowid=?)"]
+    );
     let queries: Vec<String> = [
+        self_join,
+        "SELECT a.id, b.tag FROM big a, big b WHERE b.k = 7 AND a.id = b.id * 2 - 1",
+        "SELECT a.id, b.id FROM big a, small b WHERE a.k = 3 AND a.id + 0 = b.id + 5",
         "SELECT * FROM big, small WHERE big.k = small.k",
         "SELECT big.id, small.id FROM big, small WHERE big.id = small.id",
         "SELECT * FROM big, small WHERE big.k = small.k AND small.id = 7",
