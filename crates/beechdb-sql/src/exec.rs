@@ -256,7 +256,7 @@ pub struct Exec<'a> {
     /// Names the statement wrote double-quoted (see `parse::Parsed::quoted`).
     pub quoted: &'a [String],
     /// Common table expressions in scope, innermost last: name -> (columns, rows).
-    pub ctes: Vec<HashMap<String, Arc<Materialized>>>,
+    pub ctes: Vec<FxHashMap<String, Arc<Materialized>>>,
     /// Set from another thread to stop the statement (see `Interrupter`).
     pub interrupted: &'a std::sync::atomic::AtomicBool,
     /// The running statement's plans, kept between its runs.
@@ -4468,7 +4468,7 @@ impl<'a> Exec<'a> {
             return body(self);
         }
         self.subqueries.forget();
-        self.ctes.push(HashMap::new());
+        self.ctes.push(FxHashMap::default());
         let mut made = Ok(());
         for cte in with {
             match self.cte(cte, outer) {
@@ -4531,8 +4531,6 @@ impl<'a> Exec<'a> {
             .compounds
             .iter()
             .all(|(op, _)| *op == CompoundOp::UnionAll);
-        let mut all = first.rows.clone();
-        let mut queue = first.rows;
         let limit = match &cte.select.limit {
             Some(l) => Some(
                 self.eval(l, &Scope::new(&EMPTY_FRAME, &[], outer))?
@@ -4540,22 +4538,27 @@ impl<'a> Exec<'a> {
             ),
             None => None,
         };
+        // Rows join `all` once the step that reads them is done; the queue and the names
+        // are moved into the scope for each step and taken back after it, not copied.
+        let mut all = Vec::new();
+        let (mut names, mut queue) = (names, first.rows);
+        let key = lc(&cte.name);
+        self.ctes.push(FxHashMap::default());
+        let scope = self.ctes.len() - 1;
         let mut guard = 0u64;
+        let mut failed = None;
         while !queue.is_empty() {
             guard += 1;
             if guard > RECURSION_LIMIT {
-                return Err(Error::Sql(format!(
+                failed = Some(Error::Sql(format!(
                     "recursive query did not end after {RECURSION_LIMIT} steps (add a LIMIT)"
                 )));
+                break;
             }
-            self.ctes.push(HashMap::from([(
-                lc(&cte.name),
-                Arc::new((names.clone(), queue.clone())),
-            )]));
+            self.ctes[scope].insert(key.clone(), Arc::new((names, queue)));
             // A subquery kept from the step before may have read the queue that was.
             self.subqueries.forget();
             let mut next = Vec::new();
-            let mut failed = None;
             for (_, core) in &cte.select.compounds {
                 match self.core(core, outer, &[], None) {
                     Ok(r) => next.extend(r.1.into_iter().map(|(row, _)| row)),
@@ -4565,20 +4568,26 @@ impl<'a> Exec<'a> {
                     }
                 }
             }
-            self.ctes.pop();
-            self.subqueries.forget();
-            if let Some(e) = failed {
-                return Err(e);
+            let step = self.ctes[scope].remove(&key).expect("the step's rows");
+            (names, queue) = Arc::try_unwrap(step).unwrap_or_else(|shared| (*shared).clone());
+            all.append(&mut queue);
+            if failed.is_some() {
+                break;
             }
             if !union_all {
                 next.retain(|r| !all.iter().any(|a| rows_equal(a, r)));
                 dedupe(&mut next);
             }
-            all.extend(next.iter().cloned());
             queue = next;
-            if limit.is_some_and(|l| l >= 0 && all.len() as i64 >= l) {
+            if limit.is_some_and(|l| l >= 0 && (all.len() + queue.len()) as i64 >= l) {
+                all.append(&mut queue);
                 break;
             }
+        }
+        self.ctes.pop();
+        self.subqueries.forget();
+        if let Some(e) = failed {
+            return Err(e);
         }
         if let Some(l) = limit.filter(|&l| l >= 0) {
             all.truncate(l as usize);

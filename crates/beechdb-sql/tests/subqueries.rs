@@ -81,3 +81,35 @@ fn kept_subqueries_match_sqlite() {
         common::same_rows(&mut ours, &lite, q, false);
     }
 }
+
+/// Recursive common table expressions step by step as SQLite's: UNION ALL and UNION (rows
+/// seen before dropped), a LIMIT met inside a step, several recursive selects, one that
+/// adds nothing, and an error in a step (the statement fails, the connection goes on).
+#[test]
+fn recursive_ctes_match_sqlite() {
+    let (_db, mut ours, lite) = common::both(
+        "CREATE TABLE e(a, b); INSERT INTO e VALUES \
+         (1, 2), (2, 3), (3, 1), (3, 4), (4, 5), (5, 5);",
+    );
+    for q in [
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 1000) \
+         SELECT count(*), sum(x), max(x) FROM c",
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 7) SELECT x FROM c",
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 1) SELECT x FROM c",
+        "WITH RECURSIVE c(x) AS (VALUES (1), (2) UNION ALL SELECT x * 2 FROM c WHERE x < 40 \
+         LIMIT 9) SELECT x FROM c",
+        "WITH RECURSIVE r(n) AS (SELECT 1 UNION SELECT b FROM e, r WHERE e.a = r.n) \
+         SELECT n FROM r ORDER BY n",
+        "WITH RECURSIVE r(n, d) AS (SELECT 1, 0 UNION ALL SELECT b, d + 1 FROM e, r \
+         WHERE e.a = r.n AND d < 6) SELECT n, d FROM r ORDER BY d, n",
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 5 \
+         UNION ALL SELECT x + 10 FROM c WHERE x < 3) SELECT x FROM c ORDER BY x",
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x FROM c WHERE 0) SELECT x FROM c",
+    ] {
+        common::same_rows(&mut ours, &lite, q, false);
+    }
+    let failing = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c \
+                   WHERE x < 50 AND (x < 40 OR abs(-9223372036854775808))) SELECT count(*) FROM c";
+    common::same_outcome(&mut ours, &lite, failing);
+    common::same_rows(&mut ours, &lite, "SELECT count(*) FROM e", false);
+}
