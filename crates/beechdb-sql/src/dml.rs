@@ -1675,20 +1675,60 @@ impl Exec<'_> {
         Ok(())
     }
 
+    /// Writes `index`'s entries for every row of `t`, into an index database with no
+    /// entries (made, or emptied by REINDEX, in this transaction). The table is read a row
+    /// at a time, decoding only the columns a plain index holds; entries are written in
+    /// key order, a batch at a time (a UNIQUE index's duplicates within a batch are
+    /// neighbours, found before any is written).
     fn fill_index(&mut self, t: &Table, index: &Index) -> Result<()> {
+        const BATCH: usize = 1 << 18;
         let idb = self.db(&index.db)?;
+        let tdb = self.db(&t.db)?;
         let n = t.columns.len();
-        for row in self.table_rows(t)? {
-            let rowid = row[n].as_i64();
-            let Some((k, v)) = self.index_entry(t, index, &row, rowid)? else {
-                continue;
+        let plain = index.exprs.is_empty() && index.where_.is_none();
+        let wanted: Option<Vec<bool>> = plain.then(|| {
+            let mut w = vec![false; n];
+            for &(c, ..) in &index.columns {
+                w[c] = true;
+            }
+            w
+        });
+        let mut row = vec![Value::Null; n + 1];
+        let mut batch: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        let mut rows = self.txn.iter(&tdb);
+        loop {
+            let done = match rows.next_ref() {
+                Some(kv) => {
+                    let (k, v) = kv?;
+                    let rowid = rowid_of_key(k)?;
+                    t.read_into(rowid, v, &mut row, wanted.as_deref())?;
+                    if let Some(entry) = self.index_entry(t, index, &row, rowid)? {
+                        batch.push(entry);
+                    }
+                    false
+                }
+                None => true,
             };
-            if !v.is_empty() && self.txn.get(&idb, &k)?.is_some() {
+            if batch.len() < BATCH && !done {
+                continue;
+            }
+            batch.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            let unique =
+                |(a, b): (&(Vec<u8>, Vec<u8>), &(Vec<u8>, Vec<u8>))| !b.1.is_empty() && a.0 == b.0;
+            if batch.iter().zip(batch.iter().skip(1)).any(unique) {
                 return Err(self.unique_error(t, index));
             }
-            self.txn.put(&idb, &k, &v)?;
+            for (k, v) in batch.drain(..) {
+                // A UNIQUE key may repeat one of an earlier batch.
+                if !v.is_empty() && self.txn.get(&idb, &k)?.is_some() {
+                    return Err(self.unique_error(t, index));
+                }
+                self.txn.put(&idb, &k, &v)?;
+            }
+            if done {
+                return Ok(());
+            }
         }
-        Ok(())
     }
 
     pub fn create_view(&mut self, stmt: &Stmt) -> Result<()> {
