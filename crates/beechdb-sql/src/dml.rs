@@ -1713,9 +1713,9 @@ impl Exec<'_> {
                 continue;
             }
             batch.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-            let unique =
-                |(a, b): (&(Vec<u8>, Vec<u8>), &(Vec<u8>, Vec<u8>))| !b.1.is_empty() && a.0 == b.0;
-            if batch.iter().zip(batch.iter().skip(1)).any(unique) {
+            // Neighbours with the same key, the second a UNIQUE key (no NULL in it).
+            let repeated = |w: &[(Vec<u8>, Vec<u8>)]| !w[1].1.is_empty() && w[0].0 == w[1].0;
+            if batch.windows(2).any(repeated) {
                 return Err(self.unique_error(t, index));
             }
             for (k, v) in batch.drain(..) {
