@@ -2,9 +2,9 @@
 """Everyday statements through Python's sqlite3 on a 100,000-row table: a load, counts,
 sums, LIKE, GROUP BY, ORDER BY ... LIMIT, DISTINCT, an index made and used, IN lists and
 subqueries, joins, window functions, a recursive CTE, bulk UPDATE and DELETE, auto-commit
-inserts, VACUUM, ADD COLUMN; each timed (the best of its runs). Run once on SQLite and once
-with LD_LIBRARY_PATH naming a directory holding BeechDB's library as libsqlite3.so.0, to
-find where one engine is far slower than the other.
+inserts, DROP INDEX after a reopen, VACUUM, ADD COLUMN; each timed (the best of its runs).
+Run once on SQLite and once with LD_LIBRARY_PATH naming a directory holding BeechDB's
+library as libsqlite3.so.0, to find where one engine is far slower than the other.
 
     python3 scripts/dropin-survey.py PATH
 """
@@ -44,6 +44,8 @@ q("distinct", "SELECT DISTINCT grp FROM t", n=3)
 once("create index", "CREATE INDEX t_grp ON t(grp)")
 q("count via index", "SELECT count(*) FROM t WHERE grp = 7", n=20)
 q("in list", "SELECT count(*) FROM t WHERE grp IN (1,2,3,4,5)", n=10)
+q("or of equalities", "SELECT count(*) FROM t WHERE grp = 1 OR grp = 2", n=10)
+q("between via index", "SELECT count(*) FROM t WHERE grp BETWEEN 1 AND 5", n=10)
 q("subquery in", "SELECT count(*) FROM t WHERE id IN (SELECT id FROM t WHERE grp = 3)", n=5)
 q("self join", "SELECT count(*) FROM t a JOIN t b ON a.id = b.id + 1 WHERE a.grp = 5", n=3)
 q("correlated", "SELECT id, (SELECT max(score) FROM t b WHERE b.grp = a.grp) FROM t a WHERE a.id < 200", n=3)
@@ -55,6 +57,9 @@ t = time.perf_counter()
 for i in range(2000):
     c.execute("INSERT INTO t(name, grp) VALUES (?, ?)", (f"n{i}", i % 100)); c.commit()
 res["2000 autocommit inserts"] = time.perf_counter() - t
+c.close()
+c = sqlite3.connect(p)  # the index's pages no longer in memory, as after a restart
+once("drop index", "DROP INDEX t_grp")
 once("vacuum", "VACUUM")
 once("add column", "ALTER TABLE t ADD COLUMN extra INTEGER DEFAULT 5")
 q("select after add column", "SELECT sum(extra) FROM t", n=3)
