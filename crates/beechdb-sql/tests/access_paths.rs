@@ -5,9 +5,10 @@
 //! numeric column (text and blobs above every number, NULL in no range); index lookups
 //! that turn into a hash of the whole table when there are many of them; an inner join
 //! that starts at the table a condition lets it read by key, or at a much smaller table;
-//! min and max read at one end of an index; an index equality with a constant that reads
+//! min and max read at one end of an index, and `count(*)` of a whole table its count; an
+//! index equality, `IN` list, OR of equalities or numeric range of constants that reads
 //! the index alone when the rowid is all the statement needs; `IN (list)` on the rowid or
-//! an indexed column, each value looked up.
+//! an indexed column, each value looked up; a sort for a LIMIT that drops rows early.
 
 mod common;
 
@@ -403,7 +404,7 @@ fn rowid_ranges_and_lookups_drop_only_the_conditions_they_make_true() {
 }
 
 #[test]
-fn index_equalities_with_constants_read_only_the_index_when_the_rowid_is_all_they_need() {
+fn index_lookups_of_constants_read_only_the_index_when_the_rowid_is_all_they_need() {
     // Columns of every affinity and collation, holding values of every storage class: an
     // equality with a constant finds exactly SQLite's rows, through the index alone when
     // nothing but the rowid is read.
@@ -430,6 +431,9 @@ fn index_equalities_with_constants_read_only_the_index_when_the_rowid_is_all_the
         "9223372036854775807",
         "9223372036854775806.0",
         "1e300",
+        "2",
+        "'3'",
+        "-7",
     ];
     for (k, v) in values.iter().enumerate() {
         let row = format!("INSERT INTO c VALUES ({k}, {v}, {v}, {v}, {v}, {v}, {v}, {v}, {k})");
@@ -443,6 +447,26 @@ fn index_equalities_with_constants_read_only_the_index_when_the_rowid_is_all_the
             queries.push(format!("SELECT count(*) FROM c WHERE {v} = {col}"));
             queries.push(format!("SELECT id, tag FROM c WHERE {col} = {v}"));
         }
+        // As exact: `IN (constants)`, `c = x OR c = y` (the same), and a range with
+        // constant bounds on a numeric column.
+        for w in values.windows(3) {
+            let (a, b, c) = (w[0], w[1], w[2]);
+            for cond in [
+                format!("{col} IN ({a}, {b}, {c}, {a})"),
+                format!("{col} = {a} OR {col} = {b}"),
+                format!("{a} = {col} OR {col} = {b} OR {c} = {col}"),
+                format!("({col} = {a} OR {col} = {b}) AND tag > 3"),
+                format!("{col} = {a} OR tag = {b}"),
+                format!("{col} BETWEEN {a} AND {b}"),
+                format!("{col} >= {a}"),
+                format!("{col} <= {b}"),
+                format!("{col} > {a} AND {col} <= {c}"),
+                format!("{a} <= {col} AND {col} < {b}"),
+            ] {
+                queries.push(format!("SELECT count(*) FROM c WHERE {cond}"));
+                queries.push(format!("SELECT id, tag FROM c WHERE {cond}"));
+            }
+        }
         let plan = common::plan_of(&mut ours, &format!("SELECT id FROM c WHERE {col} = 1"));
         assert_eq!(
             plan,
@@ -450,6 +474,39 @@ fn index_equalities_with_constants_read_only_the_index_when_the_rowid_is_all_the
         );
     }
     same_rows(&mut ours, &lite, &queries);
+    for (q, want) in [
+        (
+            "SELECT count(*) FROM c WHERE i IN (1, 2)",
+            "SEARCH c USING COVERING INDEX c_i (i=?)",
+        ),
+        (
+            "SELECT id FROM c WHERE t = 'a' OR t = 'b'",
+            "SEARCH c USING COVERING INDEX c_t (t=?)",
+        ),
+        (
+            "SELECT count(*) FROM c WHERE n BETWEEN 1 AND 3",
+            "SEARCH c USING COVERING INDEX c_n (n>? AND n<?)",
+        ),
+        // A bound that is not a constant: the range is checked again on each row.
+        ("SELECT count(*) FROM c WHERE n BETWEEN 1 AND tag", "SCAN c"),
+    ] {
+        assert_eq!(common::plan_of(&mut ours, q), vec![want.to_string()], "{q}");
+    }
+    let st = ours
+        .prepare("SELECT count(*) FROM c WHERE i IN (?1, ?2) OR i = ?3")
+        .unwrap();
+    let got = ours
+        .run(
+            &st,
+            &[Value::Integer(1), Value::from("3"), Value::Real(-7.0)],
+        )
+        .unwrap()
+        .rows;
+    let want = common::sqlite_rows(
+        &lite,
+        "SELECT count(*) FROM c WHERE i IN (1, '3') OR i = -7.0",
+    );
+    assert_eq!(common::printed(&got[0][0]), want[0][0]);
     // Parameters, and the transaction's own changes (merged with the index as it reads).
     let by_i = ours
         .prepare("SELECT id FROM c WHERE i = ?1 ORDER BY id")
@@ -780,97 +837,6 @@ fn in_lists_on_the_rowid_and_indexed_columns_match_sqlite() {
         .unwrap()
         .rows;
     assert_eq!(rows, vec![vec![Value::Integer(4)], vec![Value::Integer(5)]]);
-}
-
-#[test]
-fn in_lists_ors_and_ranges_of_constants_read_only_the_index_when_the_rowid_is_all_they_need() {
-    // As for an equality above: `IN (constants)`, `c = x OR c = y` (the same) and a range
-    // with constant bounds on a numeric column find exactly SQLite's rows, through the
-    // index alone when nothing but the rowid is read.
-    let setup = "CREATE TABLE c(id INTEGER PRIMARY KEY, i INTEGER, r REAL, n NUMERIC, t TEXT,
-                   nc TEXT COLLATE NOCASE, b BLOB, tag);
-                 CREATE INDEX c_i ON c(i); CREATE INDEX c_r ON c(r); CREATE INDEX c_n ON c(n);
-                 CREATE INDEX c_t ON c(t); CREATE INDEX c_nc ON c(nc); CREATE INDEX c_b ON c(b);";
-    let (_db, mut ours, lite) = common::both(setup);
-    let values = [
-        "1",
-        "1.0",
-        "1.5",
-        "'1'",
-        "' 1'",
-        "'abc'",
-        "'ABC'",
-        "X'01'",
-        "NULL",
-        "-0.0",
-        "2",
-        "3",
-        "'3'",
-        "9223372036854775807",
-        "1e300",
-        "-7",
-    ];
-    for (k, v) in values.iter().enumerate() {
-        let row = format!("INSERT INTO c VALUES ({k}, {v}, {v}, {v}, {v}, {v}, {v}, {k})");
-        ours.execute(&row, &[]).unwrap();
-        lite.execute(&row, []).unwrap();
-    }
-    let mut queries = Vec::new();
-    for col in ["i", "r", "n", "t", "nc", "b"] {
-        for w in values.windows(3) {
-            let (a, b, c) = (w[0], w[1], w[2]);
-            for cond in [
-                format!("{col} IN ({a}, {b}, {c}, {a})"),
-                format!("{col} = {a} OR {col} = {b}"),
-                format!("{a} = {col} OR {col} = {b} OR {c} = {col}"),
-                format!("({col} = {a} OR {col} = {b}) AND tag > 3"),
-                format!("{col} = {a} OR tag = {b}"),
-                format!("{col} BETWEEN {a} AND {b}"),
-                format!("{col} >= {a}"),
-                format!("{col} <= {b}"),
-                format!("{col} > {a} AND {col} <= {c}"),
-                format!("{a} <= {col} AND {col} < {b}"),
-            ] {
-                queries.push(format!("SELECT count(*) FROM c WHERE {cond}"));
-                queries.push(format!("SELECT id, tag FROM c WHERE {cond}"));
-            }
-        }
-    }
-    same_rows(&mut ours, &lite, &queries);
-    for (q, want) in [
-        (
-            "SELECT count(*) FROM c WHERE i IN (1, 2)",
-            "SEARCH c USING COVERING INDEX c_i (i=?)",
-        ),
-        (
-            "SELECT id FROM c WHERE t = 'a' OR t = 'b'",
-            "SEARCH c USING COVERING INDEX c_t (t=?)",
-        ),
-        (
-            "SELECT count(*) FROM c WHERE n BETWEEN 1 AND 3",
-            "SEARCH c USING COVERING INDEX c_n (n>? AND n<?)",
-        ),
-        // A bound that is not a constant: the range is checked again on each row.
-        ("SELECT count(*) FROM c WHERE n BETWEEN 1 AND tag", "SCAN c"),
-    ] {
-        assert_eq!(common::plan_of(&mut ours, q), vec![want.to_string()], "{q}");
-    }
-    // Parameters are constants too.
-    let st = ours
-        .prepare("SELECT count(*) FROM c WHERE i IN (?1, ?2) OR i = ?3")
-        .unwrap();
-    let got = ours
-        .run(
-            &st,
-            &[Value::Integer(1), Value::from("3"), Value::Real(-7.0)],
-        )
-        .unwrap()
-        .rows;
-    let want = common::sqlite_rows(
-        &lite,
-        "SELECT count(*) FROM c WHERE i IN (1, '3') OR i = -7.0",
-    );
-    assert_eq!(common::printed(&got[0][0]), want[0][0]);
 }
 
 /// A sort for a LIMIT drops a row whose key does not sort before the last of the rows it
