@@ -2861,10 +2861,10 @@ impl<'a> Exec<'a> {
                 f != best && later(f).all(|i| rank(f, i) >= 3) && size(f).saturating_mul(4) < cost
             })
         };
-        let first = match best {
-            Some(b) if keyed_instead(b).is_some() => keyed_instead(b).expect("found"),
-            Some(b) if ranks[b] > ranks[0] => b,
-            Some(_) if ranks.iter().all(|&r| r == 0) => {
+        let first = match (best, best.and_then(keyed_instead)) {
+            (_, Some(keyed)) => keyed,
+            (Some(b), None) if ranks[b] > ranks[0] => b,
+            (Some(_), None) if ranks.iter().all(|&r| r == 0) => {
                 let sizes: Option<Vec<i64>> = items
                     .iter()
                     .map(|it| self.estimated_rows(it.table.as_ref()?))
@@ -3676,7 +3676,6 @@ impl<'a> Exec<'a> {
             // `c IN (list)` of values known before the table is read, or `c = x OR c = y
             // ...` (the same): each one looked up.
             for (k, e) in exprs.iter().enumerate() {
-                let or_list;
                 let (expr, values) = match e {
                     Expr::InList {
                         expr,
@@ -3694,8 +3693,7 @@ impl<'a> Exec<'a> {
                     }
                     Expr::Binary(BinOp::Or, ..) => match equalities_of_one_column(e) {
                         Some((col, list)) if list.iter().all(|v| known_before(v)) => {
-                            or_list = col;
-                            (or_list, InValues::List(list.into_iter().cloned().collect()))
+                            (col, InValues::List(list.into_iter().cloned().collect()))
                         }
                         _ => continue,
                     },
