@@ -5470,7 +5470,10 @@ impl<'a> Exec<'a> {
             let mut worst: Option<Row> = None;
             let may_skip = top_gate_applies(exprs.iter().map(|(e, _)| e), order_exprs);
             let gate_of = join.map_or(0, |j| j as *const JoinPlan as usize);
-            let gate = match (&top, join.and_then(|j| j.lazy.as_ref())) {
+            // (Only a table read alone decodes the sort keys' columns before the rest: see
+            // `decode_lazily` in `plan_core`.)
+            let alone = join.filter(|j| j.items.len() == 1 && may_skip);
+            let gate = match (&top, alone.and_then(|j| j.lazy.as_ref())) {
                 (Some((_, specs)), Some(lazy)) if !lazy.rest.is_empty() => Some(TopGate {
                     plan: gate_of,
                     keys: order_exprs.clone(),

@@ -894,6 +894,15 @@ fn sorts_for_a_limit_keep_exactly_sqlites_rows() {
          ORDER BY pad DESC, id LIMIT 12"
             .into(),
     );
+    // Joins: the bar is the one table's alone (a joined row's columns may be decoded last).
+    queries.push(
+        "SELECT a.pad, b.x FROM s a JOIN small b ON b.x = a.g % 3 + 1 \
+         ORDER BY a.pad DESC, a.id LIMIT 5"
+            .into(),
+    );
+    queries.push(
+        "SELECT a.id, b.x FROM s a, small b WHERE b.x < 3 ORDER BY a.k, a.id, b.x LIMIT 9".into(),
+    );
     queries.push(
         "SELECT id FROM s AS o WHERE id IN
            (SELECT id FROM s WHERE s.g = o.g ORDER BY length(pad) DESC, id LIMIT 3)

@@ -190,6 +190,22 @@ fn query(rng: &mut StdRng) -> (String, bool, bool) {
                 false,
             )
         }
+        // A sort for a LIMIT (which of two equal keys of different types, 3 and 3.0, is
+        // kept depends on the scan order).
+        6 => {
+            let e1 = expr(rng, &tables, 2);
+            let e2 = expr(rng, &tables, 1);
+            let dir = ["", " DESC"][rng.gen_range(0..2)];
+            let limit = rng.gen_range(0..6);
+            (
+                format!(
+                    "SELECT {e1} AS a1, {e2} AS a2 FROM {from}{where_} \
+                     ORDER BY a1{dir}, a2 LIMIT {limit}"
+                ),
+                true,
+                true,
+            )
+        }
         // A result column's alias in WHERE, which SQLite allows.
         5 => {
             let e1 = expr(rng, &tables, 2);
