@@ -5502,7 +5502,11 @@ impl<'a> Exec<'a> {
                     if out.len() >= (2 * w).max(w + 64) {
                         sort_rows(&mut out, specs);
                         out.truncate(*w);
-                        worst = out.get(w - 1).map(|(_, key)| key.clone());
+                        // (With LIMIT 0 nothing is kept, and there is no bar.)
+                        worst = w
+                            .checked_sub(1)
+                            .and_then(|i| out.get(i))
+                            .map(|(_, key)| key.clone());
                         if let Some(g) = me.top_gate.as_mut().filter(|g| g.plan == gate_of) {
                             g.worst.clone_from(&worst);
                         }
