@@ -277,6 +277,13 @@ pub struct Select {
     pub offset: Option<Expr>,
 }
 
+impl Select {
+    /// Its select cores: the first, then each compound's.
+    pub fn cores(&self) -> impl Iterator<Item = &Core> {
+        std::iter::once(&self.first).chain(self.compounds.iter().map(|(_, c)| c))
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Cte {
     pub name: String,
@@ -321,6 +328,11 @@ pub struct From {
 }
 
 impl From {
+    /// Its sources, in the order written: the first, then each join's.
+    pub fn refs(&self) -> impl Iterator<Item = &TableRef> {
+        std::iter::once(&self.first).chain(self.joins.iter().map(|j| &j.table))
+    }
+
     /// A FROM of one table.
     pub fn table(name: &str) -> From {
         From {

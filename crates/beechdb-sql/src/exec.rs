@@ -2708,8 +2708,8 @@ impl<'a> Exec<'a> {
                 residual[i] = Some(left.map(|(_, e)| e.clone()).collect());
             }
         }
-        let refs = std::iter::once(&from.first).chain(from.joins.iter().map(|j| &j.table));
-        let function_args = refs
+        let function_args = from
+            .refs()
             .flat_map(|r| match r {
                 TableRef::Function { args, .. } => args.clone(),
                 _ => Vec::new(),
@@ -3952,8 +3952,7 @@ impl<'a> Exec<'a> {
     }
 
     fn closed_select(&self, sel: &Select, scopes: &mut Vec<Frame>) -> bool {
-        let cores = std::iter::once(&sel.first).chain(sel.compounds.iter().map(|(_, c)| c));
-        for core in cores {
+        for core in sel.cores() {
             let closed = match core {
                 Core::Values(rows) => rows.iter().flatten().all(|e| self.closed_expr(e, scopes)),
                 Core::Select {
@@ -3968,10 +3967,7 @@ impl<'a> Exec<'a> {
                         return false;
                     };
                     scopes.push(frame);
-                    let refs = from.iter().flat_map(|f| {
-                        std::iter::once(&f.first).chain(f.joins.iter().map(|j| &j.table))
-                    });
-                    let sources_closed = refs.into_iter().all(|r| match r {
+                    let sources_closed = from.iter().flat_map(From::refs).all(|r| match r {
                         TableRef::Subquery { select, .. } => self.closed_select(select, scopes),
                         TableRef::Nested(_) | TableRef::Function { .. } => false,
                         TableRef::Table { .. } => true,
@@ -4492,9 +4488,7 @@ impl<'a> Exec<'a> {
             let mut hit = false;
             let mut check = |c: &Core| {
                 if let Core::Select { from: Some(f), .. } = c {
-                    let mut refs = vec![&f.first];
-                    refs.extend(f.joins.iter().map(|j| &j.table));
-                    hit |= refs.iter().any(|r| matches!(r, TableRef::Table { name, .. } if name.eq_ignore_ascii_case(&cte.name)));
+                    hit |= f.refs().any(|r| matches!(r, TableRef::Table { name, .. } if name.eq_ignore_ascii_case(&cte.name)));
                 }
             };
             for (_, c) in &cte.select.compounds {
@@ -6105,7 +6099,7 @@ fn no_such_column(table: Option<&str>, name: &str) -> Error {
 
 /// The ON conditions of `from`'s joins, nested joins' included.
 fn on_conditions<'f>(from: &'f From, out: &mut Vec<&'f Expr>) {
-    for t in std::iter::once(&from.first).chain(from.joins.iter().map(|j| &j.table)) {
+    for t in from.refs() {
         if let TableRef::Nested(inner) = t {
             on_conditions(inner, out);
         }

@@ -160,7 +160,7 @@ impl Reads<'_> {
     /// Walks `sel`, whose names may also resolve in `outer` (innermost last).
     fn select(&mut self, sel: &Select, outer: &[Vec<Source>]) {
         let ctes_before = self.with(&sel.with, outer);
-        for core in std::iter::once(&sel.first).chain(sel.compounds.iter().map(|(_, c)| c)) {
+        for core in sel.cores() {
             match core {
                 crate::ast::Core::Values(rows) => {
                     for e in rows.iter().flatten() {
