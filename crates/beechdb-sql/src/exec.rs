@@ -623,6 +623,11 @@ pub(crate) struct CorePlan {
     /// The one table is read in the order of the ORDER BY (see `Exec::order_path`): rows
     /// come out sorted, and the select stops at its LIMIT.
     in_order: bool,
+    /// A sort for a LIMIT may drop a row on its key alone, before its result columns are
+    /// evaluated: neither they nor the keys call into the application or read other
+    /// tables, so evaluating them less often (or the keys twice) cannot be seen. A table
+    /// read alone then decodes the keys' columns before the rest (see `TopGate`).
+    sort_skips: bool,
     /// The WHERE clause with result columns' aliases in it replaced (see
     /// [`Exec::with_aliases`]), when it names any.
     where_: Option<Expr>,
@@ -1118,6 +1123,8 @@ fn equalities_of_one_column(e: &Expr) -> Option<(&Expr, Vec<&Expr>)> {
                     (v, c @ Expr::Column { .. }) if !matches!(v, Expr::Column { .. }) => (c, v),
                     _ => return None,
                 };
+                // The same name, qualified the same way (a column named two ways is left
+                // to the conditions).
                 let same = |seen: &Expr| match (seen, col) {
                     (
                         Expr::Column {
@@ -1130,8 +1137,11 @@ fn equalities_of_one_column(e: &Expr) -> Option<(&Expr, Vec<&Expr>)> {
                         },
                     ) => {
                         n1.eq_ignore_ascii_case(n2)
-                            && t1.as_deref().map(str::to_ascii_lowercase)
-                                == t2.as_deref().map(str::to_ascii_lowercase)
+                            && match (t1, t2) {
+                                (None, None) => true,
+                                (Some(a), Some(b)) => a.eq_ignore_ascii_case(b),
+                                _ => false,
+                            }
                     }
                     _ => false,
                 };
@@ -2103,16 +2113,8 @@ impl<'a> Exec<'a> {
     /// The integer a leaf (a slot, literal or parameter) holds, read in place.
     #[inline]
     fn int_leaf(&self, e: &Expr, sc: &Scope) -> Option<i64> {
-        match e {
-            Expr::Slot(i) => match sc.row.get(*i) {
-                Some(Value::Integer(x)) => Some(*x),
-                _ => None,
-            },
-            Expr::Literal(Value::Integer(x)) => Some(*x),
-            Expr::Param(i) => match self.params.get(i - 1) {
-                Some(Value::Integer(x)) => Some(*x),
-                _ => None,
-            },
+        match leaf_ref(e, sc, self.params) {
+            Some(Value::Integer(x)) => Some(*x),
             _ => None,
         }
     }
@@ -5041,6 +5043,7 @@ impl<'a> Exec<'a> {
             windows: false,
             join: Some(join),
             in_order: false,
+            sort_skips: false,
             where_: None,
         })
     }
@@ -5252,12 +5255,20 @@ impl<'a> Exec<'a> {
             }
             _ => false,
         };
+        let sort_skips = limited
+            && !aggregate
+            && !windows
+            && !in_order
+            && exprs
+                .iter()
+                .map(|(e, _)| e)
+                .chain(&order_exprs)
+                .all(is_self_contained);
         if let Some(j) = &mut join {
             j.bind(self, &frame);
             let all = exprs.iter().map(|(e, _)| e);
             let rest = all.chain(&order_exprs).chain(&group_terms).chain(&having);
-            let top_n = limited && !aggregate && !windows && !in_order && j.items.len() == 1;
-            let gated = top_n && top_gate_applies(exprs.iter().map(|(e, _)| e), &order_exprs);
+            let gated = sort_skips && j.items.len() == 1;
             j.decode_lazily(rest, false, if gated { &order_exprs } else { &[] });
         }
         let bare = {
@@ -5275,6 +5286,7 @@ impl<'a> Exec<'a> {
         };
         Ok(CorePlan {
             in_order,
+            sort_skips,
             where_: aliased,
             frame,
             exprs,
@@ -5459,10 +5471,9 @@ impl<'a> Exec<'a> {
             // Once the buffer has been cut back, the key of its last row: a row whose key
             // does not sort before it cannot be among the first `wanted` (it comes later,
             // so it sorts after that row even when equal), and its result columns are not
-            // evaluated, unless evaluating them could be seen (a registered function, a
-            // subquery).
+            // evaluated (see `CorePlan::sort_skips`).
             let mut worst: Option<Row> = None;
-            let may_skip = top_gate_applies(exprs.iter().map(|(e, _)| e), order_exprs);
+            let may_skip = plan.sort_skips;
             let gate_of = join.map_or(0, |j| j as *const JoinPlan as usize);
             // (Only a table read alone decodes the sort keys' columns before the rest: see
             // `decode_lazily` in `plan_core`.)
@@ -5775,13 +5786,6 @@ fn leaf_ref<'v>(e: &'v Expr, sc: &'v Scope, params: &'v [Value]) -> Option<&'v V
         Expr::Param(i) => params.get(i - 1),
         _ => None,
     }
-}
-
-/// Whether a top-N sort may drop rows before evaluating their result columns, its keys
-/// evaluated first: when neither calls into the application or reads other tables (so
-/// that evaluating them less often, or the keys twice, cannot be seen).
-fn top_gate_applies<'e>(mut results: impl Iterator<Item = &'e Expr>, keys: &[Expr]) -> bool {
-    results.all(is_self_contained) && keys.iter().all(is_self_contained)
 }
 
 /// The order of two rows' ORDER BY keys.
