@@ -369,7 +369,10 @@ impl InProbe {
         if x.is_null() {
             return Value::Null;
         }
-        let x = self.left.map_or(x.clone(), |a| a.apply(x));
+        let x = match self.left {
+            Some(a) => a.apply(x),
+            None => x,
+        };
         let found = (self.values)
             .binary_search_by(|v| v.cmp_with(&x, self.coll))
             .is_ok();

@@ -376,4 +376,11 @@ fn len_counts_the_entries_the_transaction_sees() {
     assert_eq!(txn.len(&dups).unwrap(), 0);
     assert_eq!(txn.len(&db).unwrap(), latest.len() as u64);
     txn.abort();
+    // A finished transaction, and a database removed in the transaction, are errors.
+    assert!(matches!(txn.len(&db), Err(Error::TxnFinished)));
+    let txn = env.begin_txn().unwrap();
+    txn.remove_db("made").unwrap();
+    assert!(matches!(txn.len(&made), Err(Error::DbRemoved)));
+    assert_eq!(txn.len(&db).unwrap(), latest.len() as u64);
+    txn.abort();
 }
