@@ -383,8 +383,8 @@ fn copy_run(
             }
             _ => (n, true),
         };
-        data.reserve(max_bytes.min(p.len()));
-        spans.reserve(stop.saturating_sub(pos.idx));
+        reserve(data, max_bytes.min(p.len()));
+        reserve(spans, stop.saturating_sub(pos.idx));
         let mut bytes = 0;
         for i in pos.idx..stop {
             let ks = data.len();
@@ -436,8 +436,8 @@ fn copy_run(
             lo -= 1;
         }
     }
-    data.reserve(bytes);
-    spans.reserve(hi - lo);
+    reserve(data, bytes);
+    reserve(spans, hi - lo);
     for i in lo..hi {
         match node::inline_entry(p, i) {
             Some((entry, klen)) => push_inline(data, spans, entry, klen),
@@ -445,6 +445,17 @@ fn copy_run(
         }
     }
     Ok(pos.idx - lo)
+}
+
+/// `v.reserve(n)`, but an empty `v` too small is replaced rather than grown: a run's
+/// buffers are cleared between batches, and growing them would copy the old allocation
+/// (`realloc` knows its size, not what of it is in use).
+fn reserve<T>(v: &mut Vec<T>, n: usize) {
+    if v.is_empty() && v.capacity() < n {
+        *v = Vec::with_capacity(n);
+    } else {
+        v.reserve(n);
+    }
 }
 
 /// Copies an entry [`node::inline_entry`] gave (a short key, an inline value) in one piece.
