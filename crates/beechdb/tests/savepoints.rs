@@ -281,3 +281,45 @@ fn a_transaction_shared_between_threads() {
     assert_eq!(db.len().unwrap(), 1000);
     assert!(matches!(t.put(&db, b"late", b"v"), Err(Error::TxnFinished)));
 }
+
+/// `Txn::changes_to` grows with each write to its database (a put, a delete, even of a
+/// key that is absent) and with every rollback to a savepoint, and stays put for reads,
+/// releases and writes to other databases: what lets a reader keep what it read of a
+/// database while the number is unchanged.
+#[test]
+fn changes_to_a_database_count_the_transactions_own_changes() {
+    let env = Env::open_with_storage(Arc::new(MemStorage::new()), config()).unwrap();
+    let (a, b) = (env.create_db("a").unwrap(), env.create_db("b").unwrap());
+    a.put(b"k", b"committed").unwrap();
+    let t = env.begin_txn().unwrap();
+    assert_eq!(
+        (t.changes_to(&a).unwrap(), t.changes_to(&b).unwrap()),
+        (0, 0)
+    );
+    t.put(&a, b"x", b"1").unwrap();
+    let after_put = t.changes_to(&a).unwrap();
+    assert!(after_put > 0);
+    assert_eq!(t.changes_to(&b).unwrap(), 0, "a write to another database");
+    t.get(&a, b"x").unwrap();
+    t.iter(&a).for_each(drop);
+    assert_eq!(t.changes_to(&a).unwrap(), after_put, "reads change nothing");
+    t.put(&b, b"y", b"2").unwrap();
+    assert_eq!(t.changes_to(&a).unwrap(), after_put, "a write to b");
+    t.delete(&a, b"absent").unwrap();
+    let after_delete = t.changes_to(&a).unwrap();
+    assert!(after_delete > after_put);
+    let sp = t.savepoint().unwrap();
+    t.release(sp).unwrap();
+    assert_eq!(t.changes_to(&a).unwrap(), after_delete, "a release");
+    let sp = t.savepoint().unwrap();
+    t.rollback_to(&sp).unwrap();
+    let after_rollback = t.changes_to(&a).unwrap();
+    assert!(after_rollback > after_delete, "a rollback, even of nothing");
+    assert_eq!(
+        t.changes_to(&b).unwrap(),
+        after_rollback,
+        "a rollback counts everywhere"
+    );
+    t.commit().unwrap();
+    assert!(matches!(t.changes_to(&a), Err(Error::TxnFinished)));
+}

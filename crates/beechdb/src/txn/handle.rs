@@ -97,6 +97,12 @@ pub(super) struct State {
     pub(super) ddl: Vec<Ddl>,
     /// Databases written (each once).
     pub(super) dbs: Vec<u32>,
+    /// Counts this transaction's changes to what it sees: each write, each rollback to a
+    /// savepoint; with, per database written, the count at its latest write, and the
+    /// count at the latest rollback (see [`Txn::changes_to`]).
+    changes: u64,
+    changed: Vec<(u32, u64)>,
+    rolled_back: u64,
     durability: Durability,
     /// In a replication group, how the commit is made durable, when set.
     pub(super) group: Option<GroupDurability>,
@@ -169,6 +175,11 @@ impl State {
     pub(super) fn write(&mut self, db: u32, key: &[u8], value: Option<Vec<u8>>) {
         if !self.dbs.contains(&db) {
             self.dbs.push(db);
+        }
+        self.changes += 1;
+        match self.changed.iter_mut().find(|(d, _)| *d == db) {
+            Some((_, at)) => *at = self.changes,
+            None => self.changed.push((db, self.changes)),
         }
         self.writes.insert(scoped_key(db, key), value);
     }
@@ -308,6 +319,9 @@ impl State {
             escalate_at: 0,
             ddl: Vec::new(),
             dbs: Vec::new(),
+            changes: 0,
+            changed: Vec::new(),
+            rolled_back: 0,
             durability: Durability::Sync,
             group: None,
             registered: None,
@@ -807,7 +821,20 @@ impl Txn {
         st.ddl.truncate(ddl);
         st.dbs.truncate(dbs);
         st.marks.truncate(i + 1);
+        st.changes += 1;
+        st.rolled_back = st.changes;
         Ok(())
+    }
+
+    /// A number that grows whenever this transaction changes what it sees of `db` by its
+    /// own doing (a write there; a rollback to a savepoint, for every database), and
+    /// stays the same otherwise: a reader that keeps what it read of `db` may use it again
+    /// while the number is unchanged (under snapshot isolation, where others' commits do
+    /// not show). 0 before the first change.
+    pub fn changes_to(&self, db: &Db) -> Result<u64> {
+        let st = self.inner.checked(db)?;
+        let written = st.changed.iter().find(|(d, _)| *d == db.id());
+        Ok(written.map_or(0, |&(_, at)| at).max(st.rolled_back))
     }
 
     /// Forgets `sp` and every savepoint after it, keeping what was done since (as SQL's
