@@ -1,5 +1,5 @@
 //! Profiling aid: one prepared statement run many times on a 100,000-row table.
-//! `cargo run --release -p beechdb-sql --example point_select -- 1000000 [pk|index|update|insert|scan|order|orderlt|join|filter|wide1|wide10|wide11|wide13|wide18|wide20|wide22|wide27]`
+//! `cargo run --release -p beechdb-sql --example point_select -- 1000000 [pk|index|update|insert|scan|order|ordercover|orderlt|cte|cteunion|join|filter|wide1|wide10|wide11|wide13|wide18|wide20|wide22|wide27]`
 
 use beechdb_sql::{Database, Value};
 
@@ -69,6 +69,9 @@ fn main() -> Result<(), beechdb_sql::Error> {
         "scan" => "SELECT count(*), sum(k) FROM t WHERE id BETWEEN ?1 AND ?1 + 99",
         "filter" => "SELECT * FROM t WHERE k + 0 BETWEEN ?1 AND ?1 + 99",
         "order" => "SELECT * FROM t ORDER BY k DESC, id DESC LIMIT 20 + 0 * ?1",
+        "ordercover" => "SELECT id, k FROM t ORDER BY k DESC, id DESC LIMIT 20 + 0 * ?1",
+        "cte" => "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 1000 + 0 * ?1) SELECT count(*), sum(x) FROM c",
+        "cteunion" => "WITH RECURSIVE c(x) AS (SELECT 1 UNION SELECT x + 1 FROM c WHERE x < 20000 + 0 * ?1) SELECT count(*), sum(x) FROM c",
         "orderlt" => "SELECT * FROM t WHERE k < ?1 ORDER BY k DESC LIMIT 20",
         "join" => "SELECT a.x, b.y, c.z FROM a JOIN b ON b.a_id = a.id JOIN c ON c.b_id = b.id WHERE a.id = ?1 % 10000 + 1",
         other => panic!("unknown statement kind {other}"),

@@ -269,6 +269,8 @@ pub struct Exec<'a> {
     pub scoped_plans: std::cell::RefCell<FxHashMap<(PlanId, u64), ScopedPlan>>,
     /// The bar of the top-N sort being read, if any (see `TopGate`).
     pub top_gate: Option<TopGate>,
+    /// The tables correlated subqueries read, kept (see `Exec::kept_scan`).
+    pub kept_scans: KeptScans,
 }
 
 /// The bar a sort for a LIMIT sets for the rows it reads (see `Exec::core`): once it has
@@ -286,6 +288,29 @@ pub struct TopGate {
 /// A plan made where common table expressions were in scope: their names and columns per
 /// scope, and the plan.
 pub type ScopedPlan = (Vec<Vec<(String, Vec<String>)>>, Arc<CorePlan>);
+
+/// A table's rows kept for a correlated subquery, and their hash on one column.
+type KeptRows = (Arc<Vec<Row>>, Arc<HashProbe>);
+
+/// The tables correlated subqueries read, kept for one run of a statement (see
+/// `Exec::kept_scan`), by the join's plan and the run.
+#[derive(Default)]
+pub struct KeptScans(FxHashMap<(usize, u64), KeptScan>);
+
+#[derive(Default)]
+struct KeptScan {
+    /// What the rows were read under: the transaction's changes to the table, the table,
+    /// the column hashed and the expression probing it (its debug form).
+    changes: u64,
+    table: String,
+    column: usize,
+    probe: String,
+    /// Runs of the subquery under these.
+    runs: u32,
+    built: Option<KeptRows>,
+    /// The table is too large to keep, or its column holds mostly other than numbers.
+    unhelpful: bool,
+}
 
 /// The subqueries one statement keeps: SQLite runs a subquery that reads nothing of the
 /// rows around it once per run of the statement that holds it, the statement's own writes
@@ -972,10 +997,11 @@ impl std::fmt::Debug for PlanCache {
 struct JoinItem<'p> {
     plan: &'p ItemPlan,
     /// The rows, unless the item is a table read through an access path.
-    rows: Vec<Row>,
-    /// For an item scanned in full below the first: its rows by the value of the column an
-    /// equality joins on (see `HashProbe`).
-    hash: Option<HashProbe>,
+    rows: ItemRows,
+    /// For an item scanned in full below the first, or a correlated subquery's first
+    /// (`Exec::kept_scan`): its rows by the value of the column an equality joins on (see
+    /// `HashProbe`).
+    hash: Option<Arc<HashProbe>>,
     /// For a table read through an index equality: how many lookups it took, and the
     /// whole table hashed on that column once the lookups come to cost more than reading
     /// it (see `join_level`).
@@ -984,6 +1010,22 @@ struct JoinItem<'p> {
     /// A table-valued function whose arguments name earlier sources: called again for
     /// each of their rows (its name and arguments).
     lateral: Option<(&'p str, &'p [Expr])>,
+}
+
+/// A join item's rows: its own, or a table's kept for a correlated subquery's runs.
+enum ItemRows {
+    Own(Vec<Row>),
+    Kept(Arc<Vec<Row>>),
+}
+
+impl std::ops::Deref for ItemRows {
+    type Target = [Row];
+    fn deref(&self) -> &[Row] {
+        match self {
+            ItemRows::Own(rows) => rows,
+            ItemRows::Kept(rows) => rows,
+        }
+    }
 }
 
 /// `"COVERING "` when item `i` of `plan` is read through an index equality for nothing but
@@ -2829,28 +2871,37 @@ impl<'a> Exec<'a> {
             let t = items[i].table.as_ref().expect("tables only");
             self.estimated_rows(t).unwrap_or(i64::MAX / 1024).max(1)
         };
+        // Whether item `item`, scanned whole when `first` starts the loops, has an
+        // equality of one of its columns with earlier items for a hash of its rows to
+        // answer (see `hash_joins`).
+        let probed = |first: usize, item: usize| {
+            let (own, level, bound) = placed(first, item);
+            let own: Vec<Expr> = own.into_iter().cloned().collect();
+            let slots = bound[level]..bound[level] + items[item].width;
+            let earlier =
+                |o: &Expr| level_of(o, frame, &bound) < level || !refers_to_frame(o, frame);
+            equality_probe(&own, frame, slots, earlier).is_some()
+        };
+        // Whether item `item` is read by key, or through a hash, when `first` starts.
+        let keyed = |first: usize, item: usize| match rank(first, item) {
+            0 => probed(first, item),
+            r => r >= 3,
+        };
         // The later items that, when `first` starts the loops, would be scanned whole for
-        // each row before them: no access path, and no equality with one of their columns
-        // for a hash of their rows to answer.
+        // each row before them: no access path, and no hash.
         let rescanned = |first: usize| -> Vec<usize> {
             let later = from_order.iter().copied().filter(|&i| i != first);
             later
-                .filter(|&item| {
-                    let (own, level, bound) = placed(first, item);
-                    let own: Vec<Expr> = own.into_iter().cloned().collect();
-                    let slots = bound[level]..bound[level] + items[item].width;
-                    let earlier =
-                        |o: &Expr| level_of(o, frame, &bound) < level || !refers_to_frame(o, frame);
-                    rank(first, item) == 0 && equality_probe(&own, frame, slots, earlier).is_none()
-                })
+                .filter(|&item| rank(first, item) == 0 && !probed(first, item))
                 .collect()
         };
         let ranks: Vec<u8> = from_order.iter().map(|&i| rank(i, i)).collect();
         let best = (0..items.len()).max_by_key(|&i| (ranks[i], std::cmp::Reverse(i)));
         // A start that leaves a table scanned again for each of its rows costs their
         // product (an equality by key taken to find about ten, as SQLite guesses without
-        // statistics): a start that reads every later table by key is taken instead when
-        // it costs less, even though it scans its own table (a lookup taken as four rows).
+        // statistics): a start that reads every later table by key (or through a hash of
+        // its rows, as for `a.x = b.x + 1` started at `b`) is taken instead when it costs
+        // less, even though it scans its own table (a lookup taken as four rows).
         let keyed_instead = |best: usize| {
             let again = rescanned(best);
             if again.is_empty() {
@@ -2863,7 +2914,7 @@ impl<'a> Exec<'a> {
                 .fold(0i64, i64::saturating_add);
             let later = |f: usize| from_order.iter().copied().filter(move |&i| i != f);
             (0..items.len()).find(|&f| {
-                f != best && later(f).all(|i| rank(f, i) >= 3) && size(f).saturating_mul(4) < cost
+                f != best && later(f).all(|i| keyed(f, i)) && size(f).saturating_mul(4) < cost
             })
         };
         let first = match (best, best.and_then(keyed_instead)) {
@@ -2932,10 +2983,20 @@ impl<'a> Exec<'a> {
                 }
                 _ => Vec::new(),
             };
+            let kept = match (i, &p.table) {
+                (0, Some(t)) if streams(plan, 0) && outer.is_some() && self.plan.is_none() => {
+                    self.kept_scan(plan, t, frame)?
+                }
+                _ => None,
+            };
+            let (rows, hash) = match kept {
+                Some((rows, hash)) => (ItemRows::Kept(rows), Some(hash)),
+                None => (ItemRows::Own(rows), None),
+            };
             items.push(JoinItem {
                 plan: p,
                 rows,
-                hash: None,
+                hash,
                 probes: Default::default(),
                 hashed: Default::default(),
                 lateral,
@@ -3065,6 +3126,62 @@ impl<'a> Exec<'a> {
         Ok(())
     }
 
+    /// For the first table of a subquery that reads the rows around it, scanned whole at
+    /// each of its runs, with an equality of one of its columns with those rows (`b.x =
+    /// a.x` in `EXISTS (SELECT 1 FROM b WHERE b.x = a.x)`): from its second run in this run
+    /// of the statement on, its rows and a hash of them on that column, kept while this
+    /// transaction leaves the table as it was (SQLite's automatic index, for a correlated
+    /// subquery; without it each run reads the whole table again). `None`: read it as
+    /// planned (the first run; a table too large to keep; a column whose values are mostly
+    /// not numbers, which the hash does not sort out).
+    fn kept_scan(&mut self, plan: &JoinPlan, t: &Table, frame: &Frame) -> Result<Option<KeptRows>> {
+        const MOST_ROWS: i64 = 1 << 20;
+        let slots = plan.bound[0]..plan.bound[0] + plan.items[0].width;
+        let outer_only = |o: &Expr| !refers_to_frame(o, frame);
+        let Some((column, probe)) = equality_probe(&plan.at_level[0], frame, slots, outer_only)
+        else {
+            return Ok(None);
+        };
+        let changes = self.txn.changes_to(&self.db(&t.db)?)?;
+        // (The address names the plan within this run; what is kept is checked to be of
+        // the same table, column and probe all the same.)
+        let key = (plan as *const JoinPlan as usize, self.subqueries.run);
+        let probe_form = format!("{probe:?}");
+        let same = |k: &KeptScan| {
+            k.changes == changes && k.table == t.db && k.column == column && k.probe == probe_form
+        };
+        let kept = self.kept_scans.0.entry(key).or_default();
+        if !same(kept) {
+            *kept = KeptScan {
+                changes,
+                table: t.db.clone(),
+                column,
+                probe: probe_form,
+                ..KeptScan::default()
+            };
+        }
+        kept.runs += 1;
+        if let Some(built) = &kept.built {
+            return Ok(Some(built.clone()));
+        }
+        if kept.runs < 2 || kept.unhelpful {
+            return Ok(None);
+        }
+        let rows = match self.estimated_rows(t) {
+            Some(n) if n <= MOST_ROWS => self.table_rows(t)?,
+            _ => Vec::new(),
+        };
+        let hash = HashProbe::build(&rows, column, probe.clone());
+        let kept = self.kept_scans.0.get_mut(&key).expect("kept above");
+        if rows.is_empty() || hash.others.len() * 2 > rows.len() {
+            kept.unhelpful = true;
+            return Ok(None);
+        }
+        let built = (Arc::new(rows), Arc::new(hash));
+        kept.built = Some(built.clone());
+        Ok(Some(built))
+    }
+
     /// About how many rows `t` holds: its rowid counter, or else its largest rowid (an
     /// upper bound unless rowids were given out of order or rows deleted); `None` when its
     /// database cannot be read here.
@@ -3098,7 +3215,7 @@ impl<'a> Exec<'a> {
             let earlier =
                 |o: &Expr| level_of(o, frame, &plan.bound) < i || !refers_to_frame(o, frame);
             if let Some((column, probe)) = equality_probe(exprs, frame, slots, earlier) {
-                it.hash = Some(HashProbe::build(&it.rows, column, probe.clone()));
+                it.hash = Some(Arc::new(HashProbe::build(&it.rows, column, probe.clone())));
             }
         }
     }
@@ -3123,7 +3240,8 @@ impl<'a> Exec<'a> {
         // This item's slots of the joined row (which is always the frame's width: the
         // slots of items not joined yet hold NULL).
         let slots = plan.bound[level]..plan.bound[level] + it.plan.width;
-        if let Some(t) = it.plan.table.as_ref().filter(|_| streams(plan, level)) {
+        let streamed = streams(plan, level) && it.hash.is_none();
+        if let Some(t) = it.plan.table.as_ref().filter(|_| streamed) {
             // The outermost table read in rowid order: each row decoded straight into the
             // joined row as the engine yields it, none kept.
             let sc = Scope::new(frame, row, outer);
@@ -3202,9 +3320,9 @@ impl<'a> Exec<'a> {
         let shared: &[Row] = match &it.hash {
             Some(h) => {
                 picks = h.candidates(&self.eval(&h.probe, &Scope::new(frame, row, outer))?);
-                &it.rows
+                &it.rows[..]
             }
-            None => &it.rows,
+            None => &it.rows[..],
         };
         let mut looked_up = looked_up.into_iter();
         let (mut picked, mut all) = (picks.as_deref().map(|p| p.iter()), shared.iter());
@@ -4175,9 +4293,16 @@ impl<'a> Exec<'a> {
                 }
                 _ => None,
             };
+            // Frames that all start at the partition's first row and only grow: one
+            // state takes each row once (as SQLite's), not once per frame holding it.
+            let grows = matches!(w.start, FrameBound::UnboundedPreceding)
+                && w.exclude == FrameExclude::NoOthers
+                && Acc::finish_keeps_state(&w.name, w.user.as_ref());
             for mut part in partitions {
                 // The sliding state, and the positions it holds: [from, to).
                 let mut slide = sliding.as_ref().map(|f| (f.start(), 0usize, 0usize));
+                // The growing frames' state, and the positions it holds: [0, to).
+                let mut running: Option<(Acc, usize)> = None;
                 part.sort_by(|&a, &b| cmp(&keys[a], &keys[b]));
                 let n = part.len();
                 // Peer groups: equal sort keys.
@@ -4369,11 +4494,31 @@ impl<'a> Exec<'a> {
                                     .first()
                                     .map_or(Collation::Binary, |a| self.collation(a, &sc))
                             };
-                            let mut acc = Acc::new(name, &w.args, w.user.as_ref());
-                            for r in in_frame() {
-                                acc.step(&args[r], coll)?;
+                            let fresh = || Acc::new(name, &w.args, w.user.as_ref());
+                            if grows && running.is_none() {
+                                running = Some((fresh(), 0));
                             }
-                            acc.finish()?
+                            match running.as_mut() {
+                                Some((acc, to)) => {
+                                    let end = ((hi + 1).max(0) as usize).min(n);
+                                    if end < *to {
+                                        // A frame ending before the last one did: again.
+                                        (*acc, *to) = (fresh(), 0);
+                                    }
+                                    for x in *to..end {
+                                        acc.step(&args[part[x]], coll)?;
+                                    }
+                                    *to = end.max(*to);
+                                    acc.finish()?
+                                }
+                                None => {
+                                    let mut acc = fresh();
+                                    for r in in_frame() {
+                                        acc.step(&args[r], coll)?;
+                                    }
+                                    acc.finish()?
+                                }
+                            }
                         }
                         other => {
                             return Err(Error::Sql(format!("no such window function: {other}")))
@@ -4539,6 +4684,12 @@ impl<'a> Exec<'a> {
         // are moved into the scope for each step and taken back after it, not copied.
         let mut all = Vec::new();
         let (mut names, mut queue) = (names, first.rows);
+        // Under UNION, every row queued so far, by signature: a row already there (the
+        // seed's own repeats included) is not queued again.
+        let mut queued = (!union_all).then(Distinct::default);
+        if let Some(q) = queued.as_mut() {
+            queue.retain(|r| q.novel(r));
+        }
         let key = lc(&cte.name);
         self.ctes.push(FxHashMap::default());
         let scope = self.ctes.len() - 1;
@@ -4571,9 +4722,8 @@ impl<'a> Exec<'a> {
             if failed.is_some() {
                 break;
             }
-            if !union_all {
-                next.retain(|r| !all.iter().any(|a| rows_equal(a, r)));
-                dedupe(&mut next);
+            if let Some(q) = queued.as_mut() {
+                next.retain(|r| q.novel(r));
             }
             queue = next;
             if limit.is_some_and(|l| l >= 0 && (all.len() + queue.len()) as i64 >= l) {
@@ -4625,25 +4775,38 @@ impl<'a> Exec<'a> {
                     )));
                 }
                 let more: Vec<Row> = more.into_iter().map(|(r, _)| r).collect();
+                // Of equal rows (3 and 3.0), which one stands for them: without an ORDER
+                // BY, the last (SQLite's temporary index keeps it); with one, SQLite merges
+                // the sorted sides, and the first does (for UNION, the right side's first
+                // if it has one).
+                let keep = match (sel.order_by.is_empty(), op) {
+                    (true, _) => Keep::Last,
+                    (false, CompoundOp::Union) => Keep::First { right: plain.len() },
+                    (false, _) => Keep::First { right: usize::MAX },
+                };
                 plain = match op {
                     CompoundOp::UnionAll => {
                         plain.extend(more);
                         plain
                     }
-                    // As SQLite's temporary index: a later equal row replaces an earlier
-                    // one, and rows come out in index order.
+                    // Rows come out in index order, as from SQLite's temporary index.
                     CompoundOp::Union => {
                         plain.extend(more);
-                        dedupe_sorted(plain)
+                        dedupe_sorted(plain, keep)
                     }
-                    CompoundOp::Intersect => {
-                        let mut kept = dedupe_sorted(plain);
-                        kept.retain(|r| more.iter().any(|m| rows_equal(r, m)));
-                        kept
-                    }
-                    CompoundOp::Except => {
-                        let mut kept = dedupe_sorted(plain);
-                        kept.retain(|r| !more.iter().any(|m| rows_equal(r, m)));
+                    // The right side's rows by signature: a probe per left row, not a
+                    // comparison with every right row.
+                    CompoundOp::Intersect | CompoundOp::Except => {
+                        let right: FxHashSet<Vec<u8>> =
+                            more.iter().map(|m| group_signature(m)).collect();
+                        let keep_found = *op == CompoundOp::Intersect;
+                        let mut kept = dedupe_sorted(plain, keep);
+                        let mut sig = Vec::new();
+                        kept.retain(|r| {
+                            sig.clear();
+                            group_signature_into(r, &mut sig);
+                            right.contains(&sig) == keep_found
+                        });
                         kept
                     }
                 };
@@ -5441,8 +5604,10 @@ impl<'a> Exec<'a> {
             |me: &mut Self, emit: &mut dyn FnMut(&mut Self, &mut [Value]) -> Result<bool>| {
                 me.source_rows(from.as_ref(), join, frame, filter, outer, emit)
             };
-        // Rows from the joins, each with its sort key.
-        let mut out: Keyed = Vec::new();
+        // Rows from the joins, each with its sort key (as many as a LIMIT on rows read in
+        // order will keep, room made at once).
+        let first_rows = wanted.filter(|_| plan.in_order).map_or(0, |w| w.min(256));
+        let mut out: Keyed = Vec::with_capacity(first_rows);
         if plan.windows && !aggregate {
             let mut windows: Vec<&Expr> = Vec::new();
             for e in exprs.iter().map(|(e, _)| e).chain(order_exprs.iter()) {
@@ -5836,20 +6001,26 @@ fn refers_to_frame(e: &Expr, frame: &Frame) -> bool {
     found
 }
 
-fn rows_equal(a: &[Value], b: &[Value]) -> bool {
-    a.len() == b.len()
-        && a.iter()
-            .zip(b)
-            .all(|(x, y)| x.cmp_with(y, Collation::Binary) == Ordering::Equal)
+/// Which of equal rows a compound select keeps: the last, or the first at or after
+/// position `right` if there is one there, else the first.
+#[derive(Clone, Copy)]
+enum Keep {
+    First { right: usize },
+    Last,
 }
 
-/// Distinct rows, the last of equal ones kept, in ascending order.
-fn dedupe_sorted(rows: Vec<Row>) -> Vec<Row> {
-    let mut last: FxHashMap<Vec<u8>, usize> = FxHashMap::default();
+/// Distinct rows, of equal ones the one `which` says, in ascending order.
+fn dedupe_sorted(rows: Vec<Row>, which: Keep) -> Vec<Row> {
+    let mut kept: FxHashMap<Vec<u8>, usize> = FxHashMap::default();
     for (i, r) in rows.iter().enumerate() {
-        last.insert(group_signature(r), i);
+        let at = kept.entry(group_signature(r)).or_insert(i);
+        match which {
+            Keep::Last => *at = i,
+            Keep::First { right } if *at < right && i >= right => *at = i,
+            Keep::First { .. } => {}
+        }
     }
-    let mut keep: Vec<usize> = last.into_values().collect();
+    let mut keep: Vec<usize> = kept.into_values().collect();
     keep.sort_unstable();
     let mut rows: Vec<Row> = keep.into_iter().map(|i| rows[i].clone()).collect();
     rows.sort_by(|a, b| {
@@ -5860,11 +6031,6 @@ fn dedupe_sorted(rows: Vec<Row>) -> Vec<Row> {
             .unwrap_or(Ordering::Equal)
     });
     rows
-}
-
-fn dedupe(rows: &mut Vec<Row>) {
-    let mut seen = Distinct::default();
-    rows.retain(|r| seen.novel(r));
 }
 
 /// The rows seen so far, by signature (see `group_signature_with`), for DISTINCT.

@@ -85,15 +85,9 @@ pub fn is_deterministic(name: &str) -> bool {
 /// The running state of one aggregate.
 pub enum Acc {
     Count(i64),
-    Sum {
-        int: Option<i64>,
-        real: f64,
-        any_real: bool,
-        overflow: bool,
-        seen: bool,
-    },
-    Total(f64),
-    Avg(f64, i64),
+    Sum(SumCtx),
+    Total(SumCtx),
+    Avg(SumCtx),
     /// min (the least so far, `Less`) or max (`Greater`).
     Extreme(Option<Value>, std::cmp::Ordering),
     Concat(Option<String>),
@@ -110,15 +104,9 @@ impl Acc {
         }
         match name {
             "count" => Acc::Count(0),
-            "sum" => Acc::Sum {
-                int: Some(0),
-                real: 0.0,
-                any_real: false,
-                overflow: false,
-                seen: false,
-            },
-            "total" => Acc::Total(0.0),
-            "avg" => Acc::Avg(0.0, 0),
+            "sum" => Acc::Sum(SumCtx::default()),
+            "total" => Acc::Total(SumCtx::default()),
+            "avg" => Acc::Avg(SumCtx::default()),
             "min" => Acc::Extreme(None, std::cmp::Ordering::Less),
             "max" => Acc::Extreme(None, std::cmp::Ordering::Greater),
             "json_group_array" | "json_group_object" => {
@@ -139,19 +127,8 @@ impl Acc {
                 }
                 Ok(())
             }
-            (
-                Acc::Sum {
-                    int: Some(s),
-                    real,
-                    any_real: false,
-                    seen,
-                    ..
-                },
-                Some(Value::Integer(i)),
-            ) if s.checked_add(*i).is_some() => {
-                *s += *i;
-                *real += *i as f64;
-                *seen = true;
+            (Acc::Sum(c), Some(Value::Integer(i))) if !c.approx => {
+                c.add_int(*i);
                 Ok(())
             }
             _ => self.step_any(args, coll),
@@ -168,51 +145,9 @@ impl Acc {
                     *n += 1
                 }
             }
-            Acc::Sum {
-                int,
-                real,
-                any_real,
-                overflow,
-                seen,
-            } => {
-                let Some(v) = v.filter(|v| !v.is_null()) else {
-                    return Ok(());
-                };
-                *seen = true;
-                // SQLite's sqlite3_value_numeric_type: text that is wholly an integer counts
-                // as one; anything else not an integer makes the sum a REAL.
-                let as_int = match v {
-                    Value::Integer(i) => Some(*i),
-                    Value::Text(t) => match crate::value::parse_number(t) {
-                        Some(Value::Integer(i)) => Some(i),
-                        _ => None,
-                    },
-                    _ => None,
-                };
-                match as_int {
-                    Some(i) if !*any_real => {
-                        *real += i as f64;
-                        match int.and_then(|s| s.checked_add(i)) {
-                            Some(s) => *int = Some(s),
-                            None => *overflow = true,
-                        }
-                    }
-                    Some(i) => *real += i as f64,
-                    None => {
-                        *any_real = true;
-                        *real += v.as_f64();
-                    }
-                }
-            }
-            Acc::Total(t) => {
+            Acc::Sum(c) | Acc::Total(c) | Acc::Avg(c) => {
                 if let Some(v) = v.filter(|v| !v.is_null()) {
-                    *t += v.as_f64();
-                }
-            }
-            Acc::Avg(s, n) => {
-                if let Some(v) = v.filter(|v| !v.is_null()) {
-                    *s += v.as_f64();
-                    *n += 1;
+                    c.add(v);
                 }
             }
             Acc::Extreme(m, want) => {
@@ -243,39 +178,134 @@ impl Acc {
         Ok(())
     }
 
+    /// Whether [`Acc::finish`] of a call of `name` (resolved to `user`) leaves the state
+    /// as it was, so that steps may follow it (a running total over frames that only
+    /// grow): not for JSON's nor a registered aggregate's, which hand their state over.
+    pub fn finish_keeps_state(name: &str, user: Option<&UserFunction>) -> bool {
+        !matches!(user, Some(UserFunction::Aggregate(_)))
+            && !matches!(name, "json_group_array" | "json_group_object")
+    }
+
     pub fn finish(&mut self) -> Result<Value> {
         Ok(match self {
             Acc::User(state) => return state.finish(),
             Acc::Json(j) => j.finish(),
             Acc::Count(n) => Value::Integer(*n),
-            Acc::Sum {
-                int,
-                real,
-                any_real,
-                overflow,
-                seen,
-            } => {
-                if !*seen {
-                    Value::Null
-                } else if *any_real {
-                    Value::Real(*real)
-                } else if *overflow {
-                    return Err(Error::Sql("integer overflow".into()));
-                } else {
-                    Value::Integer(int.unwrap_or(0))
-                }
-            }
-            Acc::Total(t) => Value::Real(*t),
-            Acc::Avg(s, n) => {
-                if *n == 0 {
-                    Value::Null
-                } else {
-                    Value::Real(*s / *n as f64)
-                }
-            }
+            Acc::Sum(c) if c.cnt == 0 => Value::Null,
+            Acc::Sum(c) if c.ovrfl => return Err(Error::Sql("integer overflow".into())),
+            Acc::Sum(c) if !c.approx => Value::Integer(c.i_sum),
+            Acc::Sum(c) | Acc::Total(c) => Value::Real(c.real()),
+            Acc::Avg(c) if c.cnt == 0 => Value::Null,
+            Acc::Avg(c) => Value::Real(c.real() / c.cnt as f64),
             Acc::Extreme(m, _) => m.clone().unwrap_or(Value::Null),
             Acc::Concat(s) => s.clone().map_or(Value::Null, Value::from),
         })
+    }
+}
+
+/// The running sum of sum(), total() and avg(), as SQLite keeps it (`SumCtx` in its
+/// func.c), so that results agree with SQLite's to the bit: exact in integers until a value
+/// that is not one arrives or the sum overflows, then a Kahan-Babuska-Neumaier compensated
+/// sum of reals (seeded with the integer sum so far).
+#[derive(Default)]
+pub struct SumCtx {
+    r_sum: f64,
+    r_err: f64,
+    i_sum: i64,
+    cnt: i64,
+    /// Reals are summed (a value that is not an integer came, or the integers overflowed).
+    approx: bool,
+    /// The integers overflowed and no value that is not an integer came after: sum() fails.
+    ovrfl: bool,
+}
+
+/// Integers of this size or more are added to the compensated sum in two parts, each
+/// exact as a real.
+const KBN_SPLIT: i64 = 1 << 52;
+
+impl SumCtx {
+    /// Adds a value that is not NULL: text that is wholly an integer counts as one (SQLite's
+    /// `sqlite3_value_numeric_type`), anything else as a real.
+    fn add(&mut self, v: &Value) {
+        let as_int = match v {
+            Value::Integer(i) => Some(*i),
+            Value::Text(t) => match crate::value::parse_number(t) {
+                Some(Value::Integer(i)) => Some(i),
+                _ => None,
+            },
+            _ => None,
+        };
+        match as_int {
+            Some(i) => self.add_int(i),
+            None => {
+                self.cnt += 1;
+                if self.approx {
+                    self.ovrfl = false;
+                } else {
+                    self.start_reals();
+                }
+                self.kbn(v.as_f64());
+            }
+        }
+    }
+
+    #[inline]
+    fn add_int(&mut self, i: i64) {
+        self.cnt += 1;
+        if !self.approx {
+            match self.i_sum.checked_add(i) {
+                Some(s) => {
+                    self.i_sum = s;
+                    return;
+                }
+                None => {
+                    self.ovrfl = true;
+                    self.start_reals();
+                }
+            }
+        }
+        let (big, small) = split_int(i);
+        self.kbn(big);
+        if small != 0.0 {
+            self.kbn(small);
+        }
+    }
+
+    fn start_reals(&mut self) {
+        (self.r_sum, self.r_err) = split_int(self.i_sum);
+        self.approx = true;
+    }
+
+    /// One Kahan-Babuska-Neumaier step.
+    fn kbn(&mut self, r: f64) {
+        let s = self.r_sum;
+        let t = s + r;
+        if s.abs() > r.abs() {
+            self.r_err += (s - t) + r;
+        } else {
+            self.r_err += (r - t) + s;
+        }
+        self.r_sum = t;
+    }
+
+    /// The sum as a real: the compensation added unless it overflowed.
+    fn real(&self) -> f64 {
+        match self.approx {
+            false => self.i_sum as f64,
+            true if self.r_err.is_finite() => self.r_sum + self.r_err,
+            true => self.r_sum,
+        }
+    }
+}
+
+/// `i` as a real that holds it to a multiple of 16384 and the real of the rest, when it is
+/// 2^52 or more in size (each part exact); a smaller one as itself and 0.
+fn split_int(i: i64) -> (f64, f64) {
+    if i <= -KBN_SPLIT || i >= KBN_SPLIT {
+        let small = i % 16384;
+        ((i - small) as f64, small as f64)
+    } else {
+        (i as f64, 0.0)
     }
 }
 

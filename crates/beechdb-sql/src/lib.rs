@@ -627,6 +627,7 @@ impl Connection {
             subqueries: Default::default(),
             scoped_plans: Default::default(),
             top_gate: None,
+            kept_scans: Default::default(),
             quoted: &stmt.quoted,
         };
         let mut described = None;
@@ -682,6 +683,7 @@ impl Connection {
             subqueries: Default::default(),
             scoped_plans: Default::default(),
             top_gate: None,
+            kept_scans: Default::default(),
             quoted: &stmt.quoted,
         };
         let res = match &stmt.stmt {

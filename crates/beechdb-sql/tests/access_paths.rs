@@ -235,8 +235,32 @@ fn an_inner_join_starts_at_the_table_read_by_key_and_matches_sqlite() {
         common::plan_of(&mut ours, self_join),
         ["SCAN b", "SEARCH a USING INTEGER PRIMARY KEY (rowid=?)"]
     );
+    // Neither read by key, the equality's bare column on the second table's side: the
+    // table whose column it is comes second, read through a hash of its rows, rather than
+    // scanned again for each row of the other (a product of their sizes).
+    let unindexed = "CREATE TABLE p(n, m); CREATE TABLE q(n, m);
+                     INSERT INTO p SELECT id % 40, id FROM big WHERE id <= 300;
+                     INSERT INTO q SELECT id, id % 7 FROM big WHERE id <= 200;";
+    ours.execute_batch(unindexed).unwrap();
+    lite.execute_batch(unindexed).unwrap();
+    let hashed = "SELECT count(*) FROM q, p WHERE p.n = q.n * 2 + 1";
+    assert_eq!(common::plan_of(&mut ours, hashed), ["SCAN q", "SCAN p"]);
+    let by_expression = "SELECT count(*) FROM p, q WHERE p.n = q.n * 2 + 1";
+    assert_eq!(
+        common::plan_of(&mut ours, by_expression),
+        ["SCAN q", "SCAN p"]
+    );
+    // (With no bare column on either side there is nothing to hash: FROM order.)
+    let neither = "SELECT count(*) FROM p, q WHERE p.n + 0 = q.n * 2 + 1";
+    assert_eq!(common::plan_of(&mut ours, neither), ["SCAN p", "SCAN q"]);
     let queries: Vec<String> = [
         self_join,
+        hashed,
+        by_expression,
+        neither,
+        "SELECT p.m, q.m FROM p, q WHERE p.n = q.n * 2 + 1 AND q.m < 3",
+        "SELECT p.m, q.n FROM p, q WHERE p.n = q.m + 0.0 AND q.n < 20",
+        "SELECT p.m, q.n FROM p, q WHERE p.n = q.m || '' AND q.n < 20",
         "SELECT a.id, b.tag FROM big a, big b WHERE b.k = 7 AND a.id = b.id * 2 - 1",
         "SELECT a.id, b.id FROM big a, small b WHERE a.k = 3 AND a.id + 0 = b.id + 5",
         "SELECT * FROM big, small WHERE big.k = small.k",
