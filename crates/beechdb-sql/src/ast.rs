@@ -7,6 +7,20 @@
 use crate::functions::UserFunction;
 use crate::value::{Affinity, Collation, Value};
 
+/// A long IN list's values sorted for a binary search, with the run of a statement they
+/// were evaluated in (parameters change between runs); shared by the copies of the
+/// expression a plan makes.
+#[derive(Debug, Clone, Default)]
+pub struct ListProbe(pub(crate) std::sync::Arc<parking_lot::Mutex<Option<SortedList>>>);
+
+/// A list's sorted values ([`crate::exec::InProbe`]), the run they were made in (see
+/// `exec::KeptSubqueries`), and the left side's affinity they were converted for.
+pub(crate) type SortedList = (
+    (u64, u64),
+    Option<Affinity>,
+    std::sync::Arc<crate::exec::InProbe>,
+);
+
 /// Names a part of a parsed statement whose plan may be kept between runs (see
 /// `exec::PlanCache`): unique in the process, given by the parser. `PlanId::NONE` marks a
 /// tree built while running (never cached: its address and content are not stable).
@@ -415,6 +429,8 @@ pub enum Expr {
         expr: Box<Expr>,
         not: bool,
         list: Vec<Expr>,
+        /// The list's values sorted, when they are constants (see `Exec::list_probe`).
+        sorted: ListProbe,
     },
     InSelect {
         expr: Box<Expr>,

@@ -319,6 +319,9 @@ pub struct KeptSubqueries {
     /// By the subquery (see `KeptSubqueries::key`) and the run (of the statement, of a
     /// trigger's statement or of a row's RETURNING) it was kept in.
     kept: FxHashMap<(PlanId, u64), KeptSubquery>,
+    /// This statement run's number, unique in the process (what a list's sorted values are
+    /// kept by: `Exec::list_probe`).
+    id: u64,
     /// The current run, and the runs so far.
     run: u64,
     runs: u64,
@@ -329,8 +332,10 @@ pub struct KeptSubqueries {
 
 impl Default for KeptSubqueries {
     fn default() -> Self {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         KeptSubqueries {
             kept: FxHashMap::default(),
+            id: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             run: 0,
             runs: 0,
             shallowest: std::cell::Cell::new(usize::MAX),
@@ -374,9 +379,14 @@ pub struct KeptSubquery {
     probe: Option<Arc<InProbe>>,
 }
 
-/// `x IN (subquery)` answered by a binary search: the subquery's values with the affinity
-/// the comparison gives them, sorted in the comparison's collation, and whether one was
-/// NULL.
+/// `x IN (subquery)`, or a list of at least this many constants, is answered by a binary
+/// search (see `InProbe`).
+const SORTED_LIST: usize = 8;
+
+/// `x IN (subquery)` (or a long list of constants) answered by a binary search: the values
+/// with the affinity the comparison gives them, sorted in the comparison's collation, and
+/// whether one was NULL.
+#[derive(Debug)]
 pub struct InProbe {
     values: Vec<Value>,
     saw_null: bool,
@@ -386,6 +396,32 @@ pub struct InProbe {
 }
 
 impl InProbe {
+    /// The probe for values `values` compared with a left side of affinity `left` (the
+    /// values' own affinity `right`) in collation `coll`.
+    fn build(
+        values: impl Iterator<Item = Value>,
+        left: Option<Affinity>,
+        right: Option<Affinity>,
+        coll: Collation,
+    ) -> InProbe {
+        let (to_left, to_right) = comparison_affinities(left, right);
+        let mut saw_null = false;
+        let mut kept: Vec<Value> = Vec::new();
+        for v in values {
+            match v {
+                Value::Null => saw_null = true,
+                v => kept.push(to_right.map_or(v.clone(), |a| a.apply(v))),
+            }
+        }
+        kept.sort_by(|a, b| a.cmp_with(b, coll));
+        InProbe {
+            values: kept,
+            saw_null,
+            left: to_left,
+            coll,
+        }
+    }
+
     /// `x [NOT] IN (subquery)` for `x`, with SQL's NULL rules.
     fn answer(&self, x: Value, not: bool) -> Value {
         if self.values.is_empty() && !self.saw_null {
@@ -1391,19 +1427,29 @@ fn merge_pairs(
         .collect()
 }
 
+/// An equality a `HashProbe` is built on: the column's index among its item's slots,
+/// the expression it equals, and the comparison's collation when it is known before the
+/// rows are (a compiled comparison), which lets text be hashed too.
+struct Equality<'e> {
+    column: usize,
+    probe: &'e Expr,
+    text: Option<Collation>,
+}
+
 /// Of conditions `exprs`, an equality of a column at slots `range` of `frame` (by name or
 /// by slot) with an expression that holds no subquery and that `known` says is bound
-/// before those slots are: the column's index in the range and the expression. What a
-/// `HashProbe` is built on.
+/// before those slots are. What a `HashProbe` is built on.
 fn equality_probe<'e>(
     exprs: &'e [Expr],
     frame: &Frame,
     range: std::ops::Range<usize>,
     known: impl Fn(&Expr) -> bool,
-) -> Option<(usize, &'e Expr)> {
+) -> Option<Equality<'e>> {
     exprs.iter().find_map(|e| {
-        let (Expr::Binary(BinOp::Eq, a, b) | Expr::Compare(BinOp::Eq, a, b, _)) = e else {
-            return None;
+        let (a, b, text) = match e {
+            Expr::Binary(BinOp::Eq, a, b) => (a, b, None),
+            Expr::Compare(BinOp::Eq, a, b, info) => (a, b, Some(info.coll)),
+            _ => return None,
         };
         [(a, b), (b, a)].into_iter().find_map(|(col, other)| {
             let slot = match &**col {
@@ -1418,8 +1464,11 @@ fn equality_probe<'e>(
                     Expr::Exists(_) | Expr::Subquery(_) | Expr::InSelect { .. }
                 )
             });
-            (range.contains(&slot) && !subquery && known(other))
-                .then(|| (slot - range.start, &**other))
+            (range.contains(&slot) && !subquery && known(other)).then(|| Equality {
+                column: slot - range.start,
+                probe: other,
+                text,
+            })
         })
     })
 }
@@ -1454,18 +1503,27 @@ fn level_of(e: &Expr, frame: &Frame, bound: &[usize]) -> usize {
     }
 }
 
-/// The rows of a scanned join item grouped by the numeric value of one column, built once
-/// per join: for an equality `column = expression of earlier items` with no index to use,
-/// each outer row then reads only its bucket (SQLite's automatic index, in memory).
+/// The rows of a scanned join item grouped by the value of one column, built once per
+/// join: for an equality `column = expression of earlier items` with no index to use,
+/// each outer row then reads only its candidates (SQLite's automatic index, in memory).
 ///
 /// A superset is all it must give: every candidate still passes the join's conditions.
-/// Rows whose column is not a number (text, blob, NULL) are candidates for every probe,
-/// since affinity may make text equal a number; a probe that is not a number reads all rows.
+/// Numbers are grouped by value. Text is grouped by its form in the comparison's
+/// collation when that is known and can be folded (BINARY, NOCASE, RTRIM), and then so is
+/// each number by its text (affinity may make either side text), and text that reads as
+/// a number by that number too (affinity may make it one); else text rows are candidates
+/// for every probe, as are NULLs and blobs. A probe that is not a number or text (or text
+/// without text groups) reads all rows.
 struct HashProbe {
     probe: Expr,
     buckets: FxHashMap<NumKey, Vec<usize>>,
+    /// Rows by their text folded in the collation, when text is grouped.
+    texts: Option<(Collation, TextGroups)>,
     others: Vec<usize>,
 }
+
+/// Rows (their positions) by folded text.
+type TextGroups = FxHashMap<Vec<u8>, Vec<usize>>;
 
 #[derive(PartialEq, Eq, Hash)]
 enum NumKey {
@@ -1487,33 +1545,86 @@ fn num_key(v: &Value) -> Option<NumKey> {
     }
 }
 
+/// Text as collation `coll` compares it, for grouping: `None` for a collation the
+/// application registered (which cannot be folded here).
+fn folded(t: &str, coll: Collation) -> Option<Vec<u8>> {
+    match coll {
+        Collation::Binary => Some(t.as_bytes().to_vec()),
+        Collation::NoCase => Some(t.to_ascii_lowercase().into_bytes()),
+        Collation::Rtrim => Some(t.trim_end_matches(' ').as_bytes().to_vec()),
+        Collation::User(_) => None,
+    }
+}
+
 impl HashProbe {
-    fn build(rows: &[Row], column: usize, probe: Expr) -> HashProbe {
+    fn build(rows: &[Row], at: &Equality) -> HashProbe {
+        let coll = at.text.filter(|&c| folded("", c).is_some());
         let mut h = HashProbe {
-            probe,
+            probe: at.probe.clone(),
             buckets: FxHashMap::default(),
+            texts: coll.map(|c| (c, FxHashMap::default())),
             others: Vec::new(),
         };
         for (i, r) in rows.iter().enumerate() {
-            match num_key(&r[column]) {
-                Some(k) => h.buckets.entry(k).or_default().push(i),
-                None => h.others.push(i),
+            let v = &r[at.column];
+            let mut placed = false;
+            if let Some(k) = num_key(v) {
+                h.buckets.entry(k).or_default().push(i);
+                placed = true;
+            }
+            if let (Some((c, texts)), Value::Integer(_) | Value::Real(_) | Value::Text(_)) =
+                (&mut h.texts, v)
+            {
+                let text = Affinity::Text.apply(v.clone());
+                if let Some(f) = folded(&text.to_text(), *c) {
+                    texts.entry(f).or_default().push(i);
+                    placed = true;
+                }
+                if let Value::Text(_) = v {
+                    if let Some(k) = num_key(&Affinity::Numeric.apply(v.clone())) {
+                        h.buckets.entry(k).or_default().push(i);
+                    }
+                }
+            }
+            if !placed {
+                h.others.push(i);
             }
         }
         h
     }
 
-    /// The rows (in scan order) that can match `v`; `None`: all of them.
+    /// The rows (in scan order, each once) that can match `v`; `None`: all of them.
     fn candidates(&self, v: &Value) -> Option<std::borrow::Cow<'_, [usize]>> {
-        let k = num_key(v)?;
-        let bucket = self.buckets.get(&k).map_or(&[][..], Vec::as_slice);
-        if self.others.is_empty() {
-            return Some(bucket.into());
+        let mut from: SmallVec<[&[usize]; 3]> = SmallVec::new();
+        let mut add = |k: Option<NumKey>| {
+            if let Some(b) = k.and_then(|k| self.buckets.get(&k)) {
+                from.push(b.as_slice());
+            }
+        };
+        match (v, &self.texts) {
+            (Value::Integer(_) | Value::Real(_), None) => add(num_key(v)),
+            (Value::Integer(_) | Value::Real(_) | Value::Text(_), Some((c, texts))) => {
+                add(num_key(&Affinity::Numeric.apply(v.clone())));
+                let f = folded(&Affinity::Text.apply(v.clone()).to_text(), *c)?;
+                if let Some(b) = texts.get(&f) {
+                    from.push(b.as_slice());
+                }
+            }
+            _ => return None,
         }
-        let mut c = bucket.to_vec();
-        c.extend_from_slice(&self.others);
-        c.sort_unstable();
-        Some(c.into())
+        if !self.others.is_empty() {
+            from.push(&self.others);
+        }
+        Some(match from.as_slice() {
+            [] => std::borrow::Cow::Borrowed(&[][..]),
+            [only] => std::borrow::Cow::Borrowed(*only),
+            _ => {
+                let mut c: Vec<usize> = from.concat();
+                c.sort_unstable();
+                c.dedup();
+                std::borrow::Cow::Owned(c)
+            }
+        })
     }
 }
 
@@ -1638,7 +1749,12 @@ impl<'a> Exec<'a> {
     #[inline(never)]
     fn eval_rare(&mut self, e: &Expr, sc: &Scope) -> Result<Value> {
         Ok(match e {
-            Expr::InList { expr, not, list } => {
+            Expr::InList {
+                expr,
+                not,
+                list,
+                sorted,
+            } => {
                 let lhs = self.eval(expr, sc)?;
                 if list.is_empty() {
                     return Ok(Value::Integer(*not as i64));
@@ -1648,6 +1764,14 @@ impl<'a> Exec<'a> {
                 }
                 let aff = self.affinity(expr, sc);
                 let coll = self.collation(expr, sc);
+                if list.len() >= SORTED_LIST
+                    && list
+                        .iter()
+                        .all(|e| matches!(e, Expr::Literal(_) | Expr::Param(_)))
+                {
+                    let probe = self.list_probe(sorted, list, aff, coll, sc)?;
+                    return Ok(probe.answer(lhs, *not));
+                }
                 let mut saw_null = false;
                 // `a IN (x, y)` is `a = +x OR a = +y`: the list's values have no affinity.
                 for item in list {
@@ -2573,7 +2697,7 @@ impl<'a> Exec<'a> {
         };
         let hash = equality_probe(&on, frame, right_start..right_end, left_only)
             .filter(|_| right.len() >= 8)
-            .map(|(column, probe)| HashProbe::build(&right, column, probe.clone()));
+            .map(|at| HashProbe::build(&right, &at));
         let everything: Vec<usize> = (0..right.len()).collect();
         let mut matched = vec![false; right.len()];
         let mut row = vec![Value::Null; frame.width];
@@ -2821,7 +2945,8 @@ impl<'a> Exec<'a> {
     /// equality, then rowid or index range, with values known before the join starts)
     /// goes first, as SQLite's planner would start there (it weighs more than this); when
     /// none is, a table under half the first one's estimated size goes first if the first
-    /// is then read by key.
+    /// is then read by key. With one source that is not a table, it goes first when every
+    /// table is then read by key.
     fn join_order(
         &self,
         items: &[ItemPlan],
@@ -2831,7 +2956,7 @@ impl<'a> Exec<'a> {
         filter: Option<&Expr>,
     ) -> Vec<usize> {
         let from_order: Vec<usize> = (0..items.len()).collect();
-        if items.len() < 2 || items.iter().any(|it| it.left || it.table.is_none()) {
+        if items.len() < 2 || items.iter().any(|it| it.left) {
             return from_order;
         }
         let conditions: Vec<&Expr> = filter
@@ -2867,6 +2992,23 @@ impl<'a> Exec<'a> {
                 Access::Scan | Access::IndexOrder(..) => 0,
             }
         };
+        let starting = |first: usize| {
+            std::iter::once(first)
+                .chain(from_order.iter().copied().filter(|&i| i != first))
+                .collect()
+        };
+        if items.iter().any(|it| it.table.is_none()) {
+            // With a source that is not a table (a common table expression's rows, a
+            // subquery's): it starts the loops when each table is then read by key from
+            // it (a walk up a tree through a recursive CTE reads a row of the table per
+            // step, not the whole table); else FROM order.
+            let tables_keyed = |f: usize| {
+                let mut later = from_order.iter().copied().filter(|&i| i != f);
+                later.all(|i| items[i].table.is_some() && rank(f, i) >= 3)
+            };
+            let first = (0..items.len()).find(|&f| items[f].table.is_none() && tables_keyed(f));
+            return first.map_or(from_order.clone(), starting);
+        }
         let size = |i: usize| {
             let t = items[i].table.as_ref().expect("tables only");
             self.estimated_rows(t).unwrap_or(i64::MAX / 1024).max(1)
@@ -2936,9 +3078,7 @@ impl<'a> Exec<'a> {
             }
             _ => 0,
         };
-        std::iter::once(first)
-            .chain(from_order.into_iter().filter(|&i| i != first))
-            .collect()
+        starting(first)
     }
 
     /// Runs a planned join: reads each source as planned and hands each joined row that
@@ -3121,7 +3261,12 @@ impl<'a> Exec<'a> {
             return Ok(());
         }
         let rows = self.table_rows(t)?;
-        let h = HashProbe::build(&rows, c, probe.clone());
+        let at = Equality {
+            column: c,
+            probe,
+            text: None,
+        };
+        let h = HashProbe::build(&rows, &at);
         *it.hashed.borrow_mut() = Some((rows, h));
         Ok(())
     }
@@ -3138,10 +3283,10 @@ impl<'a> Exec<'a> {
         const MOST_ROWS: i64 = 1 << 20;
         let slots = plan.bound[0]..plan.bound[0] + plan.items[0].width;
         let outer_only = |o: &Expr| !refers_to_frame(o, frame);
-        let Some((column, probe)) = equality_probe(&plan.at_level[0], frame, slots, outer_only)
-        else {
+        let Some(at) = equality_probe(&plan.at_level[0], frame, slots, outer_only) else {
             return Ok(None);
         };
+        let (column, probe) = (at.column, at.probe);
         let changes = self.txn.changes_to(&self.db(&t.db)?)?;
         // (The address names the plan within this run; what is kept is checked to be of
         // the same table, column and probe all the same.)
@@ -3171,7 +3316,7 @@ impl<'a> Exec<'a> {
             Some(n) if n <= MOST_ROWS => self.table_rows(t)?,
             _ => Vec::new(),
         };
-        let hash = HashProbe::build(&rows, column, probe.clone());
+        let hash = HashProbe::build(&rows, &at);
         let kept = self.kept_scans.0.get_mut(&key).expect("kept above");
         if rows.is_empty() || hash.others.len() * 2 > rows.len() {
             kept.unhelpful = true;
@@ -3214,8 +3359,8 @@ impl<'a> Exec<'a> {
             let slots = plan.bound[i]..plan.bound[i] + it.plan.width;
             let earlier =
                 |o: &Expr| level_of(o, frame, &plan.bound) < i || !refers_to_frame(o, frame);
-            if let Some((column, probe)) = equality_probe(exprs, frame, slots, earlier) {
-                it.hash = Some(Arc::new(HashProbe::build(&it.rows, column, probe.clone())));
+            if let Some(at) = equality_probe(exprs, frame, slots, earlier) {
+                it.hash = Some(Arc::new(HashProbe::build(&it.rows, &at)));
             }
         }
     }
@@ -3804,6 +3949,7 @@ impl<'a> Exec<'a> {
                         expr,
                         not: false,
                         list,
+                        ..
                     } if !list.is_empty() && list.iter().all(known_before) => {
                         (&**expr, InValues::List(list.clone()))
                     }
@@ -4576,24 +4722,37 @@ impl<'a> Exec<'a> {
         if let Some(p) = &kept.probe {
             return Some(p.clone());
         }
-        let (to_left, to_right) = comparison_affinities(left, right);
-        let mut saw_null = false;
-        let mut values: Vec<Value> = Vec::with_capacity(kept.result.rows.len());
-        for r in &kept.result.rows {
-            match &r[0] {
-                Value::Null => saw_null = true,
-                v => values.push(to_right.map_or(v.clone(), |a| a.apply(v.clone()))),
-            }
-        }
-        values.sort_by(|a, b| a.cmp_with(b, coll));
-        let probe = Arc::new(InProbe {
-            values,
-            saw_null,
-            left: to_left,
-            coll,
-        });
+        let values = kept.result.rows.iter().map(|r| r[0].clone());
+        let probe = Arc::new(InProbe::build(values, left, right, coll));
         kept.probe = Some(probe.clone());
         Some(probe)
+    }
+
+    /// The sorted values of list `list` (constants and parameters) for `x IN (list)`, with
+    /// `x` of affinity `left` (the list's values have none), compared in `coll`: made once
+    /// per run of the statement (a list of a thousand values was compared value by value
+    /// for each row), kept in the expression.
+    fn list_probe(
+        &mut self,
+        sorted: &ListProbe,
+        list: &[Expr],
+        left: Option<Affinity>,
+        coll: Collation,
+        sc: &Scope,
+    ) -> Result<Arc<InProbe>> {
+        let run = (self.subqueries.id, self.subqueries.run);
+        if let Some((at, made_for, p)) = &*sorted.0.lock() {
+            if *at == run && *made_for == left && p.coll == coll {
+                return Ok(p.clone());
+            }
+        }
+        let values = list
+            .iter()
+            .map(|e| self.eval(e, sc))
+            .collect::<Result<Vec<_>>>()?;
+        let probe = Arc::new(InProbe::build(values.into_iter(), left, None, coll));
+        *sorted.0.lock() = Some((run, left, probe.clone()));
+        Ok(probe)
     }
 
     /// Runs a SELECT; `outer` is the scope of the enclosing query, for correlated subqueries.

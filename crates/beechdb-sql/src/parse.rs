@@ -1430,6 +1430,7 @@ impl Cx<'_> {
                     .flat_map(|r| r.iter())
                     .map(|e| self.expr(e))
                     .collect::<Result<_>>()?,
+                sorted: Default::default(),
             },
             p::Expr::InSelect { lhs, not, rhs } => Expr::InSelect {
                 expr: self.boxed(lhs)?,

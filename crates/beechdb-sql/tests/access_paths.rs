@@ -1,7 +1,8 @@
 //! Access paths give exactly SQLite's rows, across storage classes and affinities:
 //! equality joins without an index (read through an in-memory hash of the inner rows:
 //! integers and integral reals meet, numeric text meets numbers only where affinity converts
-//! it, NULL meets nothing, LEFT JOINs keep their unmatched rows), and ranges on an indexed
+//! it, text meets text in the comparison's collation, NULL meets nothing, LEFT JOINs keep
+//! their unmatched rows), and ranges on an indexed
 //! numeric column (text and blobs above every number, NULL in no range); index lookups
 //! that turn into a hash of the whole table when there are many of them; an inner join
 //! that starts at the table a condition lets it read by key, or at a much smaller table;
@@ -94,9 +95,17 @@ fn ranges_on_indexed_numeric_columns_match_sqlite() {
 #[test]
 fn equality_joins_without_an_index_match_sqlite() {
     let setup = "
-        CREATE TABLE a(k, ki INTEGER, kt TEXT, kr REAL, tag);
-        CREATE TABLE b(k, ki INTEGER, kt TEXT, kr REAL, tag);";
+        CREATE TABLE a(k, ki INTEGER, kt TEXT, kr REAL, kc TEXT COLLATE NOCASE, kq TEXT COLLATE RTRIM, tag);
+        CREATE TABLE b(k, ki INTEGER, kt TEXT, kr REAL, kc TEXT COLLATE NOCASE, kq TEXT COLLATE RTRIM, tag);";
     let values = [
+        "'ABC'",
+        "'abc '",
+        "'Abc  '",
+        "0.30000000000000004",
+        "'0.3'",
+        "0.1 + 0.2",
+        "'1e3'",
+        "'-0'",
         "1",
         "2",
         "2.0",
@@ -123,12 +132,17 @@ fn equality_joins_without_an_index_match_sqlite() {
     lite.execute_batch(setup).unwrap();
     for (t, n) in [("a", 0), ("b", 7)] {
         for (i, v) in values.iter().enumerate() {
-            let sql = format!("INSERT INTO {t} VALUES ({v}, {v}, {v}, {v}, {})", i + n);
+            let sql = format!(
+                "INSERT INTO {t} VALUES ({v}, {v}, {v}, {v}, {v}, {v}, {})",
+                i + n
+            );
             ours.execute(&sql, &[]).unwrap();
             lite.execute(&sql, []).unwrap();
         }
     }
-    let cols = ["k", "ki", "kt", "kr"];
+    // Text is hashed too, in the comparison's collation: every pair of columns, both
+    // ways round, with and without an explicit COLLATE, and expressions on either side.
+    let cols = ["k", "ki", "kt", "kr", "kc", "kq"];
     let mut queries = Vec::new();
     for x in cols {
         for y in cols {
@@ -139,6 +153,19 @@ fn equality_joins_without_an_index_match_sqlite() {
             queries.push(format!(
                 "SELECT a.tag, b.tag FROM a JOIN b ON a.{x} = b.{y} + 0"
             ));
+            queries.push(format!(
+                "SELECT a.tag, b.tag FROM a JOIN b ON a.{x} = b.{y} || ''"
+            ));
+            // A derived table's expression columns have no affinity: TEXT affinity on the
+            // other side makes their numbers text.
+            queries.push(format!(
+                "SELECT a.tag, s.t FROM a JOIN (SELECT {y} + 0 AS v, tag AS t FROM b) s ON a.{x} = s.v"
+            ));
+            for coll in ["NOCASE", "RTRIM", "BINARY"] {
+                queries.push(format!(
+                    "SELECT a.tag, b.tag FROM a JOIN b ON a.{x} = b.{y} COLLATE {coll}"
+                ));
+            }
         }
     }
     same_rows(&mut ours, &lite, &queries);
@@ -954,4 +981,68 @@ fn sorts_for_a_limit_keep_exactly_sqlites_rows() {
         );
         assert_eq!(got, want, "LIMIT {n}");
     }
+}
+
+/// A join of a table with a source that is not a table (a common table expression's
+/// rows, a subquery's) starts at that source when the table is then read by key from it:
+/// a walk up a tree through a recursive CTE reads a row of the table per step (it scanned
+/// the table whole at each); when the table would not be read by key, FROM order stays.
+/// Rows as SQLite's.
+#[test]
+fn a_join_with_a_cte_starts_at_the_cte_when_the_table_is_then_read_by_key() {
+    let mut setup = String::from(
+        "CREATE TABLE tree(id INTEGER PRIMARY KEY, parent INTEGER, name TEXT);
+         CREATE INDEX tree_name ON tree(name); BEGIN;",
+    );
+    for i in 0..500 {
+        let parent = if i == 0 {
+            "NULL".to_string()
+        } else {
+            ((i - 1) / 3).to_string()
+        };
+        setup += &format!("INSERT INTO tree VALUES ({i}, {parent}, 'n{}');", i % 70);
+    }
+    setup += "COMMIT;";
+    let (_db, mut ours, lite) = common::both(&setup);
+    let up = "WITH RECURSIVE anc(id) AS (SELECT 499 UNION ALL SELECT parent FROM tree \
+              JOIN anc ON tree.id = anc.id WHERE parent IS NOT NULL) SELECT id FROM anc";
+    let step =
+        "WITH c(k) AS (VALUES (7), (9), (400)) SELECT tree.* FROM tree JOIN c ON tree.id = c.k";
+    assert_eq!(
+        common::plan_of(&mut ours, step),
+        [
+            "SCAN c (a subquery, view or CTE)",
+            "SEARCH tree USING INTEGER PRIMARY KEY (rowid=?)"
+        ]
+    );
+    let by_name =
+        "WITH c(n) AS (VALUES ('n5'), ('n6')) SELECT tree.id FROM tree, c WHERE tree.name = c.n";
+    assert_eq!(
+        common::plan_of(&mut ours, by_name),
+        [
+            "SCAN c (a subquery, view or CTE)",
+            "SEARCH tree USING INDEX tree_name (name=?)"
+        ]
+    );
+    let unkeyed =
+        "WITH c(p) AS (VALUES (3), (4)) SELECT tree.id FROM tree JOIN c ON tree.parent = c.p";
+    assert_eq!(
+        common::plan_of(&mut ours, unkeyed),
+        ["SCAN tree", "SCAN c (a subquery, view or CTE)"]
+    );
+    let queries: Vec<String> = [
+        up,
+        step,
+        by_name,
+        unkeyed,
+        "WITH RECURSIVE sub(id, d) AS (SELECT 0, 0 UNION ALL SELECT tree.id, d + 1 FROM tree \
+         JOIN sub ON tree.parent = sub.id) SELECT d, count(*) FROM sub GROUP BY d ORDER BY d",
+        "SELECT tree.name, s.k FROM tree JOIN (SELECT 11 AS k UNION ALL SELECT 12) s \
+         ON tree.id = s.k + 0",
+        "SELECT t2.id FROM (SELECT id FROM tree WHERE name = 'n3') s, tree t2 \
+         WHERE t2.id = s.id * 2",
+    ]
+    .map(String::from)
+    .to_vec();
+    same_rows(&mut ours, &lite, &queries);
 }
