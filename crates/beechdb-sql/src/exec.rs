@@ -13,7 +13,7 @@
 use crate::ast::*;
 use crate::error::{Error, Result};
 use crate::func::{self, Acc};
-use crate::functions::UserFunction;
+use crate::functions::{AggregateFunction, UserFunction};
 use crate::record::{decode_key_part, rowid_key, rowid_of_key, KeyPart};
 use crate::schema::{lc, Index, Schema, Table};
 use crate::value::{arith, Affinity, ArithOp, Collation, Value};
@@ -21,7 +21,7 @@ use beechdb::{Db, Env, Txn};
 use rustc_hash::{FxHashMap, FxHashSet};
 use smallvec::SmallVec;
 use std::cmp::Ordering;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -4429,26 +4429,45 @@ impl<'a> Exec<'a> {
                 }
             };
             let desc = w.order.first().is_some_and(|o| o.desc);
-            // A user window function with an inverse: one state slides over each
-            // partition's frames (frames without exclusions only move forward).
-            let sliding = match &w.user {
-                Some(UserFunction::Aggregate(f))
-                    if f.slides() && w.exclude == FrameExclude::NoOthers =>
-                {
-                    Some(f.clone())
-                }
-                _ => None,
-            };
             // Frames that all start at the partition's first row and only grow: one
             // state takes each row once (as SQLite's), not once per frame holding it.
             let grows = matches!(w.start, FrameBound::UnboundedPreceding)
                 && w.exclude == FrameExclude::NoOthers
                 && Acc::finish_keeps_state(&w.name, w.user.as_ref());
+            // A user window function with an inverse, or a built-in count, sum, total or
+            // avg (as SQLite's, whose results depend on it: a sum that met a real stays
+            // real): one state slides over each partition's frames (frames without
+            // exclusions only move forward).
+            let sliding: Option<Arc<dyn AggregateFunction>> = match &w.user {
+                Some(UserFunction::Aggregate(f))
+                    if f.slides() && w.exclude == FrameExclude::NoOthers =>
+                {
+                    Some(f.clone())
+                }
+                None if !grows
+                    && w.exclude == FrameExclude::NoOthers
+                    && w.args.len() <= 1
+                    && Acc::has_inverse(&w.name) =>
+                {
+                    Some(Arc::new(func::Builtin(w.name.clone())))
+                }
+                _ => None,
+            };
+            // Built-in min and max over frames that move at both ends: a queue of
+            // candidates slides with them (each row added and dropped once), where a frame
+            // by frame reading took the frame's length for each row.
+            let sliding_extreme = !grows
+                && w.user.is_none()
+                && w.args.len() == 1
+                && w.exclude == FrameExclude::NoOthers;
             for mut part in partitions {
                 // The sliding state, and the positions it holds: [from, to).
                 let mut slide = sliding.as_ref().map(|f| (f.start(), 0usize, 0usize));
                 // The growing frames' state, and the positions it holds: [0, to).
                 let mut running: Option<(Acc, usize)> = None;
+                // For min and max over frames that move: the positions [from, to) added,
+                // as a queue of candidates whose values go from the extreme down.
+                let mut extremes: (VecDeque<usize>, usize, usize) = (VecDeque::new(), 0, 0);
                 part.sort_by(|&a, &b| cmp(&keys[a], &keys[b]));
                 let n = part.len();
                 // Peer groups: equal sort keys.
@@ -4593,6 +4612,45 @@ impl<'a> Exec<'a> {
                             } else {
                                 arg(part[j], 2)
                             }
+                        }
+                        "min" | "max" if sliding_extreme => {
+                            let want = match w.name.as_str() {
+                                "max" => Ordering::Greater,
+                                _ => Ordering::Less,
+                            };
+                            let coll = {
+                                let sc = Scope::new(frame, &empty_row, outer);
+                                self.collation(&w.args[0], &sc)
+                            };
+                            let value = |x: usize| &args[part[x]][0];
+                            let (queue, from, to) = &mut extremes;
+                            let lo = (lo.max(0) as usize).min(n);
+                            let end = ((hi + 1).max(0) as usize).clamp(lo, n);
+                            if lo < *from || end < *to {
+                                // A frame that moved back: start it again.
+                                queue.clear();
+                                (*from, *to) = (lo, lo);
+                            }
+                            for x in *to..end {
+                                // NULLs count for nothing; a value drops those before it
+                                // that it beats or equals (of equal values the latest
+                                // stands, as in SQLite's index of the frame's values).
+                                if value(x).is_null() {
+                                    continue;
+                                }
+                                while queue
+                                    .back()
+                                    .is_some_and(|&b| value(b).cmp_with(value(x), coll) != want)
+                                {
+                                    queue.pop_back();
+                                }
+                                queue.push_back(x);
+                            }
+                            (*from, *to) = (lo.max(*from), end.max(*to));
+                            while queue.front().is_some_and(|&f| f < *from) {
+                                queue.pop_front();
+                            }
+                            queue.front().map_or(Value::Null, |&f| value(f).clone())
                         }
                         "first_value" => in_frame().next().map_or(Value::Null, |r| arg(r, 0)),
                         "last_value" => in_frame().next_back().map_or(Value::Null, |r| arg(r, 0)),

@@ -178,6 +178,31 @@ impl Acc {
         Ok(())
     }
 
+    /// Whether the built-in aggregate `name` can take rows out again ([`Acc::inverse`]).
+    pub fn has_inverse(name: &str) -> bool {
+        matches!(name, "count" | "sum" | "total" | "avg")
+    }
+
+    /// Takes one row's arguments out again, as SQLite's `xInverse` does (for what
+    /// [`Acc::has_inverse`] names).
+    pub fn inverse(&mut self, args: &[Value]) -> Result<()> {
+        let v = args.first();
+        match self {
+            Acc::Count(n) => {
+                if v.is_none_or(|v| !v.is_null()) {
+                    *n -= 1
+                }
+            }
+            Acc::Sum(c) | Acc::Total(c) | Acc::Avg(c) => {
+                if let Some(v) = v.filter(|v| !v.is_null()) {
+                    c.remove(v);
+                }
+            }
+            _ => return Err(Error::Misuse("this aggregate has no inverse".into())),
+        }
+        Ok(())
+    }
+
     /// Whether [`Acc::finish`] of a call of `name` (resolved to `user`) leaves the state
     /// as it was, so that steps may follow it (a running total over frames that only
     /// grow): not for JSON's nor a registered aggregate's, which hand their state over.
@@ -227,15 +252,7 @@ impl SumCtx {
     /// Adds a value that is not NULL: text that is wholly an integer counts as one (SQLite's
     /// `sqlite3_value_numeric_type`), anything else as a real.
     fn add(&mut self, v: &Value) {
-        let as_int = match v {
-            Value::Integer(i) => Some(*i),
-            Value::Text(t) => match crate::value::parse_number(t) {
-                Some(Value::Integer(i)) => Some(i),
-                _ => None,
-            },
-            _ => None,
-        };
-        match as_int {
+        match integer_of(v) {
             Some(i) => self.add_int(i),
             None => {
                 self.cnt += 1;
@@ -264,6 +281,38 @@ impl SumCtx {
                 }
             }
         }
+        self.kbn_int(i);
+    }
+
+    /// Takes a value that is not NULL out again (SQLite's `sumInverse`).
+    fn remove(&mut self, v: &Value) {
+        let as_int = integer_of(v);
+        self.cnt -= 1;
+        if !self.approx {
+            // Every value added was an integer.
+            match self.i_sum.checked_sub(as_int.unwrap_or_else(|| v.as_i64())) {
+                Some(s) => {
+                    self.i_sum = s;
+                    return;
+                }
+                None => {
+                    self.ovrfl = true;
+                    self.start_reals();
+                }
+            }
+        }
+        match as_int {
+            Some(i64::MIN) => {
+                self.kbn_int(i64::MAX);
+                self.kbn_int(1);
+            }
+            Some(i) => self.kbn_int(-i),
+            None => self.kbn(-v.as_f64()),
+        }
+    }
+
+    /// Adds an integer to the compensated sum, in two parts when it is large.
+    fn kbn_int(&mut self, i: i64) {
         let (big, small) = split_int(i);
         self.kbn(big);
         if small != 0.0 {
@@ -295,6 +344,50 @@ impl SumCtx {
             true if self.r_err.is_finite() => self.r_sum + self.r_err,
             true => self.r_sum,
         }
+    }
+}
+
+/// `v` as the integer SQLite's `sqlite3_value_numeric_type` makes of it: an integer, or
+/// text that is wholly one.
+fn integer_of(v: &Value) -> Option<i64> {
+    match v {
+        Value::Integer(i) => Some(*i),
+        Value::Text(t) => match crate::value::parse_number(t) {
+            Some(Value::Integer(i)) => Some(i),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// A built-in aggregate that can take rows out again (see [`Acc::has_inverse`]), as a
+/// function a window's frames slide over.
+pub struct Builtin(pub String);
+
+impl crate::functions::AggregateFunction for Builtin {
+    fn start(&self) -> Box<dyn crate::functions::AggregateState> {
+        Box::new(BuiltinState(Acc::new(&self.0, &[], None)))
+    }
+
+    fn slides(&self) -> bool {
+        true
+    }
+}
+
+struct BuiltinState(Acc);
+
+impl crate::functions::AggregateState for BuiltinState {
+    fn step(&mut self, args: &[Value]) -> Result<()> {
+        self.0.step(args, Collation::Binary)
+    }
+    fn finish(&mut self) -> Result<Value> {
+        self.0.finish()
+    }
+    fn inverse(&mut self, args: &[Value]) -> Result<()> {
+        self.0.inverse(args)
+    }
+    fn value(&mut self) -> Result<Value> {
+        self.0.finish()
     }
 }
 

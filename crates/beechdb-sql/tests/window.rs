@@ -73,16 +73,20 @@ fn window_functions_match_sqlite() {
 
 /// Frames that start at the partition's first row and only grow (the default frame with
 /// an ORDER BY, `ROWS ... CURRENT ROW`, ending before or after the current row, by value
-/// and by groups) are computed by one running state per partition: each aggregate, over
-/// ties, NULLs, reals, text and integers that overflow, agrees with SQLite row by row.
-/// JSON's aggregate, whose state cannot be read twice, and frames that exclude rows take
-/// the frame-by-frame path, and agree too.
+/// and by groups) are computed by one running state per partition, and min and max over
+/// frames that move at both ends by a queue that slides with them: each aggregate, over
+/// ties (1 and 1.0, 'a' and 'A' under NOCASE), NULLs, reals, text and integers that
+/// overflow, with and without FILTER, agrees with SQLite row by row. JSON's aggregate,
+/// whose state cannot be read twice, and frames that exclude rows take the frame-by-frame
+/// path, and agree too.
 #[test]
-fn running_frames_match_sqlite() {
+fn aggregates_over_frames_that_grow_or_move_match_sqlite() {
     let db = Database::open_in_memory().unwrap();
     let mut b = db.connect();
     let s = rusqlite::Connection::open_in_memory().unwrap();
-    let mut setup = String::from("CREATE TABLE r(id INTEGER PRIMARY KEY, g, k, v); BEGIN;");
+    let mut setup = String::from(
+        "CREATE TABLE r(id INTEGER PRIMARY KEY, g, k, v, c TEXT COLLATE NOCASE); BEGIN;",
+    );
     for i in 1..=300i64 {
         let v = match i % 11 {
             0 => "NULL".to_string(),
@@ -96,7 +100,8 @@ fn running_frames_match_sqlite() {
         } else {
             (i % 23).to_string()
         };
-        setup += &format!("INSERT INTO r VALUES ({i}, {}, {k}, {v});", i % 4);
+        let c = ["a", "A", "b", "B ", "b", "Z"][(i % 6) as usize];
+        setup += &format!("INSERT INTO r VALUES ({i}, {}, {k}, {v}, '{c}');", i % 4);
     }
     setup += "COMMIT;";
     b.execute_batch(&setup).unwrap();
@@ -115,6 +120,16 @@ fn running_frames_match_sqlite() {
         "ORDER BY k RANGE BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING",
         "ORDER BY k ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW EXCLUDE CURRENT ROW",
         "ORDER BY k RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW EXCLUDE TIES",
+        // Frames that move at both ends.
+        "ORDER BY id ROWS BETWEEN 3 PRECEDING AND 2 FOLLOWING",
+        "ORDER BY k ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING",
+        "PARTITION BY g ORDER BY k DESC ROWS BETWEEN 2 FOLLOWING AND 4 FOLLOWING",
+        "ORDER BY k ROWS BETWEEN 5 PRECEDING AND 1 PRECEDING",
+        "ORDER BY k RANGE BETWEEN 2 PRECEDING AND 1 FOLLOWING",
+        "ORDER BY k DESC RANGE BETWEEN 1 PRECEDING AND CURRENT ROW",
+        "PARTITION BY g ORDER BY k GROUPS BETWEEN 1 PRECEDING AND CURRENT ROW",
+        "ORDER BY k GROUPS BETWEEN CURRENT ROW AND 2 FOLLOWING",
+        "ORDER BY k ROWS BETWEEN 2 PRECEDING AND 2 FOLLOWING EXCLUDE CURRENT ROW",
     ];
     let calls = [
         "sum(v)",
@@ -127,6 +142,10 @@ fn running_frames_match_sqlite() {
         "group_concat(v, '|')",
         "json_group_array(v)",
         "sum(k)",
+        "min(c)",
+        "max(c)",
+        "max(v) FILTER (WHERE k > 5)",
+        "min(k) FILTER (WHERE g <> 1)",
     ];
     for frame in frames {
         for call in calls {
