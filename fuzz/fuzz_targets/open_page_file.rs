@@ -14,7 +14,7 @@ fuzz_target!(|data: &[u8]| {
     f.write_at(data, 0).unwrap();
     f.sync_data().unwrap();
     storage.sync_dir().unwrap();
-    if let Ok(env) = Env::open_with_storage(Arc::new(storage), Config::new().cache_size(0).create(false).adopt_mode(true).accept_meta_fallback(true)) {
+    if let Ok(env) = Env::open_with_storage(Arc::new(storage), Config::new().cache_size(256 << 10).create(false).adopt_mode(true).accept_meta_fallback(true)) {
         for name in env.db_names().unwrap_or_default() {
             if let Ok(db) = env.open_db(&name) {
                 for kv in db.iter().take(10_000) {

@@ -13,7 +13,7 @@ use std::sync::{Arc, OnceLock};
 fn config() -> Config {
     Config::new()
         .page_size(4096)
-        .cache_size(0)
+        .cache_size(256 << 10)
         .transactional(true)
         .log_segment_size(64 << 10)
 }
