@@ -1434,6 +1434,8 @@ struct Equality<'e> {
     column: usize,
     probe: &'e Expr,
     text: Option<Collation>,
+    /// The comparison itself.
+    eq: &'e Expr,
 }
 
 /// Of conditions `exprs`, an equality of a column at slots `range` of `frame` (by name or
@@ -1468,6 +1470,7 @@ fn equality_probe<'e>(
                 column: slot - range.start,
                 probe: other,
                 text,
+                eq: e,
             })
         })
     })
@@ -2118,18 +2121,30 @@ impl<'a> Exec<'a> {
 
     /// The collation of an expression: an explicit COLLATE, else a column's.
     pub fn collation(&self, e: &Expr, sc: &Scope) -> Collation {
+        if let Some(c) = self.explicit_collation(e) {
+            return c;
+        }
         match e {
-            Expr::Collate(_, c) => *c,
             Expr::Column { .. } | Expr::Slot(_) => {
                 self.src_col(e, sc).map_or(Collation::Binary, |c| c.coll)
             }
+            // As SQLite's: a CAST keeps its operand's column's collation.
+            Expr::Cast(inner, _) => self.collation(inner, sc),
             _ => Collation::Binary,
         }
     }
 
+    /// The collation a COLLATE in `e` gives it, as SQLite finds one: a COLLATE on an
+    /// operand carries up through operators, casts and function calls (the left operand's
+    /// first), so `t || ' ' COLLATE RTRIM` compares in RTRIM.
     fn explicit_collation(&self, e: &Expr) -> Option<Collation> {
         match e {
             Expr::Collate(_, c) => Some(*c),
+            Expr::Unary(_, a) | Expr::Cast(a, _) => self.explicit_collation(a),
+            Expr::Binary(_, a, b) => self
+                .explicit_collation(a)
+                .or_else(|| self.explicit_collation(b)),
+            Expr::Function { args, .. } => args.iter().find_map(|a| self.explicit_collation(a)),
             _ => None,
         }
     }
@@ -3125,7 +3140,7 @@ impl<'a> Exec<'a> {
             };
             let kept = match (i, &p.table) {
                 (0, Some(t)) if streams(plan, 0) && outer.is_some() && self.plan.is_none() => {
-                    self.kept_scan(plan, t, frame)?
+                    self.kept_scan(plan, t, frame, outer)?
                 }
                 _ => None,
             };
@@ -3265,6 +3280,7 @@ impl<'a> Exec<'a> {
             column: c,
             probe,
             text: None,
+            eq: probe,
         };
         let h = HashProbe::build(&rows, &at);
         *it.hashed.borrow_mut() = Some((rows, h));
@@ -3279,13 +3295,22 @@ impl<'a> Exec<'a> {
     /// subquery; without it each run reads the whole table again). `None`: read it as
     /// planned (the first run; a table too large to keep; a column whose values are mostly
     /// not numbers, which the hash does not sort out).
-    fn kept_scan(&mut self, plan: &JoinPlan, t: &Table, frame: &Frame) -> Result<Option<KeptRows>> {
+    fn kept_scan(
+        &mut self,
+        plan: &JoinPlan,
+        t: &Table,
+        frame: &Frame,
+        outer: Option<&Scope>,
+    ) -> Result<Option<KeptRows>> {
         const MOST_ROWS: i64 = 1 << 20;
         let slots = plan.bound[0]..plan.bound[0] + plan.items[0].width;
         let outer_only = |o: &Expr| !refers_to_frame(o, frame);
-        let Some(at) = equality_probe(&plan.at_level[0], frame, slots, outer_only) else {
+        let Some(mut at) = equality_probe(&plan.at_level[0], frame, slots, outer_only) else {
             return Ok(None);
         };
+        at.text = at
+            .text
+            .or_else(|| self.equality_collation(at.eq, frame, outer));
         let (column, probe) = (at.column, at.probe);
         let changes = self.txn.changes_to(&self.db(&t.db)?)?;
         // (The address names the plan within this run; what is kept is checked to be of
@@ -3325,6 +3350,22 @@ impl<'a> Exec<'a> {
         let built = (Arc::new(rows), Arc::new(hash));
         kept.built = Some(built.clone());
         Ok(Some(built))
+    }
+
+    /// The collation equality `eq` (a comparison not compiled at planning, as one naming
+    /// an enclosing query's column is) compares text in, for a `HashProbe` to group text
+    /// by: it depends on the columns' declarations only, not on their values.
+    fn equality_collation(
+        &self,
+        eq: &Expr,
+        frame: &Frame,
+        outer: Option<&Scope>,
+    ) -> Option<Collation> {
+        let Expr::Binary(BinOp::Eq, a, b) = eq else {
+            return None;
+        };
+        let empty = vec![Value::Null; frame.width];
+        Some(self.cmp_info(a, b, &Scope::new(frame, &empty, outer)).coll)
     }
 
     /// About how many rows `t` holds: its rowid counter, or else its largest rowid (an

@@ -195,3 +195,27 @@ fn long_in_lists_match_sqlite() {
         );
     }
 }
+
+/// A COLLATE on an operand carries up through operators, casts and function calls to the
+/// comparison, as SQLite finds it (the left side's first): `t || ' ' COLLATE RTRIM` compares
+/// in RTRIM, as do ORDER BY and GROUP BY over such expressions; a CAST keeps its column's.
+#[test]
+fn a_collate_inside_an_expression_reaches_the_comparison() {
+    let (_db, mut ours, lite) = common::both(
+        "CREATE TABLE c(t TEXT, u TEXT COLLATE NOCASE); INSERT INTO c VALUES
+           ('a', 'A'), ('A', 'a'), ('b ', 'B'), ('B', 'b '), ('c', 'c');",
+    );
+    for sql in [
+        "SELECT 'a ' = 'a' || '' COLLATE RTRIM, 'A' = lower('a' COLLATE NOCASE)",
+        "SELECT 'A' = CAST('a' COLLATE NOCASE AS TEXT), 'A' = -('a' COLLATE NOCASE)",
+        "SELECT rowid FROM c WHERE t = u || '' ORDER BY rowid",
+        "SELECT rowid FROM c WHERE t = u || '' COLLATE BINARY ORDER BY rowid",
+        "SELECT rowid FROM c WHERE t || '' COLLATE NOCASE = u ORDER BY rowid",
+        "SELECT rowid FROM c WHERE t || ' ' = u || '' COLLATE RTRIM ORDER BY rowid",
+        "SELECT t FROM c ORDER BY t || '' COLLATE NOCASE, rowid",
+        "SELECT u FROM c ORDER BY CAST(u AS TEXT), rowid",
+        "SELECT count(*) FROM c GROUP BY CAST(u AS TEXT) ORDER BY 1",
+    ] {
+        common::same_outcome(&mut ours, &lite, sql);
+    }
+}

@@ -175,10 +175,11 @@ fn compound_selects_match_sqlite() {
 
 /// A correlated subquery that scans a table whole, with an equality of one of its columns
 /// with the rows around it, reads the table once per run of its statement and answers
-/// each run from a hash of its rows (`Exec::kept_scan`), rebuilt when the transaction
-/// writes the table: the same answers as SQLite's for EXISTS, NOT EXISTS, IN, scalar
-/// subqueries and counts, over values of every storage class and affinity on both
-/// sides, nested ones, and statements that write the table the subquery reads.
+/// each run from a hash of its rows (`Exec::kept_scan`; text grouped in the comparison's
+/// collation), rebuilt when the transaction writes the table: the same answers as
+/// SQLite's for EXISTS, NOT EXISTS, IN, scalar subqueries and counts, over values of every
+/// storage class, affinity and collation on both sides, nested ones, and statements that
+/// write the table the subquery reads.
 #[test]
 fn correlated_subqueries_over_a_kept_table_match_sqlite() {
     let mut setup = String::from(
@@ -222,6 +223,16 @@ fn correlated_subqueries_over_a_kept_table_match_sqlite() {
         "SELECT id FROM o WHERE EXISTS (SELECT 1 FROM i WHERE i.r = o.t)",
         "SELECT id FROM o WHERE EXISTS (SELECT 1 FROM i WHERE i.r = o.x AND i.y > 2)",
         "SELECT id FROM o WHERE EXISTS (SELECT 1 FROM i WHERE i.c = 'ab' AND i.y = o.id % 5)",
+        // Text grouped in the comparison's collation (a NOCASE column, an explicit
+        // COLLATE, trailing spaces under RTRIM), and text against numbers.
+        "SELECT id, (SELECT count(*) FROM i WHERE i.t = o.t) FROM o",
+        "SELECT id, (SELECT count(*) FROM i WHERE i.c = o.t || 'B') FROM o",
+        "SELECT id, (SELECT count(*) FROM i WHERE i.c = upper(o.t) || 'b') FROM o",
+        "SELECT id, (SELECT count(*) FROM i WHERE o.t = i.t COLLATE NOCASE) FROM o",
+        "SELECT id, (SELECT count(*) FROM i WHERE i.t = o.t || ' ' COLLATE RTRIM) FROM o",
+        "SELECT id, (SELECT count(*) FROM i WHERE i.t = o.n) FROM o",
+        "SELECT id, (SELECT count(*) FROM i WHERE i.x = o.t) FROM o",
+        "SELECT id, (SELECT max(y) FROM i WHERE i.t = o.x) FROM o",
         "SELECT id, (SELECT count(*) FROM i WHERE i.x = o.x AND EXISTS \
            (SELECT 1 FROM i AS j WHERE j.y = i.y AND j.t = o.t)) FROM o",
         "SELECT o.id, (SELECT group_concat(y) FROM i WHERE i.x = o.x) FROM o, o AS p \
