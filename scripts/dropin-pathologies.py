@@ -16,10 +16,12 @@ c = sqlite3.connect(":memory:")
 c.executescript("""
     CREATE TABLE a(x, y, s TEXT);
     CREATE TABLE b(x, y, s TEXT);
+    CREATE TABLE d(x, y, s TEXT);
     CREATE TABLE tree(id INTEGER PRIMARY KEY, parent INTEGER, name TEXT);
 """)
 c.executemany("INSERT INTO a VALUES(?, ?, ?)", [(i, i % 100, "name%d" % (i % 777)) for i in range(n)])
 c.executemany("INSERT INTO b VALUES(?, ?, ?)", [(i, i % 7, "Name%d" % (i % 555)) for i in range(0, 2 * n, 2)])
+c.executemany("INSERT INTO d VALUES(?, ?, ?)", [(i, i % 7, "name%d" % (i % 555)) for i in range(0, 2 * n, 2)])
 c.executemany("INSERT INTO tree VALUES(?, ?, ?)",
               [(i, (i - 1) // 3 if i > 0 else None, "n%d" % i) for i in range(n)])
 c.commit()
@@ -43,6 +45,10 @@ statements = [
     ("walk up a tree",
      "WITH RECURSIVE anc(id) AS (SELECT %d UNION ALL SELECT parent FROM tree JOIN anc ON tree.id = anc.id "
      "WHERE parent IS NOT NULL) SELECT count(*) FROM anc" % (n - 1)),
+    ("correlated EXISTS, text", "SELECT count(*) FROM a WHERE EXISTS (SELECT 1 FROM d WHERE d.s = a.s)"),
+    ("correlated scalar, text", "SELECT sum((SELECT count(*) FROM d WHERE d.s = a.s)) FROM a"),
+    ("correlated, text, NOCASE",
+     "SELECT count(*) FROM a WHERE (SELECT max(x) FROM d WHERE d.s = a.s COLLATE NOCASE) > 10"),
     ("UPDATE from a correlated subquery",
      "UPDATE a SET y = (SELECT b.y FROM b WHERE b.x = a.x) WHERE x % 2 = 0"),
 ]
