@@ -269,37 +269,33 @@ impl SumCtx {
     #[inline]
     fn add_int(&mut self, i: i64) {
         self.cnt += 1;
-        if !self.approx {
-            match self.i_sum.checked_add(i) {
-                Some(s) => {
-                    self.i_sum = s;
-                    return;
-                }
-                None => {
-                    self.ovrfl = true;
-                    self.start_reals();
-                }
-            }
+        if !self.approx && self.exact(self.i_sum.checked_add(i)) {
+            return;
         }
         self.kbn_int(i);
+    }
+
+    /// Keeps `sum` as the exact integer sum (`true`), or, when it overflowed (`None`),
+    /// goes over to summing reals, sum() failing unless a real comes after.
+    fn exact(&mut self, sum: Option<i64>) -> bool {
+        match sum {
+            Some(s) => self.i_sum = s,
+            None => {
+                self.ovrfl = true;
+                self.start_reals();
+            }
+        }
+        sum.is_some()
     }
 
     /// Takes a value that is not NULL out again (SQLite's `sumInverse`).
     fn remove(&mut self, v: &Value) {
         let as_int = integer_of(v);
         self.cnt -= 1;
-        if !self.approx {
-            // Every value added was an integer.
-            match self.i_sum.checked_sub(as_int.unwrap_or_else(|| v.as_i64())) {
-                Some(s) => {
-                    self.i_sum = s;
-                    return;
-                }
-                None => {
-                    self.ovrfl = true;
-                    self.start_reals();
-                }
-            }
+        // (While the sum is exact, every value added was an integer.)
+        let i = as_int.unwrap_or_else(|| v.as_i64());
+        if !self.approx && self.exact(self.i_sum.checked_sub(i)) {
+            return;
         }
         match as_int {
             Some(i64::MIN) => {
