@@ -98,10 +98,10 @@ pub(super) struct State {
     /// Databases written (each once).
     pub(super) dbs: Vec<u32>,
     /// Counts this transaction's changes to what it sees: each write, each rollback to a
-    /// savepoint; with, per database written, the count at its latest write, and the
-    /// count at the latest rollback (see [`Txn::changes_to`]).
+    /// savepoint; with, for each database of `dbs` (same position), the count at its
+    /// latest write, and the count at the latest rollback (see [`Txn::changes_to`]).
     changes: u64,
-    changed: Vec<(u32, u64)>,
+    written_at: Vec<u64>,
     rolled_back: u64,
     durability: Durability,
     /// In a replication group, how the commit is made durable, when set.
@@ -173,13 +173,13 @@ impl State {
     }
 
     pub(super) fn write(&mut self, db: u32, key: &[u8], value: Option<Vec<u8>>) {
-        if !self.dbs.contains(&db) {
-            self.dbs.push(db);
-        }
         self.changes += 1;
-        match self.changed.iter_mut().find(|(d, _)| *d == db) {
-            Some((_, at)) => *at = self.changes,
-            None => self.changed.push((db, self.changes)),
+        match self.dbs.iter().position(|&d| d == db) {
+            Some(i) => self.written_at[i] = self.changes,
+            None => {
+                self.dbs.push(db);
+                self.written_at.push(self.changes);
+            }
         }
         self.writes.insert(scoped_key(db, key), value);
     }
@@ -320,7 +320,7 @@ impl State {
             ddl: Vec::new(),
             dbs: Vec::new(),
             changes: 0,
-            changed: Vec::new(),
+            written_at: Vec::new(),
             rolled_back: 0,
             durability: Durability::Sync,
             group: None,
@@ -820,6 +820,7 @@ impl Txn {
         st.writes.rollback_to(i);
         st.ddl.truncate(ddl);
         st.dbs.truncate(dbs);
+        st.written_at.truncate(dbs);
         st.marks.truncate(i + 1);
         st.changes += 1;
         st.rolled_back = st.changes;
@@ -833,8 +834,8 @@ impl Txn {
     /// not show). 0 before the first change.
     pub fn changes_to(&self, db: &Db) -> Result<u64> {
         let st = self.inner.checked(db)?;
-        let written = st.changed.iter().find(|(d, _)| *d == db.id());
-        Ok(written.map_or(0, |&(_, at)| at).max(st.rolled_back))
+        let written = st.dbs.iter().position(|&d| d == db.id());
+        Ok(written.map_or(0, |i| st.written_at[i]).max(st.rolled_back))
     }
 
     /// Forgets `sp` and every savepoint after it, keeping what was done since (as SQL's
