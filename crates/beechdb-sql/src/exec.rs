@@ -13,7 +13,7 @@
 use crate::ast::*;
 use crate::error::{Error, Result};
 use crate::func::{self, Acc};
-use crate::functions::{AggregateFunction, UserFunction};
+use crate::functions::UserFunction;
 use crate::record::{decode_key_part, rowid_key, rowid_of_key, KeyPart};
 use crate::schema::{lc, Index, Schema, Table};
 use crate::value::{arith, Affinity, ArithOp, Collation, Value};
@@ -308,7 +308,7 @@ struct KeptScan {
     /// Runs of the subquery under these.
     runs: u32,
     built: Option<KeptRows>,
-    /// The table is too large to keep, or its column holds mostly other than numbers.
+    /// The table is too large to keep, or the hash would group few of its rows.
     unhelpful: bool,
 }
 
@@ -1560,16 +1560,18 @@ fn folded(t: &str, coll: Collation) -> Option<Vec<u8>> {
 }
 
 impl HashProbe {
-    fn build(rows: &[Row], at: &Equality) -> HashProbe {
-        let coll = at.text.filter(|&c| folded("", c).is_some());
+    /// Rows `rows` grouped by column `column`, for probes by `probe`; text too in
+    /// collation `text`, when given.
+    fn build(rows: &[Row], column: usize, probe: &Expr, text: Option<Collation>) -> HashProbe {
+        let coll = text.filter(|c| !matches!(c, Collation::User(_)));
         let mut h = HashProbe {
-            probe: at.probe.clone(),
+            probe: probe.clone(),
             buckets: FxHashMap::default(),
             texts: coll.map(|c| (c, FxHashMap::default())),
             others: Vec::new(),
         };
         for (i, r) in rows.iter().enumerate() {
-            let v = &r[at.column];
+            let v = &r[column];
             let mut placed = false;
             if let Some(k) = num_key(v) {
                 h.buckets.entry(k).or_default().push(i);
@@ -1578,8 +1580,8 @@ impl HashProbe {
             if let (Some((c, texts)), Value::Integer(_) | Value::Real(_) | Value::Text(_)) =
                 (&mut h.texts, v)
             {
-                let text = Affinity::Text.apply(v.clone());
-                if let Some(f) = folded(&text.to_text(), *c) {
+                // (A number's text is the one TEXT affinity makes of it.)
+                if let Some(f) = folded(&v.to_text(), *c) {
                     texts.entry(f).or_default().push(i);
                     placed = true;
                 }
@@ -1608,7 +1610,7 @@ impl HashProbe {
             (Value::Integer(_) | Value::Real(_), None) => add(num_key(v)),
             (Value::Integer(_) | Value::Real(_) | Value::Text(_), Some((c, texts))) => {
                 add(num_key(&Affinity::Numeric.apply(v.clone())));
-                let f = folded(&Affinity::Text.apply(v.clone()).to_text(), *c)?;
+                let f = folded(&v.to_text(), *c)?;
                 if let Some(b) = texts.get(&f) {
                     from.push(b.as_slice());
                 }
@@ -2712,7 +2714,7 @@ impl<'a> Exec<'a> {
         };
         let hash = equality_probe(&on, frame, right_start..right_end, left_only)
             .filter(|_| right.len() >= 8)
-            .map(|at| HashProbe::build(&right, &at));
+            .map(|at| self.hash_probe(&right, at, frame, outer));
         let everything: Vec<usize> = (0..right.len()).collect();
         let mut matched = vec![false; right.len()];
         let mut row = vec![Value::Null; frame.width];
@@ -3205,7 +3207,7 @@ impl<'a> Exec<'a> {
             }
             return Ok(());
         }
-        self.hash_joins(&mut items, frame, plan);
+        self.hash_joins(&mut items, frame, plan, outer);
         let mut row: SmallVec<[Value; 16]> = smallvec::smallvec![Value::Null; frame.width];
         let j = Loops {
             items: &items,
@@ -3276,13 +3278,7 @@ impl<'a> Exec<'a> {
             return Ok(());
         }
         let rows = self.table_rows(t)?;
-        let at = Equality {
-            column: c,
-            probe,
-            text: None,
-            eq: probe,
-        };
-        let h = HashProbe::build(&rows, &at);
+        let h = HashProbe::build(&rows, c, probe, None);
         *it.hashed.borrow_mut() = Some((rows, h));
         Ok(())
     }
@@ -3293,8 +3289,8 @@ impl<'a> Exec<'a> {
     /// of the statement on, its rows and a hash of them on that column, kept while this
     /// transaction leaves the table as it was (SQLite's automatic index, for a correlated
     /// subquery; without it each run reads the whole table again). `None`: read it as
-    /// planned (the first run; a table too large to keep; a column whose values are mostly
-    /// not numbers, which the hash does not sort out).
+    /// planned (the first run; a table too large to keep; a column whose values the hash
+    /// mostly cannot group: NULLs, blobs, text in a collation the application registered).
     fn kept_scan(
         &mut self,
         plan: &JoinPlan,
@@ -3305,12 +3301,9 @@ impl<'a> Exec<'a> {
         const MOST_ROWS: i64 = 1 << 20;
         let slots = plan.bound[0]..plan.bound[0] + plan.items[0].width;
         let outer_only = |o: &Expr| !refers_to_frame(o, frame);
-        let Some(mut at) = equality_probe(&plan.at_level[0], frame, slots, outer_only) else {
+        let Some(at) = equality_probe(&plan.at_level[0], frame, slots, outer_only) else {
             return Ok(None);
         };
-        at.text = at
-            .text
-            .or_else(|| self.equality_collation(at.eq, frame, outer));
         let (column, probe) = (at.column, at.probe);
         let changes = self.txn.changes_to(&self.db(&t.db)?)?;
         // (The address names the plan within this run; what is kept is checked to be of
@@ -3341,7 +3334,7 @@ impl<'a> Exec<'a> {
             Some(n) if n <= MOST_ROWS => self.table_rows(t)?,
             _ => Vec::new(),
         };
-        let hash = HashProbe::build(&rows, &at);
+        let hash = self.hash_probe(&rows, at, frame, outer);
         let kept = self.kept_scans.0.get_mut(&key).expect("kept above");
         if rows.is_empty() || hash.others.len() * 2 > rows.len() {
             kept.unhelpful = true;
@@ -3352,20 +3345,25 @@ impl<'a> Exec<'a> {
         Ok(Some(built))
     }
 
-    /// The collation equality `eq` (a comparison not compiled at planning, as one naming
-    /// an enclosing query's column is) compares text in, for a `HashProbe` to group text
-    /// by: it depends on the columns' declarations only, not on their values.
-    fn equality_collation(
+    /// A `HashProbe` of `rows` on equality `at`, text grouped in the comparison's
+    /// collation: known at planning for a compiled comparison, else found from the
+    /// operands' declarations (not their values), as for one naming an enclosing query's
+    /// column, which is not compiled.
+    fn hash_probe(
         &self,
-        eq: &Expr,
+        rows: &[Row],
+        at: Equality,
         frame: &Frame,
         outer: Option<&Scope>,
-    ) -> Option<Collation> {
-        let Expr::Binary(BinOp::Eq, a, b) = eq else {
-            return None;
-        };
-        let empty = vec![Value::Null; frame.width];
-        Some(self.cmp_info(a, b, &Scope::new(frame, &empty, outer)).coll)
+    ) -> HashProbe {
+        let text = at.text.or_else(|| match at.eq {
+            Expr::Binary(BinOp::Eq, a, b) => {
+                let empty = vec![Value::Null; frame.width];
+                Some(self.cmp_info(a, b, &Scope::new(frame, &empty, outer)).coll)
+            }
+            _ => None,
+        });
+        HashProbe::build(rows, at.column, at.probe, text)
     }
 
     /// About how many rows `t` holds: its rowid counter, or else its largest rowid (an
@@ -3387,7 +3385,13 @@ impl<'a> Exec<'a> {
 
     /// Gives each item scanned in full below the first a `HashProbe` on an equality with
     /// earlier items (for a LEFT JOIN, one of its ON conditions).
-    fn hash_joins(&self, items: &mut [JoinItem], frame: &Frame, plan: &JoinPlan) {
+    fn hash_joins(
+        &self,
+        items: &mut [JoinItem],
+        frame: &Frame,
+        plan: &JoinPlan,
+        outer: Option<&Scope>,
+    ) {
         for (i, it) in items.iter_mut().enumerate().skip(1) {
             if !matches!(it.plan.access, Access::Scan) || it.rows.len() < 8 {
                 continue;
@@ -3401,7 +3405,7 @@ impl<'a> Exec<'a> {
             let earlier =
                 |o: &Expr| level_of(o, frame, &plan.bound) < i || !refers_to_frame(o, frame);
             if let Some(at) = equality_probe(exprs, frame, slots, earlier) {
-                it.hash = Some(Arc::new(HashProbe::build(&it.rows, &at)));
+                it.hash = Some(Arc::new(self.hash_probe(&it.rows, at, frame, outer)));
             }
         }
     }
@@ -4470,42 +4474,47 @@ impl<'a> Exec<'a> {
                 }
             };
             let desc = w.order.first().is_some_and(|o| o.desc);
-            // Frames that all start at the partition's first row and only grow: one
-            // state takes each row once (as SQLite's), not once per frame holding it.
-            let grows = matches!(w.start, FrameBound::UnboundedPreceding)
+            // The collation the first argument compares in (min, max).
+            let arg_coll = {
+                let sc = Scope::new(frame, &empty_row, outer);
+                w.args
+                    .first()
+                    .map_or(Collation::Binary, |a| self.collation(a, &sc))
+            };
+            // One state slides over each partition's frames (frames without exclusions
+            // only move forward), each row added once and taken out once: for a registered
+            // aggregate with an inverse; for a built-in one whose state can be read and go
+            // on, when every frame starts at the partition's first row, or when it can take
+            // rows out too (count, sum, total and avg, whose results depend on it as
+            // SQLite's do: a sum that met a real stays real). Frame by frame otherwise.
+            let aggregate =
+                w.user.is_some() || func::is_aggregate(&w.name, w.args.len()) || w.name == "count";
+            let grows = matches!(w.start, FrameBound::UnboundedPreceding);
+            let incremental = aggregate
                 && w.exclude == FrameExclude::NoOthers
-                && Acc::finish_keeps_state(&w.name, w.user.as_ref());
-            // A user window function with an inverse, or a built-in count, sum, total or
-            // avg (as SQLite's, whose results depend on it: a sum that met a real stays
-            // real): one state slides over each partition's frames (frames without
-            // exclusions only move forward).
-            let sliding: Option<Arc<dyn AggregateFunction>> = match &w.user {
+                && Acc::finish_keeps_state(&w.name, w.user.as_ref())
+                && (grows || (Acc::has_inverse(&w.name) && w.args.len() <= 1));
+            let fresh_slide = || match &w.user {
                 Some(UserFunction::Aggregate(f))
                     if f.slides() && w.exclude == FrameExclude::NoOthers =>
                 {
-                    Some(f.clone())
+                    Some(Sliding::User(f.start()))
                 }
-                None if !grows
-                    && w.exclude == FrameExclude::NoOthers
-                    && w.args.len() <= 1
-                    && Acc::has_inverse(&w.name) =>
-                {
-                    Some(Arc::new(func::Builtin(w.name.clone())))
+                _ if incremental => {
+                    Some(Sliding::Builtin(Acc::new(&w.name, &w.args, None), arg_coll))
                 }
                 _ => None,
             };
             // Built-in min and max over frames that move at both ends: a queue of
             // candidates slides with them (each row added and dropped once), where a frame
             // by frame reading took the frame's length for each row.
-            let sliding_extreme = !grows
+            let sliding_extreme = !incremental
                 && w.user.is_none()
                 && w.args.len() == 1
                 && w.exclude == FrameExclude::NoOthers;
             for mut part in partitions {
                 // The sliding state, and the positions it holds: [from, to).
-                let mut slide = sliding.as_ref().map(|f| (f.start(), 0usize, 0usize));
-                // The growing frames' state, and the positions it holds: [0, to).
-                let mut running: Option<(Acc, usize)> = None;
+                let mut slide = fresh_slide().map(|s| (s, 0usize, 0usize));
                 // For min and max over frames that move: the positions [from, to) added,
                 // as a queue of candidates whose values go from the extreme down.
                 let mut extremes: (VecDeque<usize>, usize, usize) = (VecDeque::new(), 0, 0);
@@ -4597,6 +4606,10 @@ impl<'a> Exec<'a> {
                     // The frame, as positions [lo, hi] (empty when lo > hi).
                     let lo = at(self, &w.start, true)?.max(0);
                     let hi = at(self, &w.end, false)?.min(n as i64 - 1);
+                    // The frame as positions [start, end) of the partition, for the states
+                    // that slide (a frame past the partition's end is empty there).
+                    let start = (lo as usize).min(n);
+                    let end = ((hi + 1).max(0) as usize).clamp(start, n);
                     let (peers, me) = (peer_start[j]..=peer_end[j], j);
                     let left_out = move |x: usize| match w.exclude {
                         FrameExclude::NoOthers => false,
@@ -4659,18 +4672,13 @@ impl<'a> Exec<'a> {
                                 "max" => Ordering::Greater,
                                 _ => Ordering::Less,
                             };
-                            let coll = {
-                                let sc = Scope::new(frame, &empty_row, outer);
-                                self.collation(&w.args[0], &sc)
-                            };
+                            let coll = arg_coll;
                             let value = |x: usize| &args[part[x]][0];
                             let (queue, from, to) = &mut extremes;
-                            let lo = (lo.max(0) as usize).min(n);
-                            let end = ((hi + 1).max(0) as usize).clamp(lo, n);
-                            if lo < *from || end < *to {
+                            if start < *from || end < *to {
                                 // A frame that moved back: start it again.
                                 queue.clear();
-                                (*from, *to) = (lo, lo);
+                                (*from, *to) = (start, start);
                             }
                             for x in *to..end {
                                 // NULLs count for nothing; a value drops those before it
@@ -4687,7 +4695,7 @@ impl<'a> Exec<'a> {
                                 }
                                 queue.push_back(x);
                             }
-                            (*from, *to) = (lo.max(*from), end.max(*to));
+                            (*from, *to) = (start.max(*from), end.max(*to));
                             while queue.front().is_some_and(|&f| f < *from) {
                                 queue.pop_front();
                             }
@@ -4709,61 +4717,28 @@ impl<'a> Exec<'a> {
                         }
                         _ if slide.is_some() => {
                             let (state, from, to) = slide.as_mut().expect("sliding");
-                            // Positions [lo, end) of the partition: a frame past its end
-                            // is empty there.
-                            let lo = (lo as usize).min(n);
-                            let end = ((hi + 1).max(0) as usize).clamp(lo, n);
-                            if lo < *from || end < *to {
+                            if start < *from || end < *to {
                                 // A frame that moved back: start it again.
-                                let _ = state.finish();
-                                *state = sliding.as_ref().expect("sliding").start();
-                                (*from, *to) = (lo, lo);
+                                state.end();
+                                *state = fresh_slide().expect("sliding");
+                                (*from, *to) = (start, start);
                             }
                             for x in *to..end {
                                 state.step(&args[part[x]])?;
                             }
                             *to = (*to).max(end);
-                            for x in *from..lo.min(*to) {
+                            for x in *from..start.min(*to) {
                                 state.inverse(&args[part[x]])?;
                             }
-                            *from = (*from).max(lo.min(*to));
+                            *from = (*from).max(start.min(*to));
                             state.value()?
                         }
-                        name if w.user.is_some()
-                            || func::is_aggregate(name, w.args.len())
-                            || name == "count" =>
-                        {
-                            let coll = {
-                                let sc = Scope::new(frame, &empty_row, outer);
-                                w.args
-                                    .first()
-                                    .map_or(Collation::Binary, |a| self.collation(a, &sc))
-                            };
-                            let fresh = || Acc::new(name, &w.args, w.user.as_ref());
-                            if grows && running.is_none() {
-                                running = Some((fresh(), 0));
+                        name if aggregate => {
+                            let mut acc = Acc::new(name, &w.args, w.user.as_ref());
+                            for r in in_frame() {
+                                acc.step(&args[r], arg_coll)?;
                             }
-                            match running.as_mut() {
-                                Some((acc, to)) => {
-                                    let end = ((hi + 1).max(0) as usize).min(n);
-                                    if end < *to {
-                                        // A frame ending before the last one did: again.
-                                        (*acc, *to) = (fresh(), 0);
-                                    }
-                                    for x in *to..end {
-                                        acc.step(&args[part[x]], coll)?;
-                                    }
-                                    *to = end.max(*to);
-                                    acc.finish()?
-                                }
-                                None => {
-                                    let mut acc = fresh();
-                                    for r in in_frame() {
-                                        acc.step(&args[r], coll)?;
-                                    }
-                                    acc.finish()?
-                                }
-                            }
+                            acc.finish()?
                         }
                         other => {
                             return Err(Error::Sql(format!("no such window function: {other}")))
@@ -4772,9 +4747,7 @@ impl<'a> Exec<'a> {
                     out[part[j]].insert(key_of(call), v);
                 }
                 if let Some((mut state, _, _)) = slide {
-                    // As in SQLite, the final call only ends the state: its result and
-                    // its errors go nowhere.
-                    let _ = state.finish();
+                    state.end();
                 }
             }
         }
@@ -6257,6 +6230,46 @@ fn refers_to_frame(e: &Expr, frame: &Frame) -> bool {
         found |= matches!(x, Expr::Slot(_));
     });
     found
+}
+
+/// A window aggregate's state that rows enter and leave as the frames move (see
+/// `Exec::window_values`): a registered aggregate's with an inverse, or a built-in one
+/// (with the collation its argument compares in).
+enum Sliding {
+    User(Box<dyn crate::functions::AggregateState>),
+    Builtin(Acc, Collation),
+}
+
+impl Sliding {
+    fn step(&mut self, args: &[Value]) -> Result<()> {
+        match self {
+            Sliding::User(s) => s.step(args),
+            Sliding::Builtin(acc, coll) => acc.step(args, *coll),
+        }
+    }
+
+    fn inverse(&mut self, args: &[Value]) -> Result<()> {
+        match self {
+            Sliding::User(s) => s.inverse(args),
+            Sliding::Builtin(acc, _) => acc.inverse(args),
+        }
+    }
+
+    /// The current frame's result, the state going on.
+    fn value(&mut self) -> Result<Value> {
+        match self {
+            Sliding::User(s) => s.value(),
+            Sliding::Builtin(acc, _) => acc.finish(),
+        }
+    }
+
+    /// Ends the state: as in SQLite, a registered aggregate's final call only ends it,
+    /// its result and its errors going nowhere.
+    fn end(&mut self) {
+        if let Sliding::User(s) = self {
+            let _ = s.finish();
+        }
+    }
 }
 
 /// Which of equal rows a compound select keeps: the last, or the first at or after

@@ -356,37 +356,6 @@ fn integer_of(v: &Value) -> Option<i64> {
     }
 }
 
-/// A built-in aggregate that can take rows out again (see [`Acc::has_inverse`]), as a
-/// function a window's frames slide over.
-pub struct Builtin(pub String);
-
-impl crate::functions::AggregateFunction for Builtin {
-    fn start(&self) -> Box<dyn crate::functions::AggregateState> {
-        Box::new(BuiltinState(Acc::new(&self.0, &[], None)))
-    }
-
-    fn slides(&self) -> bool {
-        true
-    }
-}
-
-struct BuiltinState(Acc);
-
-impl crate::functions::AggregateState for BuiltinState {
-    fn step(&mut self, args: &[Value]) -> Result<()> {
-        self.0.step(args, Collation::Binary)
-    }
-    fn finish(&mut self) -> Result<Value> {
-        self.0.finish()
-    }
-    fn inverse(&mut self, args: &[Value]) -> Result<()> {
-        self.0.inverse(args)
-    }
-    fn value(&mut self) -> Result<Value> {
-        self.0.finish()
-    }
-}
-
 /// `i` as a real that holds it to a multiple of 16384 and the real of the rest, when it is
 /// 2^52 or more in size (each part exact); a smaller one as itself and 0.
 fn split_int(i: i64) -> (f64, f64) {

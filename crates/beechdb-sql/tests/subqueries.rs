@@ -233,6 +233,10 @@ fn correlated_subqueries_over_a_kept_table_match_sqlite() {
         "SELECT id, (SELECT count(*) FROM i WHERE i.t = o.n) FROM o",
         "SELECT id, (SELECT count(*) FROM i WHERE i.x = o.t) FROM o",
         "SELECT id, (SELECT max(y) FROM i WHERE i.t = o.x) FROM o",
+        // A join inside the subquery: its second table hashed on text equal to an outer
+        // column.
+        "SELECT id, (SELECT count(*) FROM i AS h, i AS j WHERE j.c = o.t || 'b' \
+           AND h.y = j.y AND h.r < 3) FROM o",
         "SELECT id, (SELECT count(*) FROM i WHERE i.x = o.x AND EXISTS \
            (SELECT 1 FROM i AS j WHERE j.y = i.y AND j.t = o.t)) FROM o",
         "SELECT o.id, (SELECT group_concat(y) FROM i WHERE i.x = o.x) FROM o, o AS p \
