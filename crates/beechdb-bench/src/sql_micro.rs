@@ -3,8 +3,10 @@
 //! the same random keys: point SELECT by primary key, point SELECT through a secondary
 //! index, single-row INSERT and UPDATE (auto-commit), a 100-row range scan, a 3-table join,
 //! a GROUP BY over the whole table, the first 20 rows by an indexed column (the whole
-//! index's order, and a range of it), and single-row INSERTs all in one transaction (its
-//! commit timed with them). Each engine's answers are checksummed and must agree (after
+//! index's order, and a range of it), single-row INSERTs all in one transaction (its
+//! commit timed with them), and three shapes a planner without SQLite's automatic index
+//! and incremental window frames reads quadratically (an equality join on an expression,
+//! a correlated EXISTS, a sum over a moving frame). Each engine's answers are checksummed and must agree (after
 //! the writes, the table's row count and sums), so that no engine is timed doing less work.
 
 use crate::engines::BenchResult;
@@ -97,8 +99,9 @@ impl SqlEngine for Lite {
     }
 }
 
-/// The operations timed, in order: name, SQL, and how many runs per 1,000 point operations.
-const OPS: [(&str, &str, usize); 10] = [
+/// The operations timed, in order: name, SQL, and how many runs per 1,000 point operations
+/// (at least one).
+const OPS: [(&str, &str, usize); 13] = [
     ("point SELECT by primary key", "SELECT v FROM t WHERE id = ?1", 1000),
     ("point SELECT through an index", "SELECT id FROM t WHERE k = ?1", 1000),
     ("single-row INSERT", "INSERT INTO t(k, v) VALUES(?1, ?2)", 1000),
@@ -121,6 +124,23 @@ const OPS: [(&str, &str, usize); 10] = [
         100,
     ),
     ("INSERT, one transaction", "INSERT INTO t(k, v) VALUES(?1, ?2)", 1000),
+    // Shapes a planner without SQLite's automatic index and incremental window frames
+    // reads quadratically (docs/benchmarks.md, "Statements that went quadratic").
+    (
+        "join on an expression, no index",
+        "SELECT count(*), sum(b.id) FROM b, c WHERE c.z = b.y + 2",
+        1,
+    ),
+    (
+        "correlated EXISTS, no index",
+        "SELECT count(*), sum(b.id) FROM b WHERE b.id <= 2000 AND EXISTS (SELECT 1 FROM c WHERE c.z = b.y)",
+        0,
+    ),
+    (
+        "sum over a moving window frame",
+        "SELECT count(*), sum(s) FROM (SELECT sum(k) OVER (ORDER BY id ROWS BETWEEN 50 PRECEDING AND 50 FOLLOWING) s FROM t)",
+        0,
+    ),
 ];
 
 /// The line whose INSERTs run in one transaction.
