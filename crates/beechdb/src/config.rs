@@ -330,8 +330,9 @@ impl Config {
     }
     /// Memory one transaction's writes may take (default 64 MiB, at least 16 KiB). Past it
     /// they spill to the log as sorted runs ahead of the commit, so a transaction of any size
-    /// runs in bounded memory; the locks of a database where it holds many keys are then
-    /// replaced by one lock on the database (lock escalation). With the log in memory they
+    /// runs in bounded memory. A transaction holding `bytes / 1024` key locks (at least 64,
+    /// at most 4,096) trades those of the database it is writing for one lock on the
+    /// database (lock escalation). With the log in memory they
     /// spill to scratch files in the environment's directory (`spill.*`, never synced,
     /// removed once no transaction needs them).
     pub fn txn_memory(mut self, bytes: usize) -> Config {

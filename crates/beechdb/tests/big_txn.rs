@@ -217,6 +217,36 @@ fn escalated_locks_cover_the_database_until_the_end() {
     assert_eq!(db.len().unwrap(), 2_001);
 }
 
+/// With a large memory budget a transaction still escalates at 4,096 key locks (the cap:
+/// past it, a load would pay a key lock per write), and a commit that overwrites keys in
+/// batches keeps each value before for a snapshot that began earlier.
+#[test]
+fn a_large_budget_escalates_at_the_cap_and_its_commit_keeps_values_before() {
+    let env =
+        Env::open_with_storage(Arc::new(MemStorage::new()), config().txn_memory(64 << 20)).unwrap();
+    let db = env.create_db("d").unwrap();
+    let escalations = |env: &Env| env.stat().unwrap().txn.unwrap().locks.escalations;
+    let n = 6_000;
+    let first = env.begin_txn().unwrap();
+    for i in 0..n {
+        first.put(&db, &key(i), b"old").unwrap();
+        let expected = u64::from(i + 1 >= 4_096);
+        assert_eq!(escalations(&env), expected, "after {} keys", i + 1);
+    }
+    first.commit().unwrap();
+    let old = env.begin_txn().unwrap();
+    let t = env.begin_txn().unwrap();
+    for i in (0..n).step_by(2) {
+        t.put(&db, &key(i), b"new").unwrap();
+    }
+    t.commit().unwrap();
+    let value = |i: u32| if i.is_multiple_of(2) { &b"new"[..] } else { b"old" };
+    for i in 0..n {
+        assert_eq!(old.get(&db, &key(i)).unwrap().as_deref(), Some(&b"old"[..]));
+        assert_eq!(db.get(&key(i)).unwrap().as_deref(), Some(value(i)));
+    }
+}
+
 #[test]
 fn databases_created_and_removed_by_a_spilled_transaction() {
     let storage = MemStorage::new();

@@ -335,6 +335,22 @@ impl Engine {
     /// Loads the root-to-leaf path for `key` and returns the leaf. Uses the leaf hint when
     /// the key lies in the range of the last leaf written and no tree changed shape since.
     fn descend_mut(&mut self, db: u32, key: &[u8], path: &mut Vec<(u64, usize)>) -> Result<u64> {
+        match self.descend_mut_with(db, key, path, true) {
+            Ok(leaf) => Ok(leaf),
+            Err(Need::Fail(e)) => Err(e),
+            Err(Need::Page(_)) => unreachable!("a descent that loads needs no page"),
+        }
+    }
+
+    /// [`Engine::descend_mut`], which with `load` false fails with [`Need::Page`] at a page
+    /// not in the cache rather than load it.
+    fn descend_mut_with(
+        &mut self,
+        db: u32,
+        key: &[u8],
+        path: &mut Vec<(u64, usize)>,
+        load: bool,
+    ) -> NeedResult<u64> {
         let h = &self.hint;
         if h.valid
             && h.db == db
@@ -352,6 +368,9 @@ impl Engine {
         let mut pid = self.root(db)?;
         loop {
             let Some(p) = self.pager.cache.get(pid) else {
+                if !load {
+                    return Err(Need::Page(pid));
+                }
                 self.pager.load(pid)?;
                 // Loading may evict nothing here (eviction runs after the operation), but
                 // the bounds borrowed from pages must be re-read: start again.
@@ -456,6 +475,43 @@ impl Engine {
         r
     }
 
+    /// As [`Engine::put`] (no overwrite check), for a commit applied in batches under the
+    /// exclusive lock: it loads no page, failing with [`Need::Page`] before it changes
+    /// anything when one it needs is not resident, and sets `before` to the value it
+    /// replaces (for readers of older snapshots) from the same descent.
+    pub(crate) fn put_resident(
+        &mut self,
+        db: u32,
+        key: &[u8],
+        value: &[u8],
+        before: &mut Option<Vec<u8>>,
+    ) -> NeedResult<()> {
+        check_sizes(key, value)?;
+        let mut path = std::mem::take(&mut self.path_buf);
+        let r = self.put_resident_inner(db, key, value, before, &mut path);
+        self.path_buf = path;
+        r
+    }
+
+    fn put_resident_inner(
+        &mut self,
+        db: u32,
+        key: &[u8],
+        value: &[u8],
+        before: &mut Option<Vec<u8>>,
+        path: &mut Vec<(u64, usize)>,
+    ) -> NeedResult<()> {
+        let leaf = self.descend_mut_with(db, key, path, false)?;
+        let found = self.search(self.pager.node(leaf), key)?;
+        *before = match found {
+            // Reads a long value's pages, so the put finds them resident.
+            Ok(i) => Some(self.with_value(leaf, i, <[u8]>::to_vec)?),
+            Err(_) => None,
+        };
+        self.put_found(db, key, value, false, path, leaf, found)?;
+        Ok(())
+    }
+
     fn put_inner(
         &mut self,
         db: u32,
@@ -466,6 +522,21 @@ impl Engine {
     ) -> Result<bool> {
         let leaf = self.descend_mut(db, key, path)?;
         let found = self.search(self.pager.node(leaf), key)?;
+        self.put_found(db, key, value, no_overwrite, path, leaf, found)
+    }
+
+    /// The put of `key` into `leaf`, where `found` says where it is (or goes).
+    #[allow(clippy::too_many_arguments)]
+    fn put_found(
+        &mut self,
+        db: u32,
+        key: &[u8],
+        value: &[u8],
+        no_overwrite: bool,
+        path: &mut Vec<(u64, usize)>,
+        leaf: u64,
+        found: std::result::Result<usize, usize>,
+    ) -> Result<bool> {
         let key_len = if key.len() > self.pager.layout.max_key {
             self.pager.layout.long_prefix + node::OVERFLOW_REF
         } else {

@@ -44,7 +44,7 @@ use super::undo::UndoStore;
 use super::writes::{Sk, Write, Written};
 use crate::config::Duplicates;
 use crate::config::Durability;
-use crate::engine::Engine;
+use crate::engine::{Engine, Need};
 use crate::env::Shared;
 use crate::error::{Error, Result};
 use crate::wal::reader::RunMerge;
@@ -81,15 +81,6 @@ type OwnedWrite = (u32, Vec<u8>, Write);
 fn owned(op: Op) -> OwnedWrite {
     let w = op.value().map(<[u8]>::to_vec);
     (op.db(), scoped_key(op.db(), op.key()), w)
-}
-
-/// The value `key` has in `db`'s tree (`None`: absent), if the pages that holds it are in
-/// the cache.
-fn resident_value(e: &Engine, db: u32, key: &[u8]) -> crate::engine::NeedResult<Option<Vec<u8>>> {
-    match e.locate(db, key)? {
-        None => Ok(None),
-        Some((leaf, idx)) => e.with_value(leaf, idx, <[u8]>::to_vec).map(Some),
-    }
 }
 
 /// The database a transaction both removes and creates (by name), if any: such a
@@ -228,9 +219,9 @@ impl Shared {
             }
             Source::Memory(_, writes) => {
                 let mut next = || {
-                    Ok(writes.next().map(|(Sk(sk), written)| {
+                    Ok(writes.next().map(|(sk, written)| {
                         let db = u32::from_be_bytes(sk[..4].try_into().expect("scoped"));
-                        (db, sk, written.w)
+                        (db, sk.0.into_vec(), written.w)
                     }))
                 };
                 self.apply_batches(&mut next, &store, &removed)
@@ -367,22 +358,25 @@ impl Shared {
                     // Only what is in the cache is applied under the lock (see above); a
                     // put's leaf found resident gives the value before at once.
                     let may_stop = applied > 0 || missed < RELOADS;
-                    let before = match w {
-                        Some(_) => match resident_value(&e, db, key) {
-                            Ok(before) => before,
-                            Err(_) if may_stop => break,
-                            Err(_) => e.read_tree_loading(db, key)?,
+                    let mut before = None;
+                    let done = match w {
+                        // A put's pages found resident give the value before on the way.
+                        Some(v) => match e.put_resident(db, key, v, &mut before) {
+                            Ok(()) => Ok(()),
+                            Err(Need::Page(_)) if may_stop => break,
+                            Err(Need::Page(_)) => {
+                                before = e.read_tree_loading(db, key)?;
+                                e.put(db, key, v, false).map(drop)
+                            }
+                            Err(Need::Fail(err)) => Err(err),
                         },
                         None => {
                             if may_stop && e.locate_for_delete(db, key).is_err() {
                                 break;
                             }
-                            e.read_tree_loading(db, key)?
+                            before = e.read_tree_loading(db, key)?;
+                            e.delete(db, key).map(drop)
                         }
-                    };
-                    let done = match w {
-                        Some(v) => e.put(db, key, v, false).map(drop),
-                        None => e.delete(db, key).map(drop),
                     };
                     // Kept even if the write failed partway (readers see the value before).
                     let to_write = store.push(std::mem::take(sk), before);
