@@ -60,6 +60,9 @@ counters! {
         spills: "Transaction spills to the log",
         /// Merges of a spilled transaction's runs into a larger one.
         run_merges: "Spilled runs merged",
+        /// Records of spilled runs read back to find a key a transaction reads (a run's key
+        /// filter skips most runs that do not hold it).
+        spilled_reads: "Spilled records read back for a key",
         /// Commits of spilled transactions, applied in batches.
         spilled_commits: "Commits of spilled transactions",
         /// Commits of transactions that did not spill but wrote more than one hold of the

@@ -240,11 +240,57 @@ fn a_large_budget_escalates_at_the_cap_and_its_commit_keeps_values_before() {
         t.put(&db, &key(i), b"new").unwrap();
     }
     t.commit().unwrap();
-    let value = |i: u32| if i.is_multiple_of(2) { &b"new"[..] } else { b"old" };
+    let value = |i: u32| {
+        if i.is_multiple_of(2) {
+            &b"new"[..]
+        } else {
+            b"old"
+        }
+    };
     for i in 0..n {
         assert_eq!(old.get(&db, &key(i)).unwrap().as_deref(), Some(&b"old"[..]));
         assert_eq!(db.get(&key(i)).unwrap().as_deref(), Some(value(i)));
     }
+}
+
+/// A transaction that spilled reads back every key it wrote, and looks for keys it did not
+/// write (as a UNIQUE check of a new row does) through its runs' key filters: a few reads
+/// of spilled records for thousands of lookups, not one per run each.
+#[test]
+fn a_spilled_transaction_reads_absent_keys_past_its_runs_filters() {
+    // Filters may take a quarter of the budget: enough for every run here.
+    let cfg = config().txn_memory(1 << 20);
+    let env = Env::open_with_storage(Arc::new(MemStorage::new()), cfg).unwrap();
+    let db = env.create_db("d").unwrap();
+    let stats = |env: &Env| env.stat().unwrap().txn.unwrap().txns;
+    let t = env.begin_txn().unwrap();
+    let n = 100_000;
+    for i in 0..n {
+        t.put(&db, &key(2 * i), &i.to_le_bytes()).unwrap();
+    }
+    let spilled = stats(&env);
+    assert!(spilled.spills >= 4, "{spilled:?}");
+    for i in (0..n).step_by(7) {
+        assert_eq!(
+            t.get(&db, &key(2 * i)).unwrap(),
+            Some(i.to_le_bytes().to_vec())
+        );
+    }
+    let present = stats(&env).spilled_reads - spilled.spilled_reads;
+    assert!(present > 0, "keys written are found in the runs");
+    let lookups = 5_000u64;
+    for i in 0..lookups as u32 {
+        assert_eq!(t.get(&db, &key(2 * i + 1)).unwrap(), None);
+    }
+    let absent = stats(&env).spilled_reads - spilled.spilled_reads - present;
+    // About 1% of lookups pass a filter they should not, per run.
+    assert!(
+        absent < lookups * spilled.spills / 20,
+        "{absent} records read for {lookups} absent keys over {} spills",
+        spilled.spills
+    );
+    t.commit().unwrap();
+    assert_eq!(db.len().unwrap(), n as u64);
 }
 
 #[test]

@@ -121,7 +121,10 @@ impl Shared {
         if st.writes.mem_bytes() <= tx.txn_memory {
             return Ok(());
         }
-        st.writes.spill(|| self.spill_log(), txn, &tx.txns.stats)
+        // Key filters may take a quarter as much again (see `WriteSet::spill`).
+        let filters = tx.txn_memory / 4;
+        st.writes
+            .spill(|| self.spill_log(), txn, &tx.txns.stats, filters)
     }
 }
 
@@ -444,7 +447,8 @@ impl Txn {
             let mut st = self.inner.checked(db)?;
             // (A read-only transaction's empty write set needs no key built to search it.)
             if !st.writes.is_empty() {
-                if let Some(w) = st.writes.get(&scoped_key(db.id(), key))? {
+                let stats = &self.inner.shared.tx()?.txns.stats;
+                if let Some(w) = st.writes.get(&scoped_key(db.id(), key), stats)? {
                     return Ok(w.map(|v| f(&v)));
                 }
             }

@@ -20,6 +20,7 @@
 
 mod bulk;
 mod commit;
+mod filter;
 mod handle;
 pub(crate) mod locks;
 mod parts;

@@ -19,6 +19,7 @@
 //!   transaction ends or a checkpoint covers its commit;
 //! - memory counted in `mem_bytes` is that of the in-memory parts only.
 
+use super::filter::KeyFilter;
 use crate::error::Result;
 use crate::stats::TxnCounters;
 use crate::wal::reader::{LogReader, LogRecord, RunMerge};
@@ -173,6 +174,10 @@ struct UndoLayer {
 struct Run {
     records: Vec<(u64, Vec<u8>)>,
     level: u32,
+    /// Keys it holds, and a filter over them while the transaction's budget for filters
+    /// allows (see [`WriteSet::spill`]).
+    keys: usize,
+    filter: Option<KeyFilter>,
 }
 
 /// Runs of one level a layer gathers before they are merged into one.
@@ -205,6 +210,8 @@ pub(crate) struct WriteSet {
     mem_bytes: usize,
     undo_bytes: usize,
     spill: Option<Spill>,
+    /// Bytes the runs' key filters may take (see [`WriteSet::spill`]).
+    filter_budget: usize,
 }
 
 fn entry_size(key: &[u8], w: &Write) -> usize {
@@ -240,6 +247,7 @@ impl Default for WriteSet {
             mem_bytes: 0,
             undo_bytes: 0,
             spill: None,
+            filter_budget: 0,
         }
     }
 }
@@ -319,16 +327,20 @@ impl WriteSet {
     }
 
     /// This transaction's latest write of scoped key `key`, if it wrote it.
-    pub(crate) fn get(&mut self, key: &[u8]) -> Result<Option<Write>> {
+    pub(crate) fn get(&mut self, key: &[u8], stats: &TxnCounters) -> Result<Option<Write>> {
         for li in (0..self.layers.len()).rev() {
             for pi in (0..self.layers[li].len()).rev() {
                 let found = match &self.layers[li][pi] {
                     Part::Mem(map) => map.get(KeyRef::new(key)).map(|e| e.w.clone()),
                     Part::Run(run) => {
+                        if run.filter.as_ref().is_some_and(|f| !f.may_hold(key)) {
+                            continue;
+                        }
                         let Some(lsn) = run.record_for(key) else {
                             continue;
                         };
                         let spill = self.spill.as_mut().expect("runs exist once spilled");
+                        stats.spilled_reads.fetch_add(1, Relaxed);
                         let rec = spill.read(lsn)?;
                         let mut found = None;
                         for_each_in(rec, |k, op| match k.as_slice().cmp(key) {
@@ -492,13 +504,17 @@ impl WriteSet {
     /// commit's merge reads few runs at once: about `FAN_IN` per size, sizes growing by
     /// `FAN_IN` each). The records are written to the segment files (not synced) before this
     /// returns, so that reading them back needs no copy of the log's buffer. The first
-    /// spill writes to the log `log` gives; later ones to the same log.
+    /// spill writes to the log `log` gives; later ones to the same log. Each run gets a
+    /// filter over its keys while all the runs' filters take at most `filter_budget` bytes
+    /// (a run past it has none, and a read of a key looks into it).
     pub(crate) fn spill(
         &mut self,
         log: impl FnOnce() -> Result<Arc<Wal>>,
         txn: u64,
         stats: &TxnCounters,
+        filter_budget: usize,
     ) -> Result<()> {
+        self.filter_budget = filter_budget;
         self.materialize();
         self.mem_bytes = 0;
         for layer in &mut self.layers {
@@ -533,11 +549,13 @@ impl WriteSet {
                 last: None,
             });
         }
+        let mut filters = self.filter_bytes();
         let spill = self.spill.as_mut().expect("set above");
         for layer in &mut self.layers {
             for part in layer.iter_mut() {
                 let Part::Mem(map) = part else { continue };
-                let mut w = RunWriter::new(wal, txn, spill.prev);
+                let filter = filter_within(map.len(), &mut filters, filter_budget);
+                let mut w = RunWriter::new(wal, txn, spill.prev, filter);
                 for (k, e) in map.iter() {
                     w.push(k, e.w.as_deref())?;
                 }
@@ -550,16 +568,22 @@ impl WriteSet {
         for li in 0..self.layers.len() {
             while let Some(level) = self.mergeable(li) {
                 let layer = &mut self.layers[li];
+                let mut keys = 0;
                 let group: Vec<(u64, u32)> = layer
                     .drain(layer.len() - FAN_IN..)
                     .map(|p| match p {
-                        Part::Run(r) => (r.records[0].0, r.records.len() as u32),
+                        Part::Run(r) => {
+                            keys += r.keys;
+                            (r.records[0].0, r.records.len() as u32)
+                        }
                         Part::Mem(_) => unreachable!("checked by mergeable"),
                     })
                     .collect();
+                let mut filters = self.filter_bytes();
+                let filter = filter_within(keys, &mut filters, filter_budget);
                 let spill = self.spill.as_mut().expect("spilled");
                 let mut merge = RunMerge::new(&spill.reader, txn, group.into_iter());
-                let mut w = RunWriter::new(wal, txn, spill.prev);
+                let mut w = RunWriter::new(wal, txn, spill.prev, filter);
                 while let Some(op) = merge.next()? {
                     w.push(&super::scoped_key(op.db(), op.key()), op.value())?;
                 }
@@ -571,6 +595,17 @@ impl WriteSet {
             }
         }
         Ok(())
+    }
+
+    /// Bytes the runs' filters take.
+    fn filter_bytes(&self) -> usize {
+        let bytes = |p: &Part| match p {
+            Part::Run(Run {
+                filter: Some(f), ..
+            }) => f.bytes(),
+            _ => 0,
+        };
+        self.layers.iter().flatten().map(bytes).sum()
     }
 
     /// The level of the last [`FAN_IN`] parts of layer `li`, if they are runs of one level.
@@ -615,7 +650,7 @@ impl WriteSet {
             .expect("runs of a transaction that spilled")
             .wal
             .clone();
-        self.spill(|| Ok(wal), txn, stats)?;
+        self.spill(|| Ok(wal), txn, stats, self.filter_budget)?;
         let runs = self
             .layers
             .iter()
@@ -841,6 +876,16 @@ impl Run {
     }
 }
 
+/// A filter for a run of `keys` keys, if it fits in `budget` with the `used` bytes
+/// (counted in).
+fn filter_within(keys: usize, used: &mut usize, budget: usize) -> Option<KeyFilter> {
+    let bytes = KeyFilter::bytes_for(keys);
+    (*used + bytes <= budget).then(|| {
+        *used += bytes;
+        KeyFilter::new(keys)
+    })
+}
+
 /// Appends a run of transaction `txn` to the log, a record at a time, from writes given in
 /// key order.
 struct RunWriter<'a> {
@@ -852,10 +897,12 @@ struct RunWriter<'a> {
     ops: OpsBuilder,
     /// The first key of the record being built.
     first: Vec<u8>,
+    keys: usize,
+    filter: Option<KeyFilter>,
 }
 
 impl<'a> RunWriter<'a> {
-    fn new(wal: &'a Wal, txn: u64, prev: u64) -> RunWriter<'a> {
+    fn new(wal: &'a Wal, txn: u64, prev: u64, filter: Option<KeyFilter>) -> RunWriter<'a> {
         RunWriter {
             wal,
             txn,
@@ -863,6 +910,8 @@ impl<'a> RunWriter<'a> {
             records: Vec::new(),
             ops: OpsBuilder::default(),
             first: Vec::new(),
+            keys: 0,
+            filter,
         }
     }
 
@@ -873,6 +922,10 @@ impl<'a> RunWriter<'a> {
         }
         if self.ops.byte_len() == 0 {
             self.first = key.to_vec();
+        }
+        self.keys += 1;
+        if let Some(f) = &mut self.filter {
+            f.add(key);
         }
         let (db, key) = (u32::from_be_bytes(key[..4].try_into().unwrap()), &key[4..]);
         self.ops.push(match value {
@@ -907,6 +960,8 @@ impl<'a> RunWriter<'a> {
         Ok(Run {
             records: self.records,
             level,
+            keys: self.keys,
+            filter: self.filter,
         })
     }
 }
@@ -996,7 +1051,7 @@ mod tests {
                     assert_eq!(keys.len(), l.undo.len(), "seed {seed}: layer {li}");
                 }
                 for k in 0..20u8 {
-                    let got = ws.get(&[k]).unwrap();
+                    let got = ws.get(&[k], &TxnCounters::default()).unwrap();
                     assert_eq!(got.as_ref(), model.get(&vec![k]), "seed {seed} step {step}");
                 }
             }
