@@ -29,7 +29,8 @@ fn fk_error() -> Error {
 /// Row `rowid`'s entry in `index`: key and value. `exprs` holds the values of the index's
 /// expressions for the row (`Exec::index_exprs`).
 fn index_entry(index: &Index, row: &[Value], exprs: &[Value], rowid: i64) -> (Vec<u8>, Vec<u8>) {
-    let mut key = Vec::new();
+    // Room for a number's part and the rowid without growing (a growth is a `realloc`).
+    let mut key = Vec::with_capacity(32);
     let mut any_null = false;
     for &(c, desc, coll) in &index.columns {
         let v = match c.checked_sub(EXPR_PART) {
@@ -1678,8 +1679,8 @@ impl Exec<'_> {
     /// Writes `index`'s entries for every row of `t`, into an index database with no
     /// entries (made, or emptied by REINDEX, in this transaction). The table is read a row
     /// at a time, decoding only the columns a plain index holds; entries are written in
-    /// key order, a batch at a time (a UNIQUE index's duplicates within a batch are
-    /// neighbours, found before any is written).
+    /// key order, a batch at a time, in one step each (`Txn::put_sorted`; a UNIQUE index's
+    /// duplicates within a batch are neighbours, found before any is written).
     fn fill_index(&mut self, t: &Table, index: &Index) -> Result<()> {
         const BATCH: usize = 1 << 18;
         let idb = self.db(&index.db)?;
@@ -1695,6 +1696,8 @@ impl Exec<'_> {
         });
         let mut row = vec![Value::Null; n + 1];
         let mut batch: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        // The first batch meets an index with no entries.
+        let mut first = true;
         let mut rows = self.txn.iter(&tdb);
         loop {
             let done = match rows.next_ref() {
@@ -1718,13 +1721,14 @@ impl Exec<'_> {
             if batch.windows(2).any(repeated) {
                 return Err(self.unique_error(t, index));
             }
-            for (k, v) in batch.drain(..) {
+            for (k, v) in batch.iter().filter(|_| !first) {
                 // A UNIQUE key may repeat one of an earlier batch.
-                if !v.is_empty() && self.txn.get(&idb, &k)?.is_some() {
+                if !v.is_empty() && self.txn.get(&idb, k)?.is_some() {
                     return Err(self.unique_error(t, index));
                 }
-                self.txn.put(&idb, &k, &v)?;
             }
+            first = false;
+            self.txn.put_sorted(&idb, std::mem::take(&mut batch))?;
             if done {
                 return Ok(());
             }

@@ -1,5 +1,5 @@
-//! Savepoints and partial rollback against a model: random puts, deletes, savepoints,
-//! rollbacks and releases (databases created and removed among them), every read of the
+//! Savepoints and partial rollback against a model: random puts (one at a time and in
+//! sorted batches, `Txn::put_sorted`), deletes, savepoints, rollbacks and releases (databases created and removed among them), every read of the
 //! transaction (gets and scans in both directions) checked against the model at each step,
 //! then the commit checked against the model too (with a cache of 16 pages, a commit of
 //! more than 8 writes goes in batches); the same with a memory budget so small that the
@@ -163,6 +163,22 @@ fn model_run(config: Config, max_value: usize, steps: usize, seeds: u64) -> (u64
                         data.insert(k, b"e".to_vec());
                     }
                 }
+                18 => {
+                    // Mostly ascending (written in one step when none was written before),
+                    // sometimes not (written one at a time, the last of a key winning).
+                    let mut batch: Vec<(Vec<u8>, Vec<u8>)> = (0..rng.gen_range(1..12))
+                        .map(|_| {
+                            let v = vec![rng.gen::<u8>(); rng.gen_range(0..max_value)];
+                            (key(rng.gen_range(0..60)), v)
+                        })
+                        .collect();
+                    if rng.gen_bool(0.7) {
+                        batch.sort();
+                        batch.dedup_by(|a, b| a.0 == b.0);
+                    }
+                    t.put_sorted(&main, batch.clone()).unwrap();
+                    view.main.extend(batch);
+                }
                 _ => {}
             }
             // A handle from a rolled-back create is closed when its database is gone.
@@ -322,4 +338,20 @@ fn changes_to_a_database_count_the_transactions_own_changes() {
     );
     t.commit().unwrap();
     assert!(matches!(t.changes_to(&a), Err(Error::TxnFinished)));
+}
+
+#[test]
+fn put_sorted_refuses_a_database_with_duplicates() {
+    let env = Env::open_with_storage(Arc::new(MemStorage::new()), config()).unwrap();
+    let dups = env
+        .create_db_with("d", beechdb::Duplicates::Sorted)
+        .unwrap();
+    let t = env.begin_txn().unwrap();
+    let entries = vec![(b"a".to_vec(), b"1".to_vec())];
+    assert!(matches!(
+        t.put_sorted(&dups, entries),
+        Err(Error::InvalidArgument(_))
+    ));
+    t.commit().unwrap();
+    assert_eq!(dups.len().unwrap(), 0);
 }

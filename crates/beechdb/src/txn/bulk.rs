@@ -221,7 +221,7 @@ impl Shared {
                 let mut next = || {
                     Ok(writes.next().map(|(sk, written)| {
                         let db = u32::from_be_bytes(sk[..4].try_into().expect("scoped"));
-                        (db, sk.0.into_vec(), written.w)
+                        (db, sk.into_vec(), written.w)
                     }))
                 };
                 self.apply_batches(&mut next, &store, &removed)

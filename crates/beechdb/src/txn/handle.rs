@@ -179,6 +179,21 @@ impl State {
     }
 
     pub(super) fn write(&mut self, db: u32, key: &[u8], value: Option<Vec<u8>>) {
+        self.written(db);
+        self.writes.insert(Sk::scoped(db, key), value);
+    }
+
+    /// [`State::write`] of puts of `entries` (see [`Txn::put_sorted`]).
+    fn write_sorted(&mut self, db: u32, entries: Vec<(Vec<u8>, Vec<u8>)>) {
+        self.written(db);
+        let scoped = entries
+            .into_iter()
+            .map(|(k, v)| (Sk::scoped(db, &k), Some(v)));
+        self.writes.insert_sorted(scoped.collect());
+    }
+
+    /// Counts a change to `db` (see [`Txn::changes_to`]).
+    fn written(&mut self, db: u32) {
         self.changes += 1;
         match self.dbs.iter().position(|&d| d == db) {
             Some(i) => self.written_at[i] = self.changes,
@@ -187,7 +202,6 @@ impl State {
                 self.written_at.push(self.changes);
             }
         }
-        self.writes.insert(Sk::scoped(db, key), value);
     }
 
     /// Whether database `db` is one this transaction creates.
@@ -680,6 +694,28 @@ impl Txn {
                 }
             },
         }
+    }
+
+    /// Writes `entries` (key, value) into `db` when the transaction commits, as [`Txn::put`]
+    /// of each would, for a database without duplicates ([`Error::InvalidArgument`]
+    /// otherwise). Keys in ascending order (as an index build writes them) that the
+    /// transaction has not written go into its write set in one step, not a search each.
+    pub fn put_sorted(&self, db: &Db, entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
+        if db.duplicates() != Duplicates::None {
+            return Err(Error::InvalidArgument(format!(
+                "put_sorted on database {:?}, which holds duplicates: use put",
+                db.name()
+            )));
+        }
+        drop(self.inner.checked(db)?);
+        self.inner.shared.writable()?;
+        for (k, v) in &entries {
+            self.inner.shared.check_sizes(k, v)?;
+            self.lock(db.id(), k)?;
+        }
+        let mut st = self.inner.checked(db)?;
+        st.write_sorted(db.id(), entries);
+        self.spill_if_over(&mut st)
     }
 
     fn put_entry(&self, db: &Db, key: &[u8], value: &[u8]) -> Result<()> {

@@ -61,16 +61,30 @@ enum Part {
 #[derive(Clone, PartialEq, Eq)]
 pub(crate) struct Sk(pub(crate) SmallVec<[u8; INLINE_KEY]>);
 
-/// Bytes of a scoped key held inline in an [`Sk`].
-const INLINE_KEY: usize = 24;
+/// Bytes of a scoped key held inline in an [`Sk`]: an SQL index entry on a number takes
+/// 29 (its database, the number's 17 bytes, the rowid's 8).
+const INLINE_KEY: usize = 32;
 
 impl Sk {
     /// Database `db`'s `key`, scoped.
     pub(crate) fn scoped(db: u32, key: &[u8]) -> Sk {
-        let mut k = SmallVec::with_capacity(4 + key.len());
-        k.extend_from_slice(&db.to_be_bytes());
-        k.extend_from_slice(key);
-        Sk(k)
+        let len = 4 + key.len();
+        if len > INLINE_KEY {
+            return Sk(SmallVec::from_vec(super::scoped_key(db, key)));
+        }
+        let mut buf = [0u8; INLINE_KEY];
+        buf[..4].copy_from_slice(&db.to_be_bytes());
+        buf[4..len].copy_from_slice(key);
+        Sk(SmallVec::from_buf_and_len(buf, len))
+    }
+
+    /// The key's bytes as a vector (`SmallVec::into_vec` copies an inline one a byte at a
+    /// time).
+    pub(crate) fn into_vec(self) -> Vec<u8> {
+        match self.0.spilled() {
+            true => self.0.into_vec(),
+            false => self.0.to_vec(),
+        }
     }
 }
 
@@ -324,6 +338,46 @@ impl WriteSet {
             self.undo_bytes += record_size(&k, &old);
             self.undo.last_mut().expect("seq > 0").undo.push((k, old));
         }
+    }
+
+    /// Records writes of `entries` in the newest layer, as [`WriteSet::insert`] of each
+    /// would. Keys strictly ascending, none written before by this transaction (as an
+    /// index build writes them into its new database) are added to the live map in one
+    /// merge (`BTreeMap::append`: a bulk build, where an insert searches from the root);
+    /// others one at a time.
+    pub(crate) fn insert_sorted(&mut self, entries: Vec<(Sk, Write)>) {
+        let ascending = entries.windows(2).all(|w| w[0].0 < w[1].0);
+        let fresh = match (entries.first(), entries.last()) {
+            (Some((first, _)), Some((last, _))) if ascending => {
+                let map = self.live();
+                map.range(first.clone()..=last.clone()).next().is_none()
+            }
+            _ => false,
+        };
+        if !fresh {
+            for (k, w) in entries {
+                self.insert(k, w);
+            }
+            return;
+        }
+        let seq = self.undo.last().map_or(0, |u| u.start);
+        for (k, w) in &entries {
+            self.mem_bytes += entry_size(k, w);
+            if seq > 0 {
+                // The records a rollback to the savepoint needs: none of these was there.
+                self.undo_bytes += record_size(k, &None);
+                self.undo
+                    .last_mut()
+                    .expect("seq > 0")
+                    .undo
+                    .push((k.clone(), None));
+            }
+        }
+        let mut added: BTreeMap<Sk, Written> = entries
+            .into_iter()
+            .map(|(k, w)| (k, Written { w, seq }))
+            .collect();
+        self.live().append(&mut added);
     }
 
     /// This transaction's latest write of scoped key `key`, if it wrote it.
