@@ -290,6 +290,20 @@ pub(crate) fn search(p: &[u8], k: &[u8]) -> std::result::Result<usize, usize> {
     Err(lo)
 }
 
+/// [`search`] for a key about to be written: a key after the node's last (a sorted load,
+/// an index built, rowids in order) is placed with one comparison, not a binary search.
+pub(crate) fn search_for_insert(p: &[u8], k: &[u8]) -> std::result::Result<usize, usize> {
+    let n = nslots(p);
+    if n > 0 {
+        let (hdr, off) = (cell_hdr(p), slot(p, n - 1));
+        let last = &p[off + hdr..off + hdr + rd16(p, off)];
+        if compare(k, prefix(k), last) == Ordering::Greater {
+            return Err(n);
+        }
+    }
+    search(p, k)
+}
+
 /// Orders key `k` against a long key that starts with `held` (and is longer): decided by
 /// `held` unless `k` begins with all of it, when `rest` (the long key's remaining bytes,
 /// read on demand) decides.
@@ -546,6 +560,42 @@ mod tests {
     fn put(p: &mut [u8], k: &[u8], v: &[u8]) -> bool {
         let idx = search(p, k).unwrap_err();
         insert(p, idx, &[&leaf_cell_header(k.len(), v.len() as u32), k, v])
+    }
+
+    /// A search for an insert places every key as the binary search does: before, among,
+    /// equal to and after the keys held (short and long, prefixes of each other).
+    #[test]
+    fn a_search_for_an_insert_agrees_with_the_search() {
+        let mut p = leaf(4096);
+        let held: Vec<Vec<u8>> = (0..40u8)
+            .map(|i| vec![b'k'; 1 + usize::from(i % 12)])
+            .collect();
+        let mut held: Vec<Vec<u8>> = held
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut k)| {
+                k.push(i as u8 * 5);
+                k
+            })
+            .collect();
+        held.sort();
+        held.dedup();
+        for k in &held {
+            assert!(put(&mut p, k, b"v"));
+        }
+        let mut probes = held.clone();
+        probes.extend([
+            vec![],
+            vec![0],
+            vec![b'k'; 20],
+            vec![0xff; 3],
+            b"k".to_vec(),
+        ]);
+        probes.extend(held.iter().map(|k| [&k[..], &[0]].concat()));
+        for k in &probes {
+            assert_eq!(search_for_insert(&p, k), search(&p, k), "{k:?}");
+        }
+        assert_eq!(search_for_insert(&leaf(4096), b"a"), Err(0));
     }
 
     #[test]

@@ -62,6 +62,14 @@ impl Engine {
 
     #[cold]
     #[inline(never)]
+    /// [`Engine::search`] for a key about to be written (see `node::search_for_insert`).
+    fn search_for_insert(&self, p: &[u8], k: &[u8]) -> Result<std::result::Result<usize, usize>> {
+        if !node::has_long_keys(p) {
+            return Ok(node::search_for_insert(p, k));
+        }
+        self.search_long(p, k)
+    }
+
     fn search_long(&self, p: &[u8], k: &[u8]) -> Result<std::result::Result<usize, usize>> {
         node::search_long(p, k, &|first, len| self.long_key_rest(first, len))
     }
@@ -502,7 +510,7 @@ impl Engine {
         path: &mut Vec<(u64, usize)>,
     ) -> NeedResult<()> {
         let leaf = self.descend_mut_with(db, key, path, false)?;
-        let found = self.search(self.pager.node(leaf), key)?;
+        let found = self.search_for_insert(self.pager.node(leaf), key)?;
         *before = match found {
             // Reads a long value's pages, so the put finds them resident.
             Ok(i) => Some(self.with_value(leaf, i, <[u8]>::to_vec)?),
@@ -521,7 +529,7 @@ impl Engine {
         path: &mut Vec<(u64, usize)>,
     ) -> Result<bool> {
         let leaf = self.descend_mut(db, key, path)?;
-        let found = self.search(self.pager.node(leaf), key)?;
+        let found = self.search_for_insert(self.pager.node(leaf), key)?;
         self.put_found(db, key, value, no_overwrite, path, leaf, found)
     }
 
