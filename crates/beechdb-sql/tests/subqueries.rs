@@ -130,6 +130,58 @@ fn recursive_ctes_match_sqlite() {
     common::same_rows(&mut ours, &lite, "SELECT count(*) FROM e", false);
 }
 
+/// Recursive steps of the simplest shape (`SELECT ... FROM c [AS a] [WHERE ...]`, run row
+/// by row without a plan per step) and the shapes next to it that are planned each step
+/// (a subquery, a join, an aggregate), as SQLite answers them: aliases, `*` and `a.*`,
+/// several columns of every type, NULL conditions, a column of the statement around the
+/// CTE, and the errors of a step that does not fit.
+#[test]
+fn recursive_steps_of_every_shape_match_sqlite() {
+    let (_db, mut ours, lite) =
+        common::both("CREATE TABLE e(a, b); INSERT INTO e VALUES (1, 'x'), (4, NULL), (6, 2.5);");
+    for q in [
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT p.x + 1 FROM c AS p WHERE p.x < 5) \
+         SELECT x FROM c",
+        "WITH RECURSIVE c(x, s, r) AS (SELECT 1, 'a', 0.5 UNION ALL \
+         SELECT x + 1, s || char(97 + x), r * 3 FROM c WHERE x < 6) SELECT x, s, r FROM c",
+        "WITH RECURSIVE c(x, y) AS (SELECT 1, NULL UNION ALL SELECT x + 1, y FROM c \
+         WHERE x < 4) SELECT x, y, typeof(y) FROM c",
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT * FROM c WHERE x < 1 LIMIT 3) \
+         SELECT x FROM c",
+        "WITH RECURSIVE c(x, y) AS (SELECT 1, 2 UNION ALL SELECT q.* FROM c AS q WHERE 0) \
+         SELECT x, y FROM c",
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < NULL) \
+         SELECT count(*) FROM c",
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x IS NOT 4) \
+         SELECT sum(x) FROM c",
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION SELECT x % 3 + 1 FROM c) SELECT x FROM c",
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT CASE WHEN x < 3 THEN x + 1 END \
+         FROM c WHERE x IS NOT NULL) SELECT x FROM c",
+        // A column of the query around the CTE, read in each step.
+        "SELECT a, (WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c \
+         WHERE x < e.a) SELECT sum(x) FROM c) FROM e",
+        // Planned each step: a subquery, a join, a table alongside.
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + (SELECT count(*) FROM e) \
+         FROM c WHERE x < 20) SELECT x FROM c",
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + a FROM c, e \
+         WHERE x < 10 AND a = 1) SELECT x FROM c",
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x IN \
+         (SELECT a FROM e)) SELECT x FROM c",
+    ] {
+        common::same_rows(&mut ours, &lite, q, false);
+    }
+    for q in [
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x, x FROM c WHERE x < 3) \
+         SELECT x FROM c",
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT nosuch + 1 FROM c WHERE x < 3) \
+         SELECT x FROM c",
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT e.* FROM c WHERE x < 3) \
+         SELECT x FROM c",
+    ] {
+        common::same_outcome(&mut ours, &lite, q);
+    }
+}
+
 /// INTERSECT and EXCEPT find each left row among the right side's by a hash of the rows
 /// (they compared every pair): the same rows as SQLite's, values equal across storage
 /// classes as SQLite compares them (3 and 3.0 alike, '3' not), NULLs equal, duplicates
