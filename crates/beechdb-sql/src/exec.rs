@@ -4917,7 +4917,7 @@ impl<'a> Exec<'a> {
             .select
             .compounds
             .iter()
-            .map(|(_, core)| simple_step(core, &key, &names))
+            .map(|(_, core)| self.simple_step(core, &key, &names))
             .collect();
         self.ctes.push(FxHashMap::default());
         let scope = self.ctes.len() - 1;
@@ -4986,8 +4986,77 @@ impl<'a> Exec<'a> {
         Ok((names, all))
     }
 
-    /// The rows `step` makes of the rows `queued` (see [`simple_step`]): each filtered and
-    /// projected in turn.
+    /// `core` as a [`SimpleStep`] over the rows of CTE `cte` (columns `names`), if it has
+    /// that shape: no join, grouping, aggregate, window function, DISTINCT or subquery (a
+    /// subquery could read the CTE, which only a planned step puts in scope), and as many
+    /// columns as the CTE (else `Exec::core` reports it). `core` plans a step and joins its
+    /// one source each time: about 7,000 instructions a step of one row, so counting to
+    /// 100,000 took twice SQLite's time.
+    fn simple_step(&self, core: &Core, cte: &str, names: &[String]) -> Option<SimpleStep> {
+        let Core::Select {
+            distinct: false,
+            columns,
+            from: Some(From { first, joins }),
+            where_,
+            group_by,
+            having: None,
+            ..
+        } = core
+        else {
+            return None;
+        };
+        let TableRef::Table { name, alias } = first else {
+            return None;
+        };
+        if !joins.is_empty() || !group_by.is_empty() || lc(name) != cte {
+            return None;
+        }
+        let source = lc(alias.as_deref().unwrap_or(name));
+        let plain = |e: &Expr| {
+            let mut nested = false;
+            e.walk(&mut |x| {
+                nested |= matches!(
+                    x,
+                    Expr::Window(_) | Expr::Exists(_) | Expr::Subquery(_) | Expr::InSelect { .. }
+                )
+            });
+            !nested && !has_aggregate(e)
+        };
+        let mut frame = Frame::default();
+        frame.push(&source, cte_source_columns(names), false);
+        let bound = |e: &Expr| {
+            let mut e = e.clone();
+            self.bind(&mut e, &frame);
+            e
+        };
+        let mut width = 0;
+        let mut exprs = Vec::with_capacity(columns.len());
+        for c in columns {
+            exprs.push(match c {
+                ResultColumn::Expr(e, _) if plain(e) => Some(bound(e)),
+                ResultColumn::Star => None,
+                ResultColumn::TableStar(t) if lc(t) == source => None,
+                _ => return None,
+            });
+            width += exprs
+                .last()
+                .expect("pushed")
+                .as_ref()
+                .map_or(names.len(), |_| 1);
+        }
+        if width != names.len() || !where_.as_ref().is_none_or(plain) {
+            return None;
+        }
+        let where_ = where_.as_ref().map(bound);
+        Some(SimpleStep {
+            frame,
+            columns: exprs,
+            where_,
+        })
+    }
+
+    /// The rows `step` makes of the rows `queued` (see [`Exec::simple_step`]): each
+    /// filtered and projected in turn.
     fn simple_rows(
         &mut self,
         step: &SimpleStep,
@@ -4996,15 +5065,15 @@ impl<'a> Exec<'a> {
     ) -> Result<Vec<Row>> {
         let mut out = Vec::new();
         for row in queued {
-            if !self.row_passes(step.where_.into_iter(), &step.frame, row, outer)? {
+            if !self.row_passes(step.where_.iter(), &step.frame, row, outer)? {
                 continue;
             }
             let sc = Scope::new(&step.frame, row, outer);
             let mut next = Vec::with_capacity(row.len());
-            for c in step.columns {
+            for c in &step.columns {
                 match c {
-                    ResultColumn::Expr(e, _) => next.push(self.eval(e, &sc)?),
-                    ResultColumn::Star | ResultColumn::TableStar(_) => next.extend_from_slice(row),
+                    Some(e) => next.push(self.eval(e, &sc)?),
+                    None => next.extend_from_slice(row),
                 }
             }
             out.push(next);
@@ -6644,68 +6713,12 @@ fn compound_width_error(op: CompoundOp) -> Error {
     ))
 }
 
-/// A recursive step of the simplest shape: `SELECT ... FROM cte [AS a] [WHERE ...]`.
-struct SimpleStep<'c> {
+/// A recursive step of the simplest shape, `SELECT ... FROM cte [AS a] [WHERE ...]`, its
+/// expressions bound to the CTE's columns (`None`: `*`).
+struct SimpleStep {
     frame: Frame,
-    columns: &'c [ResultColumn],
-    where_: Option<&'c Expr>,
-}
-
-/// `core` as a [`SimpleStep`] over the rows of CTE `cte` (columns `names`), if it has that
-/// shape: no join, grouping, aggregate, window function, DISTINCT or subquery (a subquery
-/// could read the CTE, which only a planned step puts in scope), and as many columns as
-/// the CTE (else `Exec::core` reports it). `core` plans a step and joins its one source
-/// each time: about 7,000 instructions a step of one row, so counting to 100,000 took
-/// twice SQLite's time.
-fn simple_step<'c>(core: &'c Core, cte: &str, names: &[String]) -> Option<SimpleStep<'c>> {
-    let Core::Select {
-        distinct: false,
-        columns,
-        from: Some(From { first, joins }),
-        where_,
-        group_by,
-        having: None,
-        ..
-    } = core
-    else {
-        return None;
-    };
-    let TableRef::Table { name, alias } = first else {
-        return None;
-    };
-    if !joins.is_empty() || !group_by.is_empty() || lc(name) != cte {
-        return None;
-    }
-    let source = lc(alias.as_deref().unwrap_or(name));
-    let plain = |e: &Expr| {
-        let mut nested = false;
-        e.walk(&mut |x| {
-            nested |= matches!(
-                x,
-                Expr::Window(_) | Expr::Exists(_) | Expr::Subquery(_) | Expr::InSelect { .. }
-            )
-        });
-        !nested && !has_aggregate(e)
-    };
-    let mut width = 0;
-    for c in columns {
-        width += match c {
-            ResultColumn::Expr(e, _) if plain(e) => 1,
-            ResultColumn::Star => names.len(),
-            ResultColumn::TableStar(t) if lc(t) == source => names.len(),
-            _ => return None,
-        };
-    }
-    if width != names.len() || !where_.as_ref().is_none_or(plain) {
-        return None;
-    }
-    let mut frame = Frame::default();
-    frame.push(&source, cte_source_columns(names), false);
-    Some(SimpleStep {
-        frame,
-        columns,
-        where_: where_.as_ref(),
-    })
+    columns: Vec<Option<Expr>>,
+    where_: Option<Expr>,
 }
 
 /// A CTE's columns as a source: its names, no affinity, binary collation.
