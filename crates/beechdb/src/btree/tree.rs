@@ -467,6 +467,15 @@ impl Engine {
         d.catalog_dirty = db != CATALOG;
     }
 
+    /// Runs `f` with the engine's path buffer (kept between calls, so a descent allocates
+    /// nothing).
+    fn with_path<R>(&mut self, f: impl FnOnce(&mut Self, &mut Vec<(u64, usize)>) -> R) -> R {
+        let mut path = std::mem::take(&mut self.path_buf);
+        let r = f(self, &mut path);
+        self.path_buf = path;
+        r
+    }
+
     /// Stores `value` under `key`; with `no_overwrite` an existing key is `KeyExists`.
     /// Returns whether the key existed.
     pub(crate) fn put(
@@ -477,10 +486,11 @@ impl Engine {
         no_overwrite: bool,
     ) -> Result<bool> {
         check_sizes(key, value)?;
-        let mut path = std::mem::take(&mut self.path_buf);
-        let r = self.put_inner(db, key, value, no_overwrite, &mut path);
-        self.path_buf = path;
-        r
+        self.with_path(|e, path| {
+            let leaf = e.descend_mut(db, key, path)?;
+            let found = e.search_for_insert(e.pager.node(leaf), key)?;
+            e.put_found(db, key, value, no_overwrite, path, leaf, found)
+        })
     }
 
     /// As [`Engine::put`] (no overwrite check), for a commit applied in batches under the
@@ -495,42 +505,17 @@ impl Engine {
         before: &mut Option<Vec<u8>>,
     ) -> NeedResult<()> {
         check_sizes(key, value)?;
-        let mut path = std::mem::take(&mut self.path_buf);
-        let r = self.put_resident_inner(db, key, value, before, &mut path);
-        self.path_buf = path;
-        r
-    }
-
-    fn put_resident_inner(
-        &mut self,
-        db: u32,
-        key: &[u8],
-        value: &[u8],
-        before: &mut Option<Vec<u8>>,
-        path: &mut Vec<(u64, usize)>,
-    ) -> NeedResult<()> {
-        let leaf = self.descend_mut_with(db, key, path, false)?;
-        let found = self.search_for_insert(self.pager.node(leaf), key)?;
-        *before = match found {
-            // Reads a long value's pages, so the put finds them resident.
-            Ok(i) => Some(self.with_value(leaf, i, <[u8]>::to_vec)?),
-            Err(_) => None,
-        };
-        self.put_found(db, key, value, false, path, leaf, found)?;
-        Ok(())
-    }
-
-    fn put_inner(
-        &mut self,
-        db: u32,
-        key: &[u8],
-        value: &[u8],
-        no_overwrite: bool,
-        path: &mut Vec<(u64, usize)>,
-    ) -> Result<bool> {
-        let leaf = self.descend_mut(db, key, path)?;
-        let found = self.search_for_insert(self.pager.node(leaf), key)?;
-        self.put_found(db, key, value, no_overwrite, path, leaf, found)
+        self.with_path(|e, path| {
+            let leaf = e.descend_mut_with(db, key, path, false)?;
+            let found = e.search_for_insert(e.pager.node(leaf), key)?;
+            *before = match found {
+                // Reads a long value's pages, so the put finds them resident.
+                Ok(i) => Some(e.with_value(leaf, i, <[u8]>::to_vec)?),
+                Err(_) => None,
+            };
+            e.put_found(db, key, value, false, path, leaf, found)?;
+            Ok(())
+        })
     }
 
     /// The put of `key` into `leaf`, where `found` says where it is (or goes).
@@ -716,10 +701,7 @@ impl Engine {
 
     /// Removes `key`; returns whether it was present.
     pub(crate) fn delete(&mut self, db: u32, key: &[u8]) -> Result<bool> {
-        let mut path = std::mem::take(&mut self.path_buf);
-        let r = self.delete_inner(db, key, &mut path);
-        self.path_buf = path;
-        r
+        self.with_path(|e, path| e.delete_inner(db, key, path))
     }
 
     fn delete_inner(&mut self, db: u32, key: &[u8], path: &mut Vec<(u64, usize)>) -> Result<bool> {
