@@ -110,10 +110,12 @@ impl Engine {
 
     /// Whether this engine has a configuration for `mode` with `threads` threads. LMDB and
     /// SQLite are references for one thread; LMDB has no write-without-sync or in-memory
-    /// mode, SQLite no in-memory log.
+    /// mode, SQLite no in-memory log. Berkeley DB's Data Store has no locking: with two
+    /// threads its trees break (`DB_PAGE_NOTFOUND`) or a thread spins forever.
     pub fn supports(self, mode: Mode, threads: usize) -> bool {
         match self {
-            Engine::Beechdb | Engine::Bdb => true,
+            Engine::Beechdb => true,
+            Engine::Bdb => threads == 1 || mode != Mode::Ds,
             Engine::Lmdb => {
                 threads == 1
                     && matches!(
@@ -153,5 +155,18 @@ pub fn open(engine: Engine, dir: &std::path::Path, setup: &Setup) -> BenchResult
             other.name()
         )
         .into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn berkeley_db_runs_its_data_store_on_one_thread_only() {
+        assert!(Engine::Bdb.supports(Mode::Ds, 1));
+        assert!(!Engine::Bdb.supports(Mode::Ds, 2));
+        assert!(Engine::Bdb.supports(Mode::TdsNosync, 16));
+        assert!(Engine::Beechdb.supports(Mode::Ds, 16));
     }
 }
