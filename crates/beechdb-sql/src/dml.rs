@@ -1721,10 +1721,12 @@ impl Exec<'_> {
             if batch.windows(2).any(repeated) {
                 return Err(self.unique_error(t, index));
             }
-            for (k, v) in batch.iter().filter(|_| !first) {
-                // A UNIQUE key may repeat one of an earlier batch.
-                if !v.is_empty() && self.txn.get(&idb, k)?.is_some() {
-                    return Err(self.unique_error(t, index));
+            if !first {
+                for (k, v) in &batch {
+                    // A UNIQUE key may repeat one of an earlier batch.
+                    if !v.is_empty() && self.txn.get(&idb, k)?.is_some() {
+                        return Err(self.unique_error(t, index));
+                    }
                 }
             }
             first = false;

@@ -477,20 +477,27 @@ fn key_of(e: &Expr) -> usize {
     e as *const Expr as usize
 }
 
+/// Whether `x` is a node whose columns are known only when it runs: a subquery or a window
+/// call, which may read any.
+fn opaque(x: &Expr) -> bool {
+    matches!(
+        x,
+        Expr::Exists(_) | Expr::Subquery(_) | Expr::InSelect { .. } | Expr::Window(_)
+    )
+}
+
 /// Whether `e` reads a column other than in an aggregate call's arguments (a bare column
 /// of an aggregate query); also when it holds a subquery or window call, which may.
 fn reads_bare_columns(e: &Expr) -> bool {
     // Column references, and subqueries or window calls (which may read any).
     let count = |e: &Expr| {
-        let (mut columns, mut opaque) = (0, 0);
+        let (mut columns, mut hidden) = (0, 0);
         e.walk(&mut |x| match x {
             Expr::Column { .. } | Expr::Slot(_) => columns += 1,
-            Expr::Exists(_) | Expr::Subquery(_) | Expr::InSelect { .. } | Expr::Window(_) => {
-                opaque += 1
-            }
+            _ if opaque(x) => hidden += 1,
             _ => {}
         });
-        (columns, opaque)
+        (columns, hidden)
     };
     let mut calls = Vec::new();
     collect_aggregates(e, &mut calls);
@@ -889,9 +896,7 @@ fn reads_only(e: &Expr, plan: &JoinPlan, i: usize, frame: &Frame) -> bool {
         Expr::Slot(s) => only &= slots.contains(s),
         // Not bound (a plan run once): a name of this frame may be any item's.
         Expr::Column { .. } => only &= !names_frame_unbound(x, frame),
-        Expr::Exists(_) | Expr::Subquery(_) | Expr::InSelect { .. } | Expr::Window(_) => {
-            only = false
-        }
+        _ if opaque(x) => only = false,
         _ => {}
     });
     only
@@ -920,9 +925,7 @@ fn columns_read<'e>(
     for e in exprs {
         e.walk(&mut |x| match x {
             Expr::Slot(i) if slots.contains(i) => used[*i - slots.start] = true,
-            Expr::Exists(_) | Expr::Subquery(_) | Expr::InSelect { .. } | Expr::Window(_) => {
-                any = true
-            }
+            _ if opaque(x) => any = true,
             _ => {}
         });
     }
@@ -5014,12 +5017,7 @@ impl<'a> Exec<'a> {
         let source = lc(alias.as_deref().unwrap_or(name));
         let plain = |e: &Expr| {
             let mut nested = false;
-            e.walk(&mut |x| {
-                nested |= matches!(
-                    x,
-                    Expr::Window(_) | Expr::Exists(_) | Expr::Subquery(_) | Expr::InSelect { .. }
-                )
-            });
+            e.walk(&mut |x| nested |= opaque(x));
             !nested && !has_aggregate(e)
         };
         let mut frame = Frame::default();

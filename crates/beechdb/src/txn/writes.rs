@@ -224,8 +224,6 @@ pub(crate) struct WriteSet {
     mem_bytes: usize,
     undo_bytes: usize,
     spill: Option<Spill>,
-    /// Bytes the runs' key filters may take (see [`WriteSet::spill`]).
-    filter_budget: usize,
 }
 
 fn entry_size(key: &[u8], w: &Write) -> usize {
@@ -261,7 +259,6 @@ impl Default for WriteSet {
             mem_bytes: 0,
             undo_bytes: 0,
             spill: None,
-            filter_budget: 0,
         }
     }
 }
@@ -335,9 +332,18 @@ impl WriteSet {
         };
         self.mem_bytes = self.mem_bytes + added - replaced;
         if let Some((k, old)) = record {
-            self.undo_bytes += record_size(&k, &old);
-            self.undo.last_mut().expect("seq > 0").undo.push((k, old));
+            self.keep_undo(k, old);
         }
+    }
+
+    /// Records in the newest undo layer that its first write of `key` replaced `old`.
+    fn keep_undo(&mut self, key: Sk, old: Option<Written>) {
+        self.undo_bytes += record_size(&key, &old);
+        self.undo
+            .last_mut()
+            .expect("an undo layer")
+            .undo
+            .push((key, old));
     }
 
     /// Records writes of `entries` in the newest layer, as [`WriteSet::insert`] of each
@@ -364,13 +370,8 @@ impl WriteSet {
         for (k, w) in &entries {
             self.mem_bytes += entry_size(k, w);
             if seq > 0 {
-                // The records a rollback to the savepoint needs: none of these was there.
-                self.undo_bytes += record_size(k, &None);
-                self.undo
-                    .last_mut()
-                    .expect("seq > 0")
-                    .undo
-                    .push((k.clone(), None));
+                // What a rollback to the savepoint needs: none of these was there.
+                self.keep_undo(k.clone(), None);
             }
         }
         let mut added: BTreeMap<Sk, Written> = entries
@@ -568,7 +569,6 @@ impl WriteSet {
         stats: &TxnCounters,
         filter_budget: usize,
     ) -> Result<()> {
-        self.filter_budget = filter_budget;
         self.materialize();
         self.mem_bytes = 0;
         for layer in &mut self.layers {
@@ -704,7 +704,8 @@ impl WriteSet {
             .expect("runs of a transaction that spilled")
             .wal
             .clone();
-        self.spill(|| Ok(wal), txn, stats, self.filter_budget)?;
+        // Its runs are only merged from here on: no read needs a filter.
+        self.spill(|| Ok(wal), txn, stats, 0)?;
         let runs = self
             .layers
             .iter()
