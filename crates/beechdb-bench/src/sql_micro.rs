@@ -6,8 +6,10 @@
 //! index's order, and a range of it), single-row INSERTs all in one transaction (its
 //! commit timed with them), and three shapes a planner without SQLite's automatic index
 //! and incremental window frames reads quadratically (an equality join on an expression,
-//! a correlated EXISTS, a sum over a moving frame). Each engine's answers are checksummed and must agree (after
-//! the writes, the table's row count and sums), so that no engine is timed doing less work.
+//! a correlated EXISTS, a sum over a moving frame), a recursive CTE, and CREATE INDEX over
+//! the table (dropped again after each run). Each engine's answers are checksummed and must
+//! agree (after the writes, the table's row count and sums), so that no engine is timed
+//! doing less work.
 
 use crate::engines::BenchResult;
 use beechdb_sql::Value;
@@ -101,7 +103,7 @@ impl SqlEngine for Lite {
 
 /// The operations timed, in order: name, SQL, and how many runs per 1,000 point operations
 /// (at least one).
-const OPS: [(&str, &str, usize); 13] = [
+const OPS: [(&str, &str, usize); 15] = [
     ("point SELECT by primary key", "SELECT v FROM t WHERE id = ?1", 1000),
     ("point SELECT through an index", "SELECT id FROM t WHERE k = ?1", 1000),
     ("single-row INSERT", "INSERT INTO t(k, v) VALUES(?1, ?2)", 1000),
@@ -141,10 +143,18 @@ const OPS: [(&str, &str, usize); 13] = [
         "SELECT count(*), sum(s) FROM (SELECT sum(k) OVER (ORDER BY id ROWS BETWEEN 50 PRECEDING AND 50 FOLLOWING) s FROM t)",
         0,
     ),
+    (
+        "recursive CTE counting to 10,000",
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 10000) SELECT count(*), sum(x) FROM c",
+        1,
+    ),
+    ("CREATE INDEX on t(v), then DROP", "CREATE INDEX t_v ON t(v)", 0),
 ];
 
 /// The line whose INSERTs run in one transaction.
 const ONE_TRANSACTION: usize = 9;
+/// The line that makes an index (dropped again after each run, in the time).
+const CREATE_INDEX: usize = 14;
 
 /// What the writes leave, compared across engines after the INSERT and UPDATE lines.
 const WRITTEN: &str = "SELECT count(*), sum(k), sum(length(v)) FROM t";
@@ -209,6 +219,9 @@ fn time_op(
         };
         let (n, s) = e.run(sql, &params)?;
         check = (check.0 + n, check.1.wrapping_add(s));
+        if op == CREATE_INDEX {
+            e.batch("DROP INDEX t_v")?;
+        }
     }
     if op == ONE_TRANSACTION {
         e.batch("COMMIT")?;

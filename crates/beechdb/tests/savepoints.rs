@@ -340,18 +340,28 @@ fn changes_to_a_database_count_the_transactions_own_changes() {
     assert!(matches!(t.changes_to(&a), Err(Error::TxnFinished)));
 }
 
+/// `put_sorted` refuses a database with duplicates, and a batch holding a key too large,
+/// writing none of it.
 #[test]
-fn put_sorted_refuses_a_database_with_duplicates() {
+fn put_sorted_refuses_what_put_would() {
     let env = Env::open_with_storage(Arc::new(MemStorage::new()), config()).unwrap();
     let dups = env
         .create_db_with("d", beechdb::Duplicates::Sorted)
         .unwrap();
+    let plain = env.create_db("p").unwrap();
     let t = env.begin_txn().unwrap();
     let entries = vec![(b"a".to_vec(), b"1".to_vec())];
     assert!(matches!(
         t.put_sorted(&dups, entries),
         Err(Error::InvalidArgument(_))
     ));
+    let too_long = vec![b'z'; beechdb::MAX_KEY_LEN + 1];
+    let entries = vec![(b"a".to_vec(), b"1".to_vec()), (too_long, b"2".to_vec())];
+    assert!(matches!(
+        t.put_sorted(&plain, entries),
+        Err(Error::KeyTooLarge { .. })
+    ));
     t.commit().unwrap();
     assert_eq!(dups.len().unwrap(), 0);
+    assert_eq!(plain.len().unwrap(), 0);
 }
