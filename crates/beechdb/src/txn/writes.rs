@@ -704,7 +704,8 @@ impl WriteSet {
             .expect("runs of a transaction that spilled")
             .wal
             .clone();
-        // Its runs are only merged from here on: no read needs a filter.
+        // A commit merges its runs from here on; filters only spare reads (one after a
+        // refused commit still finds every key, through the records), so none are built.
         self.spill(|| Ok(wal), txn, stats, 0)?;
         let runs = self
             .layers
