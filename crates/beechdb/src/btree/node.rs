@@ -291,14 +291,27 @@ pub(crate) fn search(p: &[u8], k: &[u8]) -> std::result::Result<usize, usize> {
 }
 
 /// [`search`] for a key about to be written: a key after the node's last (a sorted load,
-/// an index built, rowids in order) is placed with one comparison, not a binary search.
-pub(crate) fn search_for_insert(p: &[u8], k: &[u8]) -> std::result::Result<usize, usize> {
-    let n = nslots(p);
-    if n > 0 {
-        let (hdr, off) = (cell_hdr(p), slot(p, n - 1));
-        let last = &p[off + hdr..off + hdr + rd16(p, off)];
-        if compare(k, prefix(k), last) == Ordering::Greater {
-            return Err(n);
+/// an index built, rowids in order) is placed with one comparison, and a key right after
+/// cell `after` (the last insert: a sorted run filling a gap between larger keys, as
+/// writers taking turns leave) with two, not a binary search.
+pub(crate) fn search_for_insert(
+    p: &[u8],
+    k: &[u8],
+    after: Option<usize>,
+) -> std::result::Result<usize, usize> {
+    let (n, hdr, kp) = (nslots(p), cell_hdr(p), prefix(k));
+    let key_at = |i: usize| {
+        let off = slot(p, i);
+        &p[off + hdr..off + hdr + rd16(p, off)]
+    };
+    if n > 0 && compare(k, kp, key_at(n - 1)) == Ordering::Greater {
+        return Err(n);
+    }
+    if let Some(i) = after.filter(|&i| i + 1 < n) {
+        if compare(k, kp, key_at(i)) == Ordering::Greater
+            && compare(k, kp, key_at(i + 1)) == Ordering::Less
+        {
+            return Err(i + 1);
         }
     }
     search(p, k)
@@ -592,10 +605,15 @@ mod tests {
             b"k".to_vec(),
         ]);
         probes.extend(held.iter().map(|k| [&k[..], &[0]].concat()));
+        // Whatever cell the last insert was, or none: the hint only ever saves comparisons.
+        let n = nslots(&p);
         for k in &probes {
-            assert_eq!(search_for_insert(&p, k), search(&p, k), "{k:?}");
+            for after in [None, Some(0), Some(n / 2), Some(n - 2), Some(n - 1), Some(n + 3)] {
+                assert_eq!(search_for_insert(&p, k, after), search(&p, k), "{k:?} {after:?}");
+            }
         }
-        assert_eq!(search_for_insert(&leaf(4096), b"a"), Err(0));
+        assert_eq!(search_for_insert(&leaf(4096), b"a", None), Err(0));
+        assert_eq!(search_for_insert(&leaf(4096), b"a", Some(0)), Err(0));
     }
 
     #[test]

@@ -60,16 +60,28 @@ impl Engine {
         self.search_long(p, k)
     }
 
-    #[cold]
-    #[inline(never)]
-    /// [`Engine::search`] for a key about to be written (see `node::search_for_insert`).
-    fn search_for_insert(&self, p: &[u8], k: &[u8]) -> Result<std::result::Result<usize, usize>> {
+    /// [`Engine::search`] for a key about to be written into `leaf` (see
+    /// `node::search_for_insert`; the last insert, when into `leaf`, is where the key may
+    /// follow).
+    #[inline(always)]
+    fn search_for_insert(
+        &self,
+        leaf: u64,
+        k: &[u8],
+    ) -> Result<std::result::Result<usize, usize>> {
+        let p = self.pager.node(leaf);
         if !node::has_long_keys(p) {
-            return Ok(node::search_for_insert(p, k));
+            let after = match self.last_insert {
+                Some((pid, i)) if pid == leaf => Some(i),
+                _ => None,
+            };
+            return Ok(node::search_for_insert(p, k, after));
         }
         self.search_long(p, k)
     }
 
+    #[cold]
+    #[inline(never)]
     fn search_long(&self, p: &[u8], k: &[u8]) -> Result<std::result::Result<usize, usize>> {
         node::search_long(p, k, &|first, len| self.long_key_rest(first, len))
     }
@@ -488,7 +500,7 @@ impl Engine {
         check_sizes(key, value)?;
         self.with_path(|e, path| {
             let leaf = e.descend_mut(db, key, path)?;
-            let found = e.search_for_insert(e.pager.node(leaf), key)?;
+            let found = e.search_for_insert(leaf, key)?;
             e.put_found(db, key, value, no_overwrite, path, leaf, found)
         })
     }
@@ -507,7 +519,7 @@ impl Engine {
         check_sizes(key, value)?;
         self.with_path(|e, path| {
             let leaf = e.descend_mut_with(db, key, path, false)?;
-            let found = e.search_for_insert(e.pager.node(leaf), key)?;
+            let found = e.search_for_insert(leaf, key)?;
             *before = match found {
                 // Reads a long value's pages, so the put finds them resident.
                 Ok(i) => Some(e.with_value(leaf, i, <[u8]>::to_vec)?),
