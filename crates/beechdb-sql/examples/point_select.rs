@@ -1,5 +1,5 @@
 //! Profiling aid: one prepared statement run many times on a 100,000-row table.
-//! `cargo run --release -p beechdb-sql --example point_select -- 1000000 [pk|index|update|insert|scan|order|ordercover|orderlt|cte|cteunion|join|filter|wide1|wide10|wide11|wide13|wide18|wide20|wide22|wide27]`
+//! `cargo run --release -p beechdb-sql --example point_select -- 1000000 [pk|index|update|insert|scan|order|ordercover|orderlt|cte|cteunion|join|exprjoin|window|filter|wide1|wide10|wide11|wide13|wide18|wide20|wide22|wide27]`
 
 use beechdb_sql::{Database, Value};
 
@@ -16,7 +16,7 @@ fn main() -> Result<(), beechdb_sql::Error> {
     for i in 1..=100_000i64 {
         c.run(&ins, &[i.into(), (i * 7919 % 100_000).into()])?;
     }
-    if what == "join" {
+    if what == "join" || what == "exprjoin" {
         let (a, b, cc) = (
             c.prepare("INSERT INTO a VALUES(?1, ?2)")?,
             c.prepare("INSERT INTO b VALUES(?1, ?2, ?2)")?,
@@ -74,6 +74,8 @@ fn main() -> Result<(), beechdb_sql::Error> {
         "cteunion" => "WITH RECURSIVE c(x) AS (SELECT 1 UNION SELECT x + 1 FROM c WHERE x < 20000 + 0 * ?1) SELECT count(*), sum(x) FROM c",
         "orderlt" => "SELECT * FROM t WHERE k < ?1 ORDER BY k DESC LIMIT 20",
         "join" => "SELECT a.x, b.y, c.z FROM a JOIN b ON b.a_id = a.id JOIN c ON c.b_id = b.id WHERE a.id = ?1 % 10000 + 1",
+        "exprjoin" => "SELECT count(*), sum(b.id) FROM b, c WHERE c.z = b.y + 2 + 0 * ?1",
+        "window" => "SELECT count(*), sum(s) FROM (SELECT sum(k) OVER (ORDER BY id ROWS BETWEEN 50 PRECEDING AND 50 FOLLOWING) s FROM t WHERE id > 0 * ?1)",
         other => panic!("unknown statement kind {other}"),
     };
     let sel = c.prepare(sql)?;

@@ -1522,7 +1522,7 @@ fn level_of(e: &Expr, frame: &Frame, bound: &[usize]) -> usize {
 /// without text groups) reads all rows.
 struct HashProbe {
     probe: Expr,
-    buckets: FxHashMap<NumKey, Vec<usize>>,
+    buckets: Buckets,
     /// Rows by their text folded in the collation, when text is grouped.
     texts: Option<(Collation, TextGroups)>,
     others: Vec<usize>,
@@ -1531,7 +1531,45 @@ struct HashProbe {
 /// Rows (their positions) by folded text.
 type TextGroups = FxHashMap<Vec<u8>, Vec<usize>>;
 
-#[derive(PartialEq, Eq, Hash)]
+/// Rows (their positions, ascending) by number: one array holding every group in turn, so
+/// that building allocates per table, not per distinct value.
+#[derive(Default)]
+struct Buckets {
+    /// Where each number's rows lie in `rows`.
+    at: FxHashMap<NumKey, (u32, u32)>,
+    rows: Vec<usize>,
+}
+
+impl Buckets {
+    /// Groups `(number, row)` pairs, given in ascending row order.
+    fn new(pairs: &[(NumKey, usize)]) -> Buckets {
+        let mut at: FxHashMap<NumKey, (u32, u32)> = FxHashMap::default();
+        for (k, _) in pairs {
+            at.entry(*k).or_default().1 += 1;
+        }
+        let mut start = 0;
+        for (from, len) in at.values_mut() {
+            (*from, start) = (start, start + *len);
+            // `len` counts the rows placed from here on, ending as the group's end.
+            *len = *from;
+        }
+        let mut rows = vec![0; pairs.len()];
+        for &(k, i) in pairs {
+            let end = &mut at.get_mut(&k).expect("counted above").1;
+            rows[*end as usize] = i;
+            *end += 1;
+        }
+        Buckets { at, rows }
+    }
+
+    fn get(&self, k: &NumKey) -> Option<&[usize]> {
+        self.at
+            .get(k)
+            .map(|&(from, end)| &self.rows[from as usize..end as usize])
+    }
+}
+
+#[derive(PartialEq, Eq, Hash, Clone, Copy)]
 enum NumKey {
     Int(i64),
     Real(u64),
@@ -1569,28 +1607,31 @@ impl HashProbe {
         let coll = text.filter(|c| !matches!(c, Collation::User(_)));
         let mut h = HashProbe {
             probe: probe.clone(),
-            buckets: FxHashMap::default(),
+            buckets: Buckets::default(),
             texts: coll.map(|c| (c, FxHashMap::default())),
             others: Vec::new(),
         };
+        let mut numbers = Vec::with_capacity(rows.len());
         for (i, r) in rows.iter().enumerate() {
             let v = &r[column];
             let mut placed = false;
             if let Some(k) = num_key(v) {
-                h.buckets.entry(k).or_default().push(i);
+                numbers.push((k, i));
                 placed = true;
             }
-            if let (Some((c, texts)), Value::Integer(_) | Value::Real(_) | Value::Text(_)) =
-                (&mut h.texts, v)
-            {
-                // (A number's text is the one TEXT affinity makes of it.)
+            // An integer's text (digits, a sign) is not grouped: no other number's text
+            // reads the same, and text equal to it once folded (RTRIM folds trailing
+            // spaces, which `parse_number` trims; NOCASE leaves digits) reads as that
+            // integer, so it and the integer find each other by number.
+            if let (Some((c, texts)), Value::Real(_) | Value::Text(_)) = (&mut h.texts, v) {
+                // (A real's text is the one TEXT affinity makes of it.)
                 if let Some(f) = folded(&v.to_text(), *c) {
                     texts.entry(f).or_default().push(i);
                     placed = true;
                 }
                 if let Value::Text(_) = v {
                     if let Some(k) = num_key(&Affinity::Numeric.apply(v.clone())) {
-                        h.buckets.entry(k).or_default().push(i);
+                        numbers.push((k, i));
                     }
                 }
             }
@@ -1598,27 +1639,30 @@ impl HashProbe {
                 h.others.push(i);
             }
         }
+        h.buckets = Buckets::new(&numbers);
         h
     }
 
     /// The rows (in scan order, each once) that can match `v`; `None`: all of them.
     fn candidates(&self, v: &Value) -> Option<std::borrow::Cow<'_, [usize]>> {
         let mut from: SmallVec<[&[usize]; 3]> = SmallVec::new();
-        let mut add = |k: Option<NumKey>| {
-            if let Some(b) = k.and_then(|k| self.buckets.get(&k)) {
-                from.push(b.as_slice());
-            }
-        };
         match (v, &self.texts) {
-            (Value::Integer(_) | Value::Real(_), None) => add(num_key(v)),
-            (Value::Integer(_) | Value::Real(_) | Value::Text(_), Some((c, texts))) => {
-                add(num_key(&Affinity::Numeric.apply(v.clone())));
-                let f = folded(&v.to_text(), *c)?;
-                if let Some(b) = texts.get(&f) {
-                    from.push(b.as_slice());
+            // Text equal to an integer's text in the collation reads as the integer
+            // (see `build`): an integer's rows are all found by number.
+            (Value::Integer(_), _) | (Value::Real(_), None) => {}
+            (Value::Real(_) | Value::Text(_), Some((c, texts))) => {
+                if let Some(b) = texts.get(&folded(&v.to_text(), *c)?) {
+                    from.push(b);
                 }
             }
             _ => return None,
+        }
+        let number = match v {
+            Value::Text(_) => num_key(&Affinity::Numeric.apply(v.clone())),
+            _ => num_key(v),
+        };
+        if let Some(b) = number.and_then(|k| self.buckets.get(&k)) {
+            from.push(b);
         }
         if !self.others.is_empty() {
             from.push(&self.others);

@@ -124,6 +124,13 @@ fn equality_joins_without_an_index_match_sqlite() {
         "'abc'",
         "1e3",
         "'1000'",
+        // Text that spells an integer in a collation only, and integers' neighbours.
+        "'2 '",
+        "'2  '",
+        "'-5'",
+        "-5",
+        "'007'",
+        "'1000.0'",
     ];
     let db = Database::open_in_memory().unwrap();
     let mut ours = db.connect();
