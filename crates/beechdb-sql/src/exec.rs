@@ -193,8 +193,46 @@ impl Frame {
     }
 }
 
-/// Values of the aggregates of the group being output, by the address of their call.
-type AggValues = FxHashMap<usize, Value>;
+/// Rows of equal width in one array (a window call's sort keys or arguments for each row).
+struct Strided {
+    width: usize,
+    values: Vec<Value>,
+}
+
+impl Strided {
+    fn new(width: usize, rows: usize) -> Strided {
+        Strided {
+            width,
+            values: Vec::with_capacity(width * rows),
+        }
+    }
+}
+
+impl std::ops::Index<usize> for Strided {
+    type Output = [Value];
+    fn index(&self, row: usize) -> &[Value] {
+        &self.values[row * self.width..(row + 1) * self.width]
+    }
+}
+
+/// Values of the aggregates (or window calls) of the group or row being output, by the
+/// address of their call: a few each, kept inline, as one is kept for every row a window
+/// call runs over.
+#[derive(Default, Clone)]
+struct AggValues(SmallVec<[(usize, Value); 2]>);
+
+impl AggValues {
+    fn get(&self, call: &usize) -> Option<&Value> {
+        self.0.iter().find(|(c, _)| c == call).map(|(_, v)| v)
+    }
+
+    fn insert(&mut self, call: usize, v: Value) {
+        match self.0.iter_mut().find(|(c, _)| *c == call) {
+            Some((_, held)) => *held = v,
+            None => self.0.push((call, v)),
+        }
+    }
+}
 
 /// Where names resolve: a frame and the current row, inside an outer scope.
 #[derive(Clone, Copy)]
@@ -4453,24 +4491,32 @@ impl<'a> Exec<'a> {
         (rows, aggs): (&[Row], Option<&[AggValues]>),
         outer: Option<&Scope>,
     ) -> Result<Vec<AggValues>> {
-        let mut out: Vec<AggValues> = vec![FxHashMap::default(); rows.len()];
+        let mut out: Vec<AggValues> = vec![AggValues::default(); rows.len()];
         let empty_row = vec![Value::Null; frame.width];
         for call in calls {
             let Expr::Window(w) = call else { continue };
             // Per row: its partition, its sort key, its arguments.
             let mut partitions: Vec<Vec<usize>> = Vec::new();
             let mut by_sig: FxHashMap<Vec<u8>, usize> = FxHashMap::default();
-            let (mut keys, mut args) = (
-                Vec::with_capacity(rows.len()),
-                Vec::with_capacity(rows.len()),
-            );
+            let mut keys = Strided::new(w.order.len(), rows.len());
+            let mut args = Strided::new(w.args.len(), rows.len());
+            if w.partition.is_empty() && !rows.is_empty() {
+                partitions.push((0..rows.len()).collect());
+            }
             for (i, r) in rows.iter().enumerate() {
                 let mut sc = Scope::new(frame, r, outer);
                 // Over an aggregate query's groups: each group's aggregates.
                 sc.agg = aggs.map(|a| &a[i]);
+                for o in &w.order {
+                    keys.values.push(self.eval(&o.expr, &sc)?);
+                }
+                for a in &w.args {
+                    args.values.push(self.eval(a, &sc)?);
+                }
+                if w.partition.is_empty() {
+                    continue;
+                }
                 let part = self.eval_all(w.partition.iter(), &sc)?;
-                keys.push(self.eval_all(w.order.iter().map(|o| &o.expr), &sc)?);
-                args.push(self.eval_all(w.args.iter(), &sc)?);
                 let sig = group_signature(&part);
                 let pi = *by_sig.entry(sig).or_insert_with(|| {
                     partitions.push(Vec::new());
@@ -4485,7 +4531,7 @@ impl<'a> Exec<'a> {
                     .map(|o| (o.desc, o.nulls_first, self.collation(&o.expr, &sc)))
                     .collect()
             };
-            let cmp = |a: &Row, b: &Row| {
+            let cmp = |a: &[Value], b: &[Value]| {
                 for (i, &(desc, nf, coll)) in specs.iter().enumerate() {
                     let o = order_values(&a[i], &b[i], coll, desc, nf);
                     if o != Ordering::Equal {
@@ -6245,7 +6291,7 @@ impl<'a> Exec<'a> {
             // Each group that HAVING keeps: its last row and its aggregates' values.
             let (mut kept, mut values_of) = (Vec::new(), Vec::new());
             for (_, g) in &mut groups {
-                let mut values: AggValues = FxHashMap::default();
+                let mut values = AggValues::default();
                 for (ci, c) in calls.iter().enumerate() {
                     values.insert(key_of(c), g.accs[ci].finish()?);
                 }
@@ -6267,7 +6313,7 @@ impl<'a> Exec<'a> {
                 }
                 let over = self.window_values(&windows, frame, (&kept, Some(&values_of)), outer)?;
                 for (values, w) in values_of.iter_mut().zip(over) {
-                    values.extend(w);
+                    w.0.into_iter().for_each(|(call, v)| values.insert(call, v));
                 }
             }
             for (row, values) in kept.iter().zip(&values_of) {
