@@ -4484,9 +4484,9 @@ impl<'a> Exec<'a> {
     }
 
     /// The value of each window call for each row of `rows` (joined rows of `frame`).
-    fn window_values(
+    fn window_values<'c>(
         &mut self,
-        calls: &[&Expr],
+        calls: &[&'c Expr],
         frame: &Frame,
         (rows, aggs): (&[Row], Option<&[AggValues]>),
         outer: Option<&Scope>,
@@ -4503,15 +4503,34 @@ impl<'a> Exec<'a> {
             if w.partition.is_empty() && !rows.is_empty() {
                 partitions.push((0..rows.len()).collect());
             }
+            // Column names resolved to slots once, not for each row; not over an aggregate
+            // query's groups, whose aggregate calls are found by their address.
+            let (order, call_args): (
+                Vec<std::borrow::Cow<'c, Expr>>,
+                Vec<std::borrow::Cow<'c, Expr>>,
+            ) = {
+                let bound = |e: &'c Expr| match aggs {
+                    Some(_) => std::borrow::Cow::Borrowed(e),
+                    None => {
+                        let mut e = e.clone();
+                        self.bind(&mut e, frame);
+                        std::borrow::Cow::Owned(e)
+                    }
+                };
+                (
+                    w.order.iter().map(|o| bound(&o.expr)).collect(),
+                    w.args.iter().map(bound).collect(),
+                )
+            };
             for (i, r) in rows.iter().enumerate() {
                 let mut sc = Scope::new(frame, r, outer);
                 // Over an aggregate query's groups: each group's aggregates.
                 sc.agg = aggs.map(|a| &a[i]);
-                for o in &w.order {
-                    keys.values.push(self.eval(&o.expr, &sc)?);
+                for e in &order {
+                    keys.values.push(self.eval(e, &sc)?);
                 }
-                for a in &w.args {
-                    args.values.push(self.eval(a, &sc)?);
+                for e in &call_args {
+                    args.values.push(self.eval(e, &sc)?);
                 }
                 if w.partition.is_empty() {
                     continue;
