@@ -608,8 +608,19 @@ mod tests {
         // Whatever cell the last insert was, or none: the hint only ever saves comparisons.
         let n = nslots(&p);
         for k in &probes {
-            for after in [None, Some(0), Some(n / 2), Some(n - 2), Some(n - 1), Some(n + 3)] {
-                assert_eq!(search_for_insert(&p, k, after), search(&p, k), "{k:?} {after:?}");
+            for after in [
+                None,
+                Some(0),
+                Some(n / 2),
+                Some(n - 2),
+                Some(n - 1),
+                Some(n + 3),
+            ] {
+                assert_eq!(
+                    search_for_insert(&p, k, after),
+                    search(&p, k),
+                    "{k:?} {after:?}"
+                );
             }
         }
         assert_eq!(search_for_insert(&leaf(4096), b"a", None), Err(0));

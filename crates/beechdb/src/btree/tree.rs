@@ -64,11 +64,7 @@ impl Engine {
     /// `node::search_for_insert`; the last insert, when into `leaf`, is where the key may
     /// follow).
     #[inline(always)]
-    fn search_for_insert(
-        &self,
-        leaf: u64,
-        k: &[u8],
-    ) -> Result<std::result::Result<usize, usize>> {
+    fn search_for_insert(&self, leaf: u64, k: &[u8]) -> Result<std::result::Result<usize, usize>> {
         let p = self.pager.node(leaf);
         if !node::has_long_keys(p) {
             let after = match self.last_insert {
@@ -633,14 +629,36 @@ impl Engine {
         idx: usize,
         cell: &[u8],
     ) -> Result<()> {
-        let scratch = self.pager.node(pid).to_vec();
-        let leaf = node::is_leaf(&scratch);
-        let n = node::nslots(&scratch);
-        let mut cells: Vec<&[u8]> = (0..n).map(|i| node::cell(&scratch, i)).collect();
-        cells.insert(idx, cell);
+        let (leaf, n) = {
+            let p = self.pager.node(pid);
+            (node::is_leaf(p), node::nslots(p))
+        };
         let rightmost = path
             .iter()
             .all(|&(p, i)| i == node::nslots(self.pager.node(p)));
+        let sorted_run =
+            self.insert_run >= SORTED_RUN && idx > 0 && self.last_insert == Some((pid, idx - 1));
+        if leaf && idx == n && (rightmost || sorted_run) {
+            // Appending past a full leaf's last entry (see below): the leaf stays as it is
+            // and the entry starts the next one, with nothing copied.
+            let sep = separator(
+                &self.cell_key(node::cell(self.pager.node(pid), n - 1), true)?,
+                &self.cell_key(cell, true)?,
+            );
+            let sep = self.encode_key(&sep)?;
+            let sep = KeyPart {
+                field: sep.field,
+                bytes: Cow::Owned(sep.bytes.into_owned()),
+            };
+            let right = self.pager.new_node(KIND_LEAF);
+            let fits = node::insert(self.pager.node_mut(right), 0, &[cell]);
+            debug_assert!(fits, "a cell fits an empty leaf");
+            self.last_insert = Some((right, 0));
+            return self.insert_separator(db, path, pid, sep, right);
+        }
+        let scratch = self.pager.node(pid).to_vec();
+        let mut cells: Vec<&[u8]> = (0..n).map(|i| node::cell(&scratch, i)).collect();
+        cells.insert(idx, cell);
         let sep = if leaf {
             // Appending at the right edge of the tree, or inserting right after the last
             // insert (a sorted load, also below larger keys): split where the insert goes,
@@ -648,9 +666,7 @@ impl Engine {
             let fits = |part: &[&[u8]]| {
                 part.iter().map(|c| c.len() + 2).sum::<usize>() <= self.pager.layout.capacity()
             };
-            let sequential = (idx == n && rightmost
-                || self.insert_run >= SORTED_RUN && self.last_insert == Some((pid, idx - 1)))
-                && fits(&cells[idx..]);
+            let sequential = (idx == n && rightmost || sorted_run) && fits(&cells[idx..]);
             let at = if sequential {
                 idx
             } else {
@@ -689,6 +705,20 @@ impl Engine {
             (sep, right)
         };
         let (sep, right) = sep;
+        self.insert_separator(db, path, pid, sep, right)
+    }
+
+    /// Inserts into the parent of `pid` (the end of `path`; a new root when `path` is empty)
+    /// the separator `sep` before `pid`'s new right sibling `right`, splitting upwards as
+    /// needed.
+    fn insert_separator(
+        &mut self,
+        db: u32,
+        path: &mut Vec<(u64, usize)>,
+        pid: u64,
+        sep: KeyPart,
+        right: u64,
+    ) -> Result<()> {
         let hdr = node::branch_cell_header(sep.field, right);
         match path.pop() {
             None => {
