@@ -21,6 +21,11 @@ fn window_functions_match_sqlite() {
         "SELECT name, sum(pay) OVER (PARTITION BY dept), count(*) OVER (), avg(pay) OVER (PARTITION BY dept) FROM emp ORDER BY id",
         "SELECT name, sum(pay) OVER (ORDER BY id), max(pay) OVER (ORDER BY pay) FROM emp ORDER BY id",
         "SELECT name, sum(pay) OVER (ORDER BY id ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING) FROM emp ORDER BY id",
+        // No rows, with and without partitions; sort keys and arguments that are
+        // expressions of several columns.
+        "SELECT sum(pay) OVER (ORDER BY id ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING), rank() OVER (ORDER BY pay) FROM emp WHERE id < 0",
+        "SELECT count(*) OVER (PARTITION BY dept ORDER BY id) FROM emp WHERE id < 0",
+        "SELECT name, sum(pay * id + 1) OVER (ORDER BY pay - id, name DESC ROWS 2 PRECEDING), max(name || dept) OVER (ORDER BY id) FROM emp ORDER BY id",
         "SELECT name, lag(name) OVER (ORDER BY id), lead(pay, 2, -1) OVER (ORDER BY id) FROM emp ORDER BY id",
         "SELECT name, first_value(name) OVER (PARTITION BY dept ORDER BY pay), last_value(name) OVER (PARTITION BY dept ORDER BY pay ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) FROM emp ORDER BY id",
         "SELECT name, ntile(3) OVER (ORDER BY id), percent_rank() OVER (ORDER BY pay), cume_dist() OVER (ORDER BY pay) FROM emp ORDER BY id",
