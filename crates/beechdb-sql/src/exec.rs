@@ -5909,7 +5909,12 @@ impl<'a> Exec<'a> {
     /// A result row of `plan` in scope `sc`: its result columns and its ORDER BY key.
     fn project(&mut self, plan: &CorePlan, sc: &Scope) -> Result<(Row, Row)> {
         let vals = self.eval_all(plan.exprs.iter().map(|(e, _)| e), sc)?;
-        Ok((vals, self.eval_all(plan.order_exprs.iter(), sc)?))
+        // Rows read in the order asked for are not sorted: they need no sort key.
+        let key = match plan.in_order {
+            true => Vec::new(),
+            false => self.eval_all(plan.order_exprs.iter(), sc)?,
+        };
+        Ok((vals, key))
     }
 
     /// The rows of a plain `VALUES` list (no WITH, compound, ORDER BY or LIMIT), with
