@@ -1,5 +1,5 @@
 //! Profiling aid: one prepared statement run many times on a 100,000-row table.
-//! `cargo run --release -p beechdb-sql --example point_select -- 1000000 [pk|index|update|insert|scan|order|ordercover|orderlt|cte|cteunion|join|exprjoin|window|filter|wide1|wide10|wide11|wide13|wide18|wide20|wide22|wide27]`
+//! `cargo run --release -p beechdb-sql --example point_select -- 1000000 [pk|index|update|insert|scan|order|ordercover|orderlt|cte|cteunion|join|exprjoin|window|groupby|filter|wide1|wide10|wide11|wide13|wide18|wide20|wide22|wide27]`
 
 use beechdb_sql::{Database, Value};
 
@@ -76,6 +76,7 @@ fn main() -> Result<(), beechdb_sql::Error> {
         "join" => "SELECT a.x, b.y, c.z FROM a JOIN b ON b.a_id = a.id JOIN c ON c.b_id = b.id WHERE a.id = ?1 % 10000 + 1",
         "exprjoin" => "SELECT count(*), sum(b.id) FROM b, c WHERE c.z = b.y + 2 + 0 * ?1",
         "window" => "SELECT count(*), sum(s) FROM (SELECT sum(k) OVER (ORDER BY id ROWS BETWEEN 50 PRECEDING AND 50 FOLLOWING) s FROM t WHERE id > 0 * ?1)",
+        "groupby" => "SELECT k % 100 + 0 * ?1, count(*), sum(id) FROM t GROUP BY 1",
         other => panic!("unknown statement kind {other}"),
     };
     let sel = c.prepare(sql)?;
