@@ -641,15 +641,8 @@ impl Engine {
         if leaf && idx == n && (rightmost || sorted_run) {
             // Appending past a full leaf's last entry (see below): the leaf stays as it is
             // and the entry starts the next one, with nothing copied.
-            let sep = separator(
-                &self.cell_key(node::cell(self.pager.node(pid), n - 1), true)?,
-                &self.cell_key(cell, true)?,
-            );
-            let sep = self.encode_key(&sep)?;
-            let sep = KeyPart {
-                field: sep.field,
-                bytes: Cow::Owned(sep.bytes.into_owned()),
-            };
+            let last = node::cell(self.pager.node(pid), n - 1).to_vec();
+            let sep = self.leaf_separator(&last, cell)?;
             let right = self.pager.new_node(KIND_LEAF);
             let fits = node::insert(self.pager.node_mut(right), 0, &[cell]);
             debug_assert!(fits, "a cell fits an empty leaf");
@@ -672,15 +665,7 @@ impl Engine {
             } else {
                 balanced_split(&cells)
             };
-            let sep = separator(
-                &self.cell_key(cells[at - 1], true)?,
-                &self.cell_key(cells[at], true)?,
-            );
-            let sep = self.encode_key(&sep)?;
-            let sep = KeyPart {
-                field: sep.field,
-                bytes: Cow::Owned(sep.bytes.into_owned()),
-            };
+            let sep = self.leaf_separator(cells[at - 1], cells[at])?;
             let right = self.pager.new_node(KIND_LEAF);
             node::rebuild(self.pager.node_mut(pid), &cells[..at]);
             node::rebuild(self.pager.node_mut(right), &cells[at..]);
@@ -706,6 +691,17 @@ impl Engine {
         };
         let (sep, right) = sep;
         self.insert_separator(db, path, pid, sep, right)
+    }
+
+    /// The separator a branch keeps between adjacent leaf cells `left` and `right`: the
+    /// shortest prefix of `right`'s key above `left`'s.
+    fn leaf_separator(&mut self, left: &[u8], right: &[u8]) -> Result<KeyPart<'static>> {
+        let sep = separator(&self.cell_key(left, true)?, &self.cell_key(right, true)?);
+        let sep = self.encode_key(&sep)?;
+        Ok(KeyPart {
+            field: sep.field,
+            bytes: Cow::Owned(sep.bytes.into_owned()),
+        })
     }
 
     /// Inserts into the parent of `pid` (the end of `path`; a new root when `path` is empty)
