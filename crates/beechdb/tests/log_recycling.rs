@@ -60,7 +60,11 @@ fn a_power_cut_after_a_recycled_segment_is_installed_loses_no_sync_commit() {
             } else if w.installed_recycled.swap(false, SeqCst) {
                 let mut image = w.image.lock().unwrap();
                 if image.is_none() {
-                    *image = Some((mem.crash_image(seed), w.acked.load(SeqCst)));
+                    // The count first: this hook may run on a background thread (a
+                    // checkpoint's page), and a commit acknowledged between the image and
+                    // the count would be counted without being in the image.
+                    let acked = w.acked.load(SeqCst);
+                    *image = Some((mem.crash_image(seed), acked));
                 }
             }
             Ok(())
