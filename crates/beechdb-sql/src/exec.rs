@@ -1585,17 +1585,19 @@ impl Buckets {
         for (k, _) in pairs {
             at.entry(*k).or_default().1 += 1;
         }
+        // Each group's span: counted above in its second field, which from here on is
+        // where its next row goes (its end once all are placed).
         let mut start = 0;
-        for (from, len) in at.values_mut() {
-            (*from, start) = (start, start + *len);
-            // `len` counts the rows placed from here on, ending as the group's end.
-            *len = *from;
+        for (from, next) in at.values_mut() {
+            let len = *next;
+            (*from, *next) = (start, start);
+            start += len;
         }
         let mut rows = vec![0; pairs.len()];
         for &(k, i) in pairs {
-            let end = &mut at.get_mut(&k).expect("counted above").1;
-            rows[*end as usize] = i;
-            *end += 1;
+            let next = &mut at.get_mut(&k).expect("counted above").1;
+            rows[*next as usize] = i;
+            *next += 1;
         }
         Buckets { at, rows }
     }
@@ -2267,6 +2269,13 @@ impl<'a> Exec<'a> {
     fn bind(&self, e: &mut Expr, frame: &Frame) {
         frame.bind(e);
         self.compile_comparisons(e, frame);
+    }
+
+    /// A copy of `e` bound to `frame` (see [`Exec::bind`]).
+    fn bound(&self, e: &Expr, frame: &Frame) -> Expr {
+        let mut e = e.clone();
+        self.bind(&mut e, frame);
+        e
     }
 
     /// Turns the comparisons of `e` whose affinities and collation do not depend on the
@@ -4511,11 +4520,7 @@ impl<'a> Exec<'a> {
             ) = {
                 let bound = |e: &'c Expr| match aggs {
                     Some(_) => std::borrow::Cow::Borrowed(e),
-                    None => {
-                        let mut e = e.clone();
-                        self.bind(&mut e, frame);
-                        std::borrow::Cow::Owned(e)
-                    }
+                    None => std::borrow::Cow::Owned(self.bound(e, frame)),
                 };
                 (
                     w.order.iter().map(|o| bound(&o.expr)).collect(),
@@ -5131,30 +5136,22 @@ impl<'a> Exec<'a> {
         };
         let mut frame = Frame::default();
         frame.push(&source, cte_source_columns(names), false);
-        let bound = |e: &Expr| {
-            let mut e = e.clone();
-            self.bind(&mut e, &frame);
-            e
-        };
         let mut width = 0;
         let mut exprs = Vec::with_capacity(columns.len());
         for c in columns {
-            exprs.push(match c {
-                ResultColumn::Expr(e, _) if plain(e) => Some(bound(e)),
+            let e = match c {
+                ResultColumn::Expr(e, _) if plain(e) => Some(self.bound(e, &frame)),
                 ResultColumn::Star => None,
                 ResultColumn::TableStar(t) if lc(t) == source => None,
                 _ => return None,
-            });
-            width += exprs
-                .last()
-                .expect("pushed")
-                .as_ref()
-                .map_or(names.len(), |_| 1);
+            };
+            width += e.as_ref().map_or(names.len(), |_| 1);
+            exprs.push(e);
         }
         if width != names.len() || !where_.as_ref().is_none_or(plain) {
             return None;
         }
-        let where_ = where_.as_ref().map(bound);
+        let where_ = where_.as_ref().map(|e| self.bound(e, &frame));
         Some(SimpleStep {
             frame,
             columns: exprs,

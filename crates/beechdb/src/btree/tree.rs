@@ -633,13 +633,15 @@ impl Engine {
             let p = self.pager.node(pid);
             (node::is_leaf(p), node::nslots(p))
         };
-        let rightmost = path
-            .iter()
-            .all(|&(p, i)| i == node::nslots(self.pager.node(p)));
         let sorted_run =
             self.insert_run >= SORTED_RUN && idx > 0 && self.last_insert == Some((pid, idx - 1));
-        if leaf && idx == n && (rightmost || sorted_run) {
-            // Appending past a full leaf's last entry (see below): the leaf stays as it is
+        let rightmost = || {
+            path.iter()
+                .all(|&(p, i)| i == node::nslots(self.pager.node(p)))
+        };
+        if leaf && idx == n && (sorted_run || rightmost()) {
+            // Appending past a full leaf's last entry, at the right edge of the tree or in a
+            // sorted run (a load, also below larger keys): the leaf stays as it is, full,
             // and the entry starts the next one, with nothing copied.
             let last = node::cell(self.pager.node(pid), n - 1).to_vec();
             let sep = self.leaf_separator(&last, cell)?;
@@ -653,13 +655,12 @@ impl Engine {
         let mut cells: Vec<&[u8]> = (0..n).map(|i| node::cell(&scratch, i)).collect();
         cells.insert(idx, cell);
         let sep = if leaf {
-            // Appending at the right edge of the tree, or inserting right after the last
-            // insert (a sorted load, also below larger keys): split where the insert goes,
-            // leaving the left page full.
+            // Inside a sorted run (an append past the last entry went above): split where
+            // the insert goes, leaving the left page full.
             let fits = |part: &[&[u8]]| {
                 part.iter().map(|c| c.len() + 2).sum::<usize>() <= self.pager.layout.capacity()
             };
-            let sequential = (idx == n && rightmost || sorted_run) && fits(&cells[idx..]);
+            let sequential = sorted_run && fits(&cells[idx..]);
             let at = if sequential {
                 idx
             } else {
