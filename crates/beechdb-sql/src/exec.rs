@@ -565,6 +565,13 @@ fn is_aggregate_call(e: &Expr) -> bool {
     }
 }
 
+/// Whether `e` is a call of the aggregate min() or max() (one argument; a user's function
+/// of that name is not), whose rows the bare columns of its query follow.
+fn is_extreme_call(e: &Expr) -> bool {
+    matches!(e, Expr::Function { name, args, user: None, .. }
+        if args.len() == 1 && (name == "min" || name == "max"))
+}
+
 fn collect_aggregates<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
     collect_matching(e, &is_aggregate_call, out)
 }
@@ -720,8 +727,8 @@ pub(crate) struct CorePlan {
     group_terms: Vec<Expr>,
     having: Option<Expr>,
     aggregate: bool,
-    /// An aggregate query reads columns outside aggregate calls: each group keeps its
-    /// last row for them.
+    /// An aggregate query reads columns outside aggregate calls: each group keeps a row
+    /// for them (the one SQLite would: see the aggregation in `Exec::core`).
     bare: bool,
     windows: bool,
     /// `SELECT min(c)` or `max(c)` of one table, alone, read at one end of its rowid or an
@@ -6131,16 +6138,17 @@ impl<'a> Exec<'a> {
             self.top_gate = outer_gate;
             read_all?;
         } else {
-            // Aggregates: the calls in the result, HAVING and ORDER BY.
+            // Aggregates: the calls in the result, ORDER BY and HAVING (SQLite's order, which
+            // says which min() or max() picks the row of the bare columns, below).
             let mut calls: Vec<&Expr> = Vec::new();
             for (e, _) in exprs {
                 collect_aggregates(e, &mut calls);
             }
-            if let Some(h) = &plan.having {
-                collect_aggregates(h, &mut calls);
-            }
             for e in order_exprs {
                 collect_aggregates(e, &mut calls);
+            }
+            if let Some(h) = &plan.having {
+                collect_aggregates(h, &mut calls);
             }
             struct Group {
                 accs: Vec<Acc>,
@@ -6206,6 +6214,31 @@ impl<'a> Exec<'a> {
                     _ => unreachable!(),
                 })
                 .collect();
+            // Which row of a group the bare columns read, as SQLite picks it: with no min()
+            // or max() call, the group's first row; with them, the row at which the last of
+            // them (SQLite keeps one call of each text) took a new value, or the row before
+            // when it did not. `extremes` lists those calls; `skips` is SQLite's register
+            // of whether the last one run skipped the row, kept from row to row as it is.
+            let extremes: Vec<usize> = match bare {
+                true => {
+                    let mut texts: Vec<String> = Vec::new();
+                    let mut firsts = Vec::new();
+                    for (ci, c) in calls.iter().enumerate() {
+                        if !is_extreme_call(c) {
+                            continue;
+                        }
+                        let text = format!("{c:?}");
+                        if !texts.contains(&text) {
+                            texts.push(text);
+                            firsts.push(ci);
+                        }
+                    }
+                    firsts
+                }
+                false => Vec::new(),
+            };
+            let mut skipped: Vec<Option<bool>> = vec![None; calls.len()];
+            let mut skips = false;
             let mut step = |me: &mut Self, r: &mut [Value]| -> Result<bool> {
                 let sc = Scope::new(frame, r, outer);
                 // Without GROUP BY there is one group: no key to build or hash.
@@ -6268,12 +6301,28 @@ impl<'a> Exec<'a> {
                             continue;
                         }
                     }
+                    if !extremes.is_empty() {
+                        skipped[ci] = Some(g.accs[ci].keeps_extreme(vals, colls[ci]));
+                    }
                     g.accs[ci].step(vals, colls[ci])?;
                 }
                 if bare {
-                    let last = &mut groups[gi].1.row;
-                    last.clear();
-                    last.extend_from_slice(r);
+                    let load = match extremes.is_empty() {
+                        true => found.is_none(),
+                        false => {
+                            for &ci in &extremes {
+                                if let Some(s) = skipped[ci].take() {
+                                    skips = s;
+                                }
+                            }
+                            !skips
+                        }
+                    };
+                    if load {
+                        let row = &mut groups[gi].1.row;
+                        row.clear();
+                        row.extend_from_slice(r);
+                    }
                 }
                 Ok(true)
             };

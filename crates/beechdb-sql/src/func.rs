@@ -116,8 +116,18 @@ impl Acc {
         }
     }
 
-    /// Adds one row's arguments (`count(*)` passes none).
-    /// Adds a row's arguments; the commonest steps (a count, an integer sum) inline.
+    /// For min() and max(): whether a step with `args` keeps the value it has (a NULL, or
+    /// no better value), which in SQLite leaves the bare columns of the query on the row
+    /// they were read from. False before the first value, and for other aggregates.
+    pub fn keeps_extreme(&self, args: &[Value], coll: Collation) -> bool {
+        match (self, args.first()) {
+            (Acc::Extreme(Some(m), want), Some(v)) => v.is_null() || v.cmp_with(m, coll) != *want,
+            _ => false,
+        }
+    }
+
+    /// Adds a row's arguments (`count(*)` passes none); the commonest steps (a count, an
+    /// integer sum) inline.
     #[inline]
     pub fn step(&mut self, args: &[Value], coll: Collation) -> Result<()> {
         match (&mut *self, args.first()) {
