@@ -657,4 +657,14 @@ impl Expr {
         f(self);
         each_child!(self, |c| c.walk_mut(f));
     }
+
+    /// Replaces each sub-expression that `f` gives a replacement for, this one first; not
+    /// descending into a replacement (which may hold what it replaced: an alias's
+    /// expression naming a column of the alias's name), nor into subqueries.
+    pub fn replace_each(&mut self, f: &mut impl FnMut(&Expr) -> Option<Expr>) {
+        match f(self) {
+            Some(x) => *self = x,
+            None => each_child!(self, |c| c.replace_each(f)),
+        }
+    }
 }

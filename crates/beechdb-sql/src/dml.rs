@@ -618,7 +618,9 @@ impl Exec<'_> {
         if triggers.is_empty() {
             return Ok(true);
         }
-        if self.trigger_depth > 32 {
+        // SQLite's limit (SQLITE_MAX_TRIGGER_DEPTH); each level's statements run on a
+        // stack with room for them (`crate::deep`).
+        if self.trigger_depth >= 1000 {
             return Err(Error::Sql("too many levels of trigger recursion".into()));
         }
         let frame = trigger_frame(t);
@@ -636,7 +638,7 @@ impl Exec<'_> {
             self.trigger_depth += 1;
             let mut result = Ok(true);
             for stmt in &tr.def.body {
-                let r = self.run_in_trigger(stmt, &frame, &row);
+                let r = crate::deep(|| self.run_in_trigger(stmt, &frame, &row));
                 match r {
                     Err(Error::Raise(m)) if m == "\u{0}ignore" => {
                         result = Ok(false);

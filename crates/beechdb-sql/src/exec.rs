@@ -293,6 +293,9 @@ pub struct Exec<'a> {
     pub plan: Option<Vec<String>>,
     /// Names the statement wrote double-quoted (see `parse::Parsed::quoted`).
     pub quoted: &'a [String],
+    /// The views whose columns are being worked out, outermost first: one met again is
+    /// defined in a cycle (views dropped and made again can name each other).
+    pub expanding: std::cell::RefCell<Vec<String>>,
     /// Common table expressions in scope, innermost last: name -> (columns, rows).
     pub ctes: Vec<FxHashMap<String, Arc<Materialized>>>,
     /// Set from another thread to stop the statement (see `Interrupter`).
@@ -2526,8 +2529,13 @@ impl<'a> Exec<'a> {
                 } else if let Some(t) = self.schema.tables.get(&lc(name)) {
                     frame.push(label, table_columns(t), true);
                 } else if let Some(v) = self.schema.views.get(&lc(name)) {
-                    let cols = self.select_columns(&v.select, v.columns.as_deref())?;
-                    frame.push(label, cols, false);
+                    if self.expanding.borrow().contains(&v.name) {
+                        return Err(Error::Sql(format!("view {} is circularly defined", v.name)));
+                    }
+                    self.expanding.borrow_mut().push(v.name.clone());
+                    let cols = self.select_columns(&v.select, v.columns.as_deref());
+                    self.expanding.borrow_mut().pop();
+                    frame.push(label, cols?, false);
                 } else if is_schema_table(name) {
                     frame.push(label, schema_table_columns(), false);
                 } else if name.eq_ignore_ascii_case("sqlite_sequence") {
@@ -5678,20 +5686,18 @@ impl<'a> Exec<'a> {
         let mut changed = false;
         let mut misuse = None;
         let mut out = e.clone();
-        out.walk_mut(&mut |e| {
+        out.replace_each(&mut |e| {
             let Expr::Column { table: None, name } = e else {
-                return;
+                return None;
             };
             if known(name) {
-                return;
+                return None;
             }
             let alias = exprs.iter().find(|(x, n)| {
                 n.eq_ignore_ascii_case(name)
                     && !matches!(x, Expr::Column { table: None, name: c } if c.eq_ignore_ascii_case(name))
             });
-            let Some((x, _)) = alias else {
-                return;
-            };
+            let (x, _) = alias?;
             let mut calls = Vec::new();
             collect_aggregates(x, &mut calls);
             match (calls.first(), clause) {
@@ -5708,8 +5714,8 @@ impl<'a> Exec<'a> {
                 }
                 _ => {}
             }
-            *e = x.clone();
             changed = true;
+            Some(x.clone())
         });
         match misuse {
             Some(m) => Err(Error::Sql(m)),

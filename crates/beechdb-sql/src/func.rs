@@ -878,49 +878,72 @@ fn like_units<U: LikeUnit>(s: &[U], p: &[U], escape: Option<U>) -> bool {
     }
 }
 
-/// `x GLOB pattern` (case-sensitive, `*`, `?`, `[...]`).
+/// `x GLOB pattern` (case-sensitive, `*`, `?`, `[...]`). Left to right, going back only
+/// to just after the last `*` met, as LIKE does (`like_units`): a `*` per character tried
+/// at every split had made `'aaa...' GLOB '*a*a*a...b'` run for minutes, and recursed once
+/// per character of the text.
 pub fn glob(s: &str, pattern: &str) -> bool {
-    let s: Vec<char> = s.chars().collect();
-    let p: Vec<char> = pattern.chars().collect();
-    fn go(s: &[char], p: &[char]) -> bool {
-        let Some((&c, rest)) = p.split_first() else {
-            return s.is_empty();
-        };
-        match c {
-            '*' => (0..=s.len()).any(|i| go(&s[i..], rest)),
-            '?' => !s.is_empty() && go(&s[1..], rest),
-            '[' => {
-                let Some(&x) = s.first() else { return false };
-                let mut i = 0;
-                let negate = rest.first() == Some(&'^');
-                if negate {
-                    i += 1;
+    let s: SmallVec<[char; 64]> = s.chars().collect();
+    let p: SmallVec<[char; 32]> = pattern.chars().collect();
+    let (mut si, mut pi) = (0, 0);
+    let mut last_star: Option<(usize, usize)> = None;
+    loop {
+        if let Some(&c) = p.get(pi) {
+            let width = match c {
+                '*' => {
+                    last_star = Some((pi + 1, si));
+                    pi += 1;
+                    continue;
                 }
-                let mut matched = false;
-                let mut first = true;
-                while i < rest.len() && (rest[i] != ']' || first) {
-                    if i + 2 < rest.len() && rest[i + 1] == '-' && rest[i + 2] != ']' {
-                        if rest[i] <= x && x <= rest[i + 2] {
-                            matched = true;
-                        }
-                        i += 3;
-                    } else {
-                        if rest[i] == x {
-                            matched = true;
-                        }
-                        i += 1;
-                    }
-                    first = false;
+                '?' => (si < s.len()).then_some(1),
+                '[' => {
+                    let Some(&x) = s.get(si) else {
+                        return false;
+                    };
+                    // A class with no end matches nothing, wherever a `*` puts it.
+                    let (matched, width) = match glob_class(&p[pi + 1..], x) {
+                        Some(m) => m,
+                        None => return false,
+                    };
+                    matched.then_some(width + 1)
                 }
-                if i >= rest.len() {
-                    return false;
-                }
-                matched != negate && go(&s[1..], &rest[i + 1..])
+                _ => (s.get(si) == Some(&c)).then_some(1),
+            };
+            if let Some(width) = width {
+                si += 1;
+                pi += width;
+                continue;
             }
-            _ => s.first() == Some(&c) && go(&s[1..], rest),
+        } else if si == s.len() {
+            return true;
+        }
+        match last_star {
+            Some((after, from)) if from < s.len() => {
+                last_star = Some((after, from + 1));
+                (pi, si) = (after, from + 1);
+            }
+            _ => return false,
         }
     }
-    go(&s, &p)
+}
+
+/// Whether `x` is in the GLOB class whose text (after its `[`) begins `p`, and how many
+/// characters of `p` the class takes with its `]`; `None` when it has no `]`.
+fn glob_class(p: &[char], x: char) -> Option<(bool, usize)> {
+    let negate = p.first() == Some(&'^');
+    let mut i = usize::from(negate);
+    let (mut matched, mut first) = (false, true);
+    while i < p.len() && (p[i] != ']' || first) {
+        if i + 2 < p.len() && p[i + 1] == '-' && p[i + 2] != ']' {
+            matched |= p[i] <= x && x <= p[i + 2];
+            i += 3;
+        } else {
+            matched |= p[i] == x;
+            i += 1;
+        }
+        first = false;
+    }
+    (i < p.len()).then_some((matched != negate, i + 1))
 }
 
 /// The value of CURRENT_DATE / CURRENT_TIME / CURRENT_TIMESTAMP.
@@ -1042,6 +1065,53 @@ mod tests {
         // split) would not end; this goes back to the last `%` only.
         let long = "a".repeat(5000);
         assert!(!like(&long, "%a%a%a%a%a%a%a%a%a%a%b", None));
+    }
+
+    /// The matcher GLOB had: each `*` tried at every split, recursively.
+    fn glob_reference(s: &[char], p: &[char]) -> bool {
+        let Some((&c, rest)) = p.split_first() else {
+            return s.is_empty();
+        };
+        match c {
+            '*' => (0..=s.len()).any(|i| glob_reference(&s[i..], rest)),
+            '?' => !s.is_empty() && glob_reference(&s[1..], rest),
+            '[' => {
+                let Some(&x) = s.first() else { return false };
+                match glob_class(rest, x) {
+                    Some((true, width)) => glob_reference(&s[1..], &rest[width..]),
+                    _ => false,
+                }
+            }
+            _ => s.first() == Some(&c) && glob_reference(&s[1..], rest),
+        }
+    }
+
+    #[test]
+    fn glob_agrees_with_the_rules_and_stays_linear() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+        let pick = |rng: &mut rand::rngs::StdRng, from: &[char], n: usize| -> String {
+            (0..rng.gen_range(0..n))
+                .map(|_| from[rng.gen_range(0..from.len())])
+                .collect()
+        };
+        for _ in 0..20_000 {
+            let s = pick(&mut rng, &['a', 'b', 'c', '*', ']', '-', 'é'], 8);
+            let p = pick(
+                &mut rng,
+                &['a', 'b', '*', '?', '[', ']', '^', '-', 'c', 'é'],
+                8,
+            );
+            let (sc, pc): (Vec<char>, Vec<char>) = (s.chars().collect(), p.chars().collect());
+            assert_eq!(glob(&s, &p), glob_reference(&sc, &pc), "{s:?} GLOB {p:?}");
+        }
+        // The reference would run for minutes on the first two, and recurse once per
+        // character of the text (a million deep) on the last.
+        let long = "a".repeat(5000);
+        assert!(!glob(&long, &format!("{}b", "*a".repeat(30))));
+        assert!(!glob(&long, &format!("{}?b", "*a*[a-c]".repeat(15))));
+        assert!(glob(&long, &"*a*[a-c]".repeat(15)));
+        assert!(glob(&"x".repeat(1_000_000), "*x?x"));
     }
 
     #[test]

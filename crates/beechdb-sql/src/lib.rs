@@ -24,6 +24,37 @@
 
 mod alter;
 mod ast;
+
+/// Runs `f`, moving first to a new stack segment when less than [`RED_ZONE`] of the
+/// current one is left. The steps that recurse once per level of nested SQL (converting a
+/// parsed statement, planning it, evaluating its expressions) call it, so that a
+/// statement nested as deep as allowed (`parse::MAX_DEPTH`) runs on a thread of any stack
+/// size; a level costs a comparison of the stack pointer while the stack lasts.
+pub(crate) fn deep<T>(f: impl FnOnce() -> T) -> T {
+    stacker::maybe_grow(RED_ZONE, STACK_SEGMENT, f)
+}
+
+/// Runs `f`, which recurses up to `levels` deep over nested SQL outside [`deep`]'s care
+/// (rendering a parsed expression, planning and running a statement), on a stack with
+/// room for that many levels: the current one when they are few, else a new one.
+pub(crate) fn with_stack_for<T>(levels: usize, f: impl FnOnce() -> T) -> T {
+    if levels <= SHALLOW_LEVELS {
+        return f();
+    }
+    stacker::grow(levels * STACK_PER_LEVEL + RED_ZONE, f)
+}
+
+/// Levels of nesting any thread's stack has room for (statements this deep or shallower,
+/// all but machine-made ones, run where they are).
+const SHALLOW_LEVELS: usize = 64;
+/// Stack one level of nesting may take, its conversion, planning and evaluation together.
+const STACK_PER_LEVEL: usize = 16 << 10;
+
+/// Stack left below which [`deep`] moves to a new segment: more than the deepest
+/// single level's frames take.
+const RED_ZONE: usize = 128 << 10;
+/// The size of a segment [`deep`] adds.
+const STACK_SEGMENT: usize = 2 << 20;
 mod date;
 mod dml;
 mod error;
@@ -232,6 +263,8 @@ pub struct Statement {
     stmt: Stmt,
     params: Vec<Option<String>>,
     explain: bool,
+    /// How deep it nests (see `parse::Parsed::depth`).
+    depth: usize,
     /// See `parse::Parsed::quoted`.
     quoted: Arc<[String]>,
     /// Plans kept between runs (shared by clones: they name the same `PlanId`s).
@@ -244,6 +277,7 @@ impl From<parse::Parsed> for Statement {
             stmt: p.stmt,
             params: p.params,
             explain: p.explain,
+            depth: p.depth,
             quoted: p.quoted.into(),
             plans: Default::default(),
         }
@@ -462,6 +496,11 @@ impl Connection {
     /// Runs a prepared statement with `params` (1-based positions); returns its rows (none
     /// for statements that return none).
     pub fn run(&mut self, stmt: &Statement, params: &[Value]) -> Result<QueryResult> {
+        let levels = stmt.depth.max(self.schema.deepest);
+        with_stack_for(levels, || self.run_here(stmt, params))
+    }
+
+    fn run_here(&mut self, stmt: &Statement, params: &[Value]) -> Result<QueryResult> {
         self.interrupted.store(false, Ordering::Relaxed);
         if stmt.explain {
             return self.explain(stmt, params);
@@ -629,6 +668,7 @@ impl Connection {
             top_gate: None,
             kept_scans: Default::default(),
             quoted: &stmt.quoted,
+            expanding: Default::default(),
         };
         let mut described = None;
         let r = match &stmt.stmt {
@@ -685,6 +725,7 @@ impl Connection {
             top_gate: None,
             kept_scans: Default::default(),
             quoted: &stmt.quoted,
+            expanding: Default::default(),
         };
         let res = match &stmt.stmt {
             Stmt::Select(s) => ex.select(s, None),
@@ -746,6 +787,10 @@ impl Connection {
         }
         if !std::ptr::eq(schema_before, Arc::as_ptr(&self.schema)) {
             self.schema_changed = true;
+            if stmt.depth > self.schema.deepest {
+                // Until the commit reads the schema back: what this statement made.
+                Arc::make_mut(&mut self.schema).deepest = stmt.depth;
+            }
         }
         res
     }

@@ -24,6 +24,8 @@ pub struct Parsed {
     /// Bytes of the input this statement took (to find where the next begins).
     pub consumed: usize,
     pub explain: bool,
+    /// How deep its expressions and SELECTs nest (at most [`MAX_DEPTH`]).
+    pub depth: usize,
 }
 
 /// Parses the first statement of `sql`; `Ok(None)` when there is none (only spaces,
@@ -61,17 +63,24 @@ fn parse_checked(sql: &str, registry: &Registry, check_calls: bool) -> Result<Op
         quoted: Vec::new(),
         text: &sql[..consumed],
         typed: None,
+        depth: 0,
+        deepest: 0,
     };
-    let (stmt, explain) = match &cmd {
-        p::Cmd::Stmt(s) => (cx.stmt(s)?, false),
-        p::Cmd::Explain(s) | p::Cmd::ExplainQueryPlan(s) => (cx.stmt(s)?, true),
+    let converted = match &cmd {
+        p::Cmd::Stmt(s) => cx.stmt(s).map(|s| (s, false)),
+        p::Cmd::Explain(s) | p::Cmd::ExplainQueryPlan(s) => cx.stmt(s).map(|s| (s, true)),
     };
+    // The parser's tree lives in `bump`, which frees it whole; dropping it first would walk
+    // it recursively, as deep as the input nests (past `MAX_DEPTH`: a stack overflow).
+    std::mem::forget(cmd);
+    let (stmt, explain) = converted?;
     Ok(Some(Parsed {
         stmt,
         params: cx.params,
         quoted: cx.quoted,
         consumed,
         explain,
+        depth: cx.deepest,
     }))
 }
 
@@ -202,7 +211,17 @@ struct Cx<'r> {
     /// typed, and whether a column was named by it.
     text: &'r str,
     typed: Option<Vec<(String, String, bool)>>,
+    /// Expressions and SELECTs being converted, one inside the next (see [`MAX_DEPTH`]),
+    /// and the most there have been.
+    depth: usize,
+    deepest: usize,
 }
+
+/// How deep expressions and SELECTs may nest, one in another: SQLite's limit on an
+/// expression tree (`SQLITE_MAX_EXPR_DEPTH`), with its error. Deeper input (a thousand
+/// parentheses, a sum of twenty thousand terms) would overflow the stack of the recursive
+/// steps that convert, plan and evaluate it, and end the process.
+pub const MAX_DEPTH: usize = 1000;
 
 /// A window definition before its frame's defaults are decided (they depend on whether,
 /// once built on its base, it has an ORDER BY).
@@ -852,7 +871,9 @@ impl Cx<'_> {
     /// The text an expression was typed as: the first result column not yet taken whose
     /// text is its rendering but for spacing and case; its rendering if none is.
     fn typed_text(&mut self, e: &p::Expr) -> String {
-        let rendered = column_name(e);
+        // Rendering recurses as deep as `e` nests, which was converted just now: at most
+        // `deepest` levels.
+        let rendered = crate::with_stack_for(self.deepest, || column_name(e));
         let squeeze = |s: &str| -> String {
             s.chars()
                 .filter(|c| !c.is_whitespace())
@@ -883,8 +904,9 @@ impl Cx<'_> {
                 p::ResultColumn::Star => ResultColumn::Star,
                 p::ResultColumn::TableStar(n) => ResultColumn::TableStar(name(n)),
                 p::ResultColumn::Expr(e, alias) => {
-                    let alias = self.result_alias(e, alias.as_ref());
-                    ResultColumn::Expr(self.expr(e)?, alias)
+                    // Converted first: past `MAX_DEPTH` it is refused before it is rendered.
+                    let x = self.expr(e)?;
+                    ResultColumn::Expr(x, self.result_alias(e, alias.as_ref()))
                 }
             });
         }
@@ -1037,6 +1059,24 @@ impl Cx<'_> {
     }
 
     fn select(&mut self, s: &p::Select) -> Result<Select> {
+        self.nested(|cx| cx.select_at_depth(s))
+    }
+
+    /// Runs `f` one level deeper, refusing input past [`MAX_DEPTH`].
+    fn nested<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
+        if self.depth >= MAX_DEPTH {
+            return Err(Error::Sql(format!(
+                "Expression tree is too large (maximum depth {MAX_DEPTH})"
+            )));
+        }
+        self.depth += 1;
+        self.deepest = self.deepest.max(self.depth);
+        let r = crate::deep(|| f(self));
+        self.depth -= 1;
+        r
+    }
+
+    fn select_at_depth(&mut self, s: &p::Select) -> Result<Select> {
         let with = match &s.with {
             Some(w) => self.with_clause(w)?,
             None => Vec::new(),
@@ -1115,8 +1155,9 @@ impl Cx<'_> {
                         p::ResultColumn::Star => ResultColumn::Star,
                         p::ResultColumn::TableStar(n) => ResultColumn::TableStar(name(n)),
                         p::ResultColumn::Expr(e, alias) => {
-                            let alias = self.result_alias(e, alias.as_ref());
-                            ResultColumn::Expr(self.expr(e)?, alias)
+                            // Converted first: past `MAX_DEPTH` it is refused before it is rendered.
+                            let x = self.expr(e)?;
+                            ResultColumn::Expr(x, self.result_alias(e, alias.as_ref()))
                         }
                     });
                 }
@@ -1247,6 +1288,10 @@ impl Cx<'_> {
     }
 
     fn expr(&mut self, e: &p::Expr) -> Result<Expr> {
+        self.nested(|cx| cx.expr_at_depth(e))
+    }
+
+    fn expr_at_depth(&mut self, e: &p::Expr) -> Result<Expr> {
         Ok(match e {
             p::Expr::Literal(l) => Expr::Literal(literal(l)?),
             p::Expr::Id(id) => {

@@ -105,6 +105,16 @@ pub struct Schema {
     /// their tables up there again and again); emptied by every change (`dml.rs`,
     /// `schema_mut`).
     pub listing: std::sync::OnceLock<Vec<crate::exec::Row>>,
+    /// How deep the most deeply nested object's SQL nests (`parse::Parsed::depth`): a
+    /// statement that may run its expressions is given the stack for them (see
+    /// `crate::with_stack_for`).
+    pub deepest: usize,
+}
+
+/// The statement schema text `sql` holds, and how deep it nests.
+fn parsed(sql: &str) -> Result<(Stmt, usize)> {
+    let p = crate::parse::parse_one(sql)?.ok_or_else(|| corrupt(sql))?;
+    Ok((p.stmt, p.depth))
 }
 
 /// A `sqlite_schema` record holding a number rather than an object (the database counter,
@@ -443,12 +453,18 @@ impl Schema {
     /// The table that schema text `sql` defines, its rows in engine database `db`, and
     /// its constraints' indexes (their databases not yet named).
     pub fn defined_by(sql: &str, db: &str) -> Result<(Table, Vec<Index>)> {
-        let Some(Stmt::CreateTable(ct)) = crate::parse::parse_one(sql)?.map(|p| p.stmt) else {
+        Schema::defined_with_depth(sql, db).map(|(t, i, _)| (t, i))
+    }
+
+    /// As [`Schema::defined_by`], with how deep the definition nests.
+    fn defined_with_depth(sql: &str, db: &str) -> Result<(Table, Vec<Index>, usize)> {
+        let (stmt, depth) = parsed(sql)?;
+        let Stmt::CreateTable(ct) = stmt else {
             return Err(corrupt(sql));
         };
         let (mut t, indexes) = Schema::default().build_table(&ct)?;
         t.db = db.to_string();
-        Ok((t, indexes))
+        Ok((t, indexes, depth))
     }
 
     /// The schema as `txn` sees it in `sqlite_schema` (database `db`).
@@ -475,7 +491,9 @@ impl Schema {
                 // PRAGMA user_version's value and AUTOINCREMENT's marks: not schema objects.
                 "user_version" | "sequence" => {}
                 "table" => {
-                    let (t, _) = Schema::defined_by(&e[4].to_text(), &e[3].to_text())?;
+                    let (t, _, depth) =
+                        Schema::defined_with_depth(&e[4].to_text(), &e[3].to_text())?;
+                    s.deepest = s.deepest.max(depth);
                     s.tables.insert(lc(&t.name), Arc::new(t));
                 }
                 _ => later.push(e),
@@ -499,16 +517,20 @@ impl Schema {
                         i.db = e[3].to_text();
                         i
                     } else {
-                        let Some(Stmt::CreateIndex {
-                            name,
-                            unique,
-                            columns,
-                            where_,
-                            ..
-                        }) = crate::parse::parse_one(&sql)?.map(|p| p.stmt)
+                        let (
+                            Stmt::CreateIndex {
+                                name,
+                                unique,
+                                columns,
+                                where_,
+                                ..
+                            },
+                            depth,
+                        ) = parsed(&sql)?
                         else {
                             return Err(corrupt(&sql));
                         };
+                        s.deepest = s.deepest.max(depth);
                         let (columns, exprs) = index_columns(&t, &columns)?;
                         Index {
                             name,
@@ -526,12 +548,16 @@ impl Schema {
                     s.indexes.insert(lc(&index.name), Arc::new(index));
                 }
                 "view" => {
-                    let Some(Stmt::CreateView {
-                        columns, select, ..
-                    }) = crate::parse::parse_one(&sql)?.map(|p| p.stmt)
+                    let (
+                        Stmt::CreateView {
+                            columns, select, ..
+                        },
+                        depth,
+                    ) = parsed(&sql)?
                     else {
                         return Err(corrupt(&sql));
                     };
+                    s.deepest = s.deepest.max(depth);
                     s.views.insert(
                         lc(&name),
                         Arc::new(View {
@@ -543,11 +569,10 @@ impl Schema {
                     );
                 }
                 "trigger" => {
-                    let Some(Stmt::CreateTrigger(def)) =
-                        crate::parse::parse_one(&sql)?.map(|p| p.stmt)
-                    else {
+                    let (Stmt::CreateTrigger(def), depth) = parsed(&sql)? else {
                         return Err(corrupt(&sql));
                     };
+                    s.deepest = s.deepest.max(depth);
                     s.triggers.insert(
                         lc(&name),
                         Arc::new(Trigger {
