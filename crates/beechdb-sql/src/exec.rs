@@ -296,6 +296,9 @@ pub struct Exec<'a> {
     /// The views whose columns are being worked out, outermost first: one met again is
     /// defined in a cycle (views dropped and made again can name each other).
     pub expanding: std::cell::RefCell<Vec<String>>,
+    /// The columns of common table expressions of a SELECT whose columns are being worked
+    /// out before it runs (a subquery in FROM with a WITH of its own), innermost last.
+    pub planned_ctes: std::cell::RefCell<Vec<(String, Vec<SrcCol>)>>,
     /// Common table expressions in scope, innermost last: name -> (columns, rows).
     pub ctes: Vec<FxHashMap<String, Arc<Materialized>>>,
     /// Set from another thread to stop the statement (see `Interrupter`).
@@ -2455,7 +2458,7 @@ impl<'a> Exec<'a> {
                 })
             }
             op if op.is_comparison() => self.compare(op, a, b, sc)?,
-            BinOp::Concat => func::concat(&self.eval(a, sc)?, &self.eval(b, sc)?),
+            BinOp::Concat => func::concat(&self.eval(a, sc)?, &self.eval(b, sc)?)?,
             BinOp::BitAnd | BinOp::BitOr | BinOp::Shl | BinOp::Shr => {
                 func::bitwise(op, &self.eval(a, sc)?, &self.eval(b, sc)?)
             }
@@ -2577,6 +2580,14 @@ impl<'a> Exec<'a> {
     }
 
     fn cte_columns(&self, name: &str) -> Option<Vec<SrcCol>> {
+        let planned = self.planned_ctes.borrow();
+        if let Some((_, cols)) = planned
+            .iter()
+            .rev()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        {
+            return Some(cols.clone());
+        }
         self.ctes
             .iter()
             .rev()
@@ -2584,8 +2595,38 @@ impl<'a> Exec<'a> {
             .map(|c| cte_source_columns(&c.0))
     }
 
-    /// The result columns of a select, as a source: names, affinities, collations.
+    /// The result columns of a select, as a source: names, affinities, collations. Its own
+    /// common table expressions are in scope while they are worked out (not yet made: the
+    /// select makes them when it runs).
     pub(crate) fn select_columns(
+        &self,
+        sel: &Select,
+        names: Option<&[String]>,
+    ) -> Result<Vec<SrcCol>> {
+        if sel.with.is_empty() {
+            return self.select_columns_in_scope(sel, names);
+        }
+        let mark = self.planned_ctes.borrow().len();
+        let mut result = Ok(());
+        for cte in &sel.with {
+            // A recursive one's columns are its first core's, which cannot name it.
+            match self.select_columns_in_scope(&cte.select, cte.columns.as_deref()) {
+                Ok(cols) => self
+                    .planned_ctes
+                    .borrow_mut()
+                    .push((cte.name.clone(), cols)),
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        let cols = result.and_then(|()| self.select_columns_in_scope(sel, names));
+        self.planned_ctes.borrow_mut().truncate(mark);
+        cols
+    }
+
+    fn select_columns_in_scope(
         &self,
         sel: &Select,
         names: Option<&[String]>,

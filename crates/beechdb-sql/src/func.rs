@@ -176,11 +176,13 @@ impl Acc {
                     Some(sep) => sep.to_text(),
                     None => ",".to_string(),
                 };
+                let v = v.to_text();
                 match s {
-                    None => *s = Some(v.to_text()),
+                    None => *s = Some(v),
                     Some(s) => {
+                        fits(s.len() + sep.len() + v.len())?;
                         s.push_str(&sep);
-                        s.push_str(&v.to_text());
+                        s.push_str(&v);
                     }
                 }
             }
@@ -487,7 +489,12 @@ pub fn call(name: &str, args: &[Value]) -> Result<Value> {
             if pat.is_empty() {
                 return Ok(a(0));
             }
-            Value::from(a(0).to_text().replace(&pat, &a(2).to_text()))
+            let (text, with) = (a(0).to_text(), a(2).to_text());
+            if with.len() > pat.len() {
+                let grows = text.matches(&*pat).count() * (with.len() - pat.len());
+                fits(text.len() + grows)?;
+            }
+            Value::from(text.replace(&pat, &with))
         }
         "round" => {
             if a(0).is_null() {
@@ -499,15 +506,15 @@ pub fn call(name: &str, args: &[Value]) -> Result<Value> {
             let r = (x * m).abs().round() / m;
             Value::Real(if x < 0.0 { -r } else { r })
         }
-        "hex" => Value::from(
-            a(0).to_blob()
-                .iter()
-                .map(|b| format!("{b:02X}"))
-                .collect::<String>(),
-        ),
+        "hex" => {
+            let b = a(0).to_blob();
+            fits(2 * b.len())?;
+            Value::from(b.iter().map(|b| format!("{b:02X}")).collect::<String>())
+        }
         "quote" => Value::from(quote(&a(0))),
         "random" => Value::Integer(rand_i64()),
         "randomblob" | "zeroblob" => {
+            fits(a(0).as_i64().max(0) as usize)?;
             let n = a(0).as_i64().max(1) as usize;
             let b: Vec<u8> = if name == "zeroblob" {
                 vec![0; a(0).as_i64().max(0) as usize]
@@ -656,6 +663,30 @@ fn rand_i64() -> i64 {
     })
 }
 
+/// The longest string or blob a function makes: SQLite's default `SQLITE_MAX_LENGTH`. A
+/// longer one is SQLite's "string or blob too big" (SQLITE_TOOBIG) rather than an
+/// allocation that could take all memory (`zeroblob(5e9)`, a string doubled by a recursive
+/// query) and end the process.
+pub const MAX_LENGTH: usize = 1_000_000_000;
+
+/// Ok when a value of `len` bytes may be made (see [`MAX_LENGTH`]).
+pub fn fits(len: usize) -> Result<()> {
+    match len <= MAX_LENGTH {
+        true => Ok(()),
+        false => Err(Error::Function(
+            crate::error::codes::SQLITE_TOOBIG,
+            "string or blob too big".into(),
+        )),
+    }
+}
+
+/// Digits past the point `printf` asks the formatter for: more than an `f64`'s exact
+/// decimal expansion has (the rest are zeros, added by hand: the formatter refuses a
+/// precision past 65,535).
+const EXACT_DIGITS: usize = 1100;
+/// SQLite's cap on a floating conversion's precision (`SQLITE_FP_PRECISION_LIMIT`).
+const PRECISION_LIMIT: usize = 100_000_000;
+
 /// A minimal `printf`: `%d %i %s %f %g %e %x %X %o %c %q %Q %%` with flags, width and
 /// precision.
 fn printf(args: &[Value]) -> Result<Value> {
@@ -722,12 +753,25 @@ fn printf(args: &[Value]) -> Result<Value> {
             }
             'f' | 'e' | 'E' | 'g' | 'G' => {
                 let v = arg().as_f64();
-                let p = prec.unwrap_or(6);
+                let wanted = prec.unwrap_or(6).min(PRECISION_LIMIT);
+                fits(wanted)?;
+                let p = wanted.min(EXACT_DIGITS);
+                let zeros = |s: &mut String| {
+                    if v.is_finite() {
+                        s.extend(std::iter::repeat_n('0', wanted - p));
+                    }
+                };
                 let s = match conv {
-                    'f' => format!("{v:.p$}"),
+                    'f' => {
+                        let mut s = format!("{v:.p$}");
+                        zeros(&mut s);
+                        s
+                    }
                     'e' | 'E' => {
                         let s = format!("{v:.p$e}");
                         let (m, e) = s.split_once('e').unwrap_or((&s, "0"));
+                        let mut m = m.to_string();
+                        zeros(&mut m);
                         let e: i32 = e.parse().unwrap_or(0);
                         let s = format!("{m}e{}{:02}", if e < 0 { '-' } else { '+' }, e.abs());
                         if conv == 'E' {
@@ -777,7 +821,14 @@ fn printf(args: &[Value]) -> Result<Value> {
             'w' => arg().to_text().replace('"', "\"\""),
             _ => return Err(Error::Sql(format!("unknown printf conversion %{conv}"))),
         };
-        let w: usize = width.parse().unwrap_or(0);
+        let w: usize = match width.is_empty() {
+            true => 0,
+            false => width.parse().unwrap_or(usize::MAX),
+        };
+        if fits(out.len().saturating_add(body.len().max(w))).is_err() {
+            // As SQLite's: a result past the length limit is NULL.
+            return Ok(Value::Null);
+        }
         let len = body.chars().count();
         if len >= w {
             out.push_str(&body);
@@ -984,11 +1035,13 @@ fn shift(x: i64, by: i64) -> i64 {
 }
 
 /// `a || b`.
-pub fn concat(a: &Value, b: &Value) -> Value {
+pub fn concat(a: &Value, b: &Value) -> Result<Value> {
     if a.is_null() || b.is_null() {
-        return Value::Null;
+        return Ok(Value::Null);
     }
-    Value::Text(Arc::from(format!("{}{}", a.to_text(), b.to_text())))
+    let (a, b) = (a.to_text(), b.to_text());
+    fits(a.len() + b.len())?;
+    Ok(Value::Text(Arc::from(format!("{a}{b}"))))
 }
 
 pub fn negate(v: &Value) -> Value {

@@ -669,6 +669,7 @@ impl Connection {
             kept_scans: Default::default(),
             quoted: &stmt.quoted,
             expanding: Default::default(),
+            planned_ctes: Default::default(),
         };
         let mut described = None;
         let r = match &stmt.stmt {
@@ -726,6 +727,7 @@ impl Connection {
             kept_scans: Default::default(),
             quoted: &stmt.quoted,
             expanding: Default::default(),
+            planned_ctes: Default::default(),
         };
         let res = match &stmt.stmt {
             Stmt::Select(s) => ex.select(s, None),

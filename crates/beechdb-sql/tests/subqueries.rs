@@ -130,6 +130,36 @@ fn recursive_ctes_match_sqlite() {
     common::same_rows(&mut ours, &lite, "SELECT count(*) FROM e", false);
 }
 
+/// A subquery in FROM with a WITH clause of its own: its common table expressions are in
+/// scope while the outer statement works out the subquery's columns (they were not: "no
+/// such table", found by a hunt for inputs that crash), shadowing tables of their name
+/// there only.
+#[test]
+fn ctes_of_a_subquery_in_from_match_sqlite() {
+    let (_db, mut ours, lite) = common::both("CREATE TABLE t(a); INSERT INTO t VALUES (4), (5);");
+    for q in [
+        "SELECT * FROM (WITH c(x) AS (SELECT 1) SELECT x FROM c)",
+        "SELECT * FROM (WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c \
+         WHERE x < 3) SELECT x FROM c)",
+        "WITH d(y) AS (SELECT 5) SELECT * FROM (WITH c(x) AS (SELECT y FROM d) SELECT x FROM c)",
+        "SELECT * FROM (SELECT * FROM (WITH c(x) AS (SELECT 2) SELECT x FROM c))",
+        "SELECT s.x, t.a FROM (WITH c AS (SELECT 4 AS x) SELECT * FROM c) AS s \
+         LEFT JOIN t ON t.a = s.x",
+        "SELECT * FROM (WITH c(x) AS (SELECT 1), e(z) AS (SELECT x + 1 FROM c) \
+         SELECT x, z FROM c, e)",
+        "SELECT * FROM (WITH t(q) AS (SELECT 9) SELECT q FROM t), t",
+        "SELECT (SELECT count(*) FROM (WITH c AS (SELECT a FROM t) SELECT * FROM c))",
+    ] {
+        common::same_rows(&mut ours, &lite, q, false);
+    }
+    common::same_outcome(
+        &mut ours,
+        &lite,
+        "INSERT INTO t SELECT * FROM (WITH c(x) AS (SELECT 3) SELECT x FROM c)",
+    );
+    common::same_rows(&mut ours, &lite, "SELECT a FROM t ORDER BY a", false);
+}
+
 /// Recursive steps of the simplest shape (`SELECT ... FROM c [AS a] [WHERE ...]`, run row
 /// by row without a plan per step) and the shapes next to it that are planned each step
 /// (a subquery, a join, an aggregate), as SQLite answers them: aliases, `*` and `a.*`,

@@ -1,7 +1,9 @@
-//! Deeply nested input is refused with SQLite's error, never by overflowing the stack
-//! (which ends the process: the C library's host with it). Expressions and SELECTs may
-//! nest 1,000 deep, SQLite's limit; everything up to it runs on a thread with Rust's
-//! default stack (2 MiB), and views that name each other in a cycle are an error.
+//! Input that ended the process (a stack overflow, an allocation past memory, a panic) or
+//! ran for minutes is refused with SQLite's error or answered as SQLite answers it.
+//! Expressions and SELECTs may nest 1,000 deep, SQLite's limit; everything up to it runs on
+//! a thread with Rust's default stack (2 MiB). Strings and blobs stop at SQLite's length
+//! limit (10^9 bytes). Found by running the fuzz smoke test and the random differential
+//! far past their default counts, and by trying SQLite's limits one by one.
 
 use beechdb_sql::{Database, Value};
 
@@ -137,5 +139,36 @@ fn trigger_recursion_stops_at_the_limit() {
     assert_eq!(
         got,
         Ok(vec![vec![Value::Integer(900), Value::Integer(900)]])
+    );
+}
+
+/// Values past SQLite's length limit (10^9 bytes) are "string or blob too big" before they
+/// are made, as in SQLite; `printf` past it gives NULL, and a precision past 65,535 (which
+/// made Rust's formatter panic) is SQLite's: zeros to at most 10^8 digits.
+#[test]
+fn values_stop_at_the_length_limit() {
+    let too_big = Err("string or blob too big".to_string());
+    for sql in [
+        "SELECT zeroblob(5000000000)",
+        "SELECT randomblob(5000000000)",
+        "SELECT replace(hex(zeroblob(100000)), '0', hex(zeroblob(10000)))",
+        "WITH RECURSIVE c(s, n) AS (SELECT 'ab', 0 UNION ALL SELECT s || s, n + 1 FROM c \
+         WHERE n < 40) SELECT max(length(s)) FROM c",
+    ] {
+        assert_eq!(run("", sql.into()), too_big, "{sql}");
+    }
+    let one = |sql: &str| run("", sql.into()).map(|rows| rows[0][0].clone());
+    assert_eq!(one("SELECT printf('%2000000000d', 1)"), Ok(Value::Null));
+    assert_eq!(
+        one("SELECT length(printf('%.200000f', 1.5))"),
+        Ok(Value::Integer(200_002))
+    );
+    assert_eq!(
+        one("SELECT printf('%.70000e', 2.5) LIKE '2.5000%0e+00'"),
+        Ok(Value::Integer(1))
+    );
+    assert_eq!(
+        one("SELECT printf('%.3f|%10.2e|%-5d|%5s|', 3.14159, 12345.678, 42, 'ab')"),
+        Ok(Value::from("3.142|  1.23e+04|42   |   ab|"))
     );
 }
