@@ -1,5 +1,5 @@
 //! Profiling aid: one prepared statement run many times on a 100,000-row table.
-//! `cargo run --release -p beechdb-sql --example point_select -- 1000000 [pk|index|update|insert|scan|order|ordercover|orderlt|cte|cteunion|join|exprjoin|window|groupby|filter|wide1|wide10|wide11|wide13|wide18|wide20|wide22|wide27]`
+//! `cargo run --release -p beechdb-sql --example point_select -- 1000000 [pk|index|update|insert|txninsert|scan|order|ordercover|orderlt|cte|cteunion|join|exprjoin|window|groupby|filter|wide1|wide10|wide11|wide13|wide18|wide20|wide22|wide27]`
 
 use beechdb_sql::{Database, Value};
 
@@ -65,7 +65,7 @@ fn main() -> Result<(), beechdb_sql::Error> {
         "pk" => "SELECT v FROM t WHERE id = ?1",
         "index" => "SELECT id FROM t WHERE k = ?1",
         "update" => "UPDATE t SET v = 'x' WHERE id = ?1",
-        "insert" => "INSERT INTO t(k, v) VALUES(?1, 'inserted')",
+        "insert" | "txninsert" => "INSERT INTO t(k, v) VALUES(?1, 'inserted')",
         "scan" => "SELECT count(*), sum(k) FROM t WHERE id BETWEEN ?1 AND ?1 + 99",
         "filter" => "SELECT * FROM t WHERE k + 0 BETWEEN ?1 AND ?1 + 99",
         "order" => "SELECT * FROM t ORDER BY k DESC, id DESC LIMIT 20 + 0 * ?1",
@@ -81,7 +81,9 @@ fn main() -> Result<(), beechdb_sql::Error> {
     };
     let sel = c.prepare(sql)?;
     let started = std::time::Instant::now();
-    let found = timed(&mut c, &sel, n)?;
+    // `txninsert`: the inserts in one transaction, its commit in the time.
+    let one_txn = what == "txninsert";
+    let found = timed(&mut c, &sel, n, one_txn)?;
     let secs = started.elapsed().as_secs_f64();
     println!(
         "{n} runs of {what}, {found} rows: {:.0}/s, {:.2} us each",
@@ -98,10 +100,22 @@ fn timed(
     c: &mut beechdb_sql::Connection,
     st: &beechdb_sql::Statement,
     n: i64,
+    one_txn: bool,
 ) -> Result<usize, beechdb_sql::Error> {
+    if one_txn {
+        c.execute("BEGIN", &[])?;
+    }
     let mut found = 0;
     for i in 0..n {
-        found += c.run(st, &[Value::Integer(i % 100_000 + 1)])?.rows.len();
+        // A load's keys spread over the index, as `sql-micro`'s random keys do.
+        let key = match one_txn {
+            true => (i * 7919 + 13) % 100_000 + 1,
+            false => i % 100_000 + 1,
+        };
+        found += c.run(st, &[Value::Integer(key)])?.rows.len();
+    }
+    if one_txn {
+        c.execute("COMMIT", &[])?;
     }
     Ok(found)
 }

@@ -49,7 +49,6 @@ use crate::env::Shared;
 use crate::error::{Error, Result};
 use crate::wal::reader::RunMerge;
 use crate::wal::{Op, OpsBuilder, Record, RunsBuilder};
-use std::collections::btree_map;
 use std::sync::atomic::Ordering::{Relaxed, Release};
 
 /// Times in a row a hold may find its first write's pages evicted since they were loaded
@@ -71,7 +70,7 @@ const SMALL_COMMIT: usize = 16;
 enum Source {
     Runs(RunMerge, Vec<(u64, u32)>),
     /// The commit's operations (for its record) and the writes themselves (applied).
-    Memory(OpsBuilder, btree_map::IntoIter<Sk, Written>),
+    Memory(OpsBuilder, Box<dyn Iterator<Item = (Sk, Written)> + Send>),
 }
 
 /// A write of a commit as `(database, scoped key, write)` (the scoped key goes to the undo

@@ -11,7 +11,7 @@
 //! begins write-set layer `i + 1`.
 
 use super::scan::TxnIter;
-use super::writes::{Sk, WriteSet, Written};
+use super::writes::{Merged, Sk, WriteSet};
 use super::{scoped_key, Ddl};
 use crate::btree::cursor::KeyRange;
 use crate::btree::Seek;
@@ -23,7 +23,6 @@ use crate::replica::HeldLocks;
 use crate::wal::{Op, OpsBuilder};
 use parking_lot::{Mutex, MutexGuard};
 use rustc_hash::FxHashSet;
-use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -160,21 +159,20 @@ impl State {
 
     /// As [`State::commit_ops`], with the writes themselves (to apply them without copying
     /// them out of the operations).
-    pub(super) fn commit_writes(&mut self) -> (OpsBuilder, BTreeMap<Sk, Written>) {
+    pub(super) fn commit_writes(&mut self) -> (OpsBuilder, Merged) {
         // Sized once: a load's commit is megabytes, and growing it by doubling copied it
         // again and again.
         let mut ops = OpsBuilder::with_capacity(self.writes.commit_bytes());
         let writes = self.writes.merged();
-        for (k, written) in &writes {
+        writes.for_each(|k, written| {
             let (db, key) = (u32::from_be_bytes(k[..4].try_into().unwrap()), &k[4..]);
-            if self.removed(db) {
-                continue;
+            if !self.removed(db) {
+                ops.push(match &written.w {
+                    Some(value) => Op::Put { db, key, value },
+                    None => Op::Delete { db, key },
+                });
             }
-            ops.push(match &written.w {
-                Some(value) => Op::Put { db, key, value },
-                None => Op::Delete { db, key },
-            });
-        }
+        });
         (ops, writes)
     }
 

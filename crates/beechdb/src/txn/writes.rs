@@ -58,8 +58,20 @@ enum Part {
 /// Short keys (a rowid's, most index entries') are held inline: a write allocated its key
 /// twice, for the map and for the statement's undo record, which was an eighth of an SQL
 /// row's insert.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(PartialEq, Eq)]
 pub(crate) struct Sk(pub(crate) SmallVec<[u8; INLINE_KEY]>);
+
+impl Clone for Sk {
+    /// One copy of the bytes (`SmallVec`'s own clone copies them one at a time).
+    fn clone(&self) -> Sk {
+        Sk(SmallVec::from_slice(&self.0))
+    }
+
+    fn clone_from(&mut self, source: &Sk) {
+        self.0.clear();
+        self.0.extend_from_slice(&source.0);
+    }
+}
 
 /// Bytes of a scoped key held inline in an [`Sk`]: an SQL index entry on a number takes
 /// 29 (its database, the number's 17 bytes, the rowid's 8).
@@ -224,7 +236,32 @@ pub(crate) struct WriteSet {
     mem_bytes: usize,
     undo_bytes: usize,
     spill: Option<Spill>,
+    /// Per database, writes of the live map still outside it (see [`Appends`]); empty,
+    /// allocating nothing, in a transaction of fewer than [`FOLLOW_AFTER`] writes.
+    appends: Vec<Appends>,
 }
+
+/// Writes of one database to the live map in ascending key order (a table's new rowids),
+/// kept in a vector past the map rather than each inserted with a search from the map's
+/// root, which for a load in one transaction was a third of a row's insert. `run` holds
+/// keys above every key of the database in the live map, ascending; it joins the map
+/// ([`WriteSet::fold_appends`]) before anything else reads or changes the map's layers, and
+/// as soon as a write of its database comes below its last key. `last` and `streak` say
+/// when to begin a run: after [`STREAK`] keys in a row each above the one before.
+struct Appends {
+    db: [u8; 4],
+    last: Sk,
+    streak: u32,
+    run: Vec<(Sk, Written)>,
+}
+
+/// Ascending writes of a database in a row before they go to a run (random keys make a
+/// streak this long rarely, so their writes seldom pay the check a run begins with).
+const STREAK: u32 = 4;
+/// Databases whose ascending writes are followed at once (the oldest is forgotten).
+const APPENDING_DBS: usize = 4;
+/// Writes in the live map before a transaction's ascending writes are followed.
+const FOLLOW_AFTER: usize = 64;
 
 fn entry_size(key: &[u8], w: &Write) -> usize {
     key.len() + w.as_ref().map_or(0, Vec::len) + ENTRY_OVERHEAD
@@ -259,6 +296,7 @@ impl Default for WriteSet {
             mem_bytes: 0,
             undo_bytes: 0,
             spill: None,
+            appends: Vec::new(),
         }
     }
 }
@@ -266,7 +304,7 @@ impl Default for WriteSet {
 impl WriteSet {
     pub(crate) fn is_empty(&self) -> bool {
         let empty = |p: &Part| matches!(p, Part::Mem(m) if m.is_empty());
-        self.layers.iter().flatten().all(empty)
+        self.layers.iter().flatten().all(empty) && self.appends.iter().all(|a| a.run.is_empty())
     }
 
     pub(crate) fn spilled(&self) -> bool {
@@ -293,7 +331,88 @@ impl WriteSet {
             Part::Mem(map) => map.len(),
             Part::Run(_) => 0,
         };
-        self.layers.iter().flatten().map(len).sum()
+        let appended: usize = self.appends.iter().map(|a| a.run.len()).sum();
+        self.layers.iter().flatten().map(len).sum::<usize>() + appended
+    }
+
+    /// Moves every run of [`Appends`] into the live map: done first by whatever reads or
+    /// changes the layers other than [`WriteSet::insert`] and [`WriteSet::get`], so that
+    /// the runs always belong to the live map they were written to.
+    fn fold_appends(&mut self) {
+        for i in 0..self.appends.len() {
+            self.fold_run(i);
+        }
+    }
+
+    /// Moves the run of `self.appends[i]` into the live map: merged in one pass when it is
+    /// large beside the map (its keys are sorted), else inserted one by one.
+    fn fold_run(&mut self, i: usize) {
+        let run = std::mem::take(&mut self.appends[i].run);
+        if run.is_empty() {
+            return;
+        }
+        let map = self.live();
+        if run.len() >= map.len() / 8 {
+            let mut run: BTreeMap<Sk, Written> = run.into_iter().collect();
+            map.append(&mut run);
+        } else {
+            map.extend(run);
+        }
+    }
+
+    /// Adds `key` to the run of its database when it extends one (or begins one: see
+    /// [`Appends`]); gives `written` back otherwise, having moved a run the key falls
+    /// inside into the live map.
+    fn append(&mut self, key: &Sk, written: Written) -> Option<Written> {
+        let Some(db) = key.get(..4).map(|d| <[u8; 4]>::try_from(d).expect("four")) else {
+            return Some(written);
+        };
+        let i = match self.appends.iter().position(|a| a.db == db) {
+            Some(i) => i,
+            None => {
+                if self.appends.len() == APPENDING_DBS {
+                    let oldest = 0;
+                    self.fold_run(oldest);
+                    self.appends.remove(oldest);
+                }
+                self.appends.push(Appends {
+                    db,
+                    last: key.clone(),
+                    streak: 0,
+                    run: Vec::new(),
+                });
+                return Some(written);
+            }
+        };
+        let a = &mut self.appends[i];
+        if let Some((last, _)) = a.run.last() {
+            if key > last {
+                a.run.push((key.clone(), written));
+                return None;
+            }
+            self.fold_run(i);
+            let a = &mut self.appends[i];
+            a.streak = 0;
+            a.last = key.clone();
+            return Some(written);
+        }
+        a.streak = if *key > a.last { a.streak + 1 } else { 0 };
+        a.last.clone_from(key);
+        if a.streak < STREAK {
+            return Some(written);
+        }
+        // Nothing of the database in the live map at or above the key: a run begins.
+        let above = self
+            .live()
+            .range::<KeyRef, _>((Bound::Included(KeyRef::new(key)), Bound::Unbounded))
+            .next()
+            .is_some_and(|(k, _)| k[..4] == db);
+        if above {
+            self.appends[i].streak = 0;
+            return Some(written);
+        }
+        self.appends[i].run.push((key.clone(), written));
+        None
     }
 
     /// The live map: the top real layer's last part, made in-memory first if it is not.
@@ -314,7 +433,21 @@ impl WriteSet {
         use std::collections::btree_map::Entry;
         let added = entry_size(&key, &w);
         let seq = self.undo.last().map_or(0, |u| u.start);
-        let written = Written { w, seq };
+        let mut written = Written { w, seq };
+        // Small transactions (most) are not followed: their few searches are cheap.
+        if !self.appends.is_empty() || self.live().len() >= FOLLOW_AFTER {
+            match self.append(&key, written) {
+                Some(w) => written = w,
+                None => {
+                    // A new key: nothing replaced.
+                    self.mem_bytes += added;
+                    if seq > 0 {
+                        self.keep_undo(key, None);
+                    }
+                    return;
+                }
+            }
+        }
         let map = self.live();
         // The entry replaced, and whether the newest undo layer must keep it.
         let (replaced, record) = match map.entry(key) {
@@ -352,6 +485,7 @@ impl WriteSet {
     /// merge (`BTreeMap::append`: a bulk build, where an insert searches from the root);
     /// others one at a time.
     pub(crate) fn insert_sorted(&mut self, entries: Vec<(Sk, Write)>) {
+        self.fold_appends();
         let ascending = entries.windows(2).all(|w| w[0].0 < w[1].0);
         let fresh = match (entries.first(), entries.last()) {
             (Some((first, _)), Some((last, _))) if ascending => {
@@ -383,6 +517,15 @@ impl WriteSet {
 
     /// This transaction's latest write of scoped key `key`, if it wrote it.
     pub(crate) fn get(&mut self, key: &[u8], stats: &TxnCounters) -> Result<Option<Write>> {
+        // The runs are the newest writes, with the live map.
+        for a in &self.appends {
+            if a.run.last().is_some_and(|(last, _)| &last[..] >= key) {
+                let k = KeyRef::new(key);
+                if let Ok(i) = a.run.binary_search_by(|(s, _)| KeyRef::new(s).cmp(k)) {
+                    return Ok(Some(a.run[i].1.w.clone()));
+                }
+            }
+        }
         for li in (0..self.layers.len()).rev() {
             for pi in (0..self.layers[li].len()).rev() {
                 let found = match &self.layers[li][pi] {
@@ -430,6 +573,7 @@ impl WriteSet {
     /// Drops every write made since savepoint `mark` (layers after `mark + 1` go, layer
     /// `mark + 1` is emptied). Spilled runs dropped stay in the log, unreferenced.
     pub(crate) fn rollback_to(&mut self, mark: usize) {
+        self.fold_appends();
         let real = self.layers.len();
         if let Some(u) = (mark + 1).checked_sub(real) {
             // Undo layer `u` stays, emptied; the ones after it go.
@@ -469,7 +613,11 @@ impl WriteSet {
             }
             return;
         }
-        // Into a real layer: the undo layers' writes are in the live map already.
+        // Into a real layer: the undo layers' writes are in the live map already (which
+        // moves into layer `mark` when it was in a layer after it).
+        if self.layers.len() > mark + 1 {
+            self.fold_appends();
+        }
         self.drop_undo();
         let uppers: Vec<Vec<Part>> = self.layers.drain(mark + 1..).collect();
         for upper in uppers {
@@ -504,6 +652,7 @@ impl WriteSet {
     /// its own (as spilling needs): innermost first, each takes the live-map entries it
     /// wrote, and the entries they replaced go back.
     fn materialize(&mut self) {
+        self.fold_appends();
         let mut uppers = Vec::new();
         while let Some(layer) = self.undo.pop() {
             let start = layer.start;
@@ -722,22 +871,31 @@ impl WriteSet {
 
     /// For a transaction that never spilled: every write, the latest of each key, in
     /// scoped-key order.
-    pub(crate) fn merged(&mut self) -> BTreeMap<Sk, Written> {
+    pub(crate) fn merged(&mut self) -> Merged {
         debug_assert!(self.spill.is_none());
         self.drop_undo();
-        let mut all = BTreeMap::new();
+        let mut map = BTreeMap::new();
         for part in std::mem::take(&mut self.layers).into_iter().flatten() {
-            if let Part::Mem(map) = part {
-                if all.is_empty() {
-                    all = map;
+            if let Part::Mem(m) = part {
+                if map.is_empty() {
+                    map = m;
                 } else {
-                    all.extend(map);
+                    map.extend(m);
                 }
             }
         }
+        // The runs stay as they are, merged in as the writes are read: each is one
+        // database's, so in database order they are one ascending sequence.
+        let mut runs: Vec<Vec<(Sk, Written)>> = self
+            .appends
+            .drain(..)
+            .map(|a| a.run)
+            .filter(|r| !r.is_empty())
+            .collect();
+        runs.sort_by(|a, b| a[0].0.cmp(&b[0].0));
         self.layers = smallvec![Vec::new()];
         self.mem_bytes = 0;
-        all
+        Merged { map, runs }
     }
 
     /// The writes with scoped keys in `(lo, hi)`, merged, in key order (descending with
@@ -751,6 +909,7 @@ impl WriteSet {
         reverse: bool,
         cap: usize,
     ) -> Result<Capped> {
+        self.fold_appends();
         // Entries of the one part holding writes, if only one does (then they are the
         // answer as they are: in order and one per key).
         let mut holding = self.layers.iter().flatten().filter(|p| match p {
@@ -830,6 +989,63 @@ impl WriteSet {
             }
         }
     }
+}
+
+/// Every write of a transaction that never spilled, the latest of each key (see
+/// [`WriteSet::merged`]): its map, and the runs of [`Appends`], newer than the map.
+pub(crate) struct Merged {
+    map: BTreeMap<Sk, Written>,
+    runs: Vec<Vec<(Sk, Written)>>,
+}
+
+impl Merged {
+    /// The writes, in scoped-key order, to `f`.
+    pub(crate) fn for_each(&self, mut f: impl FnMut(&Sk, &Written)) {
+        match self.runs.is_empty() {
+            true => self.map.iter().for_each(|(k, w)| f(k, w)),
+            false => {
+                let appended = self.runs.iter().flatten().map(|(k, w)| (k, w));
+                merge_newer(self.map.iter(), appended, |e| e.0).for_each(|(k, w)| f(k, w))
+            }
+        }
+    }
+
+    /// The writes, in scoped-key order, taken.
+    pub(crate) fn into_iter(self) -> Box<dyn Iterator<Item = (Sk, Written)> + Send> {
+        match self.runs.is_empty() {
+            true => Box::new(self.map.into_iter()),
+            false => Box::new(merge_newer(
+                self.map.into_iter(),
+                self.runs.into_iter().flatten(),
+                |e| &e.0,
+            )),
+        }
+    }
+}
+
+/// The entries of two iterators ascending by `key`, in order; of two with one key, the one
+/// from `newer`.
+fn merge_newer<T, K: Ord + ?Sized>(
+    older: impl Iterator<Item = T>,
+    newer: impl Iterator<Item = T>,
+    key: impl Fn(&T) -> &K,
+) -> impl Iterator<Item = T> {
+    let (mut older, mut newer) = (older.peekable(), newer.peekable());
+    std::iter::from_fn(move || {
+        let order = match (older.peek(), newer.peek()) {
+            (Some(o), Some(n)) => key(o).cmp(key(n)),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, _) => std::cmp::Ordering::Greater,
+        };
+        match order {
+            std::cmp::Ordering::Less => older.next(),
+            std::cmp::Ordering::Equal => {
+                older.next();
+                newer.next()
+            }
+            std::cmp::Ordering::Greater => newer.next(),
+        }
+    })
 }
 
 /// Copies up to `cap` entries of `map` with keys in `(lo, hi)` into `got`, in the direction
@@ -1053,7 +1269,12 @@ mod tests {
                 Part::Mem(m) => m.iter().map(|(k, e)| entry_size(k, &e.w)).sum(),
                 Part::Run(_) => 0,
             })
-            .sum();
+            .sum::<usize>()
+            + ws.appends
+                .iter()
+                .flat_map(|a| &a.run)
+                .map(|(k, e)| entry_size(k, &e.w))
+                .sum::<usize>();
         let records: usize = ws
             .undo
             .iter()
@@ -1063,9 +1284,16 @@ mod tests {
         parts + records
     }
 
+    /// A scoped key of database `db`: `k`, two bytes.
+    fn scoped(db: u8, k: u16) -> Vec<u8> {
+        [[0, 0, 0, db].as_slice(), &k.to_be_bytes()].concat()
+    }
+
     /// Random writes, savepoints, releases and rollbacks (statement-like savepoints inside
     /// user ones), with no log: every key read back as a model says, the memory count
-    /// exact, and each release into an outer savepoint keeping one record per key.
+    /// exact, and each release into an outer savepoint keeping one record per key. Writes
+    /// go to six databases (more than [`APPENDING_DBS`]), to random keys and in ascending
+    /// streaks (so runs of [`Appends`] begin, grow, and meet every other operation).
     #[test]
     fn undo_layers_match_a_model() {
         for seed in 0..300 {
@@ -1073,28 +1301,46 @@ mod tests {
             let mut ws = WriteSet::default();
             let mut model: BTreeMap<Vec<u8>, Write> = BTreeMap::new();
             let mut marks: Vec<BTreeMap<Vec<u8>, Write>> = Vec::new();
-            for step in 0..rng.gen_range(1..200) {
-                match rng.gen_range(0..10) {
-                    0..=4 => {
-                        let k = vec![rng.gen_range(0..20u8)];
+            let mut next = [0u16; 6];
+            for step in 0..rng.gen_range(1..300) {
+                match rng.gen_range(0..12) {
+                    0..=6 => {
+                        let db = rng.gen_range(0..6u8);
+                        let k = match rng.gen_bool(0.6) {
+                            true => {
+                                next[db as usize] += rng.gen_range(0..3);
+                                scoped(db, next[db as usize])
+                            }
+                            false => scoped(db, rng.gen_range(0..40)),
+                        };
                         let w = rng.gen_bool(0.8).then(|| vec![7; rng.gen_range(0..50)]);
                         ws.insert(Sk(k[..].into()), w.clone());
                         model.insert(k, w);
                     }
-                    5..=6 => {
+                    7..=8 => {
                         ws.push_layer();
                         marks.push(model.clone());
                     }
-                    7 if !marks.is_empty() => {
+                    9 if !marks.is_empty() => {
                         let i = rng.gen_range(0..marks.len());
                         ws.rollback_to(i);
                         model = marks[i].clone();
                         marks.truncate(i + 1);
                     }
-                    8 if !marks.is_empty() => {
+                    10 if !marks.is_empty() => {
                         let i = rng.gen_range(0..marks.len());
                         ws.release(i);
                         marks.truncate(i);
+                    }
+                    11 => {
+                        // A read of a range (which moves the runs into the map).
+                        let lo = Bound::Included(scoped(rng.gen_range(0..6), 0));
+                        let got = ws.range(&lo, &Bound::Unbounded, false, 1000).unwrap().0;
+                        let want: Vec<(Vec<u8>, Write)> = model
+                            .range::<Vec<u8>, _>((lo, Bound::Unbounded))
+                            .map(|(k, w)| (k.clone(), w.clone()))
+                            .collect();
+                        assert_eq!(got, want, "seed {seed} step {step}: range");
                     }
                     _ => {}
                 }
@@ -1106,9 +1352,14 @@ mod tests {
                     keys.dedup();
                     assert_eq!(keys.len(), l.undo.len(), "seed {seed}: layer {li}");
                 }
-                for k in 0..20u8 {
-                    let got = ws.get(&[k], &TxnCounters::default()).unwrap();
-                    assert_eq!(got.as_ref(), model.get(&vec![k]), "seed {seed} step {step}");
+                let keys = (0..6u8).flat_map(|db| {
+                    (0..40)
+                        .chain(next[db as usize]..next[db as usize] + 2)
+                        .map(move |k| scoped(db, k))
+                });
+                for k in keys {
+                    let got = ws.get(&k, &TxnCounters::default()).unwrap();
+                    assert_eq!(got.as_ref(), model.get(&k), "seed {seed} step {step}");
                 }
             }
             // Turned into real layers (as before a spill), then rolled back: the same.
