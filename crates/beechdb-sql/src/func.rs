@@ -5,7 +5,7 @@
 
 use crate::error::{Error, Result};
 use crate::functions::{AggregateState, UserFunction};
-use crate::value::{arith, format_real, ArithOp, Collation, Value};
+use crate::value::{arith, ArithOp, Collation, Value};
 use smallvec::SmallVec;
 use std::sync::Arc;
 
@@ -58,6 +58,7 @@ pub fn check_call(name: &str, n: usize) -> Result<()> {
         "char" | "printf" | "format" | "date" | "time" | "datetime" | "julianday" | "strftime"
         | "unixepoch" | "json_array" | "json_object" => (0, any),
         "sqlite_compileoption_used" | "sqlite_compileoption_get" => (1, 1),
+        "timediff" => (2, 2),
         // Operators the parser spells as calls.
         _ if name.starts_with("->") => (0, any),
         _ => match crate::math::arity(name) {
@@ -564,8 +565,8 @@ pub fn call(name: &str, args: &[Value]) -> Result<Value> {
         },
         "likely" | "unlikely" => a(0),
         "likelihood" => a(0),
-        "printf" | "format" => printf(args)?,
-        "date" | "time" | "datetime" | "julianday" | "strftime" | "unixepoch" => {
+        "printf" | "format" => crate::printf::printf(args),
+        "date" | "time" | "datetime" | "julianday" | "strftime" | "unixepoch" | "timediff" => {
             crate::date::call(name, args)?
         }
         "sqlite_version" => Value::text(crate::SQLITE_VERSION),
@@ -634,7 +635,7 @@ pub fn quote(v: &Value) -> String {
     match v {
         Value::Null => "NULL".into(),
         Value::Integer(i) => i.to_string(),
-        Value::Real(r) => format_real(*r),
+        Value::Real(r) => crate::printf::real_quoted(*r),
         Value::Text(s) => format!("'{}'", s.replace('\'', "''")),
         Value::Blob(b) => format!(
             "X'{}'",
@@ -678,177 +679,6 @@ pub fn fits(len: usize) -> Result<()> {
             "string or blob too big".into(),
         )),
     }
-}
-
-/// Digits past the point `printf` asks the formatter for: more than an `f64`'s exact
-/// decimal expansion has (the rest are zeros, added by hand: the formatter refuses a
-/// precision past 65,535).
-const EXACT_DIGITS: usize = 1100;
-/// SQLite's cap on a floating conversion's precision (`SQLITE_FP_PRECISION_LIMIT`).
-const PRECISION_LIMIT: usize = 100_000_000;
-
-/// A minimal `printf`: `%d %i %s %f %g %e %x %X %o %c %q %Q %%` with flags, width and
-/// precision.
-fn printf(args: &[Value]) -> Result<Value> {
-    let Some(fmt) = args.first() else {
-        return Ok(Value::Null);
-    };
-    if fmt.is_null() {
-        return Ok(Value::Null);
-    }
-    let fmt = fmt.to_text();
-    let mut out = String::new();
-    let mut next = 1;
-    let mut chars = fmt.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c != '%' {
-            out.push(c);
-            continue;
-        }
-        let mut flags = String::new();
-        while let Some(&f) = chars.peek() {
-            if "-+ 0#,!".contains(f) {
-                flags.push(f);
-                chars.next();
-            } else {
-                break;
-            }
-        }
-        let mut width = String::new();
-        while let Some(&d) = chars.peek().filter(|d| d.is_ascii_digit()) {
-            width.push(d);
-            chars.next();
-        }
-        let mut prec: Option<usize> = None;
-        if chars.peek() == Some(&'.') {
-            chars.next();
-            let mut p = String::new();
-            while let Some(&d) = chars.peek().filter(|d| d.is_ascii_digit()) {
-                p.push(d);
-                chars.next();
-            }
-            prec = Some(p.parse().unwrap_or(0));
-        }
-        let Some(conv) = chars.next() else { break };
-        let mut arg = || {
-            let v = args.get(next).cloned().unwrap_or(Value::Null);
-            next += 1;
-            v
-        };
-        let body = match conv {
-            '%' => "%".to_string(),
-            'd' | 'i' => {
-                let v = arg().as_i64();
-                let s = v.abs().to_string();
-                let sign = if v < 0 {
-                    "-"
-                } else if flags.contains('+') {
-                    "+"
-                } else if flags.contains(' ') {
-                    " "
-                } else {
-                    ""
-                };
-                format!("{sign}{s}")
-            }
-            'f' | 'e' | 'E' | 'g' | 'G' => {
-                let v = arg().as_f64();
-                let wanted = prec.unwrap_or(6).min(PRECISION_LIMIT);
-                fits(wanted)?;
-                let p = wanted.min(EXACT_DIGITS);
-                let zeros = |s: &mut String| {
-                    if v.is_finite() {
-                        s.extend(std::iter::repeat_n('0', wanted - p));
-                    }
-                };
-                let s = match conv {
-                    'f' => {
-                        let mut s = format!("{v:.p$}");
-                        zeros(&mut s);
-                        s
-                    }
-                    'e' | 'E' => {
-                        let s = format!("{v:.p$e}");
-                        let (m, e) = s.split_once('e').unwrap_or((&s, "0"));
-                        let mut m = m.to_string();
-                        zeros(&mut m);
-                        let e: i32 = e.parse().unwrap_or(0);
-                        let s = format!("{m}e{}{:02}", if e < 0 { '-' } else { '+' }, e.abs());
-                        if conv == 'E' {
-                            s.to_uppercase()
-                        } else {
-                            s
-                        }
-                    }
-                    _ => format_real(v),
-                };
-                if flags.contains('+') && v >= 0.0 {
-                    format!("+{s}")
-                } else {
-                    s
-                }
-            }
-            'x' => format!("{:x}", arg().as_i64()),
-            'X' => format!("{:X}", arg().as_i64()),
-            'o' => format!("{:o}", arg().as_i64()),
-            'c' => arg()
-                .to_text()
-                .chars()
-                .next()
-                .map(String::from)
-                .unwrap_or_default(),
-            's' | 'z' => {
-                let v = arg();
-                let s = if v.is_null() {
-                    String::new()
-                } else {
-                    v.to_text()
-                };
-                match prec {
-                    Some(p) => s.chars().take(p).collect(),
-                    None => s,
-                }
-            }
-            'q' => arg().to_text().replace('\'', "''"),
-            'Q' => {
-                let v = arg();
-                if v.is_null() {
-                    "NULL".into()
-                } else {
-                    format!("'{}'", v.to_text().replace('\'', "''"))
-                }
-            }
-            'w' => arg().to_text().replace('"', "\"\""),
-            _ => return Err(Error::Sql(format!("unknown printf conversion %{conv}"))),
-        };
-        let w: usize = match width.is_empty() {
-            true => 0,
-            false => width.parse().unwrap_or(usize::MAX),
-        };
-        if fits(out.len().saturating_add(body.len().max(w))).is_err() {
-            // As SQLite's: a result past the length limit is NULL.
-            return Ok(Value::Null);
-        }
-        let len = body.chars().count();
-        if len >= w {
-            out.push_str(&body);
-        } else if flags.contains('-') {
-            out.push_str(&body);
-            out.extend(std::iter::repeat_n(' ', w - len));
-        } else if flags.contains('0') && !matches!(conv, 's' | 'c' | 'q' | 'Q') {
-            let (sign, digits) = match body.strip_prefix('-') {
-                Some(d) => ("-", d.to_string()),
-                None => ("", body.clone()),
-            };
-            out.push_str(sign);
-            out.extend(std::iter::repeat_n('0', w - len));
-            out.push_str(&digits);
-        } else {
-            out.extend(std::iter::repeat_n(' ', w - len));
-            out.push_str(&body);
-        }
-    }
-    Ok(Value::from(out))
 }
 
 /// `x LIKE pattern` (ASCII case-insensitive, `%` and `_`, optional escape).
@@ -1174,20 +1004,5 @@ mod tests {
         assert_eq!(substr(&s, -3, None), Value::text("llo"));
         assert_eq!(substr(&s, 0, Some(2)), Value::text("h"));
         assert_eq!(substr(&s, 3, Some(-2)), Value::text("he"));
-    }
-
-    #[test]
-    fn printf_basics() {
-        let f = |args: &[Value]| printf(args).unwrap().to_text();
-        assert_eq!(
-            f(&[
-                Value::text("%5d|%-3s|%.2f"),
-                42.into(),
-                "ab".into(),
-                2.71.into()
-            ]),
-            "   42|ab |2.71"
-        );
-        assert_eq!(f(&[Value::text("%05d"), Value::Integer(-42)]), "-0042");
     }
 }

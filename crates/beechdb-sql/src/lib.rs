@@ -65,6 +65,7 @@ mod introspect;
 mod json;
 mod math;
 mod parse;
+mod printf;
 mod reads;
 mod record;
 mod schema;

@@ -50,7 +50,13 @@ fn parse_checked(sql: &str, registry: &Registry, check_calls: bool) -> Result<Op
     let cmd = match parser.next() {
         Ok(Some(cmd)) => cmd,
         Ok(None) => return Ok(None),
-        Err(e) => return Err(Error::syntax(clean_error(&e.to_string()))),
+        Err(e) => {
+            return match lexer_error(sql, &e) {
+                // SQLite's tokenizer runs a comment left open to the end of the text.
+                LexerError::OpenComment(at) => parse_checked(&sql[..at], registry, check_calls),
+                LexerError::Bad(e) => Err(e),
+            };
+        }
     };
     let pos = parser.position();
     let consumed = offset_of(sql, pos.line, pos.column);
@@ -82,6 +88,73 @@ fn parse_checked(sql: &str, registry: &Registry, check_calls: bool) -> Result<Op
         explain,
         depth: cx.deepest,
     }))
+}
+
+/// What SQLite makes of text its tokenizer stops at.
+enum LexerError {
+    /// A comment, at this offset, left open.
+    OpenComment(usize),
+    Bad(Error),
+}
+
+/// A bad token is `unrecognized token: "TOKEN"`, with the token's extent as SQLite's
+/// tokenizer finds it.
+fn lexer_error(sql: &str, e: &sqlite3_parser::lexer::sql::Error) -> LexerError {
+    use sqlite3_parser::lexer::sql::Error as E;
+    let at = match e {
+        E::UnrecognizedToken(Some(p))
+        | E::UnterminatedLiteral(Some(p))
+        | E::UnterminatedBracket(Some(p))
+        | E::UnterminatedBlockComment(Some(p))
+        | E::BadVariableName(Some(p))
+        | E::BadNumber(Some(p))
+        | E::ExpectedEqualsSign(Some(p))
+        | E::MalformedBlobLiteral(Some(p))
+        | E::MalformedHexInteger(Some(p)) => offset_of(sql, p.line, p.column),
+        _ => return LexerError::Bad(Error::syntax(clean_error(&e.to_string()))),
+    };
+    match e {
+        E::UnterminatedBlockComment(_) => LexerError::OpenComment(at),
+        _ => LexerError::Bad(Error::syntax(format!(
+            "unrecognized token: \"{}\"",
+            illegal_token(&sql[at..])
+        ))),
+    }
+}
+
+/// The bad token at the start of `rest`, as far as SQLite's tokenizer takes it.
+fn illegal_token(rest: &str) -> &str {
+    let b = rest.as_bytes();
+    let id_char = |c: u8| c.is_ascii_alphanumeric() || c == b'_' || c == b'$' || c >= 0x80;
+    let len = match b.first() {
+        None => 0,
+        // A blob literal: to its closing quote, or the end.
+        Some(b'x' | b'X') if b.get(1) == Some(&b'\'') => {
+            let end = b[2..]
+                .iter()
+                .position(|&c| c == b'\'')
+                .map_or(b.len(), |i| i + 3);
+            end.min(b.len())
+        }
+        // A quote or bracket never closed: the rest of the text.
+        Some(b'\'' | b'"' | b'`' | b'[') => b.len(),
+        Some(c) if c.is_ascii_digit() || *c == b'.' => {
+            let mut i = b
+                .iter()
+                .take_while(|c| c.is_ascii_digit() || **c == b'.')
+                .count();
+            if matches!(b.get(i), Some(b'e' | b'E')) {
+                let sign = usize::from(matches!(b.get(i + 1), Some(b'+' | b'-')));
+                if b.get(i + 1 + sign).is_some_and(u8::is_ascii_digit) {
+                    i += 1 + sign;
+                    i += b[i..].iter().take_while(|c| c.is_ascii_digit()).count();
+                }
+            }
+            i + b[i..].iter().take_while(|&&c| id_char(c)).count()
+        }
+        Some(_) => rest.chars().next().map_or(0, char::len_utf8),
+    };
+    &rest[..len]
 }
 
 /// The byte offset of 1-based `line` and byte `column` in `s`.

@@ -150,6 +150,33 @@ pub fn parse_number(s: &str) -> Option<Value> {
     (used == t.len() && used > 0).then_some(n)
 }
 
+/// The integer that text begins with, as SQLite's `sqlite3Atoi64` reads it: after spaces
+/// and a sign, the decimal digits up to the first other byte, clamped to 64 bits; 0 when
+/// there are none.
+fn integer_prefix(b: &[u8]) -> i64 {
+    let is_space = |c: &u8| matches!(c, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r');
+    let mut rest = &b[b.iter().take_while(|c| is_space(c)).count()..];
+    let negative = rest.first() == Some(&b'-');
+    if matches!(rest.first(), Some(b'-' | b'+')) {
+        rest = &rest[1..];
+    }
+    // Past 2^63 every value clamps alike: stop adding digits there.
+    let limit = 1u64 << 63;
+    let magnitude = rest
+        .iter()
+        .take_while(|c| c.is_ascii_digit())
+        .fold(0u64, |v, &c| {
+            v.saturating_mul(10)
+                .saturating_add(u64::from(c - b'0'))
+                .min(limit + 1)
+        });
+    match negative {
+        true if magnitude >= limit => i64::MIN,
+        true => -(magnitude as i64),
+        false => magnitude.min(i64::MAX as u64) as i64,
+    }
+}
+
 /// The longest numeric prefix of `s` (after leading spaces), as SQLite converts text for
 /// arithmetic: `"12abc"` is 12, `"abc"` 0. Returns the number and the bytes used.
 pub fn number_prefix(s: &str) -> (Value, usize) {
@@ -264,13 +291,16 @@ impl Value {
         }
     }
 
-    /// The value as an integer (`CAST(x AS INTEGER)`): reals truncated toward zero and
-    /// clamped, text by its numeric prefix.
+    /// The value as an integer (`CAST(x AS INTEGER)`, `sqlite3_value_int64`): reals
+    /// truncated toward zero and clamped, text and blobs by their integer prefix (so
+    /// `'1.9e1'` is 1, as in SQLite: arithmetic reads it as 19.0, see [`Value::to_numeric`]).
     pub fn as_i64(&self) -> i64 {
-        match self.to_numeric() {
-            Value::Integer(i) => i,
-            Value::Real(r) => real_to_i64(r),
-            _ => 0,
+        match self {
+            Value::Integer(i) => *i,
+            Value::Real(r) => real_to_i64(*r),
+            Value::Text(s) => integer_prefix(s.as_bytes()),
+            Value::Blob(b) => integer_prefix(b),
+            Value::Null => 0,
         }
     }
 
@@ -359,48 +389,10 @@ fn cmp_int_real(i: i64, r: f64) -> Ordering {
     }
 }
 
-/// A REAL as SQLite prints it: 15 significant digits, always with a `.` or an exponent.
+/// A REAL as SQLite prints it (`%!.15g`): 15 significant digits, always with a `.` or an
+/// exponent.
 pub fn format_real(r: f64) -> String {
-    if r.is_nan() {
-        return "NaN".into();
-    }
-    if r.is_infinite() {
-        return if r > 0.0 { "Inf".into() } else { "-Inf".into() };
-    }
-    if r == 0.0 {
-        return "0.0".into();
-    }
-    let sci = format!("{:.14e}", r);
-    let (mant, exp) = sci.split_once('e').expect("exponent form");
-    let exp: i32 = exp.parse().expect("an exponent");
-    if (-5..15).contains(&exp) {
-        let decimals = (14 - exp).max(0) as usize;
-        let mut s = format!("{:.*}", decimals, r);
-        if s.contains('.') {
-            while s.ends_with('0') {
-                s.pop();
-            }
-            if s.ends_with('.') {
-                s.push('0');
-            }
-        } else {
-            s.push_str(".0");
-        }
-        s
-    } else {
-        let mut m = mant.to_string();
-        if m.contains('.') {
-            while m.ends_with('0') {
-                m.pop();
-            }
-            if m.ends_with('.') {
-                m.push('0');
-            }
-        } else {
-            m.push_str(".0");
-        }
-        format!("{m}e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs())
-    }
+    crate::printf::real_text(r)
 }
 
 impl fmt::Display for Value {
@@ -547,6 +539,12 @@ mod tests {
             (1.0 / 3.0, "0.333333333333333"),
             (100.0, "100.0"),
             (9.223372036854776e18, "9.22337203685478e+18"),
+            (0.00001234, "1.234e-05"),
+            (0.0001234, "0.0001234"),
+            (1e15, "1.0e+15"),
+            (123456789012345.6, "123456789012346.0"),
+            (f64::INFINITY, "Inf"),
+            (f64::NEG_INFINITY, "-Inf"),
         ] {
             assert_eq!(format_real(r), s, "{r}");
         }

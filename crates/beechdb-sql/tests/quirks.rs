@@ -219,3 +219,45 @@ fn a_collate_inside_an_expression_reaches_the_comparison() {
         common::same_outcome(&mut ours, &lite, sql);
     }
 }
+
+/// Text and blobs read as integers by their integer prefix (SQLite's `sqlite3Atoi64`: no
+/// fraction, no exponent), as reals by their longest numeric prefix.
+#[test]
+fn text_reads_as_an_integer_by_its_integer_prefix() {
+    let (_db, mut ours, lite) = common::both("CREATE TABLE t(a TEXT, b BLOB, c ANY);");
+    for sql in [
+        "SELECT CAST('35e8' AS INTEGER), CAST('1.9e1' AS INTEGER), CAST(' 12x' AS INTEGER)",
+        "SELECT CAST(CAST('35e8' AS BLOB) AS INTEGER), CAST(x'3132' AS INTEGER)",
+        "SELECT CAST('-0x10' AS INTEGER), CAST('9223372036854775808' AS INTEGER)",
+        "SELECT CAST('-9223372036854775809' AS INTEGER), CAST('1e100' AS INTEGER)",
+        "SELECT CAST('35e8' AS REAL), CAST('35e8' AS NUMERIC), CAST('1.5e1x' AS NUMERIC)",
+        "SELECT printf('%d|%d|%f', '35e8', x'33356538', '1e2')",
+        "SELECT '35e8' + 0, '35e8' * 1, abs('-1e1'), CAST('  -7.0' AS INTEGER)",
+        "SELECT substr('abcdef', '2e0', '1.9e0'), char('65e0')",
+    ] {
+        common::same_outcome(&mut ours, &lite, sql);
+    }
+}
+
+/// Text SQLite's tokenizer stops at gives its message, naming the token as far as SQLite
+/// takes it; a comment left open runs to the end of the text.
+#[test]
+fn bad_tokens_are_named_as_sqlite_names_them() {
+    let (_db, mut ours, lite) = common::both("CREATE TABLE t(a);");
+    for sql in [
+        "SELECT x'123'",
+        "SELECT x'12g4' FROM t",
+        "SELECT 'abc",
+        "SELECT \"abc",
+        "SELECT [abc",
+        "SELECT 12abc",
+        "SELECT 1e5x, 2",
+        "SELECT 0xg",
+        "SELECT 1 ! 2",
+        "SELECT #",
+        "SELECT 1 /* open",
+        "SELECT 1; /* open",
+    ] {
+        common::same_outcome(&mut ours, &lite, sql);
+    }
+}
