@@ -1959,6 +1959,16 @@ impl<'a> Exec<'a> {
                         &p_made
                     }
                 };
+                // SQLite's SQLITE_LIMIT_LIKE_PATTERN_LENGTH, checked first as in likeFunc.
+                let pattern_bytes = match p {
+                    Value::Null => 0,
+                    Value::Text(t) => t.len(),
+                    Value::Blob(b) => b.len(),
+                    other => other.to_text().len(),
+                };
+                if pattern_bytes > 50_000 {
+                    return Err(Error::Sql("LIKE or GLOB pattern too complex".into()));
+                }
                 let esc = match escape {
                     Some(x) => {
                         let x = self.eval(x, sc)?;
@@ -2123,6 +2133,19 @@ impl<'a> Exec<'a> {
         table.is_none() && self.quoted.iter().any(|q| q == name)
     }
 
+    /// What a name naming no column stands for instead: a double-quoted string, or `TRUE`
+    /// and `FALSE` written bare (1 and 0, as in SQLite).
+    fn fallback(&self, table: Option<&str>, name: &str) -> Option<Value> {
+        if self.quoted_string(table, name) {
+            return Some(Value::text(name));
+        }
+        match table {
+            None if name.eq_ignore_ascii_case("true") => Some(Value::Integer(1)),
+            None if name.eq_ignore_ascii_case("false") => Some(Value::Integer(0)),
+            _ => None,
+        }
+    }
+
     /// An error for the first column `e` names (outside its subqueries) that neither
     /// `frame` nor an enclosing query has, unless it is a double-quoted string.
     fn check_names(&self, e: &Expr, frame: &Frame, outer: Option<&Scope>) -> Result<()> {
@@ -2143,7 +2166,7 @@ impl<'a> Exec<'a> {
             }) {
                 return;
             }
-            if !self.quoted_string(table.as_deref(), name) {
+            if self.fallback(table.as_deref(), name).is_none() {
                 problem = Some(no_such_column(table.as_deref(), name));
             }
         });
@@ -2160,10 +2183,8 @@ impl<'a> Exec<'a> {
             }
             s = scope.outer;
         }
-        if self.quoted_string(table, name) {
-            return Ok(Value::text(name));
-        }
-        Err(no_such_column(table, name))
+        self.fallback(table, name)
+            .ok_or_else(|| no_such_column(table, name))
     }
 
     fn src_col<'s>(&self, e: &Expr, sc: &'s Scope<'s>) -> Option<&'s SrcCol> {

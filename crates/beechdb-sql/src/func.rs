@@ -42,9 +42,9 @@ pub fn check_call(name: &str, n: usize) -> Result<()> {
     let any = usize::MAX;
     let (least, most) = match name {
         "random" | "sqlite_version" | "last_insert_rowid" | "changes" | "total_changes" => (0, 0),
-        "abs" | "typeof" | "length" | "upper" | "lower" | "hex" | "quote" | "randomblob"
-        | "zeroblob" | "unicode" | "sign" | "likely" | "unlikely" | "sum" | "total" | "avg"
-        | "json" | "json_valid" | "json_quote" | "json_group_array" => (1, 1),
+        "abs" | "typeof" | "length" | "octet_length" | "upper" | "lower" | "hex" | "quote"
+        | "randomblob" | "zeroblob" | "unicode" | "sign" | "likely" | "unlikely" | "sum"
+        | "total" | "avg" | "json" | "json_valid" | "json_quote" | "json_group_array" => (1, 1),
         "ifnull" | "nullif" | "instr" | "likelihood" | "string_agg" | "json_patch"
         | "json_group_object" => (2, 2),
         "iif" | "replace" => (3, 3),
@@ -59,6 +59,9 @@ pub fn check_call(name: &str, n: usize) -> Result<()> {
         | "unixepoch" | "json_array" | "json_object" => (0, any),
         "sqlite_compileoption_used" | "sqlite_compileoption_get" => (1, 1),
         "timediff" => (2, 2),
+        "concat" => (1, any),
+        "unhex" => (1, 2),
+        "concat_ws" => (2, any),
         // Operators the parser spells as calls.
         _ if name.starts_with("->") => (0, any),
         _ => match crate::math::arity(name) {
@@ -439,7 +442,8 @@ pub fn call(name: &str, args: &[Value]) -> Result<Value> {
         "length" => match a(0) {
             Value::Null => Value::Null,
             Value::Blob(b) => Value::Integer(b.len() as i64),
-            v => Value::Integer(v.to_text().chars().count() as i64),
+            // Characters before the first zero byte, as SQLite counts them.
+            v => Value::Integer(v.to_text().chars().take_while(|&c| c != '\0').count() as i64),
         },
         "upper" | "lower" => match a(0) {
             Value::Null => Value::Null,
@@ -467,12 +471,13 @@ pub fn call(name: &str, args: &[Value]) -> Result<Value> {
             Value::Integer(h.find(&n).map_or(0, |i| h[..i].chars().count() as i64 + 1))
         }
         "trim" | "ltrim" | "rtrim" => {
-            if a(0).is_null() {
+            if a(0).is_null() || args.get(1).is_some_and(Value::is_null) {
                 return Ok(Value::Null);
             }
             let s = a(0).to_text();
             let set: Vec<char> = match args.get(1) {
-                Some(v) => v.to_text().chars().collect(),
+                // The set is read as a C string, to its first zero byte.
+                Some(v) => to_nul(&v.to_text()).chars().collect(),
                 None => vec![' '],
             };
             let r = match name {
@@ -483,12 +488,17 @@ pub fn call(name: &str, args: &[Value]) -> Result<Value> {
             Value::text(r)
         }
         "replace" => {
-            if args.iter().any(Value::is_null) {
+            // In SQLite's order: an empty pattern gives the text back before the
+            // replacement is looked at.
+            if a(0).is_null() || a(1).is_null() {
                 return Ok(Value::Null);
             }
             let pat = a(1).to_text();
-            if pat.is_empty() {
-                return Ok(a(0));
+            if pat.is_empty() || pat.starts_with('\0') {
+                return Ok(Value::from(a(0).to_text()));
+            }
+            if a(2).is_null() {
+                return Ok(Value::Null);
             }
             let (text, with) = (a(0).to_text(), a(2).to_text());
             if with.len() > pat.len() {
@@ -497,15 +507,28 @@ pub fn call(name: &str, args: &[Value]) -> Result<Value> {
             }
             Value::from(text.replace(&pat, &with))
         }
+        // SQLite's roundFunc: halves away from zero through an integer, or through its
+        // printf's decimal digits and back.
         "round" => {
-            if a(0).is_null() {
+            if a(0).is_null() || args.get(1).is_some_and(Value::is_null) {
                 return Ok(Value::Null);
             }
             let digits = args.get(1).map_or(0, Value::as_i64).clamp(0, 30);
-            let x = a(0).as_f64();
-            let m = 10f64.powi(digits as i32);
-            let r = (x * m).abs().round() / m;
-            Value::Real(if x < 0.0 { -r } else { r })
+            let r = a(0).as_f64();
+            Value::Real(
+                if !(-4_503_599_627_370_496.0..=4_503_599_627_370_496.0).contains(&r) {
+                    r
+                } else if digits == 0 {
+                    (r + if r < 0.0 { -0.5 } else { 0.5 }) as i64 as f64
+                } else {
+                    let text = crate::printf::printf(&[
+                        Value::text("%!.*f"),
+                        Value::Integer(digits),
+                        Value::Real(r),
+                    ]);
+                    crate::printf::sqlite_atof(&text.to_text())
+                },
+            )
         }
         "hex" => {
             let b = a(0).to_blob();
@@ -530,16 +553,41 @@ pub fn call(name: &str, args: &[Value]) -> Result<Value> {
             }
             let mut best = a(0);
             for v in &args[1..] {
+                // Of equal values (1 and 1.0) min() keeps the last, max() the first, as
+                // SQLite's minmaxFunc does.
                 let o = v.cmp_with(&best, Collation::Binary);
-                if (name == "min" && o.is_lt()) || (name == "max" && o.is_gt()) {
+                if (name == "min" && o.is_le()) || (name == "max" && o.is_gt()) {
                     best = v.clone();
                 }
             }
             best
         }
+        "octet_length" => match a(0) {
+            Value::Null => Value::Null,
+            Value::Blob(b) => Value::Integer(b.len() as i64),
+            Value::Text(t) => Value::Integer(t.len() as i64),
+            v => Value::Integer(v.to_text().len() as i64),
+        },
+        "unhex" => match (a(0), args.get(1)) {
+            (Value::Null, _) | (_, Some(Value::Null)) => Value::Null,
+            (x, pass) => unhex(&x.to_text(), &pass.map(Value::to_text).unwrap_or_default()),
+        },
+        // NULL arguments are left out, separator and all.
+        "concat" => concat_texts("", args)?,
+        "concat_ws" => match a(0) {
+            Value::Null => Value::Null,
+            sep => concat_texts(&sep.to_text(), &args[1..])?,
+        },
+        // Past Unicode's range U+FFFD, as in SQLite (which writes a surrogate's bytes as
+        // they are: text here cannot hold them, so U+FFFD again).
         "char" => Value::from(
             args.iter()
-                .filter_map(|v| char::from_u32(v.as_i64() as u32))
+                .map(|v| {
+                    u32::try_from(v.as_i64())
+                        .ok()
+                        .and_then(char::from_u32)
+                        .unwrap_or('\u{fffd}')
+                })
                 .collect::<String>(),
         ),
         "unicode" => match a(0) {
@@ -548,10 +596,13 @@ pub fn call(name: &str, args: &[Value]) -> Result<Value> {
                 .to_text()
                 .chars()
                 .next()
+                .filter(|&c| c != '\0')
                 .map_or(Value::Null, |c| Value::Integer(c as i64)),
         },
-        "sign" => match a(0).to_numeric() {
-            Value::Null => Value::Null,
+        // Only a number, or text that is wholly one (`sqlite3_value_numeric_type`), has a
+        // sign: other text and blobs give NULL.
+        "sign" => match crate::value::Affinity::Numeric.apply(a(0)) {
+            Value::Null | Value::Text(_) | Value::Blob(_) => Value::Null,
             n => {
                 let f = n.as_f64();
                 Value::Integer(if f > 0.0 {
@@ -591,44 +642,63 @@ pub fn call(name: &str, args: &[Value]) -> Result<Value> {
 }
 
 fn substr(v: &Value, start: i64, len: Option<i64>) -> Value {
-    let units: Vec<Value> = match v {
-        Value::Blob(b) => b.iter().map(|&x| Value::Integer(x as i64)).collect(),
-        _ => v
-            .to_text()
-            .chars()
-            .map(|c| Value::from(c.to_string()))
-            .collect(),
-    };
-    let n = units.len() as i64;
-    let (mut from, mut count) = (start, len.unwrap_or(i64::MAX / 4));
-    if from < 0 {
-        from += n + 1;
-        if from < 1 {
-            count += from - 1;
-            from = 1;
+    // SQLite's substrFunc: positions in characters of text (to its first zero byte), in
+    // bytes of a blob; an empty blob has no bytes to point at, and gives NULL.
+    let owned;
+    let (bytes, blob): (&[u8], bool) = match v {
+        Value::Blob(b) if b.is_empty() => return Value::Null,
+        Value::Blob(b) => (b, true),
+        Value::Text(t) => (t.as_bytes(), false),
+        other => {
+            owned = other.to_text();
+            (owned.as_bytes(), false)
         }
-    } else if from == 0 {
-        count -= 1;
-        from = 1;
+    };
+    let text = match blob {
+        true => "",
+        false => {
+            let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+            std::str::from_utf8(&bytes[..end]).unwrap_or_default()
+        }
+    };
+    let (mut p1, mut p2) = (start, len.unwrap_or(MAX_LENGTH as i64));
+    let count = match blob {
+        true => bytes.len() as i64,
+        false if p1 < 0 => text.chars().count() as i64,
+        false => 0,
+    };
+    if p1 < 0 {
+        p1 += count;
+        if p1 < 0 {
+            p2 = if p2 < 0 { 0 } else { p2 + p1 };
+            p1 = 0;
+        }
+    } else if p1 > 0 {
+        p1 -= 1;
+    } else if p2 > 0 {
+        p2 -= 1;
     }
-    if count < 0 {
-        // A negative length takes characters before the start.
-        let end = from - 1;
-        let begin = (end + count).max(0);
-        from = begin + 1;
-        count = end - begin;
+    if p2 < 0 {
+        p2 = if p2 < -p1 { p1 } else { -p2 };
+        p1 -= p2;
     }
-    let lo = (from - 1).clamp(0, n) as usize;
-    let hi = (from - 1).saturating_add(count).clamp(0, n) as usize;
-    match v {
-        Value::Blob(b) => Value::Blob(b[lo..hi.max(lo)].to_vec().into()),
-        _ => Value::from(
-            units[lo..hi.max(lo)]
-                .iter()
-                .map(Value::to_text)
-                .collect::<String>(),
-        ),
+    if blob {
+        let n = bytes.len() as i64;
+        if p1 >= n {
+            (p1, p2) = (0, 0);
+        } else if p2 > n - p1 {
+            p2 = n - p1;
+        }
+        return Value::Blob(bytes[p1 as usize..(p1 + p2) as usize].to_vec().into());
     }
+    let at = |s: &str, chars: i64| {
+        usize::try_from(chars)
+            .ok()
+            .and_then(|c| s.char_indices().nth(c))
+            .map_or(s.len(), |(i, _)| i)
+    };
+    let rest = &text[at(text, p1)..];
+    Value::from(rest[..at(rest, p2)].to_string())
 }
 
 pub fn quote(v: &Value) -> String {
@@ -636,7 +706,11 @@ pub fn quote(v: &Value) -> String {
         Value::Null => "NULL".into(),
         Value::Integer(i) => i.to_string(),
         Value::Real(r) => crate::printf::real_quoted(*r),
-        Value::Text(s) => format!("'{}'", s.replace('\'', "''")),
+        // As SQLite's `%Q`: the text up to its first zero byte.
+        Value::Text(s) => format!(
+            "'{}'",
+            s.split('\0').next().unwrap_or("").replace('\'', "''")
+        ),
         Value::Blob(b) => format!(
             "X'{}'",
             b.iter().map(|x| format!("{x:02X}")).collect::<String>()
@@ -681,8 +755,55 @@ pub fn fits(len: usize) -> Result<()> {
     }
 }
 
+/// `unhex(hex, pass)`: the bytes of pairs of hex digits, with characters of `pass` allowed
+/// between pairs; NULL for anything else (SQLite's `unhexFunc`).
+fn unhex(hex: &str, pass: &str) -> Value {
+    let mut out = Vec::with_capacity(hex.len() / 2);
+    // SQLite reads the text to its first zero byte.
+    let mut chars = hex.chars().take_while(|&c| c != '\0');
+    while let Some(c) = chars.next() {
+        let Some(high) = c.to_digit(16) else {
+            if pass.contains(c) {
+                continue;
+            }
+            return Value::Null;
+        };
+        match chars.next().and_then(|d| d.to_digit(16)) {
+            Some(low) => out.push((high << 4 | low) as u8),
+            None => return Value::Null,
+        }
+    }
+    Value::Blob(out.into())
+}
+
+/// `concat` and `concat_ws`: the texts of the arguments that are not NULL, `sep` between.
+fn concat_texts(sep: &str, args: &[Value]) -> Result<Value> {
+    let mut out = String::new();
+    for v in args {
+        let text = match v {
+            Value::Null => continue,
+            v => v.to_text(),
+        };
+        // The separator goes before any value once the output has bytes (an empty text
+        // first adds none), as SQLite's concatFuncCore writes it.
+        if !out.is_empty() {
+            out.push_str(sep);
+        }
+        fits(out.len() + text.len())?;
+        out.push_str(&text);
+    }
+    Ok(Value::from(out))
+}
+
+/// `s` up to its first zero byte, as C reads it.
+fn to_nul(s: &str) -> &str {
+    s.split('\0').next().unwrap_or(s)
+}
+
 /// `x LIKE pattern` (ASCII case-insensitive, `%` and `_`, optional escape).
 pub fn like(s: &str, pattern: &str, escape: Option<char>) -> bool {
+    // SQLite compares C strings: each ends at its first zero byte.
+    let (s, pattern) = (to_nul(s), to_nul(pattern));
     // An ASCII pattern matches bytes as it matches characters, unless a `_` (one character)
     // meets a character of several bytes: no ASCII byte is part of another character.
     if pattern.is_ascii()
@@ -764,6 +885,7 @@ fn like_units<U: LikeUnit>(s: &[U], p: &[U], escape: Option<U>) -> bool {
 /// at every split had made `'aaa...' GLOB '*a*a*a...b'` run for minutes, and recursed once
 /// per character of the text.
 pub fn glob(s: &str, pattern: &str) -> bool {
+    let (s, pattern) = (to_nul(s), to_nul(pattern));
     let s: SmallVec<[char; 64]> = s.chars().collect();
     let p: SmallVec<[char; 32]> = pattern.chars().collect();
     let (mut si, mut pi) = (0, 0);
@@ -881,7 +1003,9 @@ pub fn negate(v: &Value) -> Value {
             Some(n) => Value::Integer(n),
             None => Value::Real(-(*i as f64)),
         },
-        Value::Real(r) => Value::Real(-r),
+        // `-x` is `0 - x` in SQLite, so no negative zero comes of it (a literal `-0.0` is
+        // folded when parsed).
+        Value::Real(r) => Value::Real(0.0 - r),
         other => arith(ArithOp::Sub, &Value::Integer(0), &other.to_numeric()),
     }
 }

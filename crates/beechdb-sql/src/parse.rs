@@ -157,6 +157,16 @@ fn illegal_token(rest: &str) -> &str {
     &rest[..len]
 }
 
+/// `TRUE` or `FALSE` written bare (SQLite reads them as 1 and 0 where no column has the
+/// name; see `Exec::column`).
+fn truth_literal(e: &p::Expr) -> Option<bool> {
+    match e {
+        p::Expr::Id(id) if id.0.eq_ignore_ascii_case("true") => Some(true),
+        p::Expr::Id(id) if id.0.eq_ignore_ascii_case("false") => Some(false),
+        _ => None,
+    }
+}
+
 /// The byte offset of 1-based `line` and byte `column` in `s`.
 fn offset_of(s: &str, line: usize, column: usize) -> usize {
     let start: usize = s.split_inclusive('\n').take(line - 1).map(str::len).sum();
@@ -1402,15 +1412,34 @@ impl Cx<'_> {
                     p::UnaryOperator::Not => UnaryOp::Not,
                     p::UnaryOperator::BitwiseNot => UnaryOp::BitNot,
                 };
-                // A negative integer literal, including -9223372036854775808.
+                // A negative number literal, including -9223372036854775808 and -0.0.
                 if op == UnaryOp::Neg {
-                    if let p::Expr::Literal(p::Literal::Numeric(n)) = e {
+                    if let p::Expr::Literal(l @ p::Literal::Numeric(n)) = e {
                         if let Ok(i) = format!("-{n}").parse::<i64>() {
                             return Ok(Expr::Literal(Value::Integer(i)));
+                        }
+                        if let Value::Real(r) = literal(l)? {
+                            return Ok(Expr::Literal(Value::Real(-r)));
                         }
                     }
                 }
                 Expr::Unary(op, self.boxed(e)?)
+            }
+            p::Expr::Binary(a, op @ (p::Operator::Is | p::Operator::IsNot), b)
+                if truth_literal(b).is_some() =>
+            {
+                // `x IS [NOT] TRUE|FALSE` tests x's truth (2 IS TRUE), as SQLite's TK_TRUTH.
+                let want = truth_literal(b) == Some(true);
+                let holds = match want {
+                    true => self.expr(a)?,
+                    false => Expr::Unary(UnaryOp::Not, self.boxed(a)?),
+                };
+                let yes = i64::from(matches!(op, p::Operator::Is));
+                Expr::Case {
+                    base: None,
+                    whens: vec![(holds, Expr::Literal(Value::Integer(yes)))],
+                    else_: Some(Box::new(Expr::Literal(Value::Integer(1 - yes)))),
+                }
             }
             p::Expr::Binary(a, op, b) => {
                 let op = match op {
@@ -1712,7 +1741,9 @@ fn numeric_literal(n: &str) -> Result<Value> {
     if let Ok(i) = n.parse::<i64>() {
         return Ok(Value::Integer(i));
     }
+    // Checked as Rust reads numbers, converted as SQLite's sqlite3AtoF converts them (its
+    // double-double arithmetic is off the nearest double by a unit now and then).
     n.parse::<f64>()
-        .map(Value::Real)
+        .map(|_| Value::Real(crate::printf::sqlite_atof(&n)))
         .map_err(|_| Error::syntax(format!("malformed number {n}")))
 }

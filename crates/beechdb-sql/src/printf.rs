@@ -1025,6 +1025,9 @@ mod tests {
         assert_eq!(printf(&[Value::Null]), Value::Null);
         // Past the length limit: NULL, with nothing allocated.
         assert_eq!(f("%1000000000d", &[i(1)]), Value::Null);
-        assert_eq!(f("%.*c", &[i(i64::from(i32::MAX)), "x".into()]), Value::Null);
+        assert_eq!(
+            f("%.*c", &[i(i64::from(i32::MAX)), "x".into()]),
+            Value::Null
+        );
     }
 }

@@ -233,7 +233,8 @@ pub fn number_prefix(s: &str) -> (Value, usize) {
             return (Value::Integer(v), end);
         }
     }
-    (Value::Real(text.parse::<f64>().unwrap_or(0.0)), end)
+    // As SQLite's sqlite3AtoF converts it, not always the nearest double.
+    (Value::Real(crate::printf::sqlite_atof(text)), end)
 }
 
 impl Value {
@@ -459,7 +460,9 @@ pub fn arith(op: ArithOp, a: &Value, b: &Value) -> Value {
         return int_arith(op, *i, *j);
     }
     if op == ArithOp::Rem {
-        let (i, j) = (x.as_i64(), y.as_i64());
+        // The operands as integers read from the values themselves, as SQLite's
+        // OP_Remainder does (so text '1e5' is 1 here, though 100000.0 in a sum).
+        let (i, j) = (a.as_i64(), b.as_i64());
         if j == 0 {
             return Value::Null;
         }

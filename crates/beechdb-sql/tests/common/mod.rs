@@ -17,12 +17,25 @@ pub fn printed(v: &Value) -> String {
     }
 }
 
+/// A value read from SQLite, printed as [`printed`] prints BeechDB's: text that is not
+/// UTF-8 (SQLite keeps whatever bytes a blob or a cut gave it) as its lossy form, the one
+/// BeechDB's text holds (docs/sql-compat.md).
+pub fn lite_printed(v: ValueRef) -> String {
+    match v {
+        ValueRef::Text(t) => format!(
+            "{:?}",
+            ValueRef::Text(String::from_utf8_lossy(t).as_bytes())
+        ),
+        v => format!("{v:?}"),
+    }
+}
+
 /// SQLite's rows of `sql`.
 pub fn sqlite_rows(c: &rusqlite::Connection, sql: &str) -> Vec<Vec<String>> {
     let mut st = c.prepare(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
     let n = st.column_count();
     st.query_map([], |r| {
-        (0..n).map(|i| Ok(format!("{:?}", r.get_ref(i)?))).collect()
+        (0..n).map(|i| Ok(lite_printed(r.get_ref(i)?))).collect()
     })
     .unwrap()
     .map(|r| r.unwrap())
@@ -57,7 +70,7 @@ pub fn same_outcome(ours: &mut Connection, lite: &rusqlite::Connection, sql: &st
         .and_then(|mut st| {
             let n = st.column_count();
             st.query_map([], |r| {
-                (0..n).map(|i| Ok(format!("{:?}", r.get_ref(i)?))).collect()
+                (0..n).map(|i| Ok(lite_printed(r.get_ref(i)?))).collect()
             })?
             .collect::<rusqlite::Result<Vec<Vec<String>>>>()
         })
