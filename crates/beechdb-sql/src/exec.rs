@@ -6678,7 +6678,11 @@ fn group_signature_with(r: &[Value], colls: &[Collation], out: &mut Vec<u8>) {
         let (tag, bytes): (u8, &[u8]) = match v {
             Value::Null => (0, &[]),
             Value::Integer(i) => (1, &i.to_le_bytes()),
-            Value::Real(x) if x.fract() == 0.0 && x.abs() < 9.2e18 => {
+            // A whole real an integer can hold exactly (-2^63 included) is that integer.
+            Value::Real(x)
+                if x.fract() == 0.0
+                    && (-crate::value::TWO_POW_63..crate::value::TWO_POW_63).contains(x) =>
+            {
                 (1, &(*x as i64).to_le_bytes())
             }
             Value::Real(x) => (2, &x.to_bits().to_le_bytes()),

@@ -235,12 +235,21 @@ impl Acc {
             Acc::Sum(c) if c.cnt == 0 => Value::Null,
             Acc::Sum(c) if c.ovrfl => return Err(Error::Sql("integer overflow".into())),
             Acc::Sum(c) if !c.approx => Value::Integer(c.i_sum),
-            Acc::Sum(c) | Acc::Total(c) => Value::Real(c.real()),
+            // A NaN (Inf plus -Inf) is NULL, as SQLite's sqlite3_result_double makes it.
+            Acc::Sum(c) | Acc::Total(c) => real_or_null(c.real()),
             Acc::Avg(c) if c.cnt == 0 => Value::Null,
-            Acc::Avg(c) => Value::Real(c.real() / c.cnt as f64),
+            Acc::Avg(c) => real_or_null(c.real() / c.cnt as f64),
             Acc::Extreme(m, _) => m.clone().unwrap_or(Value::Null),
             Acc::Concat(s) => s.clone().map_or(Value::Null, Value::from),
         })
+    }
+}
+
+/// `r`, or NULL for a NaN (SQLite has no NaN values).
+fn real_or_null(r: f64) -> Value {
+    match r.is_nan() {
+        true => Value::Null,
+        false => Value::Real(r),
     }
 }
 
