@@ -499,6 +499,10 @@ pub enum FrameUnits {
 pub enum FrameExclude {
     #[default]
     NoOthers,
+    /// `EXCLUDE NO OTHERS` written out: nothing is left out, but SQLite then computes
+    /// each frame afresh rather than sliding one, which shows (a sum over a frame that
+    /// held a real is real while sliding, an integer afresh); so is it here.
+    NoOthersWritten,
     CurrentRow,
     /// The current row and its peers.
     Group,

@@ -4725,6 +4725,13 @@ impl<'a> Exec<'a> {
                     Some(Value::Real(r)) => Some(*r),
                     _ => None,
                 };
+                // Where position `x` stands against an offset from a number: NULL below
+                // every number and text above, as they sort (SQLite counts a NULL row in
+                // the frame `UNBOUNDED PRECEDING AND 1 PRECEDING` of an ascending order).
+                let place = |x: usize| match keys[part[x]].first() {
+                    Some(Value::Null) | None => f64::NEG_INFINITY,
+                    _ => number(x).unwrap_or(f64::INFINITY),
+                };
                 for j in 0..n {
                     // Where bound `b` puts the frame's first (`start`) or last position.
                     let at = |me: &mut Self, b: &FrameBound, start: bool| -> Result<i64> {
@@ -4773,13 +4780,12 @@ impl<'a> Exec<'a> {
                                         |x: f64| if desc { x > target } else { x < target };
                                     let after = |x: f64| if desc { x < target } else { x > target };
                                     match start {
-                                        true => (0..n)
-                                            .find(|&x| number(x).is_some_and(|x| !before(x)))
-                                            .unwrap_or(n)
-                                            as i64,
+                                        true => {
+                                            (0..n).find(|&x| !before(place(x))).unwrap_or(n) as i64
+                                        }
                                         false => (0..n)
                                             .rev()
-                                            .find(|&x| number(x).is_some_and(|x| !after(x)))
+                                            .find(|&x| !after(place(x)))
                                             .map_or(-1, |x| x as i64),
                                     }
                                 }
@@ -4795,7 +4801,7 @@ impl<'a> Exec<'a> {
                     let end = ((hi + 1).max(0) as usize).clamp(start, n);
                     let (peers, me) = (peer_start[j]..=peer_end[j], j);
                     let left_out = move |x: usize| match w.exclude {
-                        FrameExclude::NoOthers => false,
+                        FrameExclude::NoOthers | FrameExclude::NoOthersWritten => false,
                         FrameExclude::CurrentRow => x == me,
                         FrameExclude::Group => peers.contains(&x),
                         FrameExclude::Ties => x != me && peers.contains(&x),

@@ -830,7 +830,8 @@ impl Cx<'_> {
             return Ok(spec);
         };
         let exclude = match f.exclude {
-            None | Some(p::FrameExclude::NoOthers) => FrameExclude::NoOthers,
+            None => FrameExclude::NoOthers,
+            Some(p::FrameExclude::NoOthers) => FrameExclude::NoOthersWritten,
             Some(p::FrameExclude::CurrentRow) => FrameExclude::CurrentRow,
             Some(p::FrameExclude::Group) => FrameExclude::Group,
             Some(p::FrameExclude::Ties) => FrameExclude::Ties,
@@ -845,6 +846,18 @@ impl Cx<'_> {
             Some(e) => self.frame_bound(e)?,
             None => FrameBound::CurrentRow,
         };
+        // SQLite's rule: the frame may not start at a kind of bound after its end's kind.
+        let backwards = matches!(
+            (&start, &end),
+            (FrameBound::CurrentRow, FrameBound::Preceding(_))
+                | (
+                    FrameBound::Following(_),
+                    FrameBound::Preceding(_) | FrameBound::CurrentRow
+                )
+        );
+        if backwards {
+            return Err(Error::Sql("unsupported frame specification".into()));
+        }
         spec.frame = Some((units, start, end, exclude));
         Ok(spec)
     }
