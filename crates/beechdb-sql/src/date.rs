@@ -10,7 +10,7 @@
 //! docs/sql-compat.md): `localtime` and `utc` mark the time and move nothing.
 
 use crate::error::Result;
-use crate::value::Value;
+use crate::value::{is_space, Value};
 
 /// Milliseconds in a day.
 const DAY_MS: i64 = 86_400_000;
@@ -47,10 +47,6 @@ struct DateTime {
 /// Byte `i` of `z`, or 0 past its end (C's terminator).
 fn at(z: &[u8], i: usize) -> u8 {
     z.get(i).copied().unwrap_or(0)
-}
-
-fn is_space(c: u8) -> bool {
-    matches!(c, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
 }
 
 /// A field of [`get_digits`]: this many digits, in this range, then this byte (0: last).
@@ -270,34 +266,11 @@ fn set_raw_number(p: &mut DateTime, r: f64) {
     }
 }
 
-/// The whole of `text` as a number, as SQLite's `sqlite3AtoF` accepts one (spaces around
-/// it, digits required, a complete exponent).
+/// The whole of `text` as a number (spaces around it allowed), as SQLite's
+/// `sqlite3AtoF` accepts and converts one.
 fn whole_number(text: &[u8]) -> Option<f64> {
-    let s = std::str::from_utf8(text).ok()?;
-    let t = s.trim_matches(|c: char| c.is_ascii() && is_space(c as u8));
-    let b = t.as_bytes();
-    let mut i = usize::from(matches!(b.first(), Some(b'+' | b'-')));
-    let int_digits = b[i..].iter().take_while(|c| c.is_ascii_digit()).count();
-    i += int_digits;
-    let mut frac_digits = 0;
-    if at(b, i) == b'.' {
-        i += 1;
-        frac_digits = b[i..].iter().take_while(|c| c.is_ascii_digit()).count();
-        i += frac_digits;
-    }
-    if int_digits + frac_digits == 0 {
-        return None;
-    }
-    if matches!(at(b, i), b'e' | b'E') {
-        i += 1;
-        i += usize::from(matches!(at(b, i), b'+' | b'-'));
-        let exp_digits = b[i..].iter().take_while(|c| c.is_ascii_digit()).count();
-        if exp_digits == 0 {
-            return None;
-        }
-        i += exp_digits;
-    }
-    (i == b.len()).then(|| crate::printf::sqlite_atof(t))
+    let text = std::str::from_utf8(text).ok()?;
+    crate::value::parse_number(text).map(|n| n.as_f64())
 }
 
 /// A time value given as text; true on an error.
@@ -748,16 +721,11 @@ fn is_date(args: &[Value]) -> Option<DateTime> {
     Some(p)
 }
 
-/// An argument's bytes as `sqlite3_value_text` gives them, to its first zero byte.
+/// A non-NULL argument's bytes as SQLite's C reads them (see [`crate::printf::text_arg`]).
 fn text_of(v: &Value) -> Vec<u8> {
-    let mut bytes = match v {
-        Value::Blob(b) => b.to_vec(),
-        other => other.to_text().into_bytes(),
-    };
-    if let Some(end) = bytes.iter().position(|&b| b == 0) {
-        bytes.truncate(end);
-    }
-    bytes
+    crate::printf::text_arg(v)
+        .map(|t| t.into_owned())
+        .unwrap_or_default()
 }
 
 /// `v` through SQLite's printf with `format` (one conversion of a real).
@@ -906,76 +874,46 @@ fn timediff(a: &Value, b: &Value) -> Option<String> {
     let mut d2 = is_date(std::slice::from_ref(b))?;
     compute_ymd_hms(&mut d1);
     compute_ymd_hms(&mut d2);
-    let sign;
-    let (mut y, mut m);
-    // Moves d2 to the year and month of d1, keeping its day and time.
-    let set_d2 = |d2: &mut DateTime, year: Option<i32>, month: Option<i32>| {
-        if let Some(year) = year {
-            d2.year = year;
-        }
-        if let Some(month) = month {
-            d2.month = month;
-        }
+    // SQLite's two mirrored branches as one: `dir` is 1 when a is at or after b, else -1;
+    // d2 is moved to d1's year and month, then back (or on) a month at a time while it
+    // has passed d1, and what is left is a time span.
+    let dir = if d1.jd >= d2.jd { 1 } else { -1 };
+    let recompute = |d2: &mut DateTime| {
         d2.valid_jd = false;
         compute_jd(d2);
     };
-    if d1.jd >= d2.jd {
-        sign = '+';
-        y = d1.year - d2.year;
-        if y != 0 {
-            set_d2(&mut d2, Some(d1.year), None);
-        }
-        m = d1.month - d2.month;
-        if m < 0 {
-            y -= 1;
-            m += 12;
-        }
-        if m != 0 {
-            set_d2(&mut d2, None, Some(d1.month));
-        }
-        while d1.jd < d2.jd {
-            m -= 1;
-            if m < 0 {
-                m = 11;
-                y -= 1;
-            }
-            d2.month -= 1;
-            if d2.month < 1 {
-                d2.month = 12;
-                d2.year -= 1;
-            }
-            set_d2(&mut d2, None, None);
-        }
-        d1.jd -= d2.jd;
-    } else {
-        sign = '-';
-        y = d2.year - d1.year;
-        if y != 0 {
-            set_d2(&mut d2, Some(d1.year), None);
-        }
-        m = d2.month - d1.month;
-        if m < 0 {
-            y -= 1;
-            m += 12;
-        }
-        if m != 0 {
-            set_d2(&mut d2, None, Some(d1.month));
-        }
-        while d1.jd > d2.jd {
-            m -= 1;
-            if m < 0 {
-                m = 11;
-                y -= 1;
-            }
-            d2.month += 1;
-            if d2.month > 12 {
-                d2.month = 1;
-                d2.year += 1;
-            }
-            set_d2(&mut d2, None, None);
-        }
-        d1.jd = d2.jd - d1.jd;
+    let mut y = dir * (d1.year - d2.year);
+    if y != 0 {
+        d2.year = d1.year;
+        recompute(&mut d2);
     }
+    let mut m = dir * (d1.month - d2.month);
+    if m < 0 {
+        y -= 1;
+        m += 12;
+    }
+    if m != 0 {
+        d2.month = d1.month;
+        recompute(&mut d2);
+    }
+    while (d1.jd - d2.jd) * i64::from(dir) < 0 {
+        m -= 1;
+        if m < 0 {
+            m = 11;
+            y -= 1;
+        }
+        d2.month -= dir;
+        if d2.month < 1 {
+            d2.month = 12;
+            d2.year -= 1;
+        } else if d2.month > 12 {
+            d2.month = 1;
+            d2.year += 1;
+        }
+        recompute(&mut d2);
+    }
+    d1.jd = (d1.jd - d2.jd) * i64::from(dir);
+    let sign = if dir > 0 { '+' } else { '-' };
     d1.jd += 148_699_540_800_000;
     clear_ymd_hms_tz(&mut d1);
     compute_ymd_hms(&mut d1);

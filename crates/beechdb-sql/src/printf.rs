@@ -45,7 +45,7 @@ struct TooBig;
 
 /// An argument as `sqlite3_value_text` gives it to C: `None` for NULL, and up to its first
 /// zero byte.
-fn text_arg(v: &Value) -> Option<Cow<'_, [u8]>> {
+pub(crate) fn text_arg(v: &Value) -> Option<Cow<'_, [u8]>> {
     let bytes: Cow<[u8]> = match v {
         Value::Null => return None,
         Value::Text(s) => Cow::Borrowed(s.as_bytes()),

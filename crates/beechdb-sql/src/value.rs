@@ -150,12 +150,16 @@ pub fn parse_number(s: &str) -> Option<Value> {
     (used == t.len() && used > 0).then_some(n)
 }
 
+/// Whether `c` is a space to SQLite (`sqlite3Isspace`: C's, vertical tab included).
+pub(crate) fn is_space(c: u8) -> bool {
+    matches!(c, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
+}
+
 /// The integer that text begins with, as SQLite's `sqlite3Atoi64` reads it: after spaces
 /// and a sign, the decimal digits up to the first other byte, clamped to 64 bits; 0 when
 /// there are none.
 fn integer_prefix(b: &[u8]) -> i64 {
-    let is_space = |c: &u8| matches!(c, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r');
-    let mut rest = &b[b.iter().take_while(|c| is_space(c)).count()..];
+    let mut rest = &b[b.iter().take_while(|&&c| is_space(c)).count()..];
     let negative = rest.first() == Some(&b'-');
     if matches!(rest.first(), Some(b'-' | b'+')) {
         rest = &rest[1..];

@@ -55,10 +55,7 @@ fn aggregate(rng: &mut StdRng) -> String {
 
 #[test]
 fn random_aggregates_match_sqlite() {
-    let seeds: u64 = std::env::var("BEECH_AGG_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1_000);
+    let seeds: u64 = common::env_count("BEECH_AGG_SEEDS", 1_000);
     for seed in 0..seeds {
         let mut rng = StdRng::seed_from_u64(seed);
         let rows: Vec<String> = (0..rng.gen_range(0..12))
@@ -72,10 +69,7 @@ fn random_aggregates_match_sqlite() {
                 )
             })
             .collect();
-        let mut setup = "CREATE TABLE t(g, a, b, c);".to_string();
-        if !rows.is_empty() {
-            setup.push_str(&format!("INSERT INTO t VALUES {};", rows.join(", ")));
-        }
+        let setup = common::with_rows("CREATE TABLE t(g, a, b, c);", "INSERT INTO t VALUES", &rows);
         let (_db, mut ours, lite) = common::both(&setup);
         let calls: Vec<String> = (0..3).map(|_| aggregate(&mut rng)).collect();
         let sql = match rng.gen_range(0..3) {

@@ -149,10 +149,7 @@ fn modifier(rng: &mut StdRng) -> String {
 
 #[test]
 fn random_times_under_random_modifiers_match_sqlite() {
-    let seeds: u64 = std::env::var("BEECH_DATE_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(3_000);
+    let seeds: u64 = common::env_count("BEECH_DATE_SEEDS", 3_000);
     let (_db, mut ours, lite) = common::both("CREATE TABLE t(a);");
     let conversions =
         "%d %e %f %F %G %g %H %I %j %J %k %l %m %M %p %P %R %s %S %T %u %U %V %w %W %Y %%";

@@ -4,19 +4,15 @@
 //! `BEECH_DIFF_SEEDS` sets the number of seeds (default 300), `BEECH_DIFF_FIRST_SEED` the
 //! first (default 0), so that a long hunt can go on past one that failed.
 
+mod common;
+
 use beechdb_sql::{Database, Value};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 fn seeds() -> std::ops::Range<u64> {
-    let var = |name: &str, default: u64| {
-        std::env::var(name)
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(default)
-    };
-    let first = var("BEECH_DIFF_FIRST_SEED", 0);
-    first..first + var("BEECH_DIFF_SEEDS", 300)
+    let first = common::env_count("BEECH_DIFF_FIRST_SEED", 0);
+    first..first + common::env_count("BEECH_DIFF_SEEDS", 300)
 }
 
 const TYPES: [&str; 5] = ["INTEGER", "TEXT", "REAL", "", "NUMERIC"];

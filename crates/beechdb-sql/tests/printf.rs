@@ -2,6 +2,8 @@
 //! flag and ending, then random formats with random arguments of every type
 //! (`BEECH_PRINTF_SEEDS` sets how many; 3,000 by default).
 
+mod common;
+
 use beechdb_sql::{Connection, Value};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -215,10 +217,7 @@ fn fixed_formats_match_sqlite() {
 /// precisions (some from arguments), with arguments of every type.
 #[test]
 fn random_formats_match_sqlite() {
-    let seeds: u64 = std::env::var("BEECH_PRINTF_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(3_000);
+    let seeds: u64 = common::env_count("BEECH_PRINTF_SEEDS", 3_000);
     let (_db, mut c, lite) = connections();
     for seed in 0..seeds {
         let mut rng = StdRng::seed_from_u64(seed);

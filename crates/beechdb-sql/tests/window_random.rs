@@ -20,10 +20,7 @@ fn bound(rng: &mut StdRng, start: bool) -> String {
 
 #[test]
 fn random_windows_match_sqlite() {
-    let seeds: u64 = std::env::var("BEECH_WINDOW_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1_000);
+    let seeds: u64 = common::env_count("BEECH_WINDOW_SEEDS", 1_000);
     for seed in 0..seeds {
         let mut rng = StdRng::seed_from_u64(seed);
         let rows: Vec<String> = (0..rng.gen_range(0..12))
@@ -41,13 +38,11 @@ fn random_windows_match_sqlite() {
                 format!("({}, {o}, {v})", rng.gen_range(0..3))
             })
             .collect();
-        let mut setup = "CREATE TABLE t(id INTEGER PRIMARY KEY, g, o, v);".to_string();
-        if !rows.is_empty() {
-            setup.push_str(&format!(
-                "INSERT INTO t(g, o, v) VALUES {};",
-                rows.join(", ")
-            ));
-        }
+        let setup = common::with_rows(
+            "CREATE TABLE t(id INTEGER PRIMARY KEY, g, o, v);",
+            "INSERT INTO t(g, o, v) VALUES",
+            &rows,
+        );
         let (_db, mut ours, lite) = common::both(&setup);
         let partition = if rng.gen_bool(0.5) {
             "PARTITION BY g "

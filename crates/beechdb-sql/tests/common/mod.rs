@@ -125,3 +125,20 @@ pub fn same_names(ours: &mut Connection, lite: &rusqlite::Connection, sql: &str)
     let got = ours.query(sql, &[]).unwrap().columns.to_vec();
     assert_eq!(got, want, "{sql}");
 }
+
+/// The number in environment variable `name` (a test's count of random cases), or
+/// `default`.
+pub fn env_count(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+/// `create`, then `rows` (each `(...)`) inserted by `insert` (`INSERT INTO t VALUES`), if any.
+pub fn with_rows(create: &str, insert: &str, rows: &[String]) -> String {
+    match rows.is_empty() {
+        true => create.to_string(),
+        false => format!("{create}{insert} {};", rows.join(", ")),
+    }
+}
