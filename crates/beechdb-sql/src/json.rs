@@ -11,6 +11,7 @@
 
 use crate::ast::Expr;
 use crate::error::{Error, Result};
+use crate::printf::sqlite_atof;
 use crate::value::Value;
 use serde_json::Value as J;
 
@@ -287,7 +288,11 @@ pub fn to_json(v: &Value, is_json: bool) -> Result<J> {
     Ok(match v {
         Value::Null => J::Null,
         Value::Integer(i) => J::from(*i),
-        Value::Real(r) => serde_json::Number::from_f64(*r).map_or(J::Null, J::Number),
+        // As SQLite writes it, `%!0.15g` (an infinity as 9.0e+999).
+        Value::Real(r) => {
+            let text = crate::printf::printf(&[Value::from("%!0.15g"), Value::Real(*r)]);
+            J::Number(number(&text.to_text()))
+        }
         Value::Text(t) if is_json => parse(&Value::Text(t.clone()))?,
         Value::Text(t) => J::String(t.to_string()),
         Value::Blob(_) => return Err(Error::Sql("JSON cannot hold BLOB values".into())),
@@ -300,13 +305,31 @@ fn to_sql(j: &J) -> Value {
     match j {
         J::Null => Value::Null,
         J::Bool(b) => Value::Integer(*b as i64),
-        J::Number(n) => match n.as_i64() {
-            Some(i) => Value::Integer(i),
-            None => Value::Real(n.as_f64().unwrap_or(0.0)),
-        },
+        J::Number(n) => {
+            let text = n.as_str();
+            match is_integer(n) {
+                // An integer past 64 bits is read as a real, as SQLite does.
+                true => text
+                    .parse()
+                    .map_or_else(|_| Value::Real(sqlite_atof(text)), Value::Integer),
+                false => Value::Real(sqlite_atof(text)),
+            }
+        }
         J::String(s) => Value::from(s.as_str()),
         other => Value::from(other.to_string()),
     }
+}
+
+/// A number's JSON text as written (serde_json's `arbitrary_precision` keeps it, so that a
+/// document's numbers come out as they went in, as in SQLite): an integer unless it has a
+/// fraction or an exponent, whatever its size.
+fn is_integer(n: &serde_json::Number) -> bool {
+    !n.as_str().contains(['.', 'e', 'E'])
+}
+
+/// The JSON number written `text` (valid JSON number text, as `%!.15g` makes).
+fn number(text: &str) -> serde_json::Number {
+    text.parse().expect("a JSON number")
 }
 
 /// The element of `root` at path `path`.
@@ -493,7 +516,7 @@ fn type_name(j: &J) -> &'static str {
         J::Null => "null",
         J::Bool(true) => "true",
         J::Bool(false) => "false",
-        J::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        J::Number(n) if is_integer(n) => "integer",
         J::Number(_) => "real",
         J::String(_) => "text",
         J::Array(_) => "array",
@@ -532,7 +555,6 @@ pub fn table_rows(name: &str, args: &[Value]) -> Result<Vec<Vec<Value>>> {
         Some(p) => p.to_text(),
     };
     let parsed = parse(doc)?;
-    let path = steps(&root)?;
     let Some(top) = at(&parsed, &root)? else {
         return Ok(Vec::new());
     };
@@ -550,15 +572,26 @@ pub fn table_rows(name: &str, args: &[Value]) -> Result<Vec<Vec<Value>>> {
         }
         return Ok(rows.rows);
     }
-    // json_tree: the element itself (keyed by the path's last step), then what is under it.
-    let key = match path.last() {
-        Some(Step::Key(k)) => Value::from(k.as_str()),
-        Some(Step::Index(i)) => Value::Integer(*i as i64),
-        _ => Value::Null,
-    };
-    let parent_path = match root.rfind(['.', '[']) {
-        Some(cut) if root.len() > 1 => &root[..cut],
-        _ => &root,
+    // json_tree: the element itself, then what is under it. Its path and key are cut from
+    // the path as SQLite cuts them: at the last `.` or `[` where what is left leads to an
+    // array whose first element this is, else after the `$`; the key is what follows the
+    // cut, as written (`[#-1]` reads as the number 0).
+    let cut = (1..root.len())
+        .rev()
+        .filter(|&n| matches!(root.as_bytes()[n], b'.' | b'['))
+        .find(|&n| {
+            matches!(at(&parsed, &root[..n]), Ok(Some(J::Array(a)))
+                if a.first().is_some_and(|f| std::ptr::eq(f, top)))
+        })
+        .unwrap_or(root.len().min(1));
+    let (parent_path, step) = root.split_at(cut);
+    let key = match step.as_bytes() {
+        [] => Value::Null,
+        [b'[', index @ ..] => Value::Integer(crate::value::integer_prefix(index)),
+        [_, b'"', quoted @ ..] => Value::from(
+            String::from_utf8_lossy(&quoted[..quoted.len().saturating_sub(1)]).into_owned(),
+        ),
+        [_, name @ ..] => Value::from(String::from_utf8_lossy(name).into_owned()),
     };
     rows.tree(key, top, Value::Null, &root, parent_path);
     Ok(rows.rows)

@@ -158,7 +158,7 @@ pub(crate) fn is_space(c: u8) -> bool {
 /// The integer that text begins with, as SQLite's `sqlite3Atoi64` reads it: after spaces
 /// and a sign, the decimal digits up to the first other byte, clamped to 64 bits; 0 when
 /// there are none.
-fn integer_prefix(b: &[u8]) -> i64 {
+pub(crate) fn integer_prefix(b: &[u8]) -> i64 {
     let mut rest = &b[b.iter().take_while(|&&c| is_space(c)).count()..];
     let negative = rest.first() == Some(&b'-');
     if matches!(rest.first(), Some(b'-' | b'+')) {
