@@ -44,13 +44,13 @@ pub fn check_call(name: &str, n: usize) -> Result<()> {
         "random" | "sqlite_version" | "last_insert_rowid" | "changes" | "total_changes" => (0, 0),
         "abs" | "typeof" | "length" | "octet_length" | "upper" | "lower" | "hex" | "quote"
         | "randomblob" | "zeroblob" | "unicode" | "sign" | "likely" | "unlikely" | "sum"
-        | "total" | "avg" | "json" | "json_valid" | "json_quote" | "json_group_array" => (1, 1),
+        | "total" | "avg" | "json" | "json_quote" | "json_group_array" => (1, 1),
         "ifnull" | "nullif" | "instr" | "likelihood" | "string_agg" | "json_patch"
         | "json_group_object" => (2, 2),
         "iif" | "replace" => (3, 3),
         "substr" | "substring" => (2, 3),
         "trim" | "ltrim" | "rtrim" | "round" | "group_concat" | "json_type"
-        | "json_array_length" | "json_pretty" => (1, 2),
+        | "json_array_length" | "json_pretty" | "json_valid" => (1, 2),
         "count" => (0, 1),
         "coalesce" => (2, any),
         "min" | "max" | "json_extract" | "json_set" | "json_insert" | "json_replace"

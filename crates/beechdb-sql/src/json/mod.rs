@@ -2,10 +2,12 @@
 //! `json_extract`, `json_type`, `json_array_length`, `json_set`, `json_insert`,
 //! `json_replace`, `json_remove`, `json_patch`, `json_quote`, `json_pretty`, the aggregates
 //! `json_group_array` and `json_group_object` (their state: [`JsonAgg`]), and the `->` /
-//! `->>` operators, over JSON held as text.
+//! `->>` operators, over JSON held as text, and the table functions `json_each` and
+//! `json_tree`.
 //!
 //! Owns: paths (parsed into [`Step`]s, looked up and edited) and the conversions between
-//! JSON and SQL values. May call: `value`, `ast` (which expressions make JSON). Arguments
+//! JSON and SQL values. May call: `tree` (the parsed document), `value`, `printf`, `ast`
+//! (which expressions make JSON). Arguments
 //! that are themselves JSON (the result of a JSON function) are embedded as JSON, not as
 //! strings: the caller says which (SQLite's subtype; see [`Made`]).
 
@@ -13,7 +15,9 @@ use crate::ast::Expr;
 use crate::error::{Error, Result};
 use crate::printf::sqlite_atof;
 use crate::value::Value;
-use serde_json::Value as J;
+use tree::{Node, Num, Text};
+
+mod tree;
 
 /// How the expression that gave an argument makes its value: plain SQL, JSON (a JSON
 /// function's result, embedded as JSON), or `json_extract`'s result (JSON when it is an
@@ -56,17 +60,16 @@ impl Made {
 
 /// The running state of `json_group_array` (values) or `json_group_object` (pairs).
 pub enum JsonAgg {
-    Array(Vec<J>, Made),
-    Object(serde_json::Map<String, J>, Made),
+    Array(Vec<Node>, Made),
+    Object(Vec<(Text, Node)>, Made),
 }
 
 impl JsonAgg {
     pub fn new(name: &str, args: &[Expr]) -> JsonAgg {
         match name {
-            "json_group_object" => JsonAgg::Object(
-                serde_json::Map::new(),
-                args.get(1).map_or(Made::Sql, Made::by),
-            ),
+            "json_group_object" => {
+                JsonAgg::Object(Vec::new(), args.get(1).map_or(Made::Sql, Made::by))
+            }
             _ => JsonAgg::Array(Vec::new(), args.first().map_or(Made::Sql, Made::by)),
         }
     }
@@ -77,8 +80,11 @@ impl JsonAgg {
             JsonAgg::Array(items, made) => items.push(to_json(&a(0), made.is_json(&a(0)))?),
             // A NULL label adds nothing, as in SQLite.
             JsonAgg::Object(_, _) if a(0).is_null() => {}
-            JsonAgg::Object(map, made) => {
-                map.insert(a(0).to_text(), to_json(&a(1), made.is_json(&a(1)))?);
+            JsonAgg::Object(members, made) => {
+                members.push((
+                    Text::raw(&a(0).to_text()),
+                    to_json(&a(1), made.is_json(&a(1)))?,
+                ));
             }
         }
         Ok(())
@@ -86,8 +92,8 @@ impl JsonAgg {
 
     pub fn finish(&mut self) -> Value {
         Value::from(match self {
-            JsonAgg::Array(items, _) => J::Array(std::mem::take(items)).to_string(),
-            JsonAgg::Object(map, _) => J::Object(std::mem::take(map)).to_string(),
+            JsonAgg::Array(items, _) => Node::Array(std::mem::take(items)).to_json(),
+            JsonAgg::Object(members, _) => Node::Object(std::mem::take(members)).to_json(),
         })
     }
 }
@@ -142,7 +148,7 @@ fn steps(path: &str) -> Result<Vec<Step>> {
 }
 
 /// Where `step` leads in `arr`: an element's index, or `len` for one past the end.
-fn array_index(arr: &[J], step: &Step) -> Option<usize> {
+fn array_index(arr: &[Node], step: &Step) -> Option<usize> {
     match step {
         Step::Index(i) => Some(*i),
         Step::FromEnd(n) => arr.len().checked_sub(*n),
@@ -151,18 +157,37 @@ fn array_index(arr: &[J], step: &Step) -> Option<usize> {
     }
 }
 
-fn child<'a>(cur: &'a J, step: &Step) -> Option<&'a J> {
+/// Where `key` is among `members`: the first member of that name, as in SQLite.
+fn member(members: &[(Text, Node)], key: &Text) -> Option<usize> {
+    members.iter().position(|(label, _)| label.same(key))
+}
+
+/// A path's key as a label: what it says, its escapes read as JSON's.
+fn path_key(k: &str) -> Text {
+    match k.contains('\\') {
+        true => Text {
+            text: k.to_string(),
+            esc: tree::Esc::Json5,
+        },
+        false => Text::raw(k),
+    }
+}
+
+fn child<'a>(cur: &'a Node, step: &Step) -> Option<&'a Node> {
     match (cur, step) {
-        (J::Object(m), Step::Key(k)) => m.get(k),
-        (J::Array(a), s) => a.get(array_index(a, s)?),
+        (Node::Object(m), Step::Key(k)) => Some(&m[member(m, &path_key(k))?].1),
+        (Node::Array(a), s) => a.get(array_index(a, s)?),
         _ => None,
     }
 }
 
-fn child_mut<'a>(cur: &'a mut J, step: &Step) -> Option<&'a mut J> {
+fn child_mut<'a>(cur: &'a mut Node, step: &Step) -> Option<&'a mut Node> {
     match (cur, step) {
-        (J::Object(m), Step::Key(k)) => m.get_mut(k),
-        (J::Array(a), s) => {
+        (Node::Object(m), Step::Key(k)) => {
+            let i = member(m, &path_key(k))?;
+            Some(&mut m[i].1)
+        }
+        (Node::Array(a), s) => {
             let i = array_index(a, s)?;
             a.get_mut(i)
         }
@@ -179,21 +204,21 @@ enum Edit {
 }
 
 /// The value a missing path `rest` (not empty) leads to: objects and arrays made on the way.
-fn substructure(rest: &[Step], value: J) -> Option<J> {
+fn substructure(rest: &[Step], value: Node) -> Option<Node> {
     let Some((first, more)) = rest.split_first() else {
         return Some(value);
     };
     let inner = substructure(more, value)?;
     match first {
-        Step::Key(k) => Some(J::Object([(k.clone(), inner)].into_iter().collect())),
-        Step::Index(0) | Step::Append => Some(J::Array(vec![inner])),
+        Step::Key(k) => Some(Node::Object(vec![(path_key(k), inner)])),
+        Step::Index(0) | Step::Append => Some(Node::Array(vec![inner])),
         _ => None,
     }
 }
 
 /// Applies `edit` of `value` at `path` in `root`; a path whose parent is missing is made
 /// (objects for keys, an array for `[0]` or `[#]`) by an insert or a set.
-fn edit_at(root: &mut J, path: &[Step], edit: Edit, value: J) {
+fn edit_at(root: &mut Node, path: &[Step], edit: Edit, value: Node) {
     let Some((last, parents)) = path.split_last() else {
         if edit != Edit::Insert {
             *root = value;
@@ -223,18 +248,16 @@ fn edit_at(root: &mut J, path: &[Step], edit: Edit, value: J) {
 
 /// Adds `value` to `cur` at a `step` that is not there: a key of an object, or the end of
 /// an array.
-fn add(cur: &mut J, step: &Step, value: J) {
+fn add(cur: &mut Node, step: &Step, value: Node) {
     match (cur, step) {
-        (J::Object(m), Step::Key(k)) => {
-            m.insert(k.clone(), value);
-        }
-        (J::Array(a), s) if array_index(a, s) == Some(a.len()) => a.push(value),
+        (Node::Object(m), Step::Key(k)) => m.push((path_key(k), value)),
+        (Node::Array(a), s) if array_index(a, s) == Some(a.len()) => a.push(value),
         _ => {}
     }
 }
 
 /// Removes what `path` leads to; false when the path is `$` (nothing is left).
-fn remove_at(root: &mut J, path: &[Step]) -> bool {
+fn remove_at(root: &mut Node, path: &[Step]) -> bool {
     let Some((last, parents)) = path.split_last() else {
         return false;
     };
@@ -246,10 +269,12 @@ fn remove_at(root: &mut J, path: &[Step]) -> bool {
         }
     }
     match (cur, last) {
-        (J::Object(m), Step::Key(k)) => {
-            m.shift_remove(k);
+        (Node::Object(m), Step::Key(k)) => {
+            if let Some(i) = member(m, &path_key(k)) {
+                m.remove(i);
+            }
         }
-        (J::Array(a), s) => {
+        (Node::Array(a), s) => {
             if let Some(i) = array_index(a, s).filter(|&i| i < a.len()) {
                 a.remove(i);
             }
@@ -260,80 +285,114 @@ fn remove_at(root: &mut J, path: &[Step]) -> bool {
 }
 
 /// RFC 7396's merge patch, as `json_patch` applies it.
-fn merge_patch(target: &mut J, patch: J) {
-    let J::Object(patch) = patch else {
+/// (Of a key the target repeats, the first is patched.)
+fn merge_patch(target: &mut Node, patch: Node) {
+    let Node::Object(patch) = patch else {
         *target = patch;
         return;
     };
-    if !target.is_object() {
-        *target = J::Object(serde_json::Map::new());
+    if !matches!(target, Node::Object(_)) {
+        *target = Node::Object(Vec::new());
     }
-    let J::Object(t) = target else { unreachable!() };
+    let Node::Object(t) = target else {
+        unreachable!()
+    };
     for (k, v) in patch {
-        if v.is_null() {
-            t.shift_remove(&k);
-        } else {
-            merge_patch(t.entry(k).or_insert(J::Null), v);
+        match (member(t, &k), v) {
+            (Some(i), Node::Null) => drop(t.remove(i)),
+            (None, Node::Null) => {}
+            (Some(i), v) => merge_patch(&mut t[i].1, v),
+            (None, v) => {
+                let mut added = Node::Null;
+                merge_patch(&mut added, v);
+                t.push((k, added));
+            }
         }
     }
 }
 
-fn parse(v: &Value) -> Result<J> {
-    serde_json::from_str(&v.to_text()).map_err(|_| Error::Sql("malformed JSON".into()))
+fn malformed() -> Error {
+    Error::Sql("malformed JSON".into())
+}
+
+fn parse(v: &Value) -> Result<Node> {
+    tree::parse(&v.to_text())
+        .map(|p| p.node)
+        .ok_or_else(malformed)
 }
 
 /// An SQL value as JSON: numbers as numbers, NULL as null, text as a string unless
 /// `is_json` (then parsed), blobs refused.
-pub fn to_json(v: &Value, is_json: bool) -> Result<J> {
+pub fn to_json(v: &Value, is_json: bool) -> Result<Node> {
     Ok(match v {
-        Value::Null => J::Null,
-        Value::Integer(i) => J::from(*i),
+        Value::Null => Node::Null,
+        Value::Integer(i) => Node::Num(Num::Int, i.to_string()),
         // As SQLite writes it, `%!0.15g` (an infinity as 9.0e+999).
         Value::Real(r) => {
             let text = crate::printf::printf(&[Value::from("%!0.15g"), Value::Real(*r)]);
-            J::Number(number(&text.to_text()))
+            Node::Num(Num::Real, text.to_text())
         }
         Value::Text(t) if is_json => parse(&Value::Text(t.clone()))?,
-        Value::Text(t) => J::String(t.to_string()),
+        Value::Text(t) => Node::Str(Text::raw(t)),
         Value::Blob(_) => return Err(Error::Sql("JSON cannot hold BLOB values".into())),
     })
 }
 
-/// A JSON value as SQL: strings as TEXT, numbers as INTEGER or REAL, true and false as 1
-/// and 0, null as NULL, arrays and objects as their JSON text.
-fn to_sql(j: &J) -> Value {
-    match j {
-        J::Null => Value::Null,
-        J::Bool(b) => Value::Integer(*b as i64),
-        J::Number(n) => {
-            let text = n.as_str();
-            match is_integer(n) {
-                // An integer past 64 bits is read as a real, as SQLite does.
-                true => text
-                    .parse()
-                    .map_or_else(|_| Value::Real(sqlite_atof(text)), Value::Integer),
-                false => Value::Real(sqlite_atof(text)),
-            }
+/// An SQL value as `json_set`, `json_insert` and `json_replace` store it (SQLite's
+/// `jsonFunctionArgToBlob`): as [`to_json`], but an infinity is `9e999`.
+fn edit_value(v: &Value, is_json: bool) -> Result<Node> {
+    match v {
+        Value::Real(r) if r.is_infinite() => {
+            let text = if *r < 0.0 { "-9e999" } else { "9e999" };
+            Ok(Node::Num(Num::Real, text.into()))
         }
-        J::String(s) => Value::from(s.as_str()),
-        other => Value::from(other.to_string()),
+        other => to_json(other, is_json),
     }
 }
 
-/// A number's JSON text as written (serde_json's `arbitrary_precision` keeps it, so that a
-/// document's numbers come out as they went in, as in SQLite): an integer unless it has a
-/// fraction or an exponent, whatever its size.
-fn is_integer(n: &serde_json::Number) -> bool {
-    !n.as_str().contains(['.', 'e', 'E'])
+/// A JSON value as SQL: strings as TEXT, numbers as INTEGER or REAL, true and false as 1
+/// and 0, null as NULL, arrays and objects as their JSON text.
+fn to_sql(j: &Node) -> Result<Value> {
+    Ok(match j {
+        Node::Null => Value::Null,
+        Node::True => Value::Integer(1),
+        Node::False => Value::Integer(0),
+        Node::Num(Num::Int | Num::Hex, text) => integer(text)?,
+        Node::Num(Num::Real | Num::Real5, text) => Value::Real(sqlite_atof(text)),
+        Node::Str(t) => Value::from(t.value()),
+        other => Value::from(other.to_json()),
+    })
 }
 
-/// The JSON number written `text` (valid JSON number text, as `%!.15g` makes).
-fn number(text: &str) -> serde_json::Number {
-    text.parse().expect("a JSON number")
+/// An integer's text as SQLite reads it (`sqlite3DecOrHexToI64`): past 64 bits a decimal
+/// is read as a real; a hexadecimal of more than 16 digits is malformed.
+fn integer(text: &str) -> Result<Value> {
+    let (negative, digits) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    if let Some(hex) = digits
+        .strip_prefix("0x")
+        .or_else(|| digits.strip_prefix("0X"))
+    {
+        let hex = hex.trim_start_matches('0');
+        if hex.len() > 16 {
+            return Err(malformed());
+        }
+        let u = u64::from_str_radix(hex, 16).unwrap_or(0) as i64;
+        return Ok(Value::Integer(if negative { u.wrapping_neg() } else { u }));
+    }
+    Ok(match digits.parse::<u64>() {
+        Ok(u) if u <= i64::MAX as u64 => {
+            Value::Integer(if negative { -(u as i64) } else { u as i64 })
+        }
+        Ok(u) if negative && u == 1 << 63 => Value::Integer(i64::MIN),
+        _ => Value::Real(sqlite_atof(text)),
+    })
 }
 
 /// The element of `root` at path `path`.
-fn at<'a>(root: &'a J, path: &str) -> Result<Option<&'a J>> {
+fn at<'a>(root: &'a Node, path: &str) -> Result<Option<&'a Node>> {
     let mut cur = root;
     for step in steps(path)? {
         match child(cur, &step) {
@@ -353,18 +412,37 @@ pub fn call(name: &str, args: &[Value], is_json: &[bool]) -> Result<Value> {
             if a(0).is_null() {
                 return Ok(Value::Null);
             }
-            Value::from(parse(&a(0))?.to_string())
+            Value::from(parse(&a(0))?.to_json())
         }
-        "json_valid" => Value::Integer(
-            (!a(0).is_null() && serde_json::from_str::<J>(&a(0).to_text()).is_ok()) as i64,
-        ),
+        "json_valid" => {
+            // Flags (SQLite's): 1 RFC 8259 JSON, 2 JSON5, 4 and 8 JSONB (never valid here).
+            let flags = match args.get(1) {
+                None => 1,
+                Some(f) => match f.as_i64() {
+                    f @ 1..=15 => f,
+                    _ => {
+                        return Err(Error::Sql(
+                            "FLAGS parameter to json_valid() must be between 1 and 15".into(),
+                        ))
+                    }
+                },
+            };
+            if a(0).is_null() {
+                return Ok(Value::Null);
+            }
+            let valid = match tree::parse(&a(0).to_text()) {
+                Some(p) => flags & 2 != 0 || (flags & 1 != 0 && !p.nonstandard),
+                None => false,
+            };
+            Value::Integer(valid as i64)
+        }
         "json_array" => {
             let items = args
                 .iter()
                 .zip(is_json)
                 .map(|(v, &j)| to_json(v, j))
-                .collect::<Result<Vec<J>>>()?;
-            Value::from(J::Array(items).to_string())
+                .collect::<Result<Vec<Node>>>()?;
+            Value::from(Node::Array(items).to_json())
         }
         "json_object" => {
             if !args.len().is_multiple_of(2) {
@@ -372,14 +450,14 @@ pub fn call(name: &str, args: &[Value], is_json: &[bool]) -> Result<Value> {
                     "json_object() requires an even number of arguments".into(),
                 ));
             }
-            let mut m = serde_json::Map::new();
+            let mut members = Vec::new();
             for i in (0..args.len()).step_by(2) {
                 let Value::Text(k) = &args[i] else {
                     return Err(Error::Sql("json_object() labels must be TEXT".into()));
                 };
-                m.insert(k.to_string(), to_json(&args[i + 1], is_json[i + 1])?);
+                members.push((Text::raw(k), to_json(&args[i + 1], is_json[i + 1])?));
             }
-            Value::from(J::Object(m).to_string())
+            Value::from(Node::Object(members).to_json())
         }
         "json_extract" | "->>" | "->" => {
             if a(0).is_null() {
@@ -400,15 +478,15 @@ pub fn call(name: &str, args: &[Value], is_json: &[bool]) -> Result<Value> {
             if paths.len() == 1 {
                 match at(&root, &paths[0])? {
                     None => Value::Null,
-                    Some(j) if name == "->" => Value::from(j.to_string()),
-                    Some(j) => to_sql(j),
+                    Some(j) if name == "->" => Value::from(j.to_json()),
+                    Some(j) => to_sql(j)?,
                 }
             } else {
                 let found = paths
                     .iter()
-                    .map(|p| Ok(at(&root, p)?.cloned().unwrap_or(J::Null)))
-                    .collect::<Result<Vec<J>>>()?;
-                Value::from(J::Array(found).to_string())
+                    .map(|p| Ok(at(&root, p)?.cloned().unwrap_or(Node::Null)))
+                    .collect::<Result<Vec<Node>>>()?;
+                Value::from(Node::Array(found).to_json())
             }
         }
         "json_type" | "json_array_length" => {
@@ -425,7 +503,11 @@ pub fn call(name: &str, args: &[Value], is_json: &[bool]) -> Result<Value> {
                 return Ok(Value::Null);
             };
             if name == "json_array_length" {
-                return Ok(Value::Integer(j.as_array().map_or(0, Vec::len) as i64));
+                let len = match j {
+                    Node::Array(items) => items.len(),
+                    _ => 0,
+                };
+                return Ok(Value::Integer(len as i64));
             }
             Value::from(type_name(j))
         }
@@ -453,10 +535,10 @@ pub fn call(name: &str, args: &[Value], is_json: &[bool]) -> Result<Value> {
                     &mut root,
                     &path,
                     edit,
-                    to_json(&args[i + 1], is_json[i + 1])?,
+                    edit_value(&args[i + 1], is_json[i + 1])?,
                 );
             }
-            Value::from(root.to_string())
+            Value::from(root.to_json())
         }
         "json_remove" => {
             if a(0).is_null() {
@@ -471,7 +553,7 @@ pub fn call(name: &str, args: &[Value], is_json: &[bool]) -> Result<Value> {
                     return Ok(Value::Null);
                 }
             }
-            Value::from(root.to_string())
+            Value::from(root.to_json())
         }
         "json_patch" => {
             if a(0).is_null() || a(1).is_null() {
@@ -479,9 +561,9 @@ pub fn call(name: &str, args: &[Value], is_json: &[bool]) -> Result<Value> {
             }
             let mut target = parse(&a(0))?;
             merge_patch(&mut target, parse(&a(1))?);
-            Value::from(target.to_string())
+            Value::from(target.to_json())
         }
-        "json_quote" => Value::from(to_json(&a(0), is_json.first() == Some(&true))?.to_string()),
+        "json_quote" => Value::from(to_json(&a(0), is_json.first() == Some(&true))?.to_json()),
         "json_pretty" => {
             if a(0).is_null() {
                 return Ok(Value::Null);
@@ -490,12 +572,9 @@ pub fn call(name: &str, args: &[Value], is_json: &[bool]) -> Result<Value> {
                 None | Some(Value::Null) => "    ".to_string(),
                 Some(v) => v.to_text(),
             };
-            let mut out = Vec::new();
-            let fmt = serde_json::ser::PrettyFormatter::with_indent(indent.as_bytes());
-            let mut ser = serde_json::Serializer::with_formatter(&mut out, fmt);
-            serde::Serialize::serialize(&parse(&a(0))?, &mut ser)
-                .map_err(|e| Error::Sql(e.to_string()))?;
-            Value::from(String::from_utf8_lossy(&out).into_owned())
+            let mut out = String::new();
+            parse(&a(0))?.write_pretty(&indent, 0, &mut out);
+            Value::from(out)
         }
         _ => return Err(Error::Sql(format!("no such function: {name}"))),
     })
@@ -511,16 +590,16 @@ pub const TABLE_COLUMNS: [&str; 10] = [
     "key", "value", "type", "atom", "id", "parent", "fullkey", "path", "json", "root",
 ];
 
-fn type_name(j: &J) -> &'static str {
+fn type_name(j: &Node) -> &'static str {
     match j {
-        J::Null => "null",
-        J::Bool(true) => "true",
-        J::Bool(false) => "false",
-        J::Number(n) if is_integer(n) => "integer",
-        J::Number(_) => "real",
-        J::String(_) => "text",
-        J::Array(_) => "array",
-        J::Object(_) => "object",
+        Node::Null => "null",
+        Node::True => "true",
+        Node::False => "false",
+        Node::Num(Num::Int | Num::Hex, _) => "integer",
+        Node::Num(..) => "real",
+        Node::Str(_) => "text",
+        Node::Array(_) => "array",
+        Node::Object(_) => "object",
     }
 }
 
@@ -564,24 +643,28 @@ pub fn table_rows(name: &str, args: &[Value]) -> Result<Vec<Vec<Value>>> {
         root: &root,
     };
     if name == "json_each" {
-        if !matches!(top, J::Array(_) | J::Object(_)) {
-            rows.push(Value::Null, top, Value::Null, &root, &root);
+        if !matches!(top, Node::Array(_) | Node::Object(_)) {
+            rows.push(Value::Null, top, Value::Null, &root, &root)?;
         }
         for (key, c, fullkey) in children(top, &root) {
-            rows.push(key, c, Value::Null, &fullkey, &root);
+            rows.push(key, c, Value::Null, &fullkey, &root)?;
         }
         return Ok(rows.rows);
     }
     // json_tree: the element itself, then what is under it. Its path and key are cut from
     // the path as SQLite cuts them: at the last `.` or `[` where what is left leads to an
-    // array whose first element this is, else after the `$`; the key is what follows the
+    // array or object whose first element this is, else after the `$`; the key is what follows the
     // cut, as written (`[#-1]` reads as the number 0).
     let cut = (1..root.len())
         .rev()
         .filter(|&n| matches!(root.as_bytes()[n], b'.' | b'['))
         .find(|&n| {
-            matches!(at(&parsed, &root[..n]), Ok(Some(J::Array(a)))
-                if a.first().is_some_and(|f| std::ptr::eq(f, top)))
+            let first = match at(&parsed, &root[..n]) {
+                Ok(Some(Node::Array(a))) => a.first(),
+                Ok(Some(Node::Object(m))) => m.first().map(|(_, v)| v),
+                _ => None,
+            };
+            first.is_some_and(|f| std::ptr::eq(f, top))
         })
         .unwrap_or(root.len().min(1));
     let (parent_path, step) = root.split_at(cut);
@@ -593,7 +676,7 @@ pub fn table_rows(name: &str, args: &[Value]) -> Result<Vec<Vec<Value>>> {
         ),
         [_, name @ ..] => Value::from(String::from_utf8_lossy(name).into_owned()),
     };
-    rows.tree(key, top, Value::Null, &root, parent_path);
+    rows.tree(key, top, Value::Null, &root, parent_path)?;
     Ok(rows.rows)
 }
 
@@ -606,11 +689,18 @@ struct Rows<'a> {
 
 impl Rows<'_> {
     /// Adds the row of element `j`; returns its id.
-    fn push(&mut self, key: Value, j: &J, parent: Value, fullkey: &str, path: &str) -> i64 {
+    fn push(
+        &mut self,
+        key: Value,
+        j: &Node,
+        parent: Value,
+        fullkey: &str,
+        path: &str,
+    ) -> Result<i64> {
         let id = self.rows.len() as i64 + 1;
         let (value, atom) = match j {
-            J::Array(_) | J::Object(_) => (Value::from(j.to_string()), Value::Null),
-            other => (to_sql(other), to_sql(other)),
+            Node::Array(_) | Node::Object(_) => (Value::from(j.to_json()), Value::Null),
+            other => (to_sql(other)?, to_sql(other)?),
         };
         self.rows.push(vec![
             key,
@@ -624,30 +714,38 @@ impl Rows<'_> {
             self.doc.clone(),
             Value::from(self.root),
         ]);
-        id
+        Ok(id)
     }
 
     /// Adds the rows of `j` and of everything under it, depth first.
-    fn tree(&mut self, key: Value, j: &J, parent: Value, fullkey: &str, path: &str) {
-        let id = self.push(key, j, parent, fullkey, path);
+    fn tree(
+        &mut self,
+        key: Value,
+        j: &Node,
+        parent: Value,
+        fullkey: &str,
+        path: &str,
+    ) -> Result<()> {
+        let id = self.push(key, j, parent, fullkey, path)?;
         for (key, c, child_key) in children(j, fullkey) {
-            self.tree(key, c, Value::Integer(id), &child_key, fullkey);
+            self.tree(key, c, Value::Integer(id), &child_key, fullkey)?;
         }
+        Ok(())
     }
 }
 
 /// The children of `j` at `fullkey`, each with its key and full key.
-fn children<'j>(j: &'j J, fullkey: &str) -> Vec<(Value, &'j J, String)> {
+fn children<'j>(j: &'j Node, fullkey: &str) -> Vec<(Value, &'j Node, String)> {
     match j {
-        J::Array(a) => (a.iter().enumerate())
+        Node::Array(a) => (a.iter().enumerate())
             .map(|(i, c)| (Value::Integer(i as i64), c, format!("{fullkey}[{i}]")))
             .collect(),
-        J::Object(m) => (m.iter())
+        Node::Object(m) => (m.iter())
             .map(|(k, c)| {
                 (
-                    Value::from(k.as_str()),
+                    Value::from(k.value()),
                     c,
-                    format!("{fullkey}{}", key_step(k)),
+                    format!("{fullkey}{}", key_step(&k.text)),
                 )
             })
             .collect(),

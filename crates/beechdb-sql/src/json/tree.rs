@@ -1,0 +1,973 @@
+//! JSON as SQLite keeps it: a tree whose numbers and strings hold their text as written, so
+//! that a document comes back out as it went in (SQLite's JSONB keeps the same: `32.40`,
+//! `1E5`, `"\u00e9"` are not rewritten), with objects that may repeat a key (the first is
+//! the one found). Parsing is a port of SQLite's `jsonTranslateTextToBlob` (json.c): RFC
+//! 8259 JSON, and JSON5 (comments, single quotes, unquoted keys, hex integers, `.5`, `5.`,
+//! `+1`, `Infinity`, `NaN`, trailing commas, JSON5 escapes), marked non-standard for
+//! `json_valid`. Writing is `jsonTranslateBlobToText`: JSON5 forms become RFC 8259 JSON.
+//!
+//! Owns: [`Node`], [`Text`], [`parse`], the writers and the reading of a string's escapes.
+//! May call: nothing of the crate. Invariant: every `Text` of kind `Json` or `Json5` holds
+//! text its parser accepted (so its escapes are well formed); nesting is at most
+//! [`MAX_DEPTH`] deep, which bounds every recursion over a tree.
+
+/// How deep arrays and objects may nest (SQLite's `JSON_MAX_DEPTH`).
+pub(crate) const MAX_DEPTH: usize = 1000;
+
+/// What a number's text is: `Int` and `Real` are RFC 8259 numbers, written as they are;
+/// `Hex` (`0x1F`) and `Real5` (`.5`, `5.`) are JSON5 forms, rewritten when written.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Num {
+    Int,
+    Hex,
+    Real,
+    Real5,
+}
+
+/// How a string's text is written: `Json` as valid JSON between quotes (escapes as given),
+/// `Json5` with JSON5 escapes or characters JSON does not allow (rewritten when written),
+/// `Raw` as plain text from SQL (escaped when written).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Esc {
+    Json,
+    Json5,
+    Raw,
+}
+
+/// A string or an object's key.
+#[derive(Clone, Debug)]
+pub(crate) struct Text {
+    pub text: String,
+    pub esc: Esc,
+}
+
+impl Text {
+    pub(crate) fn raw(text: &str) -> Text {
+        Text {
+            text: text.to_string(),
+            esc: Esc::Raw,
+        }
+    }
+
+    /// The text a string means, its escapes read (SQLite's `jsonUnescapeOneChar`).
+    pub(crate) fn value(&self) -> String {
+        match self.esc {
+            Esc::Raw => self.text.clone(),
+            Esc::Json | Esc::Json5 => unescape(&self.text),
+        }
+    }
+
+    /// Whether two keys say the same (SQLite's `jsonLabelCompare`: by what they mean).
+    pub(crate) fn same(&self, other: &Text) -> bool {
+        let plain = |t: &Text| t.esc == Esc::Raw || !t.text.contains('\\');
+        match plain(self) && plain(other) {
+            true => self.text == other.text,
+            false => self.value() == other.value(),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub(crate) enum Node {
+    Null,
+    True,
+    False,
+    Num(Num, String),
+    Str(Text),
+    Array(Vec<Node>),
+    Object(Vec<(Text, Node)>),
+}
+
+/// A parsed document, and whether it used anything beyond RFC 8259 (JSON5).
+pub(crate) struct Parsed {
+    pub node: Node,
+    pub nonstandard: bool,
+}
+
+/// `text` parsed as SQLite parses JSON text (it stops at a zero byte), or `None` when it is
+/// malformed.
+pub(crate) fn parse(text: &str) -> Option<Parsed> {
+    let bytes = text.as_bytes();
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    let mut p = Parser {
+        b: &bytes[..end],
+        nonstandard: false,
+        depth: 0,
+    };
+    let Got::Value(node, mut i) = p.value(0) else {
+        return None;
+    };
+    while is_space(p.at(i)) {
+        i += 1;
+    }
+    if i < p.b.len() {
+        i += p.json5_space(i);
+        if i < p.b.len() {
+            return None;
+        }
+        p.nonstandard = true;
+    }
+    Some(Parsed {
+        node,
+        nonstandard: p.nonstandard,
+    })
+}
+
+/// What [`Parser::value`] found at a position: a value and where it ends, one of the
+/// punctuation marks that end or separate values (with its position), or an error.
+enum Got {
+    Value(Node, usize),
+    End,
+    CloseObject(usize),
+    CloseArray(usize),
+    Comma(usize),
+    Colon(usize),
+    Error,
+}
+
+struct Parser<'a> {
+    b: &'a [u8],
+    nonstandard: bool,
+    depth: usize,
+}
+
+/// JSON's four whitespace bytes (SQLite's `jsonIsspace`).
+fn is_space(c: u8) -> bool {
+    matches!(c, b' ' | b'\t' | b'\n' | b'\r')
+}
+
+/// A byte that may start (`id1`) or continue (`id2`) an unquoted key: SQLite's
+/// `sqlite3JsonId1`/`Id2` (letters, `_`, `$`, any byte of a multi-byte character; digits
+/// only after the first).
+fn id1(c: u8) -> bool {
+    c.is_ascii_alphabetic() || c == b'_' || c == b'$' || c >= 0x80
+}
+
+fn id2(c: u8) -> bool {
+    id1(c) || c.is_ascii_digit()
+}
+
+/// Bytes a string may hold as they are (SQLite's `jsonIsOk`).
+fn is_ok(c: u8) -> bool {
+    c > 0x1f && c != b'"' && c != b'\'' && c != b'\\'
+}
+
+impl Parser<'_> {
+    /// The byte at `i`, zero past the end (the C code reads its terminator).
+    fn at(&self, i: usize) -> u8 {
+        self.b.get(i).copied().unwrap_or(0)
+    }
+
+    fn text(&self, from: usize, to: usize) -> String {
+        String::from_utf8_lossy(&self.b[from..to]).into_owned()
+    }
+
+    fn is_4hex(&self, i: usize) -> bool {
+        (i..i + 4).all(|k| self.at(k).is_ascii_hexdigit())
+    }
+
+    /// JSON5 whitespace and comments at `i`: their length (SQLite's `json5Whitespace`).
+    fn json5_space(&self, i: usize) -> usize {
+        let mut n = i;
+        loop {
+            match self.at(n) {
+                0x09 | 0x0a | 0x0b | 0x0c | 0x0d | 0x20 => n += 1,
+                b'/' if self.at(n + 1) == b'*' && self.at(n + 2) != 0 => {
+                    let mut j = n + 3;
+                    while self.at(j) != b'/' || self.at(j - 1) != b'*' {
+                        if self.at(j) == 0 {
+                            return n - i;
+                        }
+                        j += 1;
+                    }
+                    n = j + 1;
+                }
+                b'/' if self.at(n + 1) == b'/' => {
+                    let mut j = n + 2;
+                    loop {
+                        let c = self.at(j);
+                        if c == 0 || c == b'\n' || c == b'\r' {
+                            break;
+                        }
+                        if c == 0xe2
+                            && self.at(j + 1) == 0x80
+                            && matches!(self.at(j + 2), 0xa8 | 0xa9)
+                        {
+                            j += 2;
+                            break;
+                        }
+                        j += 1;
+                    }
+                    n = j;
+                    if self.at(n) != 0 {
+                        n += 1;
+                    }
+                }
+                0xc2 if self.at(n + 1) == 0xa0 => n += 2,
+                0xe1 if self.at(n + 1) == 0x9a && self.at(n + 2) == 0x80 => n += 3,
+                0xe2 if self.at(n + 1) == 0x80 => {
+                    let c = self.at(n + 2);
+                    if c < 0x80 || !(c <= 0x8a || matches!(c, 0xa8 | 0xa9 | 0xaf)) {
+                        return n - i;
+                    }
+                    n += 3;
+                }
+                0xe2 if self.at(n + 1) == 0x81 && self.at(n + 2) == 0x9f => n += 3,
+                0xe3 if self.at(n + 1) == 0x80 && self.at(n + 2) == 0x80 => n += 3,
+                0xef if self.at(n + 1) == 0xbb && self.at(n + 2) == 0xbf => n += 3,
+                _ => return n - i,
+            }
+        }
+    }
+
+    /// The value (or punctuation) at `i`: SQLite's `jsonTranslateTextToBlob`.
+    fn value(&mut self, mut i: usize) -> Got {
+        loop {
+            match self.at(i) {
+                b'{' => return self.object(i),
+                b'[' => return self.array(i),
+                b'"' => return self.string(i),
+                b'\'' => {
+                    self.nonstandard = true;
+                    return self.string(i);
+                }
+                b't' | b'f' | b'n' => {
+                    for (word, node) in [
+                        ("true", Node::True),
+                        ("false", Node::False),
+                        ("null", Node::Null),
+                    ] {
+                        let n = word.len();
+                        if self.b[i..].starts_with(word.as_bytes())
+                            && !self.at(i + n).is_ascii_alphanumeric()
+                        {
+                            return Got::Value(node, i + n);
+                        }
+                    }
+                    if self.at(i) != b'n' {
+                        return Got::Error;
+                    }
+                    return self.nan_or_inf(i);
+                }
+                b'+' | b'.' | b'-' | b'0'..=b'9' => return self.number(i),
+                b'}' => return Got::CloseObject(i),
+                b']' => return Got::CloseArray(i),
+                b',' => return Got::Comma(i),
+                b':' => return Got::Colon(i),
+                0 => return Got::End,
+                0x09 | 0x0a | 0x0d | 0x20 => {
+                    i += 1;
+                    while is_space(self.at(i)) {
+                        i += 1;
+                    }
+                }
+                0x0b | 0x0c | b'/' | 0xc2 | 0xe1 | 0xe2 | 0xe3 | 0xef => {
+                    let n = self.json5_space(i);
+                    if n == 0 {
+                        return Got::Error;
+                    }
+                    i += n;
+                    self.nonstandard = true;
+                }
+                _ => return self.nan_or_inf(i),
+            }
+        }
+    }
+
+    /// `Infinity`, `inf`, `NaN`, `QNaN`, `SNaN` in any case: a JSON5 extension.
+    fn nan_or_inf(&mut self, i: usize) -> Got {
+        for (name, node) in [
+            ("inf", None),
+            ("infinity", None),
+            ("nan", Some(Node::Null)),
+            ("qnan", Some(Node::Null)),
+            ("snan", Some(Node::Null)),
+        ] {
+            let n = name.len();
+            let matches =
+                self.b.len() >= i + n && self.b[i..i + n].eq_ignore_ascii_case(name.as_bytes());
+            if !matches || self.at(i + n).is_ascii_alphanumeric() {
+                continue;
+            }
+            self.nonstandard = true;
+            let node = node.unwrap_or_else(|| Node::Num(Num::Real, "9e999".into()));
+            return Got::Value(node, i + n);
+        }
+        Got::Error
+    }
+
+    fn enter(&mut self) -> bool {
+        self.depth += 1;
+        self.depth <= MAX_DEPTH
+    }
+
+    fn object(&mut self, i: usize) -> Got {
+        if !self.enter() {
+            return Got::Error;
+        }
+        let mut members: Vec<(Text, Node)> = Vec::new();
+        let mut j = i + 1;
+        loop {
+            let (label, mut j2) = match self.value(j) {
+                Got::Value(Node::Str(t), x) => (t, x),
+                Got::Value(..) => return Got::Error,
+                Got::CloseObject(at) => {
+                    if !members.is_empty() {
+                        self.nonstandard = true;
+                    }
+                    j = at;
+                    break;
+                }
+                _ => {
+                    // An unquoted key (JSON5): an identifier, `\uXXXX` escapes allowed.
+                    j += self.json5_space(j);
+                    let escape = |k: usize| {
+                        self.at(k) == b'\\' && self.at(k + 1) == b'u' && self.is_4hex(k + 2)
+                    };
+                    if !(id1(self.at(j)) || escape(j)) {
+                        return Got::Error;
+                    }
+                    let mut k = j + 1;
+                    while (id2(self.at(k)) && self.json5_space(k) == 0) || escape(k) {
+                        k += 1;
+                    }
+                    self.nonstandard = true;
+                    let text = self.text(j, k);
+                    (
+                        Text {
+                            text,
+                            esc: Esc::Json,
+                        },
+                        k,
+                    )
+                }
+            };
+            if self.at(j2) == b':' {
+                j2 += 1;
+            } else {
+                let mut spaced = false;
+                if is_space(self.at(j2)) {
+                    while is_space(self.at(j2)) {
+                        j2 += 1;
+                    }
+                    if self.at(j2) == b':' {
+                        j2 += 1;
+                        spaced = true;
+                    }
+                }
+                if !spaced {
+                    match self.value(j2) {
+                        Got::Colon(at) => j2 = at + 1,
+                        _ => return Got::Error,
+                    }
+                }
+            }
+            let Got::Value(node, x) = self.value(j2) else {
+                return Got::Error;
+            };
+            members.push((label, node));
+            j = x;
+            match self.separator(j, b'}') {
+                Some((at, true)) => j = at + 1,
+                Some((at, false)) => {
+                    j = at;
+                    break;
+                }
+                None => return Got::Error,
+            }
+        }
+        self.depth -= 1;
+        Got::Value(Node::Object(members), j + 1)
+    }
+
+    fn array(&mut self, i: usize) -> Got {
+        if !self.enter() {
+            return Got::Error;
+        }
+        let mut items = Vec::new();
+        let mut j = i + 1;
+        loop {
+            match self.value(j) {
+                Got::Value(node, x) => {
+                    items.push(node);
+                    j = x;
+                }
+                Got::CloseArray(at) => {
+                    if !items.is_empty() {
+                        self.nonstandard = true;
+                    }
+                    j = at;
+                    break;
+                }
+                _ => return Got::Error,
+            }
+            match self.separator(j, b']') {
+                Some((at, true)) => j = at + 1,
+                Some((at, false)) => {
+                    j = at;
+                    break;
+                }
+                None => return Got::Error,
+            }
+        }
+        self.depth -= 1;
+        Got::Value(Node::Array(items), j + 1)
+    }
+
+    /// After a member or an element at `j`: a comma (`true`) or the closing `close`
+    /// (`false`), with its position, whitespace and comments skipped.
+    fn separator(&mut self, mut j: usize, close: u8) -> Option<(usize, bool)> {
+        let at_mark = |p: &Self, k: usize| match p.at(k) {
+            b',' => Some((k, true)),
+            c if c == close => Some((k, false)),
+            _ => None,
+        };
+        if let Some(found) = at_mark(self, j) {
+            return Some(found);
+        }
+        if is_space(self.at(j)) {
+            j += 1;
+            while is_space(self.at(j)) {
+                j += 1;
+            }
+            if let Some(found) = at_mark(self, j) {
+                return Some(found);
+            }
+        }
+        match (self.value(j), close) {
+            (Got::Comma(at), _) => Some((at, true)),
+            (Got::CloseObject(at), b'}') | (Got::CloseArray(at), b']') => Some((at, false)),
+            _ => None,
+        }
+    }
+
+    fn string(&mut self, i: usize) -> Got {
+        let delim = self.at(i);
+        let mut esc = Esc::Json;
+        let mut j = i + 1;
+        loop {
+            let c = self.at(j);
+            if is_ok(c) {
+                j += 1;
+                continue;
+            }
+            if c == delim {
+                break;
+            }
+            if c == b'\\' {
+                j += 1;
+                let c = self.at(j);
+                if matches!(c, b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't')
+                    || (c == b'u' && self.is_4hex(j + 1))
+                {
+                } else if c == b'\''
+                    || c == b'v'
+                    || c == b'\n'
+                    || (c == b'0' && !self.at(j + 1).is_ascii_digit())
+                    || (c == 0xe2
+                        && self.at(j + 1) == 0x80
+                        && matches!(self.at(j + 2), 0xa8 | 0xa9))
+                    || (c == b'x'
+                        && self.at(j + 1).is_ascii_hexdigit()
+                        && self.at(j + 2).is_ascii_hexdigit())
+                {
+                    esc = Esc::Json5;
+                    self.nonstandard = true;
+                } else if c == b'\r' {
+                    if self.at(j + 1) == b'\n' {
+                        j += 1;
+                    }
+                    esc = Esc::Json5;
+                    self.nonstandard = true;
+                } else {
+                    return Got::Error;
+                }
+            } else if c <= 0x1f {
+                if c == 0 {
+                    return Got::Error;
+                }
+                esc = Esc::Json5;
+                self.nonstandard = true;
+            } else if c == b'"' {
+                // Inside a single-quoted string.
+                esc = Esc::Json5;
+            }
+            j += 1;
+        }
+        let text = self.text(i + 1, j);
+        Got::Value(Node::Str(Text { text, esc }), j + 1)
+    }
+
+    fn number(&mut self, mut i: usize) -> Got {
+        let mut json5 = false;
+        let mut real = false;
+        let c = self.at(i);
+        let digit = |p: &Self, k: usize| p.at(k).is_ascii_digit();
+        let xdigit = |p: &Self, k: usize| p.at(k).is_ascii_hexdigit();
+        let hex_end = |p: &Self, from: usize| (from..).find(|&k| !xdigit(p, k)).unwrap();
+        let mut j;
+        if c == b'+' {
+            self.nonstandard = true;
+        }
+        'body: {
+            if c == b'.' {
+                if !digit(self, i + 1) {
+                    return Got::Error;
+                }
+                self.nonstandard = true;
+                json5 = true;
+                real = true;
+            } else if c <= b'0' {
+                if c == b'0' {
+                    if matches!(self.at(i + 1), b'x' | b'X') && xdigit(self, i + 2) {
+                        self.nonstandard = true;
+                        json5 = true;
+                        j = hex_end(self, i + 3);
+                        break 'body;
+                    } else if digit(self, i + 1) {
+                        return Got::Error;
+                    }
+                } else {
+                    if !digit(self, i + 1) {
+                        if matches!(self.at(i + 1), b'I' | b'i')
+                            && self.b.len() >= i + 4
+                            && self.b[i + 1..i + 4].eq_ignore_ascii_case(b"inf")
+                        {
+                            self.nonstandard = true;
+                            let text = if c == b'-' { "-9e999" } else { "9e999" };
+                            let long = self.b.len() >= i + 9
+                                && self.b[i + 4..i + 9].eq_ignore_ascii_case(b"inity");
+                            let end = i + if long { 9 } else { 4 };
+                            return Got::Value(Node::Num(Num::Real, text.into()), end);
+                        }
+                        if self.at(i + 1) == b'.' {
+                            self.nonstandard = true;
+                            json5 = true;
+                        } else {
+                            return Got::Error;
+                        }
+                    } else if self.at(i + 1) == b'0' {
+                        if digit(self, i + 2) {
+                            return Got::Error;
+                        } else if matches!(self.at(i + 2), b'x' | b'X') && xdigit(self, i + 3) {
+                            self.nonstandard = true;
+                            json5 = true;
+                            j = hex_end(self, i + 4);
+                            break 'body;
+                        }
+                    }
+                }
+            }
+            let mut seen_e = false;
+            j = i + 1;
+            loop {
+                let c = self.at(j);
+                if c.is_ascii_digit() {
+                    j += 1;
+                    continue;
+                }
+                if c == b'.' {
+                    if real {
+                        return Got::Error;
+                    }
+                    real = true;
+                    j += 1;
+                    continue;
+                }
+                if c == b'e' || c == b'E' {
+                    if self.at(j - 1) < b'0' {
+                        if self.at(j - 1) == b'.' && j >= i + 2 && digit(self, j - 2) {
+                            self.nonstandard = true;
+                            json5 = true;
+                        } else {
+                            return Got::Error;
+                        }
+                    }
+                    if seen_e {
+                        return Got::Error;
+                    }
+                    real = true;
+                    seen_e = true;
+                    let mut c = self.at(j + 1);
+                    if c == b'+' || c == b'-' {
+                        j += 1;
+                        c = self.at(j + 1);
+                    }
+                    if !c.is_ascii_digit() {
+                        return Got::Error;
+                    }
+                    j += 1;
+                    continue;
+                }
+                break;
+            }
+            if self.at(j - 1) < b'0' {
+                if self.at(j - 1) == b'.' && j >= i + 2 && digit(self, j - 2) {
+                    self.nonstandard = true;
+                    json5 = true;
+                } else {
+                    return Got::Error;
+                }
+            }
+        }
+        if self.at(i) == b'+' {
+            i += 1;
+        }
+        let kind = match (real, json5) {
+            (false, false) => Num::Int,
+            (false, true) => Num::Hex,
+            (true, false) => Num::Real,
+            (true, true) => Num::Real5,
+        };
+        Got::Value(Node::Num(kind, self.text(i, j)), j)
+    }
+}
+
+/// The character a string's escape at the start of `z` (a backslash) stands for, and the
+/// escape's length; `None` for one that stands for nothing (SQLite ignores it).
+fn unescape_one(z: &[u8]) -> (Option<char>, usize) {
+    let hex4 = |s: &[u8]| {
+        std::str::from_utf8(s)
+            .ok()
+            .and_then(|h| u32::from_str_radix(h, 16).ok())
+    };
+    match z.get(1) {
+        None => (None, z.len()),
+        Some(b'u') => {
+            let Some(v) = z.get(2..6).and_then(hex4) else {
+                return (None, z.len());
+            };
+            if v & 0xfc00 == 0xd800 && z.get(6..8) == Some(b"\\u") {
+                if let Some(lo) = z
+                    .get(8..12)
+                    .and_then(hex4)
+                    .filter(|lo| lo & 0xfc00 == 0xdc00)
+                {
+                    let c = ((v & 0x3ff) << 10) + (lo & 0x3ff) + 0x10000;
+                    return (char::from_u32(c), 12);
+                }
+            }
+            // A lone surrogate: SQLite writes its bytes, which no Rust string can hold.
+            (Some(char::from_u32(v).unwrap_or('\u{fffd}')), 6)
+        }
+        Some(b'b') => (Some('\u{8}'), 2),
+        Some(b'f') => (Some('\u{c}'), 2),
+        Some(b'n') => (Some('\n'), 2),
+        Some(b'r') => (Some('\r'), 2),
+        Some(b't') => (Some('\t'), 2),
+        Some(b'v') => (Some('\u{b}'), 2),
+        Some(b'0') => match z.get(2).is_some_and(u8::is_ascii_digit) {
+            true => (None, 2),
+            false => (Some('\0'), 2),
+        },
+        Some(&c @ (b'\'' | b'"' | b'/' | b'\\')) => (Some(c as char), 2),
+        Some(b'x') => match z.get(2..4).and_then(|h| {
+            std::str::from_utf8(h)
+                .ok()
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        }) {
+            Some(v) => (Some(v as char), 4),
+            None => (None, z.len()),
+        },
+        Some(b'\r' | b'\n' | 0xe2) => {
+            // A line continuation: the escaped line end stands for nothing.
+            let skip = match z[1] {
+                b'\r' if z.get(2) == Some(&b'\n') => 3,
+                b'\r' | b'\n' => 2,
+                _ => 4,
+            };
+            (None, skip.min(z.len()))
+        }
+        Some(_) => (None, 2),
+    }
+}
+
+/// What a JSON or JSON5 string's text means.
+fn unescape(text: &str) -> String {
+    let z = text.as_bytes();
+    let mut out = String::with_capacity(z.len());
+    let mut i = 0;
+    while i < z.len() {
+        let next = z[i..]
+            .iter()
+            .position(|&c| c == b'\\')
+            .map_or(z.len(), |k| i + k);
+        out.push_str(&text[i..next]);
+        if next == z.len() {
+            break;
+        }
+        let (c, len) = unescape_one(&z[next..]);
+        out.extend(c);
+        i = next + len;
+    }
+    out
+}
+
+/// Appends `c` (a control character) as JSON writes it (SQLite's `jsonAppendControlChar`).
+fn control(out: &mut String, c: u8) {
+    match c {
+        0x08 => out.push_str("\\b"),
+        0x09 => out.push_str("\\t"),
+        0x0a => out.push_str("\\n"),
+        0x0c => out.push_str("\\f"),
+        0x0d => out.push_str("\\r"),
+        _ => out.push_str(&format!("\\u00{c:02x}")),
+    }
+}
+
+impl Text {
+    /// Appends the string as JSON (quoted).
+    pub(crate) fn write(&self, out: &mut String) {
+        out.push('"');
+        match self.esc {
+            Esc::Json => out.push_str(&self.text),
+            Esc::Raw => {
+                for c in self.text.chars() {
+                    match c {
+                        '"' | '\\' => {
+                            out.push('\\');
+                            out.push(c);
+                        }
+                        c if (c as u32) < 0x20 => control(out, c as u8),
+                        c => out.push(c),
+                    }
+                }
+            }
+            Esc::Json5 => self.write_json5(out),
+        }
+        out.push('"');
+    }
+
+    /// A JSON5 string's text as JSON (SQLite's rendering of `JSONB_TEXT5`).
+    fn write_json5(&self, out: &mut String) {
+        let z = self.text.as_bytes();
+        let mut i = 0;
+        while i < z.len() {
+            let run = z[i..]
+                .iter()
+                .position(|&c| !(is_ok(c) || c == b'\''))
+                .map_or(z.len(), |k| i + k);
+            out.push_str(&self.text[i..run]);
+            i = run;
+            if i == z.len() {
+                break;
+            }
+            match z[i] {
+                b'"' => {
+                    out.push_str("\\\"");
+                    i += 1;
+                    continue;
+                }
+                c if c <= 0x1f => {
+                    control(out, c);
+                    i += 1;
+                    continue;
+                }
+                _ => {}
+            }
+            // A backslash.
+            let mut len = 2;
+            match z.get(i + 1) {
+                Some(b'\'') => out.push('\''),
+                // (SQLite writes \v as \u0009.)
+                Some(b'v') => out.push_str("\\u0009"),
+                Some(b'x') => {
+                    out.push_str("\\u00");
+                    out.push_str(&self.text[i + 2..i + 4]);
+                    len = 4;
+                }
+                Some(b'0') => out.push_str("\\u0000"),
+                Some(b'\r') if z.get(i + 2) == Some(&b'\n') => len = 3,
+                Some(b'\r' | b'\n') => {}
+                Some(0xe2) => len = 4,
+                _ => out.push_str(&self.text[i..i + 2]),
+            }
+            i += len;
+        }
+    }
+}
+
+impl Node {
+    /// The node as compact JSON text.
+    pub(crate) fn to_json(&self) -> String {
+        let mut out = String::new();
+        self.write(&mut out);
+        out
+    }
+
+    /// Appends the node as compact JSON (SQLite's `jsonTranslateBlobToText`).
+    pub(crate) fn write(&self, out: &mut String) {
+        match self {
+            Node::Null => out.push_str("null"),
+            Node::True => out.push_str("true"),
+            Node::False => out.push_str("false"),
+            Node::Num(Num::Int | Num::Real, t) => out.push_str(t),
+            Node::Num(Num::Hex, t) => write_hex(t, out),
+            Node::Num(Num::Real5, t) => write_real5(t, out),
+            Node::Str(t) => t.write(out),
+            Node::Array(items) => {
+                out.push('[');
+                for (k, item) in items.iter().enumerate() {
+                    if k > 0 {
+                        out.push(',');
+                    }
+                    item.write(out);
+                }
+                out.push(']');
+            }
+            Node::Object(members) => {
+                out.push('{');
+                for (k, (label, value)) in members.iter().enumerate() {
+                    if k > 0 {
+                        out.push(',');
+                    }
+                    label.write(out);
+                    out.push(':');
+                    value.write(out);
+                }
+                out.push('}');
+            }
+        }
+    }
+
+    /// Appends the node as `json_pretty` writes it, `indent` once per level.
+    pub(crate) fn write_pretty(&self, indent: &str, level: usize, out: &mut String) {
+        let pad = |out: &mut String, level: usize| (0..level).for_each(|_| out.push_str(indent));
+        match self {
+            Node::Array(items) if !items.is_empty() => {
+                out.push_str("[\n");
+                for (k, item) in items.iter().enumerate() {
+                    if k > 0 {
+                        out.push_str(",\n");
+                    }
+                    pad(out, level + 1);
+                    item.write_pretty(indent, level + 1, out);
+                }
+                out.push('\n');
+                pad(out, level);
+                out.push(']');
+            }
+            Node::Object(members) if !members.is_empty() => {
+                out.push_str("{\n");
+                for (k, (label, value)) in members.iter().enumerate() {
+                    if k > 0 {
+                        out.push_str(",\n");
+                    }
+                    pad(out, level + 1);
+                    label.write(out);
+                    out.push_str(": ");
+                    value.write_pretty(indent, level + 1, out);
+                }
+                out.push('\n');
+                pad(out, level);
+                out.push('}');
+            }
+            other => other.write(out),
+        }
+    }
+}
+
+/// A JSON5 hex integer as a decimal (past 60 bits, `9.0e999`), as SQLite writes it.
+fn write_hex(t: &str, out: &mut String) {
+    let (negative, digits) = match t.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, t),
+    };
+    if negative {
+        out.push('-');
+    }
+    let mut u: u64 = 0;
+    let mut overflow = false;
+    for c in digits.bytes().skip(2) {
+        if u >> 60 != 0 {
+            overflow = true;
+        } else {
+            u = u * 16 + (c as char).to_digit(16).unwrap_or(0) as u64;
+        }
+    }
+    match overflow {
+        true => out.push_str("9.0e999"),
+        false => out.push_str(&u.to_string()),
+    }
+}
+
+/// A JSON5 real (`.5`, `5.`, `5.e3`) with the digits JSON needs around its point.
+fn write_real5(t: &str, out: &mut String) {
+    let z = t.as_bytes();
+    let mut k = 0;
+    if z.first() == Some(&b'-') {
+        out.push('-');
+        k = 1;
+    }
+    if z.get(k) == Some(&b'.') {
+        out.push('0');
+    }
+    for (n, &c) in z.iter().enumerate().skip(k) {
+        out.push(c as char);
+        if c == b'.' && !z.get(n + 1).is_some_and(u8::is_ascii_digit) {
+            out.push('0');
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round(text: &str) -> Option<String> {
+        parse(text).map(|p| p.node.to_json())
+    }
+
+    #[test]
+    fn text_is_kept_as_written() {
+        assert_eq!(
+            round(r#" {"a" : [1.0, 32.40, 2E-2, -0, "\u00e9\/"]} "#).unwrap(),
+            r#"{"a":[1.0,32.40,2E-2,-0,"\u00e9\/"]}"#
+        );
+        assert_eq!(round(r#"{"a":1,"a":2}"#).unwrap(), r#"{"a":1,"a":2}"#);
+    }
+
+    #[test]
+    fn json5_becomes_json() {
+        let p = parse("{a:0x1F, 'b':.5, c:5., d:+1, e:Infinity, f:NaN, g:'\\x41\\'\"',}").unwrap();
+        assert!(p.nonstandard);
+        assert_eq!(
+            p.node.to_json(),
+            r#"{"a":31,"b":0.5,"c":5.0,"d":1,"e":9e999,"f":null,"g":"\u0041'\""}"#
+        );
+        assert!(!parse("[1,2]").unwrap().nonstandard);
+        assert!(parse("/* c */ [1, // x\n 2,]").unwrap().nonstandard);
+    }
+
+    #[test]
+    fn malformed_is_refused() {
+        for bad in [
+            "",
+            "[1,",
+            "{\"a\"}",
+            "01",
+            "1.2.3",
+            "[1 2]",
+            "\"\u{0}\"",
+            "{true:1}",
+            "tru",
+            "-",
+        ] {
+            assert!(parse(bad).is_none(), "{bad:?}");
+        }
+        let deep = "[".repeat(MAX_DEPTH + 1) + &"]".repeat(MAX_DEPTH + 1);
+        assert!(parse(&deep).is_none());
+        let ok = "[".repeat(MAX_DEPTH) + &"]".repeat(MAX_DEPTH);
+        assert!(parse(&ok).is_some());
+    }
+
+    #[test]
+    fn escapes_are_read() {
+        let t = Text {
+            text: r#"a\"\u00e9\ud83d\ude00\n\/"#.into(),
+            esc: Esc::Json,
+        };
+        assert_eq!(t.value(), "a\"é😀\n/");
+        assert!(t.same(&Text::raw("a\"é😀\n/")));
+    }
+}
