@@ -700,7 +700,10 @@ impl Rows<'_> {
         let id = self.rows.len() as i64 + 1;
         let (value, atom) = match j {
             Node::Array(_) | Node::Object(_) => (Value::from(j.to_json()), Value::Null),
-            other => (to_sql(other)?, to_sql(other)?),
+            other => {
+                let v = to_sql(other)?;
+                (v.clone(), v)
+            }
         };
         self.rows.push(vec![
             key,

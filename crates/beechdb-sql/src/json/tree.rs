@@ -367,14 +367,14 @@ impl Parser<'_> {
             };
             members.push((label, node));
             j = x;
-            match self.separator(j, b'}') {
-                Some((at, true)) => j = at + 1,
-                Some((at, false)) => {
-                    j = at;
-                    break;
-                }
-                None => return Got::Error,
+            let Some((at, more)) = self.separator(j, b'}') else {
+                return Got::Error;
+            };
+            j = at;
+            if !more {
+                break;
             }
+            j += 1;
         }
         self.depth -= 1;
         Got::Value(Node::Object(members), j + 1)
@@ -401,14 +401,14 @@ impl Parser<'_> {
                 }
                 _ => return Got::Error,
             }
-            match self.separator(j, b']') {
-                Some((at, true)) => j = at + 1,
-                Some((at, false)) => {
-                    j = at;
-                    break;
-                }
-                None => return Got::Error,
+            let Some((at, more)) = self.separator(j, b']') else {
+                return Got::Error;
+            };
+            j = at;
+            if !more {
+                break;
             }
+            j += 1;
         }
         self.depth -= 1;
         Got::Value(Node::Array(items), j + 1)
