@@ -7,7 +7,8 @@
 //! commit timed with them), and three shapes a planner without SQLite's automatic index
 //! and incremental window frames reads quadratically (an equality join on an expression,
 //! a correlated EXISTS, a sum over a moving frame), a recursive CTE, and CREATE INDEX over
-//! the table (dropped again after each run). Each engine's answers are checksummed and must
+//! the table (dropped again after each run), and `json_extract` from a 600-byte JSON
+//! document given as a parameter (parsed on every call). Each engine's answers are checksummed and must
 //! agree (after the writes, the table's row count and sums), so that no engine is timed
 //! doing less work.
 
@@ -103,7 +104,7 @@ impl SqlEngine for Lite {
 
 /// The operations timed, in order: name, SQL, and how many runs per 1,000 point operations
 /// (at least one).
-const OPS: [(&str, &str, usize); 15] = [
+const OPS: [(&str, &str, usize); 16] = [
     ("point SELECT by primary key", "SELECT v FROM t WHERE id = ?1", 1000),
     ("point SELECT through an index", "SELECT id FROM t WHERE k = ?1", 1000),
     ("single-row INSERT", "INSERT INTO t(k, v) VALUES(?1, ?2)", 1000),
@@ -149,7 +150,28 @@ const OPS: [(&str, &str, usize); 15] = [
         1,
     ),
     ("CREATE INDEX on t(v), then DROP", "CREATE INDEX t_v ON t(v)", 0),
+    (
+        "json_extract from a document",
+        "SELECT json_extract(?1, '$.items[5].price'), ?1 ->> '$.meta.flags.n'",
+        1000,
+    ),
 ];
+
+/// A JSON document of about 600 bytes for the `json_extract` line.
+fn document(id: i64) -> String {
+    let items: Vec<String> = (0..8)
+        .map(|i| {
+            format!(
+                r#"{{"sku":"sku-{id}-{i}","price":{},"qty":{i},"tags":["a","b"]}}"#,
+                id * 10 + i
+            )
+        })
+        .collect();
+    format!(
+        r#"{{"id":{id},"name":"item number {id}","items":[{}],"meta":{{"created":"2026-11-29T10:00:00Z","flags":{{"x":true,"y":null,"n":{id}}}}}}}"#,
+        items.join(",")
+    )
+}
 
 /// The line whose INSERTs run in one transaction.
 const ONE_TRANSACTION: usize = 9;
@@ -215,6 +237,7 @@ fn time_op(
             2 | ONE_TRANSACTION => vec![id.into(), Value::from("inserted")],
             3 => vec![id.into(), Value::from(format!("updated-{id}"))],
             5 => vec![((id % (rows / 10).max(100)) + 1).into()],
+            15 => vec![Value::from(document(id))],
             _ => vec![],
         };
         let (n, s) = e.run(sql, &params)?;

@@ -15,6 +15,9 @@ use crate::ast::Expr;
 use crate::error::{Error, Result};
 use crate::printf::sqlite_atof;
 use crate::value::Value;
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
 use tree::{Node, Num, Text};
 
 mod tree;
@@ -315,10 +318,44 @@ fn malformed() -> Error {
     Error::Sql("malformed JSON".into())
 }
 
+thread_local! {
+    /// The documents this thread parsed last, by their text (see [`parsed`]).
+    static PARSED: RefCell<Vec<(Arc<str>, Rc<Node>)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// How many parsed documents a thread keeps, and the longest kept.
+const PARSED_KEPT: usize = 4;
+const PARSED_LONGEST: usize = 64 << 10;
+
+/// `v` parsed. The last few documents parsed on this thread are kept by their text, so that
+/// a statement that reads one document several times (several paths, or one document for
+/// every row) parses it once, as SQLite's JSON cache does.
+fn parsed(v: &Value) -> Result<Rc<Node>> {
+    let text: Arc<str> = match v {
+        Value::Text(t) => t.clone(),
+        other => other.to_text().into(),
+    };
+    PARSED.with(|kept| {
+        let mut kept = kept.borrow_mut();
+        let same = |(t, _): &(Arc<str>, Rc<Node>)| Arc::ptr_eq(t, &text) || **t == *text;
+        if let Some(i) = kept.iter().position(same) {
+            let hit = kept.remove(i);
+            let node = hit.1.clone();
+            kept.insert(0, hit);
+            return Ok(node);
+        }
+        let node = Rc::new(tree::parse(&text).map(|p| p.node).ok_or_else(malformed)?);
+        if text.len() <= PARSED_LONGEST {
+            kept.insert(0, (text, node.clone()));
+            kept.truncate(PARSED_KEPT);
+        }
+        Ok(node)
+    })
+}
+
+/// `v` parsed, to be changed.
 fn parse(v: &Value) -> Result<Node> {
-    tree::parse(&v.to_text())
-        .map(|p| p.node)
-        .ok_or_else(malformed)
+    Ok(Node::clone(&*parsed(v)?))
 }
 
 /// An SQL value as JSON: numbers as numbers, NULL as null, text as a string unless
@@ -412,7 +449,7 @@ pub fn call(name: &str, args: &[Value], is_json: &[bool]) -> Result<Value> {
             if a(0).is_null() {
                 return Ok(Value::Null);
             }
-            Value::from(parse(&a(0))?.to_json())
+            Value::from(parsed(&a(0))?.to_json())
         }
         "json_valid" => {
             // Flags (SQLite's): 1 RFC 8259 JSON, 2 JSON5, 4 and 8 JSONB (never valid here).
@@ -463,7 +500,7 @@ pub fn call(name: &str, args: &[Value], is_json: &[bool]) -> Result<Value> {
             if a(0).is_null() {
                 return Ok(Value::Null);
             }
-            let root = parse(&a(0))?;
+            let root = parsed(&a(0))?;
             let paths: Vec<String> = args[1..]
                 .iter()
                 .map(|p| match p {
@@ -493,7 +530,7 @@ pub fn call(name: &str, args: &[Value], is_json: &[bool]) -> Result<Value> {
             if a(0).is_null() {
                 return Ok(Value::Null);
             }
-            let root = parse(&a(0))?;
+            let root = parsed(&a(0))?;
             let path = if args.len() > 1 {
                 a(1).to_text()
             } else {
@@ -573,7 +610,7 @@ pub fn call(name: &str, args: &[Value], is_json: &[bool]) -> Result<Value> {
                 Some(v) => v.to_text(),
             };
             let mut out = String::new();
-            parse(&a(0))?.write_pretty(&indent, 0, &mut out);
+            parsed(&a(0))?.write_pretty(&indent, 0, &mut out);
             Value::from(out)
         }
         _ => return Err(Error::Sql(format!("no such function: {name}"))),
@@ -633,8 +670,8 @@ pub fn table_rows(name: &str, args: &[Value]) -> Result<Vec<Vec<Value>>> {
         Some(Value::Null) => return Ok(Vec::new()),
         Some(p) => p.to_text(),
     };
-    let parsed = parse(doc)?;
-    let Some(top) = at(&parsed, &root)? else {
+    let document = parsed(doc)?;
+    let Some(top) = at(&document, &root)? else {
         return Ok(Vec::new());
     };
     let mut rows = Rows {
@@ -659,7 +696,7 @@ pub fn table_rows(name: &str, args: &[Value]) -> Result<Vec<Vec<Value>>> {
         .rev()
         .filter(|&n| matches!(root.as_bytes()[n], b'.' | b'['))
         .find(|&n| {
-            let first = match at(&parsed, &root[..n]) {
+            let first = match at(&document, &root[..n]) {
                 Ok(Some(Node::Array(a))) => a.first(),
                 Ok(Some(Node::Object(m))) => m.first().map(|(_, v)| v),
                 _ => None,
