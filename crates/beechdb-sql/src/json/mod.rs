@@ -5,11 +5,11 @@
 //! `->>` operators, over JSON held as text, and the table functions `json_each` and
 //! `json_tree`.
 //!
-//! Owns: paths (parsed into [`Step`]s, looked up and edited) and the conversions between
-//! JSON and SQL values. May call: `tree` (the parsed document), `value`, `printf`, `ast`
-//! (which expressions make JSON). Arguments
-//! that are themselves JSON (the result of a JSON function) are embedded as JSON, not as
-//! strings: the caller says which (SQLite's subtype; see [`Made`]).
+//! Owns: paths (parsed into [`Step`]s, looked up and edited), the conversions between JSON
+//! and SQL values, and each thread's last parsed documents. May call: `tree` (the parsed
+//! document), `value`, `printf`, `ast` (which expressions make JSON). Arguments that are
+//! themselves JSON (the result of a JSON function) are embedded as JSON, not as strings:
+//! the caller says which (SQLite's subtype; see [`Made`]).
 
 use crate::ast::Expr;
 use crate::error::{Error, Result};
@@ -369,7 +369,7 @@ pub fn to_json(v: &Value, is_json: bool) -> Result<Node> {
             let text = crate::printf::printf(&[Value::from("%!0.15g"), Value::Real(*r)]);
             Node::Num(Num::Real, text.to_text())
         }
-        Value::Text(t) if is_json => parse(&Value::Text(t.clone()))?,
+        Value::Text(_) if is_json => parse(v)?,
         Value::Text(t) => Node::Str(Text::raw(t)),
         Value::Blob(_) => return Err(Error::Sql("JSON cannot hold BLOB values".into())),
     })
@@ -690,8 +690,8 @@ pub fn table_rows(name: &str, args: &[Value]) -> Result<Vec<Vec<Value>>> {
     }
     // json_tree: the element itself, then what is under it. Its path and key are cut from
     // the path as SQLite cuts them: at the last `.` or `[` where what is left leads to an
-    // array or object whose first element this is, else after the `$`; the key is what follows the
-    // cut, as written (`[#-1]` reads as the number 0).
+    // array or object whose first element this is, else after the `$`; the key is what
+    // follows the cut, as written (`[#-1]` reads as the number 0).
     let cut = (1..root.len())
         .rev()
         .filter(|&n| matches!(root.as_bytes()[n], b'.' | b'['))

@@ -12,7 +12,7 @@
 //! [`MAX_DEPTH`] deep, which bounds every recursion over a tree.
 
 /// How deep arrays and objects may nest (SQLite's `JSON_MAX_DEPTH`).
-pub(crate) const MAX_DEPTH: usize = 1000;
+const MAX_DEPTH: usize = 1000;
 
 /// What a number's text is: `Int` and `Real` are RFC 8259 numbers, written as they are;
 /// `Hex` (`0x1F`) and `Real5` (`.5`, `5.`) are JSON5 forms, rewritten when written.
