@@ -169,7 +169,7 @@ fn member(members: &[(Text, Node)], key: &Text) -> Option<usize> {
 fn path_key(k: &str) -> Text {
     match k.contains('\\') {
         true => Text {
-            text: k.to_string(),
+            text: k.into(),
             esc: tree::Esc::Json5,
         },
         false => Text::raw(k),
@@ -363,11 +363,13 @@ fn parse(v: &Value) -> Result<Node> {
 pub fn to_json(v: &Value, is_json: bool) -> Result<Node> {
     Ok(match v {
         Value::Null => Node::Null,
-        Value::Integer(i) => Node::Num(Num::Int, i.to_string()),
+        Value::Integer(i) => {
+            Node::Num(Num::Int, compact_str::ToCompactString::to_compact_string(i))
+        }
         // As SQLite writes it, `%!0.15g` (an infinity as 9.0e+999).
         Value::Real(r) => {
             let text = crate::printf::printf(&[Value::from("%!0.15g"), Value::Real(*r)]);
-            Node::Num(Num::Real, text.to_text())
+            Node::Num(Num::Real, text.to_text().into())
         }
         Value::Text(_) if is_json => parse(v)?,
         Value::Text(t) => Node::Str(Text::raw(t)),

@@ -11,6 +11,8 @@
 //! text its parser accepted (so its escapes are well formed); nesting is at most
 //! [`MAX_DEPTH`] deep, which bounds every recursion over a tree.
 
+use compact_str::CompactString;
+
 /// How deep arrays and objects may nest (SQLite's `JSON_MAX_DEPTH`).
 const MAX_DEPTH: usize = 1000;
 
@@ -37,14 +39,14 @@ pub(crate) enum Esc {
 /// A string or an object's key.
 #[derive(Clone, Debug)]
 pub(crate) struct Text {
-    pub text: String,
+    pub text: CompactString,
     pub esc: Esc,
 }
 
 impl Text {
     pub(crate) fn raw(text: &str) -> Text {
         Text {
-            text: text.to_string(),
+            text: text.into(),
             esc: Esc::Raw,
         }
     }
@@ -52,7 +54,7 @@ impl Text {
     /// The text a string means, its escapes read (SQLite's `jsonUnescapeOneChar`).
     pub(crate) fn value(&self) -> String {
         match self.esc {
-            Esc::Raw => self.text.clone(),
+            Esc::Raw => self.text.to_string(),
             Esc::Json | Esc::Json5 => unescape(&self.text),
         }
     }
@@ -72,7 +74,7 @@ pub(crate) enum Node {
     Null,
     True,
     False,
-    Num(Num, String),
+    Num(Num, CompactString),
     Str(Text),
     Array(Vec<Node>),
     Object(Vec<(Text, Node)>),
@@ -87,10 +89,10 @@ pub(crate) struct Parsed {
 /// `text` parsed as SQLite parses JSON text (it stops at a zero byte), or `None` when it is
 /// malformed.
 pub(crate) fn parse(text: &str) -> Option<Parsed> {
-    let bytes = text.as_bytes();
-    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    let s = text.find('\0').map_or(text, |end| &text[..end]);
     let mut p = Parser {
-        b: &bytes[..end],
+        s,
+        b: s.as_bytes(),
         nonstandard: false,
         depth: 0,
     };
@@ -126,6 +128,8 @@ enum Got {
 }
 
 struct Parser<'a> {
+    /// The document up to its first NUL, as text and as bytes.
+    s: &'a str,
     b: &'a [u8],
     nonstandard: bool,
     depth: usize,
@@ -158,8 +162,13 @@ impl Parser<'_> {
         self.b.get(i).copied().unwrap_or(0)
     }
 
-    fn text(&self, from: usize, to: usize) -> String {
-        String::from_utf8_lossy(&self.b[from..to]).into_owned()
+    /// The document's text from `from` to `to`. The parser cuts between characters (at
+    /// ASCII punctuation); a cut inside one would be read lossily.
+    fn text(&self, from: usize, to: usize) -> CompactString {
+        match self.s.get(from..to) {
+            Some(t) => CompactString::from(t),
+            None => CompactString::from(String::from_utf8_lossy(&self.b[from..to])),
+        }
     }
 
     fn is_4hex(&self, i: usize) -> bool {
