@@ -151,10 +151,16 @@ fn id2(c: u8) -> bool {
     id1(c) || c.is_ascii_digit()
 }
 
-/// Bytes a string may hold as they are (SQLite's `jsonIsOk`).
-fn is_ok(c: u8) -> bool {
-    c > 0x1f && c != b'"' && c != b'\'' && c != b'\\'
-}
+/// Bytes a string may hold as they are (SQLite's `jsonIsOk`), one entry per byte value.
+static IS_OK: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut c = 0x20;
+    while c < 256 {
+        t[c] = !matches!(c as u8, b'"' | b'\'' | b'\\');
+        c += 1;
+    }
+    t
+};
 
 impl Parser<'_> {
     /// The byte at `i`, zero past the end (the C code reads its terminator).
@@ -455,11 +461,11 @@ impl Parser<'_> {
         let mut esc = Esc::Json;
         let mut j = i + 1;
         loop {
-            let c = self.at(j);
-            if is_ok(c) {
+            // The run of bytes held as they are.
+            while self.b.get(j).is_some_and(|&c| IS_OK[c as usize]) {
                 j += 1;
-                continue;
             }
+            let c = self.at(j);
             if c == delim {
                 break;
             }
@@ -754,7 +760,7 @@ impl Text {
         while i < z.len() {
             let run = z[i..]
                 .iter()
-                .position(|&c| !(is_ok(c) || c == b'\''))
+                .position(|&c| !(IS_OK[c as usize] || c == b'\''))
                 .map_or(z.len(), |k| i + k);
             out.push_str(&self.text[i..run]);
             i = run;
