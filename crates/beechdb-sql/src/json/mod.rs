@@ -15,6 +15,7 @@ use crate::ast::Expr;
 use crate::error::{Error, Result};
 use crate::printf::sqlite_atof;
 use crate::value::Value;
+use compact_str::ToCompactString;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -363,9 +364,7 @@ fn parse(v: &Value) -> Result<Node> {
 pub fn to_json(v: &Value, is_json: bool) -> Result<Node> {
     Ok(match v {
         Value::Null => Node::Null,
-        Value::Integer(i) => {
-            Node::Num(Num::Int, compact_str::ToCompactString::to_compact_string(i))
-        }
+        Value::Integer(i) => Node::Num(Num::Int, i.to_compact_string()),
         // As SQLite writes it, `%!0.15g` (an infinity as 9.0e+999).
         Value::Real(r) => {
             let text = crate::printf::printf(&[Value::from("%!0.15g"), Value::Real(*r)]);

@@ -92,7 +92,6 @@ pub(crate) fn parse(text: &str) -> Option<Parsed> {
     let s = text.find('\0').map_or(text, |end| &text[..end]);
     let mut p = Parser {
         s,
-        b: s.as_bytes(),
         nonstandard: false,
         depth: 0,
     };
@@ -102,9 +101,9 @@ pub(crate) fn parse(text: &str) -> Option<Parsed> {
     while is_space(p.at(i)) {
         i += 1;
     }
-    if i < p.b.len() {
+    if i < p.s.len() {
         i += p.json5_space(i);
-        if i < p.b.len() {
+        if i < p.s.len() {
             return None;
         }
         p.nonstandard = true;
@@ -128,9 +127,8 @@ enum Got {
 }
 
 struct Parser<'a> {
-    /// The document up to its first NUL, as text and as bytes.
+    /// The document up to its first NUL.
     s: &'a str,
-    b: &'a [u8],
     nonstandard: bool,
     depth: usize,
 }
@@ -162,10 +160,19 @@ static IS_OK: [bool; 256] = {
     t
 };
 
-impl Parser<'_> {
+/// Bytes a string may hold as they are.
+fn is_ok(c: u8) -> bool {
+    IS_OK[c as usize]
+}
+
+impl<'a> Parser<'a> {
+    fn b(&self) -> &'a [u8] {
+        self.s.as_bytes()
+    }
+
     /// The byte at `i`, zero past the end (the C code reads its terminator).
     fn at(&self, i: usize) -> u8 {
-        self.b.get(i).copied().unwrap_or(0)
+        self.b().get(i).copied().unwrap_or(0)
     }
 
     /// The document's text from `from` to `to`. The parser cuts between characters (at
@@ -173,7 +180,7 @@ impl Parser<'_> {
     fn text(&self, from: usize, to: usize) -> CompactString {
         match self.s.get(from..to) {
             Some(t) => CompactString::from(t),
-            None => CompactString::from(String::from_utf8_lossy(&self.b[from..to])),
+            None => CompactString::from(String::from_utf8_lossy(&self.b()[from..to])),
         }
     }
 
@@ -253,7 +260,7 @@ impl Parser<'_> {
                         ("null", Node::Null),
                     ] {
                         let n = word.len();
-                        if self.b[i..].starts_with(word.as_bytes())
+                        if self.b()[i..].starts_with(word.as_bytes())
                             && !self.at(i + n).is_ascii_alphanumeric()
                         {
                             return Got::Value(node, i + n);
@@ -300,7 +307,7 @@ impl Parser<'_> {
         ] {
             let n = name.len();
             let matches =
-                self.b.len() >= i + n && self.b[i..i + n].eq_ignore_ascii_case(name.as_bytes());
+                self.b().len() >= i + n && self.b()[i..i + n].eq_ignore_ascii_case(name.as_bytes());
             if !matches || self.at(i + n).is_ascii_alphanumeric() {
                 continue;
             }
@@ -462,7 +469,7 @@ impl Parser<'_> {
         let mut j = i + 1;
         loop {
             // The run of bytes held as they are.
-            while self.b.get(j).is_some_and(|&c| IS_OK[c as usize]) {
+            while self.b().get(j).copied().is_some_and(is_ok) {
                 j += 1;
             }
             let c = self.at(j);
@@ -545,13 +552,13 @@ impl Parser<'_> {
                 } else {
                     if !digit(self, i + 1) {
                         if matches!(self.at(i + 1), b'I' | b'i')
-                            && self.b.len() >= i + 4
-                            && self.b[i + 1..i + 4].eq_ignore_ascii_case(b"inf")
+                            && self.b().len() >= i + 4
+                            && self.b()[i + 1..i + 4].eq_ignore_ascii_case(b"inf")
                         {
                             self.nonstandard = true;
                             let text = if c == b'-' { "-9e999" } else { "9e999" };
-                            let long = self.b.len() >= i + 9
-                                && self.b[i + 4..i + 9].eq_ignore_ascii_case(b"inity");
+                            let long = self.b().len() >= i + 9
+                                && self.b()[i + 4..i + 9].eq_ignore_ascii_case(b"inity");
                             let end = i + if long { 9 } else { 4 };
                             return Got::Value(Node::Num(Num::Real, text.into()), end);
                         }
@@ -760,7 +767,7 @@ impl Text {
         while i < z.len() {
             let run = z[i..]
                 .iter()
-                .position(|&c| !(IS_OK[c as usize] || c == b'\''))
+                .position(|&c| !(is_ok(c) || c == b'\''))
                 .map_or(z.len(), |k| i + k);
             out.push_str(&self.text[i..run]);
             i = run;
