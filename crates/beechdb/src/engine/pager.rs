@@ -99,14 +99,21 @@ impl Engine {
         let writable = self.poisoned.is_none();
         self.pager.shrink_cache(writable);
     }
+
+    /// Whether no descent of a tree will miss the cache (see [`Pager::all_pages_resident`]).
+    pub(crate) fn all_pages_resident(&self) -> bool {
+        self.pager.all_pages_resident(self.freelist_pages.len())
+    }
 }
 
 impl Pager {
     /// Whether the cache holds at least as many pages as the trees use (the file's pages
-    /// less the meta pages and free ones): then no descent will miss.
-    pub(crate) fn all_pages_resident(&self) -> bool {
+    /// less the meta pages, free ones and the durable checkpoint's `free_list_pages`, which
+    /// are never cached): then no descent will miss.
+    pub(crate) fn all_pages_resident(&self, free_list_pages: usize) -> bool {
         let space = &self.space;
-        let unused = 2 + space.free_count() + space.pending_count() + space.held_count();
+        let unused =
+            2 + free_list_pages + space.free_count() + space.pending_count() + space.held_count();
         self.cache.len() as u64 + unused as u64 >= self.space.page_count()
     }
 
