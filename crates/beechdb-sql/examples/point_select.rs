@@ -1,5 +1,5 @@
 //! Profiling aid: one prepared statement run many times on a 100,000-row table.
-//! `cargo run --release -p beechdb-sql --example point_select -- 1000000 [pk|index|update|insert|txninsert|scan|order|ordercover|orderlt|cte|cteunion|join|exprjoin|window|groupby|filter|wide1|wide10|wide11|wide13|wide18|wide20|wide22|wide27]`
+//! `cargo run --release -p beechdb-sql --example point_select -- 1000000 [pk|index|update|insert|txninsert|scan|order|ordercover|orderlt|cte|cteunion|createindex|join|exprjoin|window|groupby|filter|wide1|wide10|wide11|wide13|wide18|wide20|wide22|wide27]`
 
 use beechdb_sql::{Database, Value};
 
@@ -53,6 +53,16 @@ fn main() -> Result<(), beechdb_sql::Error> {
         }
     }
     c.execute("COMMIT", &[])?;
+    if what == "createindex" {
+        let started = std::time::Instant::now();
+        create_indexes(&mut c, n)?;
+        let secs = started.elapsed().as_secs_f64();
+        println!(
+            "{n} runs of CREATE INDEX t_v ON t(v) and DROP: {:.1} ms each",
+            secs * 1e3 / n as f64
+        );
+        return Ok(());
+    }
     let sql = match what.as_str() {
         "wide1" => "SELECT * FROM w WHERE unique2 BETWEEN 792 AND 891",
         "wide10" => "SELECT * FROM w A, bp B WHERE A.unique2 = B.unique2",
@@ -90,6 +100,15 @@ fn main() -> Result<(), beechdb_sql::Error> {
         n as f64 / secs,
         secs * 1e6 / n as f64
     );
+    Ok(())
+}
+
+/// `createindex`: an index on the 100,000 rows' text column made and dropped `n` times.
+#[inline(never)]
+fn create_indexes(c: &mut beechdb_sql::Connection, n: i64) -> Result<(), beechdb_sql::Error> {
+    for _ in 0..n {
+        c.execute_batch("CREATE INDEX t_v ON t(v); DROP INDEX t_v;")?;
+    }
     Ok(())
 }
 
