@@ -100,23 +100,21 @@ impl Engine {
         self.pager.shrink_cache(writable);
     }
 
-    /// Whether no descent of a tree will miss the cache (see [`Pager::all_pages_resident`]).
+    /// Whether the cache holds at least as many pages as the trees use (the file's pages
+    /// less the meta pages, free ones and the durable checkpoint's free-list pages, which
+    /// are never cached): then no descent will miss.
     pub(crate) fn all_pages_resident(&self) -> bool {
-        self.pager.all_pages_resident(self.freelist_pages.len())
+        let space = &self.pager.space;
+        let unused = 2
+            + self.freelist_pages.len()
+            + space.free_count()
+            + space.pending_count()
+            + space.held_count();
+        self.pager.cache.len() as u64 + unused as u64 >= space.page_count()
     }
 }
 
 impl Pager {
-    /// Whether the cache holds at least as many pages as the trees use (the file's pages
-    /// less the meta pages, free ones and the durable checkpoint's `free_list_pages`, which
-    /// are never cached): then no descent will miss.
-    pub(crate) fn all_pages_resident(&self, free_list_pages: usize) -> bool {
-        let space = &self.space;
-        let unused =
-            2 + free_list_pages + space.free_count() + space.pending_count() + space.held_count();
-        self.cache.len() as u64 + unused as u64 >= self.space.page_count()
-    }
-
     /// Loads page `pid` into the cache, checking checksum, header and structure.
     pub fn load(&mut self, pid: u64) -> Result<()> {
         let mut buf = self.cache.buffer();
