@@ -307,7 +307,7 @@ impl<'a> Parser<'a> {
         ] {
             let n = name.len();
             let matches =
-                self.b().len() >= i + n && self.b()[i..i + n].eq_ignore_ascii_case(name.as_bytes());
+                self.s.len() >= i + n && self.b()[i..i + n].eq_ignore_ascii_case(name.as_bytes());
             if !matches || self.at(i + n).is_ascii_alphanumeric() {
                 continue;
             }
@@ -552,12 +552,12 @@ impl<'a> Parser<'a> {
                 } else {
                     if !digit(self, i + 1) {
                         if matches!(self.at(i + 1), b'I' | b'i')
-                            && self.b().len() >= i + 4
+                            && self.s.len() >= i + 4
                             && self.b()[i + 1..i + 4].eq_ignore_ascii_case(b"inf")
                         {
                             self.nonstandard = true;
                             let text = if c == b'-' { "-9e999" } else { "9e999" };
-                            let long = self.b().len() >= i + 9
+                            let long = self.s.len() >= i + 9
                                 && self.b()[i + 4..i + 9].eq_ignore_ascii_case(b"inity");
                             let end = i + if long { 9 } else { 4 };
                             return Got::Value(Node::Num(Num::Real, text.into()), end);
