@@ -6,7 +6,8 @@
 //! `json_tree`.
 //!
 //! Owns: paths (parsed into [`Step`]s, looked up and edited), the conversions between JSON
-//! and SQL values, and each thread's last parsed documents. May call: `tree` (the parsed
+//! and SQL values, and each thread's last documents (parsed, or read by a path through their
+//! text while they are read rarely: [`read_by_path`]). May call: `tree` (the parsed
 //! document), `value`, `printf`, `ast` (which expressions make JSON). Arguments that are
 //! themselves JSON (the result of a JSON function) are embedded as JSON, not as strings:
 //! the caller says which (SQLite's subtype; see [`Made`]).
@@ -319,39 +320,130 @@ fn malformed() -> Error {
     Error::Sql("malformed JSON".into())
 }
 
-thread_local! {
-    /// The documents this thread parsed last, by their text (see [`parsed`]).
-    static PARSED: RefCell<Vec<(Arc<str>, Rc<Node>)>> = const { RefCell::new(Vec::new()) };
+/// A document this thread keeps: its tree, or how often a path was followed through its
+/// text ([`read_by_path`]) since it was last seen.
+enum Kept {
+    Tree(Rc<Node>),
+    PathReads(u32),
 }
 
-/// How many parsed documents a thread keeps, and the longest kept.
+thread_local! {
+    /// The documents this thread read last, by their text (see [`parsed`]).
+    static PARSED: RefCell<Vec<(Arc<str>, Kept)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// How many documents a thread keeps, and the longest kept.
 const PARSED_KEPT: usize = 4;
 const PARSED_LONGEST: usize = 64 << 10;
+/// How many times a path is followed through a document's text before it is parsed whole
+/// and kept: a document read once or twice (a column's JSON read by a path or two per row)
+/// is cheaper to read through than to build and drop as a tree; one read more often (a
+/// document given as a parameter, read for every row) is parsed once.
+const PATH_READS: u32 = 2;
+
+fn text_of(v: &Value) -> Arc<str> {
+    match v {
+        Value::Text(t) => t.clone(),
+        other => other.to_text().into(),
+    }
+}
+
+/// Runs `f` on this thread's kept documents and the index of `text` among them, moved to
+/// the front (`None` when it is not kept).
+fn with_kept<R>(
+    text: &Arc<str>,
+    f: impl FnOnce(&mut Vec<(Arc<str>, Kept)>, Option<usize>) -> R,
+) -> R {
+    PARSED.with(|kept| {
+        let mut kept = kept.borrow_mut();
+        let same = |(t, _): &(Arc<str>, Kept)| Arc::ptr_eq(t, text) || **t == **text;
+        let at = kept.iter().position(same).map(|i| {
+            let hit = kept.remove(i);
+            kept.insert(0, hit);
+            0
+        });
+        f(&mut kept, at)
+    })
+}
 
 /// `v` parsed. The last few documents parsed on this thread are kept by their text, so that
 /// a statement that reads one document several times (several paths, or one document for
 /// every row) parses it once, as SQLite's JSON cache does.
 fn parsed(v: &Value) -> Result<Rc<Node>> {
-    let text: Arc<str> = match v {
-        Value::Text(t) => t.clone(),
-        other => other.to_text().into(),
-    };
-    PARSED.with(|kept| {
-        let mut kept = kept.borrow_mut();
-        let same = |(t, _): &(Arc<str>, Rc<Node>)| Arc::ptr_eq(t, &text) || **t == *text;
-        if let Some(i) = kept.iter().position(same) {
-            let hit = kept.remove(i);
-            let node = hit.1.clone();
-            kept.insert(0, hit);
-            return Ok(node);
+    let text = text_of(v);
+    with_kept(&text, |kept, at| {
+        if let Some((_, Kept::Tree(node))) = at.map(|i| &kept[i]) {
+            return Ok(node.clone());
         }
         let node = Rc::new(tree::parse(&text).map(|p| p.node).ok_or_else(malformed)?);
-        if text.len() <= PARSED_LONGEST {
-            kept.insert(0, (text, node.clone()));
-            kept.truncate(PARSED_KEPT);
+        match at {
+            Some(i) => kept[i].1 = Kept::Tree(node.clone()),
+            None if text.len() <= PARSED_LONGEST => {
+                kept.insert(0, (text.clone(), Kept::Tree(node.clone())));
+                kept.truncate(PARSED_KEPT);
+            }
+            None => {}
         }
         Ok(node)
     })
+}
+
+/// Whether to follow a path through `text` rather than look it up in its parsed tree: while
+/// the document is read by paths no more than [`PATH_READS`] times lately (counted here),
+/// or always when it is too long to be kept.
+fn read_by_path(text: &Arc<str>) -> bool {
+    if text.len() > PARSED_LONGEST {
+        return true;
+    }
+    with_kept(text, |kept, at| match at {
+        Some(i) => match &mut kept[i].1 {
+            Kept::Tree(_) => false,
+            Kept::PathReads(n) => {
+                *n += 1;
+                *n <= PATH_READS
+            }
+        },
+        None => {
+            kept.insert(0, (text.clone(), Kept::PathReads(1)));
+            kept.truncate(PARSED_KEPT);
+            true
+        }
+    })
+}
+
+/// Runs `f` on the value at `path` in document `v` (`None` when there is none): found by
+/// following the path through the document's text, which builds that value alone (see
+/// [`read_by_path`]), or in its kept tree.
+fn with_value_at<R>(
+    v: &Value,
+    path: &str,
+    f: impl FnOnce(Option<&Node>) -> Result<R>,
+) -> Result<R> {
+    let text = text_of(v);
+    // The whole document (`$`), a path with steps from an array's end, or a bad path (whose
+    // error comes after the document's) goes through the tree.
+    let seek: Option<Vec<tree::Seek>> =
+        steps(path)
+            .ok()
+            .filter(|s| !s.is_empty())
+            .and_then(|steps| {
+                steps
+                    .iter()
+                    .map(|step| match step {
+                        Step::Key(k) => Some(tree::Seek::Key(path_key(k))),
+                        Step::Index(i) => Some(tree::Seek::Index(*i)),
+                        Step::FromEnd(_) | Step::Append => None,
+                    })
+                    .collect()
+            });
+    if let Some(seek) = seek {
+        if read_by_path(&text) {
+            let found = tree::extract(&text, &seek).ok_or_else(malformed)?;
+            return f(found.as_ref());
+        }
+    }
+    let root = parsed(v)?;
+    f(at(&root, path)?)
 }
 
 /// `v` parsed, to be changed.
@@ -501,7 +593,6 @@ pub fn call(name: &str, args: &[Value], is_json: &[bool]) -> Result<Value> {
             if a(0).is_null() {
                 return Ok(Value::Null);
             }
-            let root = parsed(&a(0))?;
             let paths: Vec<String> = args[1..]
                 .iter()
                 .map(|p| match p {
@@ -514,12 +605,13 @@ pub fn call(name: &str, args: &[Value], is_json: &[bool]) -> Result<Value> {
                 })
                 .collect();
             if paths.len() == 1 {
-                match at(&root, &paths[0])? {
-                    None => Value::Null,
-                    Some(j) if name == "->" => Value::from(j.to_json()),
-                    Some(j) => to_sql(j)?,
-                }
+                with_value_at(&a(0), &paths[0], |found| match found {
+                    None => Ok(Value::Null),
+                    Some(j) if name == "->" => Ok(Value::from(j.to_json())),
+                    Some(j) => to_sql(j),
+                })?
             } else {
+                let root = parsed(&a(0))?;
                 let found = paths
                     .iter()
                     .map(|p| Ok(at(&root, p)?.cloned().unwrap_or(Node::Null)))
@@ -531,23 +623,21 @@ pub fn call(name: &str, args: &[Value], is_json: &[bool]) -> Result<Value> {
             if a(0).is_null() {
                 return Ok(Value::Null);
             }
-            let root = parsed(&a(0))?;
             let path = if args.len() > 1 {
                 a(1).to_text()
             } else {
                 "$".into()
             };
-            let Some(j) = at(&root, &path)? else {
-                return Ok(Value::Null);
-            };
-            if name == "json_array_length" {
-                let len = match j {
-                    Node::Array(items) => items.len(),
-                    _ => 0,
-                };
-                return Ok(Value::Integer(len as i64));
-            }
-            Value::from(type_name(j))
+            with_value_at(&a(0), &path, |found| {
+                Ok(match (found, name) {
+                    (None, _) => Value::Null,
+                    (Some(Node::Array(items)), "json_array_length") => {
+                        Value::Integer(items.len() as i64)
+                    }
+                    (Some(_), "json_array_length") => Value::Integer(0),
+                    (Some(j), _) => Value::from(type_name(j)),
+                })
+            })?
         }
         "json_set" | "json_insert" | "json_replace" => {
             if args.len().is_multiple_of(2) {

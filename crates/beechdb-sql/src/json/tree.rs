@@ -6,7 +6,12 @@
 //! `+1`, `Infinity`, `NaN`, trailing commas, JSON5 escapes), marked non-standard for
 //! `json_valid`. Writing is `jsonTranslateBlobToText`: JSON5 forms become RFC 8259 JSON.
 //!
-//! Owns: [`Node`], [`Text`], [`parse`], the writers and the reading of a string's escapes.
+//! [`extract`] reads one value by a path with the same parser, building that value alone; it
+//! goes through the values it only checks, and along the path, by a quicker reader of RFC
+//! 8259 JSON that hands anything else back to the parser.
+//!
+//! Owns: [`Node`], [`Text`], [`parse`], [`extract`], the writers and the reading of a
+//! string's escapes.
 //! May call: nothing of the crate. Invariant: every `Text` of kind `Json` or `Json5` holds
 //! text its parser accepted (so its escapes are well formed); nesting is at most
 //! [`MAX_DEPTH`] deep, which bounds every recursion over a tree.
@@ -89,29 +94,57 @@ pub(crate) struct Parsed {
 /// `text` parsed as SQLite parses JSON text (it stops at a zero byte), or `None` when it is
 /// malformed.
 pub(crate) fn parse(text: &str) -> Option<Parsed> {
-    let s = text.find('\0').map_or(text, |end| &text[..end]);
-    let mut p = Parser {
-        s,
-        nonstandard: false,
-        depth: 0,
-    };
-    let Got::Value(node, mut i) = p.value(0) else {
-        return None;
-    };
-    while is_space(p.at(i)) {
-        i += 1;
-    }
-    if i < p.s.len() {
-        i += p.json5_space(i);
-        if i < p.s.len() {
-            return None;
-        }
-        p.nonstandard = true;
-    }
+    let mut p = Parser::new(text, Mode::Build);
+    let node = p.document()?;
     Some(Parsed {
         node,
         nonstandard: p.nonstandard,
     })
+}
+
+/// One step of a path that [`extract`] follows: a member by its key (the first of that
+/// name, keys compared as [`Text::same`] does), or an array's element by its index.
+pub(crate) enum Seek {
+    Key(Text),
+    Index(usize),
+}
+
+/// The value at `path` in `text`, built alone: `Some(None)` when the document holds none
+/// there, `None` when it is malformed. The whole document is checked by the same parser as
+/// [`parse`], so it refuses exactly what `parse` refuses; but only the value found is built,
+/// so no tree of the rest is made and dropped (most of a `json_extract` of a document read
+/// once).
+pub(crate) fn extract(text: &str, path: &[Seek]) -> Option<Option<Node>> {
+    if path.is_empty() {
+        return parse(text).map(|p| Some(p.node));
+    }
+    let mut p = Parser::new(text, Mode::Seek(path));
+    p.document()?;
+    Some(p.found)
+}
+
+/// What the parser does with the value it is at: builds it, only checks it, or looks inside
+/// it for the rest of a path (every other value inside is only checked).
+#[derive(Clone, Copy)]
+enum Mode<'p> {
+    Build,
+    Check,
+    Seek(&'p [Seek]),
+}
+
+impl<'p> Mode<'p> {
+    /// The mode of a child of a value parsed in this mode, `step` saying whether it is the
+    /// child the path's next step leads to; and whether that child is where the path ends.
+    fn child(self, step: impl FnOnce(&Seek) -> bool) -> (Mode<'p>, bool) {
+        match self {
+            Mode::Build => (Mode::Build, false),
+            Mode::Seek([first, rest @ ..]) if step(first) => match rest.is_empty() {
+                true => (Mode::Build, true),
+                false => (Mode::Seek(rest), false),
+            },
+            Mode::Check | Mode::Seek(_) => (Mode::Check, false),
+        }
+    }
 }
 
 /// What [`Parser::value`] found at a position: a value and where it ends, one of the
@@ -126,11 +159,15 @@ enum Got {
     Error,
 }
 
-struct Parser<'a> {
+struct Parser<'a, 'p> {
     /// The document up to its first NUL.
     s: &'a str,
     nonstandard: bool,
     depth: usize,
+    /// What to do with the value being parsed.
+    mode: Mode<'p>,
+    /// The value a path led to ([`extract`]).
+    found: Option<Node>,
 }
 
 /// JSON's four whitespace bytes (SQLite's `jsonIsspace`).
@@ -165,7 +202,294 @@ fn is_ok(c: u8) -> bool {
     IS_OK[c as usize]
 }
 
-impl<'a> Parser<'a> {
+impl<'a, 'p> Parser<'a, 'p> {
+    fn new(text: &'a str, mode: Mode<'p>) -> Self {
+        Parser {
+            s: memchr::memchr(0, text.as_bytes()).map_or(text, |end| &text[..end]),
+            nonstandard: false,
+            depth: 0,
+            mode,
+            found: None,
+        }
+    }
+
+    /// The document's one value, with nothing but whitespace after it.
+    fn document(&mut self) -> Option<Node> {
+        let Got::Value(node, mut i) = self.child_value(0, self.mode, false) else {
+            return None;
+        };
+        while is_space(self.at(i)) {
+            i += 1;
+        }
+        if i < self.s.len() {
+            i += self.json5_space(i);
+            if i < self.s.len() {
+                return None;
+            }
+            self.nonstandard = true;
+        }
+        Some(node)
+    }
+
+    /// Parses the value at `i` in `mode` (a child's, from [`Mode::child`]), keeping it as
+    /// the value found when `target`.
+    fn child_value(&mut self, i: usize, mode: Mode<'p>, target: bool) -> Got {
+        let quick = match mode {
+            Mode::Build => None,
+            Mode::Check => self.skip_strict(i),
+            Mode::Seek(path) => {
+                let end = self.seek_strict(i, path);
+                if end.is_none() {
+                    // Read again from the start below: what was found on the way goes.
+                    self.found = None;
+                }
+                end
+            }
+        };
+        if let Some(end) = quick {
+            return Got::Value(Node::Null, end);
+        }
+        let outer = std::mem::replace(&mut self.mode, mode);
+        let got = self.value(i);
+        self.mode = outer;
+        match got {
+            Got::Value(node, end) if target => {
+                self.found = Some(node);
+                Got::Value(Node::Null, end)
+            }
+            got => got,
+        }
+    }
+
+    /// Where the RFC 8259 value at `i` (after whitespace) ends, checked and not built: the
+    /// quick way through a value only checked. `None` for anything else (JSON5, a mistake,
+    /// punctuation, a value followed by what does not end one, nesting past 64 levels or
+    /// [`MAX_DEPTH`]): the general parser then reads it, so what is accepted, and where a
+    /// value ends, stay the parser's (it reads RFC 8259 JSON exactly so).
+    fn skip_strict(&self, i: usize) -> Option<usize> {
+        let b = self.b();
+        let space = |mut k: usize| {
+            while b.get(k).copied().is_some_and(is_space) {
+                k += 1;
+            }
+            k
+        };
+        // Open containers, innermost in the lowest bit: 1 an object, 0 an array.
+        let (mut open, mut depth) = (0u64, 0usize);
+        let mut k = space(i);
+        loop {
+            // A value at `k`; an object's member at `k` begins with its key.
+            k = match *b.get(k)? {
+                b'{' | b'[' => {
+                    if depth == 64 || self.depth + depth >= MAX_DEPTH {
+                        return None;
+                    }
+                    let object = b[k] == b'{';
+                    open = open << 1 | u64::from(object);
+                    depth += 1;
+                    k = space(k + 1);
+                    match (b.get(k), object) {
+                        (Some(b'}'), true) | (Some(b']'), false) => {
+                            open >>= 1;
+                            depth -= 1;
+                            k + 1
+                        }
+                        (_, true) => {
+                            k = space(self.skip_key(k)?.1);
+                            continue;
+                        }
+                        (_, false) => continue,
+                    }
+                }
+                b'"' => self.skip_string(k)?,
+                b't' | b'f' | b'n' => {
+                    let word: &[u8] = match b[k] {
+                        b't' => b"true",
+                        b'f' => b"false",
+                        _ => b"null",
+                    };
+                    if !b[k..].starts_with(word) {
+                        return None;
+                    }
+                    k + word.len()
+                }
+                b'-' | b'0'..=b'9' => self.skip_number(k)?,
+                _ => return None,
+            };
+            // After a value: the next value, or the ends of containers, or (outside them)
+            // what may end a value.
+            loop {
+                if depth == 0 {
+                    let ends = matches!(
+                        self.at(k),
+                        0 | b' ' | b'\t' | b'\n' | b'\r' | b',' | b']' | b'}'
+                    );
+                    return ends.then_some(k);
+                }
+                k = space(k);
+                match (self.at(k), open & 1 == 1) {
+                    (b',', object) => {
+                        k = space(k + 1);
+                        if object {
+                            k = space(self.skip_key(k)?.1);
+                        }
+                        break;
+                    }
+                    (b'}', true) | (b']', false) => {
+                        open >>= 1;
+                        depth -= 1;
+                        k += 1;
+                    }
+                    _ => return None,
+                }
+            }
+        }
+    }
+
+    /// Where the RFC 8259 array or object at `i` (after whitespace) ends, with the value at
+    /// `path` inside it found (built into `found`) and every other value inside checked:
+    /// the quick way along a path. `None` where [`Parser::skip_strict`] gives up, and for a
+    /// key written with escapes or a path's key that has some (compared by what they mean),
+    /// or a value of another kind than the path's step; the general parser then reads the
+    /// value from its start.
+    fn seek_strict(&mut self, i: usize, path: &'p [Seek]) -> Option<usize> {
+        let b = self.b();
+        let space = |mut k: usize| {
+            while b.get(k).copied().is_some_and(is_space) {
+                k += 1;
+            }
+            k
+        };
+        let (step, rest) = path.split_first()?;
+        let mut k = space(i);
+        let close = match (*b.get(k)?, step) {
+            (b'{', Seek::Key(key)) if key.esc == Esc::Raw || !key.text.contains('\\') => b'}',
+            (b'[', Seek::Index(_)) => b']',
+            _ => return None,
+        };
+        if self.depth >= MAX_DEPTH {
+            return None;
+        }
+        k = space(k + 1);
+        if self.at(k) == close {
+            return Some(k + 1);
+        }
+        self.depth += 1;
+        let (mut found, mut count) = (false, 0);
+        let end = loop {
+            let hit = match step {
+                Seek::Key(key) => {
+                    let Some((label, value)) = self.skip_key(k) else {
+                        break None;
+                    };
+                    if label.contains(&b'\\') {
+                        break None;
+                    }
+                    k = value;
+                    !found && label == key.text.as_bytes()
+                }
+                Seek::Index(n) => {
+                    count += 1;
+                    count - 1 == *n
+                }
+            };
+            found |= hit;
+            let next = match (hit, rest.is_empty()) {
+                (false, _) => self.skip_strict(k),
+                (true, false) => self.seek_strict(k, rest),
+                (true, true) => {
+                    let outer = std::mem::replace(&mut self.mode, Mode::Build);
+                    let got = self.value(k);
+                    self.mode = outer;
+                    match got {
+                        Got::Value(node, end) => {
+                            self.found = Some(node);
+                            Some(end)
+                        }
+                        _ => None,
+                    }
+                }
+            };
+            let Some(next) = next else { break None };
+            k = space(next);
+            match self.at(k) {
+                b',' => k = space(k + 1),
+                c if c == close => break Some(k + 1),
+                _ => break None,
+            }
+        };
+        self.depth -= 1;
+        end
+    }
+
+    /// An object member's key at `k` (RFC 8259: a string), as written between its quotes,
+    /// and where its value begins, past the colon (before whitespace).
+    #[inline(always)]
+    fn skip_key(&self, k: usize) -> Option<(&'a [u8], usize)> {
+        if self.at(k) != b'"' {
+            return None;
+        }
+        let end = self.skip_string(k)?;
+        let mut colon = end;
+        while is_space(self.at(colon)) {
+            colon += 1;
+        }
+        let label = &self.b()[k + 1..end - 1];
+        (self.at(colon) == b':').then_some((label, colon + 1))
+    }
+
+    /// Past the RFC 8259 string at `k` (its opening quote), for [`Parser::skip_strict`].
+    #[inline(always)]
+    fn skip_string(&self, mut k: usize) -> Option<usize> {
+        let b = self.b();
+        k += 1;
+        loop {
+            while b.get(k).copied().is_some_and(is_ok) {
+                k += 1;
+            }
+            match *b.get(k)? {
+                b'"' => return Some(k + 1),
+                b'\'' => k += 1,
+                b'\\' => match *b.get(k + 1)? {
+                    b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => k += 2,
+                    b'u' if self.is_4hex(k + 2) => k += 6,
+                    _ => return None,
+                },
+                _ => return None,
+            }
+        }
+    }
+
+    /// Past the RFC 8259 number at `k`, for [`Parser::skip_strict`].
+    #[inline(always)]
+    fn skip_number(&self, mut k: usize) -> Option<usize> {
+        let digits = |mut k: usize| {
+            let from = k;
+            while self.at(k).is_ascii_digit() {
+                k += 1;
+            }
+            (k > from).then_some(k)
+        };
+        if self.at(k) == b'-' {
+            k += 1;
+        }
+        k = match self.at(k) {
+            b'0' => k + 1,
+            _ => digits(k)?,
+        };
+        if self.at(k) == b'.' {
+            k = digits(k + 1)?;
+        }
+        if matches!(self.at(k), b'e' | b'E') {
+            k += 1;
+            if matches!(self.at(k), b'+' | b'-') {
+                k += 1;
+            }
+            k = digits(k)?;
+        }
+        Some(k)
+    }
+
     fn b(&self) -> &'a [u8] {
         self.s.as_bytes()
     }
@@ -175,9 +499,12 @@ impl<'a> Parser<'a> {
         self.b().get(i).copied().unwrap_or(0)
     }
 
-    /// The document's text from `from` to `to`. The parser cuts between characters (at
-    /// ASCII punctuation); a cut inside one would be read lossily.
+    /// The document's text from `from` to `to` (none for a value only checked). The parser
+    /// cuts between characters (at ASCII punctuation); a cut inside one would be read lossily.
     fn text(&self, from: usize, to: usize) -> CompactString {
+        if let Mode::Check = self.mode {
+            return CompactString::const_new("");
+        }
         match self.s.get(from..to) {
             Some(t) => CompactString::from(t),
             None => CompactString::from(String::from_utf8_lossy(&self.b()[from..to])),
@@ -328,6 +655,8 @@ impl<'a> Parser<'a> {
             return Got::Error;
         }
         let mut members: Vec<(Text, Node)> = Vec::new();
+        // Seeking a key: whether a member has had it (the first is the one found).
+        let mut had_key = false;
         let mut j = i + 1;
         loop {
             let (label, mut j2) = match self.value(j) {
@@ -384,10 +713,19 @@ impl<'a> Parser<'a> {
                     }
                 }
             }
-            let Got::Value(node, x) = self.value(j2) else {
+            let (mode, target) = self.mode.child(|step| match step {
+                Seek::Key(key) if !had_key && label.same(key) => {
+                    had_key = true;
+                    true
+                }
+                _ => false,
+            });
+            let Got::Value(node, x) = self.child_value(j2, mode, target) else {
                 return Got::Error;
             };
-            members.push((label, node));
+            if let Mode::Build = self.mode {
+                members.push((label, node));
+            }
             j = x;
             let Some((at, more)) = self.separator(j, b'}') else {
                 return Got::Error;
@@ -407,11 +745,18 @@ impl<'a> Parser<'a> {
             return Got::Error;
         }
         let mut items = Vec::new();
+        let mut count = 0;
         let mut j = i + 1;
         loop {
-            match self.value(j) {
+            let (mode, target) = self
+                .mode
+                .child(|step| matches!(step, Seek::Index(n) if *n == count));
+            count += 1;
+            match self.child_value(j, mode, target) {
                 Got::Value(node, x) => {
-                    items.push(node);
+                    if let Mode::Build = self.mode {
+                        items.push(node);
+                    }
                     j = x;
                 }
                 Got::CloseArray(at) => {
@@ -981,6 +1326,208 @@ mod tests {
         assert!(parse(&deep).is_none());
         let ok = "[".repeat(MAX_DEPTH) + &"]".repeat(MAX_DEPTH);
         assert!(parse(&ok).is_some());
+    }
+
+    /// The value at `path` in `text` as a whole parse finds it, written out (`Some(None)`:
+    /// none there; `None`: malformed).
+    fn looked_up(text: &str, path: &[Seek]) -> Option<Option<String>> {
+        let mut cur = &parse(text)?.node;
+        for step in path {
+            let next = match (cur, step) {
+                (Node::Object(m), Seek::Key(k)) => {
+                    m.iter().find(|(l, _)| l.same(k)).map(|(_, v)| v)
+                }
+                (Node::Array(a), Seek::Index(i)) => a.get(*i),
+                _ => None,
+            };
+            match next {
+                Some(n) => cur = n,
+                None => return Some(None),
+            }
+        }
+        Some(Some(cur.to_json()))
+    }
+
+    fn extracted(text: &str, path: &[Seek]) -> Option<Option<String>> {
+        extract(text, path).map(|found| found.map(|n| n.to_json()))
+    }
+
+    fn key(k: &str) -> Seek {
+        Seek::Key(match k.contains('\\') {
+            true => Text {
+                text: k.into(),
+                esc: Esc::Json5,
+            },
+            false => Text::raw(k),
+        })
+    }
+
+    #[test]
+    fn extract_finds_what_a_whole_parse_finds() {
+        let docs = [
+            r#"{"a":{"b":[10,{"c":"x"},30]},"a":2,"d":[]}"#,
+            r#" { "a" : { "b" : [ 10 , { "c" : "x\n" } , 30 ] } } "#,
+            r#"{"a\u0062":1,"ab":2}"#,
+            r#"{a:{b:[0x1F,.5,'s',],},}"#,
+            r#"{"a":{"b":[1,2,3]},"z":/* c */ 1}"#,
+            r#"{"a":{"b":[1e5,-0,2E-2,true,false,null]}}"#,
+            r#"[[1,[2,[3]]],{"a":1}]"#,
+            r#"{"a":{"b":01}}"#,
+            r#"{"a":{"b":[1,2]} x"#,
+            "{\"a\":1}\u{0}garbage",
+            "{\"a\":\"\u{1}\"}",
+            r#"{"a":[1,2,]}"#,
+            r#"{"a":0x1F}"#,
+            r#"{"a":[Infinity,NaN,-inf]}"#,
+            r#""just a string""#,
+            r#"{"a":{"b":[1,2,3],"b":[4]}}"#,
+            r#"{"é":{"k.dot":1}}"#,
+            r#"{"a":[{"b":1},{"b":2}]}"#,
+            r#"{"a":{}}"#,
+            r#"{"a":[]}"#,
+            "",
+            "[1,",
+            r#"{"a":[1 2]}"#,
+        ];
+        let paths: Vec<Vec<Seek>> = vec![
+            vec![key("a")],
+            vec![key("a"), key("b")],
+            vec![key("a"), key("b"), Seek::Index(1)],
+            vec![key("a"), key("b"), Seek::Index(1), key("c")],
+            vec![key("a"), key("b"), Seek::Index(7)],
+            vec![key("ab")],
+            vec![key(r"a\u0062")],
+            vec![key("z")],
+            vec![Seek::Index(0), Seek::Index(1), Seek::Index(1)],
+            vec![Seek::Index(1), key("a")],
+            vec![key("é"), key("k.dot")],
+            vec![key("a"), Seek::Index(1), key("b")],
+            vec![key("a"), Seek::Index(0)],
+            vec![key("d")],
+            vec![Seek::Index(0)],
+        ];
+        for doc in docs {
+            for path in &paths {
+                assert_eq!(extracted(doc, path), looked_up(doc, path), "{doc:?}");
+            }
+        }
+    }
+
+    /// Random documents, RFC 8259 and JSON5 mixed, some cut short: the value a path leads
+    /// to, or the refusal, is the whole parse's.
+    #[test]
+    fn extract_agrees_with_parse_on_random_documents() {
+        use rand::rngs::StdRng;
+        use rand::{Rng, SeedableRng};
+        const SPACES: &[&str] = &["", "", " ", "\n\t", "/*c*/"];
+        const SCALARS: &[&str] = &[
+            "1",
+            "-0",
+            "2.5e3",
+            "0x1F",
+            ".5",
+            "\"s\"",
+            r#""\n\u00e9""#,
+            "'q'",
+            r#""a\x41""#,
+            "\"é\"",
+            "true",
+            "false",
+            "null",
+            "NaN",
+            "\"b\"",
+        ];
+        const MISTAKES: &[&str] = &["01", "1e", "-", "tru", "\"\\q\"", "[1 2]"];
+        const KEYS: &[&str] = &["\"a\"", "\"b\"", "a", "'b'", r#""\u0061""#, "\"c\""];
+        fn value(rng: &mut StdRng, depth: u32, out: &mut String) {
+            out.push_str(SPACES[rng.gen_range(0..SPACES.len())]);
+            let kinds = match depth {
+                0 => 2..4,
+                1..=3 => 0..4,
+                _ => 0..2,
+            };
+            let (open, close) = match rng.gen_range(kinds) {
+                0 | 1 => {
+                    out.push_str(match rng.gen_bool(0.01) {
+                        true => MISTAKES[rng.gen_range(0..MISTAKES.len())],
+                        false => SCALARS[rng.gen_range(0..SCALARS.len())],
+                    });
+                    out.push_str(SPACES[rng.gen_range(0..SPACES.len())]);
+                    return;
+                }
+                2 => ('[', ']'),
+                _ => ('{', '}'),
+            };
+            out.push(open);
+            for i in 0..rng.gen_range(0..5) {
+                if i > 0 {
+                    out.push(',');
+                }
+                if open == '{' {
+                    out.push_str(KEYS[rng.gen_range(0..KEYS.len())]);
+                    out.push(':');
+                }
+                value(rng, depth + 1, out);
+            }
+            if rng.gen_bool(0.05) {
+                out.push(',');
+            }
+            out.push(close);
+        }
+        let mut rng = StdRng::seed_from_u64(7);
+        let (mut found, mut refused) = (0, 0);
+        for _ in 0..20_000 {
+            let mut doc = String::new();
+            value(&mut rng, 0, &mut doc);
+            if rng.gen_bool(0.05) {
+                let at = rng.gen_range(0..=doc.len());
+                if doc.is_char_boundary(at) {
+                    doc.truncate(at);
+                }
+            }
+            let path: Vec<Seek> = (0..rng.gen_range(1..4))
+                .map(|_| match rng.gen_range(0..3) {
+                    0 => Seek::Index(rng.gen_range(0..2)),
+                    1 => key("a"),
+                    _ => key("b"),
+                })
+                .collect();
+            let got = extracted(&doc, &path);
+            assert_eq!(got, looked_up(&doc, &path), "{doc:?}");
+            found += matches!(got, Some(Some(_))) as u32;
+            refused += got.is_none() as u32;
+        }
+        // The cases reach both outcomes often, not only the empty one.
+        assert!(
+            found > 1_500 && refused > 1_000,
+            "{found} found, {refused} refused"
+        );
+    }
+
+    /// Also where the quick reader hands a container back to the parser partway (an unquoted
+    /// key, a key with an escape): the parser then counts the depth from the same start.
+    #[test]
+    fn extract_keeps_the_depth_limit() {
+        for n in [MAX_DEPTH - 1, MAX_DEPTH, MAX_DEPTH + 1] {
+            let nested = "[".repeat(n - 1) + &"]".repeat(n - 1);
+            for first in ["", "b:1,", "\"\\u0062\":1,"] {
+                let doc = format!("{{{first}\"a\":{nested}}}");
+                for path in [[key("a")], [key("b")]] {
+                    assert_eq!(
+                        extracted(&doc, &path),
+                        looked_up(&doc, &path),
+                        "{n} {first}"
+                    );
+                }
+                let doc = format!("[{{{first}\"a\":{nested}}}]");
+                let path = [Seek::Index(0), key("a")];
+                assert_eq!(
+                    extracted(&doc, &path),
+                    looked_up(&doc, &path),
+                    "{n} {first}"
+                );
+            }
+        }
     }
 
     #[test]
