@@ -1,6 +1,6 @@
 //! Profiling aid: `sql-micro`'s JSON line, two paths read from a new 600-byte document per
-//! call (so each call parses one).
-//! `cargo run --release -p beechdb-sql --example json_extract -- 20000`
+//! call (so each call parses one), or as many as the second argument says (1 to 4).
+//! `cargo run --release -p beechdb-sql --example json_extract -- 20000 [PATHS]`
 
 use beechdb_sql::{Database, Value};
 
@@ -11,7 +11,17 @@ fn main() -> Result<(), beechdb_sql::Error> {
         .unwrap_or(20_000);
     let db = Database::open_in_memory()?;
     let mut c = db.connect();
-    let st = c.prepare("SELECT json_extract(?1, '$.items[5].price'), ?1 ->> '$.meta.flags.n'")?;
+    let paths: usize = std::env::args()
+        .nth(2)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(2);
+    let reads = [
+        "json_extract(?1, '$.items[5].price')",
+        "?1 ->> '$.meta.flags.n'",
+        "?1 ->> '$.items[0].qty'",
+        "json_extract(?1, '$.id')",
+    ];
+    let st = c.prepare(&format!("SELECT {}", reads[..paths.clamp(1, 4)].join(", ")))?;
     let docs: Vec<Value> = (0..n as i64)
         .map(|id| {
             let item = |i| {

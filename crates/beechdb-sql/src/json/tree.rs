@@ -132,21 +132,6 @@ enum Mode<'p> {
     Seek(&'p [Seek]),
 }
 
-impl<'p> Mode<'p> {
-    /// The mode of a child of a value parsed in this mode, `step` saying whether it is the
-    /// child the path's next step leads to; and whether that child is where the path ends.
-    fn child(self, step: impl FnOnce(&Seek) -> bool) -> (Mode<'p>, bool) {
-        match self {
-            Mode::Build => (Mode::Build, false),
-            Mode::Seek([first, rest @ ..]) if step(first) => match rest.is_empty() {
-                true => (Mode::Build, true),
-                false => (Mode::Seek(rest), false),
-            },
-            Mode::Check | Mode::Seek(_) => (Mode::Check, false),
-        }
-    }
-}
-
 /// What [`Parser::value`] found at a position: a value and where it ends, one of the
 /// punctuation marks that end or separate values (with its position), or an error.
 enum Got {
@@ -231,8 +216,20 @@ impl<'a, 'p> Parser<'a, 'p> {
         Some(node)
     }
 
-    /// Parses the value at `i` in `mode` (a child's, from [`Mode::child`]), keeping it as
-    /// the value found when `target`.
+    /// The member's or element's value at `i`, parsed as its container's mode says for it
+    /// (`leads`: whether the path's next step leads to it).
+    fn child(&mut self, i: usize, leads: impl FnOnce(&Seek) -> bool) -> Got {
+        match self.mode {
+            Mode::Build => self.value(i),
+            Mode::Seek([first, rest @ ..]) if leads(first) => match rest {
+                [] => self.child_value(i, Mode::Build, true),
+                rest => self.child_value(i, Mode::Seek(rest), false),
+            },
+            Mode::Check | Mode::Seek(_) => self.child_value(i, Mode::Check, false),
+        }
+    }
+
+    /// Parses the value at `i` in `mode`, keeping it as the value found when `target`.
     fn child_value(&mut self, i: usize, mode: Mode<'p>, target: bool) -> Got {
         let quick = match mode {
             Mode::Build => None,
@@ -713,14 +710,13 @@ impl<'a, 'p> Parser<'a, 'p> {
                     }
                 }
             }
-            let (mode, target) = self.mode.child(|step| match step {
+            let Got::Value(node, x) = self.child(j2, |step| match step {
                 Seek::Key(key) if !had_key && label.same(key) => {
                     had_key = true;
                     true
                 }
                 _ => false,
-            });
-            let Got::Value(node, x) = self.child_value(j2, mode, target) else {
+            }) else {
                 return Got::Error;
             };
             if let Mode::Build = self.mode {
@@ -748,11 +744,9 @@ impl<'a, 'p> Parser<'a, 'p> {
         let mut count = 0;
         let mut j = i + 1;
         loop {
-            let (mode, target) = self
-                .mode
-                .child(|step| matches!(step, Seek::Index(n) if *n == count));
+            let got = self.child(j, |step| matches!(step, Seek::Index(n) if *n == count));
             count += 1;
-            match self.child_value(j, mode, target) {
+            match got {
                 Got::Value(node, x) => {
                     if let Mode::Build = self.mode {
                         items.push(node);
