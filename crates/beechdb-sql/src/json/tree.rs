@@ -394,18 +394,10 @@ impl<'a, 'p> Parser<'a, 'p> {
             let next = match (hit, rest.is_empty()) {
                 (false, _) => self.skip_strict(k),
                 (true, false) => self.seek_strict(k, rest),
-                (true, true) => {
-                    let outer = std::mem::replace(&mut self.mode, Mode::Build);
-                    let got = self.value(k);
-                    self.mode = outer;
-                    match got {
-                        Got::Value(node, end) => {
-                            self.found = Some(node);
-                            Some(end)
-                        }
-                        _ => None,
-                    }
-                }
+                (true, true) => match self.child_value(k, Mode::Build, true) {
+                    Got::Value(_, end) => Some(end),
+                    _ => None,
+                },
             };
             let Some(next) = next else { break None };
             k = space(next);
