@@ -81,6 +81,8 @@ pub use exec::QueryResult;
 pub use functions::{
     AggregateFunction, AggregateState, CollationFunction, ScalarFunction, UserFunction,
 };
+#[doc(hidden)]
+pub use json::check_path_read;
 pub use value::Value;
 
 use ast::{BeginKind, Stmt};

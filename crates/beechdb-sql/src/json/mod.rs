@@ -384,22 +384,27 @@ fn text_of(v: &Value) -> Arc<str> {
 /// every row) parses it once, as SQLite's JSON cache does.
 fn parsed(v: &Value) -> Result<Rc<Node>> {
     let text = text_of(v);
+    let parse =
+        || -> Result<Rc<Node>> { Ok(Rc::new(tree::parse(&text).ok_or_else(malformed)?.node)) };
     DOCUMENTS.with(|docs| {
         let mut docs = docs.borrow_mut();
-        if let Some(tree) = docs.find(&text).and_then(|k| k.tree.clone()) {
-            return Ok(tree);
-        }
-        let tree = Rc::new(tree::parse(&text).map(|p| p.node).ok_or_else(malformed)?);
         match docs.find(&text) {
-            Some(kept) => kept.tree = Some(tree.clone()),
-            None if text.len() <= PARSED_LONGEST => docs.keep(Kept {
-                text: text.clone(),
-                tree: Some(tree.clone()),
-                path_reads: 0,
-            }),
-            None => {}
+            Some(Kept {
+                tree: Some(tree), ..
+            }) => Ok(tree.clone()),
+            Some(kept) => Ok(kept.tree.insert(parse()?).clone()),
+            None => {
+                let tree = parse()?;
+                if text.len() <= PARSED_LONGEST {
+                    docs.keep(Kept {
+                        text: text.clone(),
+                        tree: Some(tree.clone()),
+                        path_reads: 0,
+                    });
+                }
+                Ok(tree)
+            }
         }
-        Ok(tree)
     })
 }
 
@@ -440,22 +445,43 @@ fn with_value_at<R>(
     f: impl FnOnce(Option<&Node>) -> Result<R>,
 ) -> Result<R> {
     let text = text_of(v);
-    // The whole document (`$`), a path with steps from an array's end, or a bad path (whose
-    // error comes after the document's) goes through the tree.
-    let seek = || -> Option<Vec<tree::Seek>> {
-        let steps = steps(path).ok().filter(|s| !s.is_empty())?;
-        steps
-            .into_iter()
-            .map(|step| match step {
-                Step::Key(k) => Some(tree::Seek::Key(path_key(&k))),
-                Step::Index(i) => Some(tree::Seek::Index(i)),
-                Step::FromEnd(_) | Step::Append => None,
-            })
-            .collect()
-    };
-    match read_by_path(&text).then(seek).flatten() {
+    match read_by_path(&text).then(|| seek_steps(path)).flatten() {
         Some(seek) => f(tree::extract(&text, &seek).ok_or_else(malformed)?.as_ref()),
         None => f(at(&*parsed(v)?, path)?),
+    }
+}
+
+/// `path` as steps [`tree::extract`] follows; `None` for the whole document (`$`), a path
+/// with steps from an array's end, or a bad path (whose error comes after the document's):
+/// those go through the tree.
+fn seek_steps(path: &str) -> Option<Vec<tree::Seek>> {
+    let steps = steps(path).ok().filter(|s| !s.is_empty())?;
+    steps
+        .into_iter()
+        .map(|step| match step {
+            Step::Key(k) => Some(tree::Seek::Key(path_key(&k))),
+            Step::Index(i) => Some(tree::Seek::Index(i)),
+            Step::FromEnd(_) | Step::Append => None,
+        })
+        .collect()
+}
+
+/// For the JSON fuzz target: whether the value at `path` in `doc` is the same read through
+/// the text as looked up in the whole parse (and the document refused by both or neither),
+/// whatever a thread's kept documents would choose; `Err` says how they differ. A path that
+/// is not read through the text agrees.
+#[doc(hidden)]
+pub fn check_path_read(doc: &str, path: &str) -> std::result::Result<(), String> {
+    let Some(seek) = seek_steps(path) else {
+        return Ok(());
+    };
+    let through = tree::extract(doc, &seek).map(|found| found.map(|n| n.to_json()));
+    let whole = tree::parse(doc).map(|p| at(&p.node, path).ok().flatten().map(Node::to_json));
+    match through == whole {
+        true => Ok(()),
+        false => Err(format!(
+            "{path} in {doc:?}: {through:?} through the text, {whole:?} in the tree"
+        )),
     }
 }
 
@@ -958,6 +984,20 @@ mod tests {
             "documents read by three paths are parsed"
         );
         assert_eq!(read(&doc(200), "$.a").unwrap(), Value::Integer(200));
+    }
+
+    #[test]
+    fn a_path_read_through_the_text_agrees_with_the_tree() {
+        for doc in [
+            r#"{"a":[1,{"b":"x"}]}"#,
+            r#"{a:[1,{b:'x'}],}"#,
+            r#"{"a":[1,"#,
+            "[0,1]",
+        ] {
+            for path in ["$.a", "$.a[1].b", "$[0]", "$.a[#-1]", "bad"] {
+                assert_eq!(check_path_read(doc, path), Ok(()), "{doc} {path}");
+            }
+        }
     }
 
     #[test]

@@ -200,12 +200,10 @@ impl<'a, 'p> Parser<'a, 'p> {
 
     /// The document's one value, with nothing but whitespace after it.
     fn document(&mut self) -> Option<Node> {
-        let Got::Value(node, mut i) = self.child_value(0, self.mode, false) else {
+        let Got::Value(node, end) = self.child_value(0, self.mode, false) else {
             return None;
         };
-        while is_space(self.at(i)) {
-            i += 1;
-        }
+        let mut i = self.past_space(end);
         if i < self.s.len() {
             i += self.json5_space(i);
             if i < self.s.len() {
@@ -265,15 +263,9 @@ impl<'a, 'p> Parser<'a, 'p> {
     /// value ends, stay the parser's (it reads RFC 8259 JSON exactly so).
     fn skip_strict(&self, i: usize) -> Option<usize> {
         let b = self.b();
-        let space = |mut k: usize| {
-            while b.get(k).copied().is_some_and(is_space) {
-                k += 1;
-            }
-            k
-        };
         // Open containers, innermost in the lowest bit: 1 an object, 0 an array.
         let (mut open, mut depth) = (0u64, 0usize);
-        let mut k = space(i);
+        let mut k = self.past_space(i);
         loop {
             // A value at `k`; an object's member at `k` begins with its key.
             k = match *b.get(k)? {
@@ -284,7 +276,7 @@ impl<'a, 'p> Parser<'a, 'p> {
                     let object = b[k] == b'{';
                     open = open << 1 | u64::from(object);
                     depth += 1;
-                    k = space(k + 1);
+                    k = self.past_space(k + 1);
                     match (b.get(k), object) {
                         (Some(b'}'), true) | (Some(b']'), false) => {
                             open >>= 1;
@@ -292,7 +284,7 @@ impl<'a, 'p> Parser<'a, 'p> {
                             k + 1
                         }
                         (_, true) => {
-                            k = space(self.skip_key(k)?.1);
+                            k = self.past_space(self.skip_key(k)?.1);
                             continue;
                         }
                         (_, false) => continue,
@@ -323,12 +315,12 @@ impl<'a, 'p> Parser<'a, 'p> {
                     );
                     return ends.then_some(k);
                 }
-                k = space(k);
+                k = self.past_space(k);
                 match (self.at(k), open & 1 == 1) {
                     (b',', object) => {
-                        k = space(k + 1);
+                        k = self.past_space(k + 1);
                         if object {
-                            k = space(self.skip_key(k)?.1);
+                            k = self.past_space(self.skip_key(k)?.1);
                         }
                         break;
                     }
@@ -351,14 +343,8 @@ impl<'a, 'p> Parser<'a, 'p> {
     /// value from its start.
     fn seek_strict(&mut self, i: usize, path: &'p [Seek]) -> Option<usize> {
         let b = self.b();
-        let space = |mut k: usize| {
-            while b.get(k).copied().is_some_and(is_space) {
-                k += 1;
-            }
-            k
-        };
         let (step, rest) = path.split_first()?;
-        let mut k = space(i);
+        let mut k = self.past_space(i);
         let close = match (*b.get(k)?, step) {
             (b'{', Seek::Key(key)) if key.esc == Esc::Raw || !key.text.contains('\\') => b'}',
             (b'[', Seek::Index(_)) => b']',
@@ -367,7 +353,7 @@ impl<'a, 'p> Parser<'a, 'p> {
         if self.depth >= MAX_DEPTH {
             return None;
         }
-        k = space(k + 1);
+        k = self.past_space(k + 1);
         if self.at(k) == close {
             return Some(k + 1);
         }
@@ -400,9 +386,9 @@ impl<'a, 'p> Parser<'a, 'p> {
                 },
             };
             let Some(next) = next else { break None };
-            k = space(next);
+            k = self.past_space(next);
             match self.at(k) {
-                b',' => k = space(k + 1),
+                b',' => k = self.past_space(k + 1),
                 c if c == close => break Some(k + 1),
                 _ => break None,
             }
@@ -419,10 +405,7 @@ impl<'a, 'p> Parser<'a, 'p> {
             return None;
         }
         let end = self.skip_string(k)?;
-        let mut colon = end;
-        while is_space(self.at(colon)) {
-            colon += 1;
-        }
+        let colon = self.past_space(end);
         let label = &self.b()[k + 1..end - 1];
         (self.at(colon) == b':').then_some((label, colon + 1))
     }
@@ -477,6 +460,14 @@ impl<'a, 'p> Parser<'a, 'p> {
             k = digits(k)?;
         }
         Some(k)
+    }
+
+    /// Where JSON's whitespace from `k` ends.
+    fn past_space(&self, mut k: usize) -> usize {
+        while is_space(self.at(k)) {
+            k += 1;
+        }
+        k
     }
 
     fn b(&self) -> &'a [u8] {
