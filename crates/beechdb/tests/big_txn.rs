@@ -191,6 +191,78 @@ fn snapshots_older_than_a_spilled_commit_keep_their_view() {
     assert_eq!(fresh.iter(&db).count(), expected_after(n).len());
 }
 
+/// A database created by a commit applied in batches (spilled, or from memory but too large
+/// for one hold) is empty to snapshots older than the commit, by point reads, scans both
+/// ways, counts and walks; writing a key the commit wrote is a conflict for them (also once
+/// a later commit deleted it), a key it did not write is not; newer snapshots see every key.
+#[test]
+fn snapshots_older_than_a_batched_commit_see_the_databases_it_creates_empty() {
+    for (txn_memory, spilled) in [(64 << 10, true), (8 << 20, false)] {
+        let env =
+            Env::open_with_storage(Arc::new(MemStorage::new()), config().txn_memory(txn_memory))
+                .unwrap();
+        let n = 6_000;
+        let before = env.stat().unwrap().txn.unwrap().txns;
+        let (old, old_too) = (env.begin_txn().unwrap(), env.begin_txn().unwrap());
+        let old_three = env.begin_txn().unwrap();
+        let t = env.begin_txn().unwrap();
+        let made = t.create_db("made").unwrap();
+        for i in (0..n).filter(|i| i % 3 != 1) {
+            t.put(&made, &key(i), b"v").unwrap();
+        }
+        t.commit().unwrap();
+        let after = env.stat().unwrap().txn.unwrap().txns;
+        match spilled {
+            true => assert!(after.spilled_commits > before.spilled_commits),
+            false => assert!(after.large_commits > before.large_commits),
+        }
+        let made = env.open_db("made").unwrap();
+        assert_eq!(old.get(&made, &key(0)).unwrap(), None, "spilled {spilled}");
+        assert_eq!(old.iter(&made).count(), 0);
+        assert_eq!(old.range_rev(&made, ..).count(), 0);
+        assert_eq!(old.range(&made, key(10)..key(20)).count(), 0);
+        assert_eq!(old.len(&made).unwrap(), 0);
+        let mut walked = 0;
+        old.visit_from(&made, b"", |_, _| {
+            walked += 1;
+            true
+        })
+        .unwrap();
+        assert_eq!(walked, 0);
+        assert!(matches!(
+            old.put(&made, &key(3), b"x"),
+            Err(Error::Conflict)
+        ));
+        drop(old);
+        old_too.put(&made, &key(1), b"x").unwrap();
+        old_too.commit().unwrap();
+        let fresh = env.begin_txn().unwrap();
+        let written = u64::from(n - n / 3) + 1;
+        assert_eq!(fresh.len(&made).unwrap(), written);
+        assert_eq!(fresh.get(&made, &key(3)).unwrap(), Some(b"v".to_vec()));
+        assert_eq!(fresh.get(&made, &key(1)).unwrap(), Some(b"x".to_vec()));
+        assert_eq!(fresh.iter(&made).count() as u64, written);
+        drop(fresh);
+        // A later commit, also in batches, deletes every key the first wrote.
+        let t = env.begin_txn().unwrap();
+        for i in (0..n).filter(|i| i % 3 != 1) {
+            t.delete(&made, &key(i)).unwrap();
+        }
+        t.commit().unwrap();
+        let batched = |c: &beechdb::TxnCounts| c.large_commits + c.spilled_commits;
+        let later = env.stat().unwrap().txn.unwrap().txns;
+        assert!(batched(&later) > batched(&after));
+        assert_eq!(old_three.get(&made, &key(0)).unwrap(), None);
+        assert!(matches!(
+            old_three.put(&made, &key(0), b"x"),
+            Err(Error::Conflict)
+        ));
+        drop(old_three);
+        assert_eq!(env.begin_txn().unwrap().len(&made).unwrap(), 1);
+        assert!(env.verify().unwrap().is_clean());
+    }
+}
+
 #[test]
 fn escalated_locks_cover_the_database_until_the_end() {
     let env = Env::open_with_storage(

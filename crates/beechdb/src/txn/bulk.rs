@@ -39,7 +39,6 @@
 
 use super::commit::Ddl;
 use super::handle::State;
-use super::scoped_key;
 use super::undo::UndoStore;
 use super::writes::{Sk, Write, Written};
 use crate::config::Duplicates;
@@ -75,11 +74,11 @@ enum Source {
 
 /// A write of a commit as `(database, scoped key, write)` (the scoped key goes to the undo
 /// store once the write is applied).
-type OwnedWrite = (u32, Vec<u8>, Write);
+type OwnedWrite = (u32, Sk, Write);
 
 fn owned(op: Op) -> OwnedWrite {
     let w = op.value().map(<[u8]>::to_vec);
-    (op.db(), scoped_key(op.db(), op.key()), w)
+    (op.db(), Sk::scoped(op.db(), op.key()), w)
 }
 
 /// The database a transaction both removes and creates (by name), if any: such a
@@ -179,6 +178,7 @@ impl Shared {
             self.storage.clone(),
             keep_in_memory,
             touched,
+            creates.iter().map(|(db, _, _)| *db).collect(),
             removed.clone(),
         );
         if keep_in_memory == 0 {
@@ -220,7 +220,7 @@ impl Shared {
                 let mut next = || {
                     Ok(writes.next().map(|(sk, written)| {
                         let db = u32::from_be_bytes(sk[..4].try_into().expect("scoped"));
-                        (db, sk.into_vec(), written.w)
+                        (db, sk, written.w)
                     }))
                 };
                 self.apply_batches(&mut next, &store, &removed)
@@ -377,8 +377,12 @@ impl Shared {
                             e.delete(db, key).map(drop)
                         }
                     };
-                    // Kept even if the write failed partway (readers see the value before).
-                    let to_write = store.push(std::mem::take(sk), before);
+                    // Kept even if the write failed partway (readers see the value before);
+                    // a database the commit creates is named in the store instead.
+                    let to_write = match store.creates(db) {
+                        true => 0,
+                        false => store.push(std::mem::take(sk).into_vec(), before),
+                    };
                     done?;
                     applied += 1;
                     // Long values before (deletes and overwrites of them): the hold ends,

@@ -128,6 +128,15 @@ impl TxnIter {
     fn read_batch(&self, e: &Engine, mut run: Run) -> NeedResult<Batch> {
         let forward = !self.reverse;
         let db = self.db.id();
+        if e.unseen_db(db, self.txn.snapshot) {
+            run.truncate(0);
+            return Ok(Batch {
+                run,
+                overrides: Vec::new(),
+                upto: self.to.clone(),
+                last: true,
+            });
+        }
         let limit = (&self.to, self.batch_bytes);
         seek_from(&self.from, forward, |seek| {
             read_run(e, db, seek, forward, limit, &mut run)

@@ -8,7 +8,8 @@
 //! - entries are appended in scoped-key order, one per key the commit wrote (the value the
 //!   key had before it, `None`: absent), and a key at or before the frontier that the
 //!   commit wrote has its entry here; so for a key at or before the frontier, "in the store"
-//!   means "changed by the commit";
+//!   means "changed by the commit". Keys of a database the commit creates have no entry:
+//!   the store names the database instead (every key of it was absent before);
 //! - while the commit is being applied (`lsn` 0) every reader sees the store's values for
 //!   the keys it covers: the commit is invisible until its record is in the log and `lsn`
 //!   set, both under the engine's exclusive lock; after that, snapshots older than `lsn`
@@ -30,6 +31,9 @@ pub(crate) struct UndoStore {
     /// Databases the commit writes or creates, and those it removes.
     pub(crate) dbs: Vec<u32>,
     pub(crate) removes: Vec<u32>,
+    /// Databases the commit creates: the store holds no entry for their keys, which were
+    /// all absent before it (see [`UndoStore::creates`]).
+    created: Vec<u32>,
     storage: Arc<dyn Storage>,
     /// Bytes of entries kept in memory before they go to a file (0: every flush writes).
     keep_in_memory: usize,
@@ -112,21 +116,23 @@ fn decode(mut buf: &[u8]) -> Option<Entries> {
 const BLOCK_BYTES: usize = 64 << 10;
 
 impl UndoStore {
-    /// A new, empty store for a commit that writes or creates databases `dbs` and removes
-    /// `removes`, in `storage`: its entries are kept in memory up to `keep_in_memory` bytes
-    /// (0 for a spilled commit, whose values before are as unbounded as its writes; the
-    /// transaction budget for one whose writes stayed in memory), then written to a file
-    /// of their own (`undo.N.tmp`) at each flush.
+    /// A new, empty store for a commit that writes or creates databases `dbs` (creating
+    /// `created` of them) and removes `removes`, in `storage`: its entries are kept in
+    /// memory up to `keep_in_memory` bytes (0 for a spilled commit, whose values before are
+    /// as unbounded as its writes; the transaction budget for one whose writes stayed in
+    /// memory), then written to a file of their own (`undo.N.tmp`) at each flush.
     pub(crate) fn new(
         storage: Arc<dyn Storage>,
         keep_in_memory: usize,
         dbs: Vec<u32>,
+        created: Vec<u32>,
         removes: Vec<u32>,
     ) -> Arc<UndoStore> {
         Arc::new(UndoStore {
             lsn: AtomicU64::new(0),
             dbs,
             removes,
+            created,
             storage,
             keep_in_memory,
             file: OnceLock::new(),
@@ -177,6 +183,13 @@ impl UndoStore {
             (Some(lsn), Some(s)) => s < lsn,
             (Some(_), None) => false,
         }
+    }
+
+    /// Whether the commit creates database `db`: a reader this store hides the commit from
+    /// sees `db` empty, whatever the tree holds (an entry per key, each saying "absent",
+    /// would say the same at a cost per write).
+    pub(crate) fn creates(&self, db: u32) -> bool {
+        self.created.contains(&db)
     }
 
     /// Records the value scoped key `key` had before the commit wrote it; keys come in
@@ -388,14 +401,20 @@ mod tests {
 
     #[test]
     fn lookups_and_ranges_cover_written_and_pending_entries_up_to_the_frontier() {
-        let store = UndoStore::new(Arc::new(MemStorage::new()), 0, vec![1], vec![]);
+        let store = UndoStore::new(Arc::new(MemStorage::new()), 0, vec![1], vec![], vec![]);
         lookups_and_ranges(&store);
         assert!(store.inner.lock().blocks.len() > 2);
     }
 
     #[test]
     fn a_store_in_memory_answers_the_same_from_its_entries() {
-        let store = UndoStore::new(Arc::new(MemStorage::new()), usize::MAX, vec![1], vec![]);
+        let store = UndoStore::new(
+            Arc::new(MemStorage::new()),
+            usize::MAX,
+            vec![1],
+            vec![],
+            vec![],
+        );
         lookups_and_ranges(&store);
         assert!(store.inner.lock().blocks.is_empty());
         // A capped range takes its entries from the end it starts at.
@@ -430,11 +449,11 @@ mod tests {
             let names = storage.list().unwrap();
             names.into_iter().filter(|n| n.starts_with("undo.")).count()
         };
-        let store = UndoStore::new(storage.clone(), 1 << 20, vec![1], vec![]);
+        let store = UndoStore::new(storage.clone(), 1 << 20, vec![1], vec![], vec![]);
         assert_eq!(store.push(key(0), Some(vec![1; 1000])), 0, "kept in memory");
         store.flush().unwrap();
         assert_eq!(files(), 0);
-        let store = UndoStore::new(storage.clone(), 200_000, vec![1], vec![]);
+        let store = UndoStore::new(storage.clone(), 200_000, vec![1], vec![], vec![]);
         lookups_and_ranges(&store);
         assert!(store.inner.lock().blocks.len() > 2);
         assert_eq!(files(), 1);

@@ -55,6 +55,9 @@ impl Engine {
         if !self.versions_after(at) && self.undo.is_empty() {
             return Ok(None);
         }
+        if self.unseen_db(db, at) {
+            return Ok(Some(None));
+        }
         let sk = scoped_key(db, key);
         let mut first: Option<(u64, &Write)> = None;
         if let Some(s) = at.filter(|_| self.versions_after(at)) {
@@ -80,6 +83,14 @@ impl Engine {
         })
     }
 
+    /// Whether database `db` was created by a commit a reader at `at` must not see (one
+    /// applied in batches: it names the database in its undo store), so the reader sees
+    /// it empty. A database made by a commit applied in one hold has its keys in the version
+    /// map instead, as any other write.
+    pub(crate) fn unseen_db(&self, db: u32, at: Option<u64>) -> bool {
+        self.undo.iter().any(|u| u.creates(db) && u.hides_for(at))
+    }
+
     /// Whether the version map may hold a value a reader at `at` must see.
     fn versions_after(&self, at: Option<u64>) -> bool {
         at.is_some_and(|s| s < self.versions_newest) && !self.versions.is_empty()
@@ -100,7 +111,21 @@ impl Engine {
             return Ok(true);
         }
         for u in &self.undo {
-            if u.lsn().is_some_and(|l| l > at) && u.lookup(&sk)?.is_some() {
+            if u.lsn().is_none_or(|l| l <= at) {
+                continue;
+            }
+            let written = match u.creates(db) {
+                // Every key of the database was written after `at`: those the tree holds
+                // now, and those a later commit deleted (found above, or in another store).
+                // A leaf not in memory counts as holding the key.
+                true => match self.locate(db, key) {
+                    Ok(found) => found.is_some(),
+                    Err(Need::Page(_)) => true,
+                    Err(Need::Fail(e)) => return Err(e),
+                },
+                false => u.lookup(&sk)?.is_some(),
+            };
+            if written {
                 return Ok(true);
             }
         }

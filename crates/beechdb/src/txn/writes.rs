@@ -58,7 +58,7 @@ enum Part {
 /// Short keys (a rowid's, most index entries') are held inline: a write allocated its key
 /// twice, for the map and for the statement's undo record, which was an eighth of an SQL
 /// row's insert.
-#[derive(PartialEq, Eq)]
+#[derive(PartialEq, Eq, Default)]
 pub(crate) struct Sk(pub(crate) SmallVec<[u8; INLINE_KEY]>);
 
 impl Clone for Sk {
