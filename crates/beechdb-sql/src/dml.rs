@@ -478,10 +478,15 @@ impl Exec<'_> {
         row: &[Value],
         rowid: i64,
     ) -> Result<Option<(i64, Arc<Index>)>> {
-        for idx in self.schema.indexes_of(&t.name).cloned().collect::<Vec<_>>() {
-            if !idx.unique {
-                continue;
-            }
+        // Collected (the checks borrow `self`), and only the unique ones: for a table
+        // without any, nothing is allocated.
+        let unique: Vec<Arc<Index>> = self
+            .schema
+            .indexes_of(&t.name)
+            .filter(|i| i.unique)
+            .cloned()
+            .collect();
+        for idx in unique {
             let Some((k, v)) = self.index_entry(t, &idx, row, rowid)? else {
                 continue; // not in this partial index
             };
@@ -853,7 +858,7 @@ impl Exec<'_> {
     // ---- INSERT ----
 
     pub fn insert(&mut self, ins: &Insert, outer: Option<&Scope>) -> Result<u64> {
-        if let Some(v) = self.schema.views.get(&lc(&ins.table)).cloned() {
+        if let Some(v) = self.schema.view(&ins.table).cloned() {
             return self.insert_into_view(&v, ins, outer);
         }
         if is_sequence_table(&ins.table) {

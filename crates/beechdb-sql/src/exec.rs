@@ -2552,7 +2552,7 @@ impl<'a> Exec<'a> {
                     frame.push(label, cols, false);
                 } else if let Some(t) = self.schema.tables.get(&lc(name)) {
                     frame.push(label, table_columns(t), true);
-                } else if let Some(v) = self.schema.views.get(&lc(name)) {
+                } else if let Some(v) = self.schema.view(name) {
                     if self.expanding.borrow().contains(&v.name) {
                         return Err(Error::Sql(format!("view {} is circularly defined", v.name)));
                     }
@@ -2730,7 +2730,7 @@ impl<'a> Exec<'a> {
                 if let Some(t) = self.schema.tables.get(&lc(name)).cloned() {
                     return self.table_rows(&t);
                 }
-                if let Some(v) = self.schema.views.get(&lc(name)).cloned() {
+                if let Some(v) = self.schema.view(name).cloned() {
                     return Ok(self.select(&v.select, None)?.rows);
                 }
                 if is_schema_table(name) {

@@ -221,13 +221,23 @@ impl Table {
     }
 }
 
+/// The entry named `name` in any case. Keys are lower case: a name already so is looked up
+/// once, without making a lower-case copy (every INSERT asks whether its table is a view).
+fn named<'a, V>(map: &'a BTreeMap<String, V>, name: &str) -> Option<&'a V> {
+    match map.get(name) {
+        None if name.bytes().any(|b| b.is_ascii_uppercase()) => map.get(&lc(name)),
+        found => found,
+    }
+}
+
 impl Schema {
     pub fn table(&self, name: &str) -> Result<&Arc<Table>> {
-        // Keys are lower case: a name already so is found without making it.
-        self.tables
-            .get(name)
-            .or_else(|| self.tables.get(&lc(name)))
-            .ok_or_else(|| Error::Sql(format!("no such table: {name}")))
+        named(&self.tables, name).ok_or_else(|| Error::Sql(format!("no such table: {name}")))
+    }
+
+    /// The view named `name`, in any case.
+    pub fn view(&self, name: &str) -> Option<&Arc<View>> {
+        named(&self.views, name)
     }
 
     pub fn indexes_of<'a>(&'a self, table: &'a str) -> impl Iterator<Item = &'a Arc<Index>> + 'a {

@@ -261,3 +261,30 @@ fn bad_tokens_are_named_as_sqlite_names_them() {
         common::same_outcome(&mut ours, &lite, sql);
     }
 }
+
+/// Tables and views are found by their names in any case, as SQLite finds them: a SELECT
+/// from a view, an INSERT into one (through its INSTEAD OF trigger) and into a table, each
+/// named in lower, upper and mixed case.
+#[test]
+fn tables_and_views_are_found_by_name_in_any_case() {
+    let (_db, mut ours, lite) = common::both(
+        "CREATE TABLE Items(a, b); CREATE VIEW BigItems AS SELECT a, b FROM items WHERE b > 1;
+         CREATE TRIGGER bigitems_in INSTEAD OF INSERT ON BIGITEMS
+           BEGIN INSERT INTO ITEMS VALUES (new.a, new.b + 10); END;",
+    );
+    for sql in [
+        "INSERT INTO items VALUES ('x', 1)",
+        "INSERT INTO ITEMS VALUES ('y', 2)",
+        "INSERT INTO iTeMs VALUES ('z', 3)",
+        "INSERT INTO bigitems VALUES ('v', 4)",
+        "INSERT INTO BIGITEMS VALUES ('w', 5)",
+        "INSERT INTO nosuch VALUES (1)",
+        "INSERT INTO NoSuch VALUES (1)",
+        "SELECT a, b FROM BigItems ORDER BY a",
+        "SELECT a, b FROM bigitems ORDER BY a",
+        "SELECT a, b FROM BIGITEMS ORDER BY a",
+        "SELECT count(*) FROM ITEMS",
+    ] {
+        common::same_outcome(&mut ours, &lite, sql);
+    }
+}
