@@ -234,7 +234,19 @@ fn snapshots_older_than_a_batched_commit_see_the_databases_it_creates_empty() {
             Err(Error::Conflict)
         ));
         drop(old);
+        // Other pages fill the cache: the leaf of a key the commit did not write is read
+        // back for the conflict check, not taken for one holding it.
+        let filler = env.create_db("filler").unwrap();
+        for i in 0..20_000 {
+            filler.put(&key(i), &[7; 100]).unwrap();
+        }
+        assert_eq!(filler.iter().count(), 20_000);
+        let misses = env.stat().unwrap().cache_misses;
         old_too.put(&made, &key(1), b"x").unwrap();
+        assert!(
+            env.stat().unwrap().cache_misses > misses,
+            "the leaf was read back"
+        );
         old_too.commit().unwrap();
         let fresh = env.begin_txn().unwrap();
         let written = u64::from(n - n / 3) + 1;

@@ -73,7 +73,7 @@ enum Source {
 }
 
 /// A write of a commit as `(database, scoped key, write)` (the scoped key goes to the undo
-/// store once the write is applied).
+/// store once the write is applied, unless the commit creates the database).
 type OwnedWrite = (u32, Sk, Write);
 
 fn owned(op: Op) -> OwnedWrite {

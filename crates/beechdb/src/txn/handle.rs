@@ -17,6 +17,7 @@ use crate::btree::cursor::KeyRange;
 use crate::btree::Seek;
 use crate::config::{Duplicates, Durability, GroupDurability, Isolation};
 use crate::dups;
+use crate::engine::Need;
 use crate::env::{Db, Shared};
 use crate::error::{Error, Result};
 use crate::replica::HeldLocks;
@@ -799,13 +800,16 @@ impl Txn {
             }
         }
         if let Some(s) = self.inner.snapshot {
-            if self
-                .inner
-                .shared
-                .engine
-                .read()
-                .committed_after(db, key, s)?
-            {
+            let shared = &self.inner.shared;
+            let checked = shared.engine.read().committed_after(db, key, s);
+            let newer = match checked {
+                Ok(newer) => newer,
+                Err(Need::Fail(e)) => return Err(e),
+                // A leaf to read back (a database a batched commit created): through the
+                // reading path, which loads it with no lock held.
+                Err(Need::Page(_)) => shared.read(|e| e.committed_after(db, key, s))?.0,
+            };
+            if newer {
                 tx.txns.stats.conflicts.fetch_add(1, Relaxed);
                 return Err(Error::Conflict);
             }

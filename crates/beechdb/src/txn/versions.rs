@@ -96,8 +96,9 @@ impl Engine {
         at.is_some_and(|s| s < self.versions_newest) && !self.versions.is_empty()
     }
 
-    /// Whether a commit newer than snapshot `at` wrote `key`.
-    pub(crate) fn committed_after(&self, db: u32, key: &[u8], at: u64) -> Result<bool> {
+    /// Whether a commit newer than snapshot `at` wrote `key`. [`Need::Page`] when a leaf it
+    /// must read is not in memory (run it through `Shared::read`, which loads the page).
+    pub(crate) fn committed_after(&self, db: u32, key: &[u8], at: u64) -> NeedResult<bool> {
         if !self.versions_after(Some(at)) && self.undo.is_empty() {
             return Ok(false);
         }
@@ -117,12 +118,7 @@ impl Engine {
             let written = match u.creates(db) {
                 // Every key of the database was written after `at`: those the tree holds
                 // now, and those a later commit deleted (found above, or in another store).
-                // A leaf not in memory counts as holding the key.
-                true => match self.locate(db, key) {
-                    Ok(found) => found.is_some(),
-                    Err(Need::Page(_)) => true,
-                    Err(Need::Fail(e)) => return Err(e),
-                },
+                true => self.locate(db, key)?.is_some(),
                 false => u.lookup(&sk)?.is_some(),
             };
             if written {
